@@ -1,0 +1,1 @@
+//! Benchmarks for the CNI crates (see `benches/`).
