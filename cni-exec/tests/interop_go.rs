@@ -214,11 +214,11 @@ fn library_runs_go_bridge_host_local_portmap() {
     assert_eq!(result["cniVersion"], "1.0.0");
     let ip = result["ips"][0]["address"].as_str().unwrap().to_string();
     assert!(ip.starts_with("10.123.7."), "{result}");
-    assert_eq!(pod_addresses(&pod), [ip.clone()]);
+    assert_eq!(pod_addresses(&pod), vec![ip.clone()]);
     assert_eq!(pod_default_gw(&pod).as_deref(), Some("10.123.7.1"));
     assert_eq!(veths_on(&node, &bridge), 1);
     let bare_ip = ip.split('/').next().unwrap().to_string();
-    assert_eq!(reserved_ips(data.path(), &net), [bare_ip.clone()]);
+    assert_eq!(reserved_ips(data.path(), &net), vec![bare_ip.clone()]);
     let rules = iptables_rules(&node);
     assert!(rules.contains("--dport 18080"), "{rules}");
     assert!(rules.contains(&rt.container_id), "{rules}");
@@ -326,7 +326,7 @@ fn cnitool_runs_go_bridge_host_local_portmap() {
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     let ip = result["ips"][0]["address"].as_str().unwrap().to_string();
     assert!(ip.starts_with("10.124.9."), "{result}");
-    assert_eq!(pod_addresses(&pod), [ip.clone()]);
+    assert_eq!(pod_addresses(&pod), vec![ip.clone()]);
     assert_eq!(pod_default_gw(&pod).as_deref(), Some("10.124.9.1"));
     assert_eq!(veths_on(&node, &bridge), 1);
     // upstream cnitool's container id: cnitool-<sha512(netns)[:10]>.

@@ -8,9 +8,12 @@ use cni_exec::{dispatch, Command, Env, NetnsGuard, OwnNetnsGuard, Plugin, Reques
 use cni_types::{CniError, CniResult, ErrorCode, IpConfig, Route, Version};
 use pretty_assertions::assert_eq;
 
+/// (command, container id, netns, ifname, CNI_PATH) of one call.
+type Call = (Command, String, String, String, String);
+
 #[derive(Default)]
 struct Recorder {
-    calls: Mutex<Vec<(Command, String, String, String, String)>>,
+    calls: Mutex<Vec<Call>>,
     versions: Option<Vec<Version>>,
     about: String,
     fail_add: Option<CniError>,
