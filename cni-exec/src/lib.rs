@@ -47,10 +47,11 @@
 //! assert_eq!(out.exit_code, 0);
 //! assert!(String::from_utf8(out.stdout).unwrap().contains("10.1.0.5/24"));
 //!
-//! // A runtime embedding the plugin: no fork/exec.
+//! // A runtime embedding the plugin: no fork/exec. (CNI_PATH is still
+//! // passed: the protocol requires it, and delegates are found there.)
 //! let exec = InProcessExec::builder().register("fixed", Arc::new(Fixed)).build();
 //! let cache = std::env::temp_dir().join(format!("cni-exec-doc-{}", std::process::id()));
-//! let cni = CniConfig::new(vec![], Arc::new(exec)).with_cache_dir(&cache);
+//! let cni = CniConfig::new(vec!["/opt/cni/bin".into()], Arc::new(exec)).with_cache_dir(&cache);
 //! let list = NetworkConfigList::from_slice(
 //!     br#"{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"fixed"}]}"#,
 //! )?;

@@ -529,11 +529,16 @@ fn read_stdin_capped(mut input: impl Read) -> Result<Vec<u8>, CniError> {
 /// ```
 pub fn run(plugin: &dyn Plugin) -> ! {
     let env = Env::from_process();
-    let out = dispatch_with(plugin, &env, || {
-        let data = read_stdin_capped(std::io::stdin().lock())?;
-        crate::logging::init_from_config(&data, &env);
-        Ok(data)
-    });
+    // dispatch already turns a plugin panic into code 999; this catches a
+    // panic anywhere else so stdout still gets one whole error reply.
+    let out = catch_unwind(AssertUnwindSafe(|| {
+        dispatch_with(plugin, &env, || {
+            let data = read_stdin_capped(std::io::stdin().lock())?;
+            crate::logging::init_from_config(&data, &env);
+            Ok(data)
+        })
+    }))
+    .unwrap_or_else(|_| error_output(CniError::internal("plugin runner panicked"), None));
     if let Some(e) = out.error() {
         tracing::error!(code = e.code.as_u32(), msg = %e.msg, details = %e.details, "plugin failed");
     }
