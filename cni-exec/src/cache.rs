@@ -138,10 +138,10 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), Error> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let nonce = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
+    // pid + a process-wide counter: unique among concurrent writers, so two
+    // threads or runtimes never share a temp file.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nonce = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = dir.join(format!(".{name}.tmp.{}.{nonce}", std::process::id()));
     let result = (|| {
         let mut f = OpenOptions::new()
@@ -360,4 +360,71 @@ impl ResultCache {
 /// Decodes the base64 `config` of a cache file (for tools and tests).
 pub fn decode_config(b64: &str) -> Option<Vec<u8>> {
     base64::engine::general_purpose::STANDARD.decode(b64).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        write_atomic(&path, b"one").unwrap();
+        write_atomic(&path, b"two").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"two");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        assert!(write_atomic(&dir.path().join("missing/f"), b"x").is_err());
+    }
+
+    #[test]
+    fn concurrent_writers_never_leave_a_torn_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ResultCache::new(dir.path());
+        let rt = RuntimeConf {
+            container_id: "c".into(),
+            ifname: "eth0".into(),
+            ..Default::default()
+        };
+        std::thread::scope(|s| {
+            for i in 0..8 {
+                let (cache, rt) = (&cache, &rt);
+                s.spawn(move || {
+                    for _ in 0..20 {
+                        let result = serde_json::json!({"cniVersion": "1.0.0", "ips": [{"address": format!("10.0.0.{i}/24")}]});
+                        cache.write("n", rt, b"{}", &result).unwrap();
+                        assert!(cache.result("n", "1.0.0", rt).unwrap().is_some());
+                    }
+                });
+            }
+        });
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("results"))
+                .unwrap()
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn file_path_needs_all_parts() {
+        let cache = ResultCache::new("/x");
+        let rt = RuntimeConf {
+            container_id: "c".into(),
+            ..Default::default()
+        };
+        assert!(cache.file_path("n", &rt).is_err());
+        assert!(cache.remove("n", &rt).is_ok());
+        let rt = RuntimeConf {
+            ifname: "eth0".into(),
+            ..rt
+        };
+        assert_eq!(
+            cache.file_path("n", &rt).unwrap(),
+            Path::new("/x/results/n-c-eth0")
+        );
+    }
 }

@@ -67,3 +67,30 @@ pub(crate) fn init_from_config(stdin: &[u8], env: &Env) {
         None => builder.with_writer(std::io::stderr).try_init(),
     };
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_and_sources() {
+        assert_eq!(parse_level("VERBOSE"), Some(Level::DEBUG));
+        assert_eq!(parse_level("panic"), Some(Level::ERROR));
+        assert_eq!(parse_level("nope"), None);
+        let quiet = Env::new([("CNI_COMMAND", "ADD")]);
+        assert_eq!(settings(br#"{"name":"n"}"#, &quiet), None);
+        let conf = br#"{"name":"n","logFile":"/tmp/x.log","logLevel":"debug"}"#;
+        assert_eq!(
+            settings(conf, &quiet),
+            Some((Some("/tmp/x.log".into()), Level::DEBUG))
+        );
+        let env = Env::new([("CNI_LOG_LEVEL", "warning")]);
+        assert_eq!(settings(b"not json", &env), Some((None, Level::WARN)));
+        // The config wins over the environment.
+        let env = Env::new([("CNI_LOG_FILE", "/a"), ("CNI_LOG_LEVEL", "error")]);
+        assert_eq!(
+            settings(conf, &env),
+            Some((Some("/tmp/x.log".into()), Level::DEBUG))
+        );
+    }
+}

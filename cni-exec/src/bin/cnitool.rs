@@ -179,3 +179,31 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn args_pairs() {
+        assert_eq!(
+            parse_args("A=b;C=d").unwrap(),
+            vec![("A".to_string(), "b".to_string()), ("C".into(), "d".into())]
+        );
+        assert_eq!(
+            parse_args("A=").unwrap_err(),
+            "invalid CNI_ARGS pair \"A=\""
+        );
+        assert!(parse_args("A=b=c").is_err());
+    }
+
+    #[test]
+    fn abs_is_lexical() {
+        assert_eq!(
+            abs("/run/netns/../netns/x").unwrap(),
+            PathBuf::from("/run/netns/x")
+        );
+        assert_eq!(abs("/a/./b/").unwrap(), PathBuf::from("/a/b"));
+        assert!(abs("rel").unwrap().is_absolute());
+    }
+}
