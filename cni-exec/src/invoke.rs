@@ -564,9 +564,22 @@ fn delegate(
     req: &Request,
     command: Command,
 ) -> Result<Vec<u8>, Error> {
+    delegate_with_env(plugin_type, stdin, req, &PluginEnv::delegate(req, command))
+}
+
+/// Runs the delegate `plugin_type` (found on the request's `CNI_PATH`)
+/// through the request's [`Exec`] with an environment of the caller's
+/// making — for meta plugins (multus) whose delegates get another ifname or
+/// `CNI_ARGS`. Returns the delegate's stdout.
+pub fn delegate_with_env(
+    plugin_type: &str,
+    stdin: &[u8],
+    req: &Request,
+    env: &PluginEnv,
+) -> Result<Vec<u8>, Error> {
     let exec = req.exec();
     let path = exec.find_plugin(plugin_type, &req.path)?;
-    exec.exec_plugin(&path, stdin, &PluginEnv::delegate(req, command))
+    exec.exec_plugin(&path, stdin, env)
 }
 
 /// Runs the delegate `plugin_type` (found on the request's `CNI_PATH`) for
