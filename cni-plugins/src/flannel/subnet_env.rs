@@ -156,7 +156,7 @@ mod tests {
             "FLANNEL_MTU",
             "FLANNEL_IPMASQ",
         ];
-        for skip in 0..full.len() {
+        for (skip, want) in want.iter().enumerate() {
             let text: Vec<&str> = full
                 .iter()
                 .enumerate()
@@ -164,10 +164,7 @@ mod tests {
                 .map(|(_, l)| *l)
                 .collect();
             let err = parse(&text.join("\n")).unwrap_err().to_string();
-            assert!(
-                err.ends_with(&format!("is missing {}", want[skip])),
-                "{err}"
-            );
+            assert!(err.ends_with(&format!("is missing {want}")), "{err}");
         }
     }
 
