@@ -299,3 +299,109 @@ fn run_refuses_oversized_stdin_and_logs_to_a_file() {
     let logged = std::fs::read_to_string(&log).unwrap();
     assert!(logged.contains("fx-ipam: dataDir is required"), "{logged}");
 }
+
+#[test]
+fn cnitool_with_fixture_plugins() {
+    let bins = bin_dir();
+    let data = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let confdir = tempfile::tempdir().unwrap();
+    let list = json!({
+        "cniVersion": "1.1.0",
+        "name": "fxnet",
+        "plugins": [{"type": "fx-main", "capabilities": {"mac": true}, "ipam": {"type": "fx-ipam", "dataDir": data.path()}}]
+    });
+    std::fs::write(
+        confdir.path().join("fx.conflist"),
+        serde_json::to_vec(&list).unwrap(),
+    )
+    .unwrap();
+    let cnitool = |args: &[&str], extra: &[(&str, &str)]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_cnitool"))
+            .args(args)
+            .env("NETCONFPATH", confdir.path())
+            .env("CNI_PATH", bins.path())
+            .env("CNI_CACHEDIR", cache.path())
+            .env_remove("CNI_CONTAINERID")
+            .env_remove("CNI_IFNAME")
+            .env_remove("CAP_ARGS")
+            .env_remove("CNI_ARGS")
+            .envs(extra.iter().copied())
+            .output()
+            .unwrap()
+    };
+    let ok = |out: std::process::Output| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    // -i and the env: ifname net1, explicit container id, args and caps.
+    let stdout = ok(cnitool(
+        &["-i", "net1", "add", "fxnet", "/run/netns/x"],
+        &[
+            ("CNI_CONTAINERID", "ctr-a"),
+            ("CNI_ARGS", "K8S_POD_NAME=p"),
+            ("CAP_ARGS", r#"{"mac":"0a:00:00:00:00:01"}"#),
+        ],
+    ));
+    let result: Value = serde_json::from_slice(&stdout).unwrap();
+    assert_eq!(result["cniVersion"], "1.1.0");
+    assert_eq!(result["interfaces"][0]["name"], "net1");
+    // Four-space indentation, as Go's Result.Print.
+    assert!(String::from_utf8(stdout)
+        .unwrap()
+        .starts_with("{\n    \"cniVersion\""));
+    let cached: Value = serde_json::from_slice(
+        &std::fs::read(cache.path().join("results/fxnet-ctr-a-net1")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(cached["cniArgs"], json!([["K8S_POD_NAME", "p"]]));
+    assert_eq!(
+        cached["capabilityArgs"],
+        json!({"mac": "0a:00:00:00:00:01"})
+    );
+    // Default ifname eth0 and the derived container id.
+    ok(cnitool(&["add", "fxnet", "/run/netns/y"], &[]));
+    ok(cnitool(&["check", "fxnet", "/run/netns/y"], &[]));
+    ok(cnitool(&["status", "fxnet", "/run/netns/y"], &[]));
+    assert_eq!(
+        std::fs::read_dir(data.path().join("fxnet"))
+            .unwrap()
+            .count(),
+        2
+    );
+    // gc without a valid list removes every attachment of the network.
+    ok(cnitool(&["gc", "fxnet", "/run/netns/y"], &[]));
+    assert_eq!(
+        std::fs::read_dir(data.path().join("fxnet"))
+            .unwrap()
+            .count(),
+        0
+    );
+    assert_eq!(
+        std::fs::read_dir(cache.path().join("results"))
+            .unwrap()
+            .count(),
+        0
+    );
+    ok(cnitool(&["del", "fxnet", "/run/netns/y"], &[]));
+    // Errors: a plugin error, bad CNI_ARGS, bad CAP_ARGS, unknown command.
+    let out = cnitool(&["add", "fxnet", "/run/netns/z"], &[("CNI_IFNAME", "a/b")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "Error: plugin type=\"fx-main\" failed (add): interface name contains / or : or whitespace characters\n"
+    );
+    let out = cnitool(&["add", "fxnet", "/run/netns/z"], &[("CNI_ARGS", "A")]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "Error: invalid CNI_ARGS pair \"A\"\n"
+    );
+    let out = cnitool(&["add", "fxnet", "/run/netns/z"], &[("CAP_ARGS", "[")]);
+    assert_eq!(out.status.code(), Some(1));
+    let out = cnitool(&["frob", "fxnet", "/run/netns/z"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+}
