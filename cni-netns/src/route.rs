@@ -39,7 +39,6 @@ pub struct NextHop {
 /// Build one with [`Route::new`] and struct update syntax:
 /// `Route { gateway: Some(gw), oif: Some(idx), ..Route::new(dst) }`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct Route {
     /// Destination (`0.0.0.0/0` or `::/0` for a default route).
     pub dst: IpNetwork,
