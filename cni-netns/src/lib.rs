@@ -49,6 +49,8 @@ pub use addr::{Address, AddressOptions, DAD_POLL, DAD_TIMEOUT};
 pub use configure::configure_interface;
 pub use error::{Error, Result};
 pub use handle::Handle;
+/// The CIDR type used throughout the API (re-exported so callers match versions).
+pub use ipnetwork::IpNetwork;
 pub use link::{
     BridgePortOptions, BridgeSpec, BridgeVlan, Link, MacAddr, OperState, VethSpec,
     VETH_NAME_ATTEMPTS,

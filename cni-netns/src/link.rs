@@ -4,7 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use netlink_packet_core::{DefaultNla, NLM_F_CREATE, NLM_F_EXCL};
+use netlink_packet_core::{DefaultNla, NLM_F_CREATE, NLM_F_ECHO, NLM_F_EXCL};
 use netlink_packet_route::link::{
     AfSpecBridge, BridgeFlag, BridgeVlanInfo, BridgeVlanInfoFlags, InfoBridge, InfoData,
     InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkInfo, LinkMessage, LinkProtoInfoBridge,
@@ -200,6 +200,12 @@ pub struct VethSpec<'a> {
     pub mac: Option<MacAddr>,
     /// MAC of the peer end (the container side, in CNI terms).
     pub peer_mac: Option<MacAddr>,
+    /// Create the first end administratively up.
+    pub up: bool,
+    /// Create the peer end administratively up.
+    pub peer_up: bool,
+    /// Enslave the first end to this bridge at creation (`IFLA_MASTER`).
+    pub master: Option<u32>,
 }
 
 /// A bridge to ensure with [`Handle::ensure_bridge`].
@@ -290,7 +296,20 @@ pub(crate) fn veth_message(spec: &VethSpec<'_>) -> LinkMessage {
     if let Some(ns) = spec.peer_netns {
         peer.attributes.push(LinkAttribute::NetNsFd(ns.as_raw_fd()));
     }
+    // veth_newlink applies the peer's ifinfomsg flags to the peer, so both
+    // ends come up in the creating request, saving a round trip each.
+    if spec.peer_up {
+        peer.header.flags = LinkFlags::Up;
+        peer.header.change_mask = LinkFlags::Up;
+    }
     let mut m = LinkMessage::default();
+    if spec.up {
+        m.header.flags = LinkFlags::Up;
+        m.header.change_mask = LinkFlags::Up;
+    }
+    if let Some(master) = spec.master {
+        m.attributes.push(LinkAttribute::Controller(master));
+    }
     m.attributes.push(LinkAttribute::IfName(spec.name.clone()));
     if let Some(mtu) = spec.mtu {
         m.attributes.push(LinkAttribute::Mtu(mtu));
@@ -354,6 +373,42 @@ pub(crate) fn bridge_vlan_message(index: u32, vlans: &[BridgeVlan], on_bridge: b
     m
 }
 
+fn fmt_vlans(vlans: &[BridgeVlan]) -> String {
+    vlans.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+}
+
+impl fmt::Display for BridgeVlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.vid)?;
+        if self.vid_end > self.vid {
+            write!(f, "-{}", self.vid_end)?;
+        }
+        if self.pvid {
+            f.write_str(" pvid")?;
+        }
+        if self.untagged {
+            f.write_str(" untagged")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for BridgePortOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = Vec::new();
+        for (name, v) in [
+            ("hairpin", self.hairpin),
+            ("isolated", self.isolated),
+            ("learning", self.learning),
+        ] {
+            if let Some(v) = v {
+                parts.push(format!("{name} {}", if v { "on" } else { "off" }));
+            }
+        }
+        f.write_str(&parts.join(" "))
+    }
+}
+
 fn random_veth_name() -> String {
     format!("veth{:08x}", crate::random_u32())
 }
@@ -408,9 +463,10 @@ impl Handle {
             .collect())
     }
 
-    /// Creates a veth pair. With `peer_netns` the peer is created directly
-    /// in that namespace (`IFLA_NET_NS_FD`), never passing through this one.
-    pub fn add_veth(&self, spec: &VethSpec<'_>) -> Result<()> {
+    /// Creates a veth pair and returns the first end. With `peer_netns` the
+    /// peer is created directly in that namespace (`IFLA_NET_NS_FD`), never
+    /// passing through this one.
+    pub fn add_veth(&self, spec: &VethSpec<'_>) -> Result<Link> {
         let op = || {
             let peer_ns = spec
                 .peer_netns
@@ -418,19 +474,30 @@ impl Handle {
                 .unwrap_or_default();
             format!("add veth {} with peer {}{peer_ns}", spec.name, spec.peer_name)
         };
-        self.request(
+        // NLM_F_ECHO (kernel >= 6.3) sends the new link back with the ack,
+        // sparing a lookup; older kernels ignore it and we look it up.
+        let replies = self.request(
             RouteNetlinkMessage::NewLink(veth_message(spec)),
-            NLM_F_CREATE | NLM_F_EXCL,
+            NLM_F_CREATE | NLM_F_EXCL | NLM_F_ECHO,
             op,
-        )
-        .map(drop)
+        )?;
+        let echoed = replies.iter().rev().find_map(|r| match r {
+            RouteNetlinkMessage::NewLink(m) => {
+                Some(Link::from_message(m)).filter(|l| l.name == spec.name && l.index != 0)
+            }
+            _ => None,
+        });
+        match echoed {
+            Some(link) => Ok(link),
+            None => self.link_by_name(&spec.name),
+        }
     }
 
     /// Go's `ip.SetupVeth`: creates a veth whose host end, in this
     /// namespace, is named `veth` + 8 random hex digits (retried on a name
     /// collision up to [`VETH_NAME_ATTEMPTS`] times) and whose peer
-    /// `peer_name` is created directly in `peer_netns`; sets the host end up
-    /// and returns it ([`Link::parent_index`] is the peer's index).
+    /// `peer_name` is created directly in `peer_netns`; the host end is up.
+    /// Returns the host end ([`Link::parent_index`] is the peer's index).
     pub fn setup_veth(
         &self,
         peer_name: &str,
@@ -438,22 +505,29 @@ impl Handle {
         mtu: Option<u32>,
         peer_mac: Option<MacAddr>,
     ) -> Result<Link> {
+        self.setup_veth_with(&VethSpec {
+            peer_name: peer_name.to_owned(),
+            peer_netns: Some(peer_netns),
+            mtu,
+            peer_mac,
+            up: true,
+            ..Default::default()
+        })
+    }
+
+    /// [`Handle::setup_veth`] with every [`VethSpec`] option (e.g. `master`
+    /// and `peer_up` to do an attachment's link work in one request); the
+    /// spec's `name` is ignored and replaced by a random `veth%08x`.
+    pub fn setup_veth_with(&self, spec: &VethSpec<'_>) -> Result<Link> {
+        let peer_name = spec.peer_name.as_str();
         for _ in 0..VETH_NAME_ATTEMPTS {
             let name = random_veth_name();
             let spec = VethSpec {
                 name: name.clone(),
-                peer_name: peer_name.to_owned(),
-                peer_netns: Some(peer_netns),
-                mtu,
-                mac: None,
-                peer_mac,
+                ..spec.clone()
             };
             match self.add_veth(&spec) {
-                Ok(()) => {
-                    let link = self.link_by_name(&name)?;
-                    self.set_up(link.index)?;
-                    return self.link_by_index(link.index);
-                }
+                Ok(link) => return Ok(link),
                 Err(e) if e.is_exists() => match self.link_by_name(&name) {
                     Ok(_) => continue,
                     Err(le) if le.is_not_found() => {
@@ -526,7 +600,7 @@ impl Handle {
             LinkInfo::Kind(InfoKind::Bridge),
             LinkInfo::Data(InfoData::Bridge(vec![InfoBridge::VlanFiltering(on)])),
         ]));
-        let op = || format!("set vlan_filtering {} on link #{index}", u8::from(on));
+        let op = || format!("set vlan_filtering {} on {}", u8::from(on), self.ifname_for(index));
         self.request(RouteNetlinkMessage::NewLink(m), 0, op)
             .map(drop)
             .map_err(|e| self.unsupported(op(), "bridge vlan_filtering", e))
@@ -536,27 +610,27 @@ impl Handle {
     pub fn set_master(&self, index: u32, master: u32) -> Result<()> {
         let mut m = link_msg(index);
         m.attributes.push(LinkAttribute::Controller(master));
-        self.set_link(m, || format!("set master of link #{index} to #{master}"))
+        self.set_link(m, || format!("set master of {} to {}", self.ifname_for(index), self.ifname_for(master)))
     }
 
     /// Releases link `index` from its master.
     pub fn set_nomaster(&self, index: u32) -> Result<()> {
         let mut m = link_msg(index);
         m.attributes.push(LinkAttribute::Controller(0));
-        self.set_link(m, || format!("set nomaster on link #{index}"))
+        self.set_link(m, || format!("set nomaster on {}", self.ifname_for(index)))
     }
 
     /// Sets bridge port flags (hairpin, isolated, learning) on a port.
     pub fn set_bridge_port(&self, index: u32, opts: &BridgePortOptions) -> Result<()> {
         self.set_link(bridge_port_message(index, opts), || {
-            format!("set bridge port options {opts:?} on link #{index}")
+            format!("set bridge port options {opts} on {}", self.ifname_for(index))
         })
     }
 
     /// Adds VLANs to a bridge port (`bridge vlan add`); `on_bridge` targets
     /// the bridge device itself (`self`).
     pub fn add_bridge_vlans(&self, index: u32, vlans: &[BridgeVlan], on_bridge: bool) -> Result<()> {
-        let op = || format!("add bridge vlans {vlans:?} to link #{index}");
+        let op = || format!("add bridge vlans {} to {}", fmt_vlans(vlans), self.ifname_for(index));
         self.set_link(bridge_vlan_message(index, vlans, on_bridge), op)
             .map_err(|e| self.unsupported(op(), "bridge vlan filtering", e))
     }
@@ -564,7 +638,7 @@ impl Handle {
     /// Removes VLANs from a bridge port (`bridge vlan del`), e.g. the
     /// default VLAN 1.
     pub fn del_bridge_vlans(&self, index: u32, vlans: &[BridgeVlan], on_bridge: bool) -> Result<()> {
-        let op = || format!("delete bridge vlans {vlans:?} from link #{index}");
+        let op = || format!("delete bridge vlans {} from {}", fmt_vlans(vlans), self.ifname_for(index));
         self.request(
             RouteNetlinkMessage::DelLink(bridge_vlan_message(index, vlans, on_bridge)),
             0,
@@ -580,7 +654,7 @@ impl Handle {
         if on {
             m.header.flags = flag;
         }
-        self.set_link(m, || format!("set link #{index} {what}"))
+        self.set_link(m, || format!("set {} {what}", self.ifname_for(index)))
     }
 
     /// Sets a link administratively up.
@@ -602,28 +676,28 @@ impl Handle {
     pub fn set_mtu(&self, index: u32, mtu: u32) -> Result<()> {
         let mut m = link_msg(index);
         m.attributes.push(LinkAttribute::Mtu(mtu));
-        self.set_link(m, || format!("set mtu {mtu} on link #{index}"))
+        self.set_link(m, || format!("set mtu {mtu} on {}", self.ifname_for(index)))
     }
 
     /// Sets the hardware address.
     pub fn set_mac(&self, index: u32, mac: MacAddr) -> Result<()> {
         let mut m = link_msg(index);
         m.attributes.push(LinkAttribute::Address(mac.0.to_vec()));
-        self.set_link(m, || format!("set address {mac} on link #{index}"))
+        self.set_link(m, || format!("set address {mac} on {}", self.ifname_for(index)))
     }
 
     /// Renames a link (the kernel wants it down).
     pub fn rename(&self, index: u32, new_name: &str) -> Result<()> {
         let mut m = link_msg(index);
         m.attributes.push(LinkAttribute::IfName(new_name.to_owned()));
-        self.set_link(m, || format!("rename link #{index} to {new_name}"))
+        self.set_link(m, || format!("rename {} to {new_name}", self.ifname_for(index)))
     }
 
     /// Moves a link into another namespace.
     pub fn move_to_netns(&self, index: u32, netns: &Netns) -> Result<()> {
         let mut m = link_msg(index);
         m.attributes.push(LinkAttribute::NetNsFd(netns.as_raw_fd()));
-        self.set_link(m, || format!("move link #{index} to {}", netns.path().display()))
+        self.set_link(m, || format!("move {} to {}", self.ifname_for(index), netns.path().display()))
     }
 
     /// Deletes a link by index.

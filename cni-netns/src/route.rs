@@ -233,13 +233,13 @@ pub(crate) fn route_message(r: &Route, delete: bool) -> RouteMessage {
     m
 }
 
-fn describe(r: &Route) -> String {
+fn describe(h: &Handle, r: &Route) -> String {
     let mut s = r.dst.to_string();
     if let Some(g) = r.gateway {
         s.push_str(&format!(" via {g}"));
     }
     if let Some(i) = r.oif {
-        s.push_str(&format!(" dev #{i}"));
+        s.push_str(&format!(" dev {}", h.ifname_for(i)));
     }
     if let Some(t) = r.table {
         s.push_str(&format!(" table {t}"));
@@ -248,7 +248,11 @@ fn describe(r: &Route) -> String {
         s.push_str(&format!(" metric {p}"));
     }
     for nh in &r.multipath {
-        s.push_str(&format!(" nexthop via {:?} dev #{}", nh.gateway, nh.oif));
+        s.push_str(" nexthop");
+        if let Some(g) = nh.gateway {
+            s.push_str(&format!(" via {g}"));
+        }
+        s.push_str(&format!(" dev {}", h.ifname_for(nh.oif)));
     }
     s
 }
@@ -259,7 +263,7 @@ impl Handle {
         self.request(
             RouteNetlinkMessage::NewRoute(route_message(r, false)),
             NLM_F_CREATE | NLM_F_EXCL,
-            || format!("add route {}", describe(r)),
+            || format!("add route {}", describe(self, r)),
         )
         .map(drop)
     }
@@ -271,7 +275,7 @@ impl Handle {
         self.request(
             RouteNetlinkMessage::NewRoute(route_message(r, false)),
             NLM_F_CREATE,
-            || format!("add route {}", describe(r)),
+            || format!("add route {}", describe(self, r)),
         )
         .map(drop)
     }
@@ -281,7 +285,7 @@ impl Handle {
         self.request(
             RouteNetlinkMessage::NewRoute(route_message(r, false)),
             NLM_F_CREATE | NLM_F_REPLACE,
-            || format!("replace route {}", describe(r)),
+            || format!("replace route {}", describe(self, r)),
         )
         .map(drop)
     }
@@ -292,7 +296,7 @@ impl Handle {
         self.request(
             RouteNetlinkMessage::DelRoute(route_message(r, true)),
             0,
-            || format!("delete route {}", describe(r)),
+            || format!("delete route {}", describe(self, r)),
         )
         .map(drop)
     }

@@ -23,13 +23,15 @@ fn ipa(s: &str) -> IpAddr {
 
 /// A veth pair with both ends in `ns`, returns (a index, b index).
 fn local_veth(h: &Handle, a: &str, b: &str) -> (u32, u32) {
-    h.add_veth(&VethSpec {
-        name: a.into(),
-        peer_name: b.into(),
-        ..Default::default()
-    })
-    .unwrap();
-    (h.link_by_name(a).unwrap().index, h.link_by_name(b).unwrap().index)
+    let first = h
+        .add_veth(&VethSpec {
+            name: a.into(),
+            peer_name: b.into(),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(first.name, a);
+    (first.index, h.link_by_name(b).unwrap().index)
 }
 
 #[test]
@@ -140,6 +142,38 @@ fn setup_veth_creates_peer_directly_in_the_container() {
     let e = host.link_by_name(&hv.name).unwrap_err();
     assert!(e.is_not_found(), "{e}");
     assert!(e.to_string().contains(host_ns.path().to_str().unwrap()), "{e}");
+}
+
+#[test]
+fn setup_veth_with_master_and_both_ends_up_in_one_request() {
+    if !root() {
+        return;
+    }
+    let (host_ns, host) = netns();
+    let (pod_ns, _pod) = netns();
+    let br = host
+        .ensure_bridge(&BridgeSpec {
+            name: "br9".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    let hv = host
+        .setup_veth_with(&VethSpec {
+            peer_name: "net1".into(),
+            peer_netns: Some(&pod_ns),
+            up: true,
+            peer_up: true,
+            master: Some(br.index),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(hv.master, Some(br.index));
+    let j = link(&host_ns, &hv.name);
+    assert_eq!(j["master"], "br9");
+    assert!(j["flags"].as_array().unwrap().iter().any(|f| f == "UP"));
+    let p = link(&pod_ns, "net1");
+    assert!(p["flags"].as_array().unwrap().iter().any(|f| f == "UP"), "{p}");
+    assert_eq!(Some(p["ifindex"].as_u64().unwrap() as u32), hv.parent_index);
 }
 
 #[test]
