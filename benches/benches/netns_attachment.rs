@@ -21,18 +21,18 @@ fn net(s: &str) -> IpNetwork {
 fn attach_in_process(host: &Handle, pod_ns: &OwnedNetns, bridge: u32) -> u32 {
     // A plugin opens its pod handle per invocation, so that is measured too.
     let pod = Handle::in_netns(pod_ns).unwrap();
-    // One request: host end on the bridge and up, pod end up.
+    // One request: host end created on the bridge and up.
     let hv = host
         .setup_veth_with(&VethSpec {
             peer_name: "eth0".into(),
             peer_netns: Some(pod_ns),
             up: true,
-            peer_up: true,
             master: Some(bridge),
             ..Default::default()
         })
         .unwrap();
     let eth0 = hv.parent_index.unwrap();
+    pod.set_up(eth0).unwrap();
     pod.add_address(eth0, net("10.88.0.5/16"), AddressOptions::default())
         .unwrap();
     let nodad = AddressOptions {

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use netlink_packet_core::{DefaultNla, NLM_F_CREATE, NLM_F_ECHO, NLM_F_EXCL};
+use netlink_packet_core::{DefaultNla, NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::link::{
     AfSpecBridge, BridgeFlag, BridgeVlanInfo, BridgeVlanInfoFlags, InfoBridge, InfoData,
     InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkInfo, LinkMessage, LinkProtoInfoBridge,
@@ -202,8 +202,6 @@ pub struct VethSpec<'a> {
     pub peer_mac: Option<MacAddr>,
     /// Create the first end administratively up.
     pub up: bool,
-    /// Create the peer end administratively up.
-    pub peer_up: bool,
     /// Enslave the first end to this bridge at creation (`IFLA_MASTER`).
     pub master: Option<u32>,
 }
@@ -296,12 +294,8 @@ pub(crate) fn veth_message(spec: &VethSpec<'_>) -> LinkMessage {
     if let Some(ns) = spec.peer_netns {
         peer.attributes.push(LinkAttribute::NetNsFd(ns.as_raw_fd()));
     }
-    // veth_newlink applies the peer's ifinfomsg flags to the peer, so both
-    // ends come up in the creating request, saving a round trip each.
-    if spec.peer_up {
-        peer.header.flags = LinkFlags::Up;
-        peer.header.change_mask = LinkFlags::Up;
-    }
+    // No IFF_UP on the peer: veth_newlink opens the peer before the first
+    // end is registered and veth_open then fails with ENOTCONN.
     let mut m = LinkMessage::default();
     if spec.up {
         m.header.flags = LinkFlags::Up;
@@ -474,23 +468,15 @@ impl Handle {
                 .unwrap_or_default();
             format!("add veth {} with peer {}{peer_ns}", spec.name, spec.peer_name)
         };
-        // NLM_F_ECHO (kernel >= 6.3) sends the new link back with the ack,
-        // sparing a lookup; older kernels ignore it and we look it up.
-        let replies = self.request(
+        // No NLM_F_ECHO: the echo reflects the link before IFLA_MASTER is
+        // applied, and with a peer created up in another namespace the
+        // kernel fails the whole request with ENOTCONN (kernel 6.18).
+        self.request(
             RouteNetlinkMessage::NewLink(veth_message(spec)),
-            NLM_F_CREATE | NLM_F_EXCL | NLM_F_ECHO,
+            NLM_F_CREATE | NLM_F_EXCL,
             op,
         )?;
-        let echoed = replies.iter().rev().find_map(|r| match r {
-            RouteNetlinkMessage::NewLink(m) => {
-                Some(Link::from_message(m)).filter(|l| l.name == spec.name && l.index != 0)
-            }
-            _ => None,
-        });
-        match echoed {
-            Some(link) => Ok(link),
-            None => self.link_by_name(&spec.name),
-        }
+        self.link_by_name(&spec.name)
     }
 
     /// Go's `ip.SetupVeth`: creates a veth whose host end, in this
@@ -516,7 +502,7 @@ impl Handle {
     }
 
     /// [`Handle::setup_veth`] with every [`VethSpec`] option (e.g. `master`
-    /// and `peer_up` to do an attachment's link work in one request); the
+    /// and `up` to do the host side's link work in one request); the
     /// spec's `name` is ignored and replaced by a random `veth%08x`.
     pub fn setup_veth_with(&self, spec: &VethSpec<'_>) -> Result<Link> {
         let peer_name = spec.peer_name.as_str();
