@@ -280,6 +280,11 @@ pub struct PortMapping {
 /// routes to the container: the kernel otherwise drops packets with a
 /// loopback source leaving a non-loopback interface. Setting that sysctl is
 /// the caller's job (the Go reference's portmap does it when `snat` is on).
+/// On a bridge with `br_netfilter` loaded (`bridge-nf-call-iptables=1`, as
+/// on most Kubernetes nodes) a pod's packet to its own host port is DNATed
+/// in the bridge path and sent back out the port it came from, which the
+/// bridge only does with hairpin mode on that port (the bridge plugin's
+/// `hairpinMode`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortMappingSpec {
     /// The owner of the rules.
