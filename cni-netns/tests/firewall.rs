@@ -123,12 +123,20 @@ fn gc_removes_only_dead_attachments_of_the_network() {
     fw.add_port_mappings(&pm_dead).unwrap();
 
     let removed = fw
-        .gc(RuleKind::Masquerade, "net1", &[live.attachment.clone()])
+        .gc(
+            RuleKind::Masquerade,
+            "net1",
+            std::slice::from_ref(&live.attachment),
+        )
         .unwrap();
     assert_eq!(removed.len(), 1);
     assert_eq!(removed[0].attachment, dead.attachment);
     let removed = fw
-        .gc(RuleKind::PortMapping, "net1", &[live.attachment.clone()])
+        .gc(
+            RuleKind::PortMapping,
+            "net1",
+            std::slice::from_ref(&live.attachment),
+        )
         .unwrap();
     assert_eq!(removed.len(), 1);
 
@@ -147,7 +155,11 @@ fn gc_removes_only_dead_attachments_of_the_network() {
 
     // GC with nothing dead is a no-op; GC of an empty namespace too.
     assert!(fw
-        .gc(RuleKind::Masquerade, "net1", &[live.attachment.clone()])
+        .gc(
+            RuleKind::Masquerade,
+            "net1",
+            std::slice::from_ref(&live.attachment)
+        )
         .unwrap()
         .is_empty());
     assert!(fw

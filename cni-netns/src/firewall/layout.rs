@@ -439,7 +439,13 @@ pub fn mac_spoof_rules(spec: &MacSpoofCheckSpec) -> AttachmentRules {
     }
 }
 
-/// The batch installing `rules` (and the table's shared objects) in `table`.
+/// The batch installing `rules` together with the table's shared objects:
+/// the table, maps and fixed chains are created if missing and the fixed
+/// chains' rules rewritten (flush + add, atomic), so it also repairs them.
+/// Rewriting a rule that looks a verdict map up makes the kernel re-validate
+/// every chain the map reaches, a cost that grows with the number of
+/// attachments, so this batch is only used when [`attach_batch`] fails for
+/// lack of the shared objects.
 pub fn add_batch(table: &super::model::Table, rules: &AttachmentRules) -> Batch {
     let mut commands = vec![Command::AddTable];
     commands.extend(table.maps.iter().cloned().map(Command::AddMap));
@@ -458,11 +464,26 @@ pub fn add_batch(table: &super::model::Table, rules: &AttachmentRules) -> Batch 
             });
         }
     }
-    commands.push(Command::AddChain {
-        name: rules.chain.clone(),
-        base: None,
-    });
-    commands.push(Command::FlushChain(rules.chain.clone()));
+    commands.extend(attach_batch(table, rules).commands);
+    Batch {
+        family: table.family,
+        table: table.name,
+        commands,
+    }
+}
+
+/// The batch installing `rules` alone: the attachment's chain (created or
+/// flushed), its rules and its map elements. Its cost does not depend on the
+/// number of attachments; it fails (`No such file or directory`) when the
+/// table or its maps do not exist yet.
+pub fn attach_batch(table: &super::model::Table, rules: &AttachmentRules) -> Batch {
+    let mut commands = vec![
+        Command::AddChain {
+            name: rules.chain.clone(),
+            base: None,
+        },
+        Command::FlushChain(rules.chain.clone()),
+    ];
     for r in &rules.rules {
         commands.push(Command::AddRule {
             chain: rules.chain.clone(),

@@ -194,7 +194,13 @@ impl NftFirewall {
         let op = FirewallOp::Add(kind);
         let table = layout::table(kind, self.masq_mark);
         let who = id.to_string();
-        match self.apply(op, &who, &layout::add_batch(&table, rules))? {
+        let mut result = self.apply(op, &who, &layout::attach_batch(&table, rules))?;
+        if matches!(&result, Err(m) if m.contains("No such file or directory")) {
+            // First attachment (or the shared objects were removed): create
+            // them in the same batch as the attachment.
+            result = self.apply(op, &who, &layout::add_batch(&table, rules))?;
+        }
+        match result {
             Ok(()) => Ok(()),
             // Only map elements can clash on `add`: the key belongs to
             // another attachment's chain.
@@ -749,6 +755,22 @@ mod tests {
         // repeated ADD leaves the same state.
         let flushes = cmds.iter().filter(|c| c.get("flush").is_some()).count();
         assert_eq!(flushes, table.chains.len() + 1);
+
+        // The steady-state batch touches only the attachment's own objects.
+        let doc = encode_batch(&layout::attach_batch(&table, &rules));
+        let cmds = doc["nftables"].as_array().unwrap();
+        assert_eq!(
+            cmds[1],
+            json!({"add": {"chain": {"family": "inet", "table": "cni_rs_hostport", "name": rules.chain}}})
+        );
+        assert_eq!(
+            cmds[2],
+            json!({"flush": {"chain": {"family": "inet", "table": "cni_rs_hostport", "name": rules.chain}}})
+        );
+        assert!(cmds
+            .iter()
+            .all(|c| c["add"].get("table").is_none() && c["add"].get("map").is_none()));
+        assert_eq!(cmds.len(), 1 + 2 + rules.rules.len() + rules.elements.len());
     }
 
     #[test]
