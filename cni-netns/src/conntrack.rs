@@ -111,16 +111,28 @@ impl Conntrack {
     /// is `port`; returns how many were deleted (entries that expired
     /// meanwhile are not counted and not an error).
     pub fn delete_udp_by_dst_port(&mut self, family: IpFamily, port: u16) -> Result<usize> {
+        self.delete_udp_by_dst_ports(family, &[port])
+    }
+
+    /// Like [`Conntrack::delete_udp_by_dst_port`] for several ports with a
+    /// single dump (portmap's host ports of one attachment).
+    pub fn delete_udp_by_dst_ports(&mut self, family: IpFamily, ports: &[u16]) -> Result<usize> {
+        if ports.is_empty() {
+            return Ok(0);
+        }
         let err = |op, source| Error::Conntrack {
             op,
             family: family.name(),
-            port,
+            ports: ports.to_vec(),
             source,
         };
         let entries = self.dump(family).map_err(|e| err("dump entries", e))?;
         let mut deleted = 0;
         for entry in entries {
-            if !udp_dst_port_matches(&entry.tuple_orig, port) {
+            if !ports
+                .iter()
+                .any(|&p| udp_dst_port_matches(&entry.tuple_orig, p))
+            {
                 continue;
             }
             match self.delete(family, &entry) {

@@ -95,14 +95,14 @@ pub enum Error {
         source: io::Error,
     },
     /// A conntrack netlink request failed.
-    #[error("{op} (conntrack, {family}, port {port}): {source}")]
+    #[error("conntrack {op} ({family} UDP, destination ports {ports:?}): {source}")]
     Conntrack {
         /// What was being done (dump, delete).
         op: &'static str,
         /// `ipv4` or `ipv6`.
         family: &'static str,
-        /// The destination port whose entries were targeted.
-        port: u16,
+        /// The destination ports whose entries were targeted.
+        ports: Vec<u16>,
         /// The underlying error.
         #[source]
         source: io::Error,

@@ -346,3 +346,51 @@ fn errors_name_the_operation() {
     let e = fw.add_port_mappings(&bad).unwrap_err();
     assert!(matches!(e, Error::Nft { .. }), "{e}");
 }
+
+#[test]
+fn concurrent_first_adds_are_safe() {
+    if skip_unless_root() {
+        return;
+    }
+    let ns = TestNs::new("fwconc");
+    let handles: Vec<_> = (0..8u16)
+        .map(|i| {
+            let path = ns.path();
+            std::thread::spawn(move || {
+                let fw = NftFirewall::in_netns(path);
+                let cid = format!("c{i}");
+                let addr = format!("10.1.0.{}/24", i + 2);
+                fw.add_masquerade(&masq("net1", &cid, &addr)).unwrap();
+                fw.add_port_mappings(&ports(&cid, &addr, &[(8000 + i, Protocol::Tcp)]))
+                    .unwrap();
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let rs = ns.ruleset();
+    assert_eq!(map_elements(&rs, "cni_rs_masq", "masq4").len(), 8);
+    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hostports").len(), 8);
+    // The shared chains were written once, whoever came first.
+    let count = |table: &str, chain: &str| {
+        objects(&rs, "rule")
+            .iter()
+            .filter(|r| r["table"] == table && r["chain"] == chain)
+            .count()
+    };
+    assert_eq!(count("cni_rs_masq", "postrouting"), 4);
+    assert_eq!(count("cni_rs_hostport", "dispatch"), 3);
+    assert_eq!(count("cni_rs_hostport", "prerouting"), 1);
+    let fw = NftFirewall::in_netns(ns.path());
+    assert_eq!(fw.list_attachments(RuleKind::PortMapping).unwrap().len(), 8);
+}
+
+#[test]
+fn firewall_is_an_object_safe_shared_trait() {
+    fn shared<T: Send + Sync + 'static>(_: &T) {}
+    let fw: Box<dyn Firewall> = Box::new(NftFirewall::new());
+    shared(&fw);
+    let arc: std::sync::Arc<dyn Firewall> = std::sync::Arc::new(NftFirewall::in_netns("/x"));
+    shared(&arc);
+}

@@ -181,3 +181,47 @@ fn mac_spoof_check_traffic() {
         "node 10.99.0.2"
     );
 }
+
+#[test]
+fn port_mapping_traffic_ipv6() {
+    if skip_unless_root() {
+        return;
+    }
+    let t = Topology::new(1);
+    let fw = NftFirewall::in_netns(t.node.path());
+    let _s0 = TcpServer::start_v6(&t.pods[0], 88, "pod0");
+    let mut s = spec(
+        0,
+        vec![tcp(8080, 88, None), tcp(9090, 88, Some("fd00:98::1"))],
+    );
+    s.container_v6 = Some("fd00:99::2/64".parse().unwrap());
+    fw.add_port_mappings(&s).unwrap();
+    fw.check_port_mappings(&s).unwrap();
+
+    assert_eq!(
+        tcp_ask(&t.ext, "[fd00:98::1]:8080").unwrap(),
+        "pod0 fd00:98::2"
+    );
+    assert_eq!(
+        tcp_ask(&t.node, "[fd00:99::1]:8080").unwrap(),
+        "pod0 fd00:99::1"
+    );
+    // Hairpin, masqueraded to the node's bridge address.
+    assert_eq!(
+        tcp_ask(&t.pods[0], "[fd00:99::1]:8080").unwrap(),
+        "pod0 fd00:99::1"
+    );
+    // The IPv6 host IP mapping; IPv4 still works for the same pod.
+    assert_eq!(
+        tcp_ask(&t.ext, "[fd00:98::1]:9090").unwrap(),
+        "pod0 fd00:98::2"
+    );
+    assert!(tcp_ask(&t.ext, "10.98.0.1:9090").is_err());
+    assert_eq!(
+        tcp_ask(&t.ext, "10.98.0.1:8080").unwrap(),
+        "pod0 ::ffff:10.98.0.2"
+    );
+
+    fw.del_port_mappings(&s).unwrap();
+    assert!(tcp_ask(&t.ext, "[fd00:98::1]:8080").is_err());
+}

@@ -235,10 +235,20 @@ impl NftFirewall {
         let op = FirewallOp::Delete(kind);
         let who = id.to_string();
         let table = layout::table(kind, self.masq_mark);
+        let chain = table.owner_chain(&id.owner_hash());
+        // Cheap probe before reading the whole table: deleting the chain
+        // fails with ENOENT when the attachment owns nothing (the kernel
+        // never lets an element outlive the chain it goes to) and with EBUSY
+        // when elements still go to it; a failed batch changes nothing.
+        let probe = layout::remove_batch(&table, &chain, true, &[]);
+        match self.apply(op, &who, &probe)? {
+            Ok(()) => return Ok(true),
+            Err(m) if m.contains("No such file or directory") => return Ok(false),
+            Err(_) => {}
+        }
         let Some(listing) = self.list(op, &who, &table)? else {
             return Ok(false);
         };
-        let chain = table.owner_chain(&id.owner_hash());
         let exists = listing.chains.contains_key(&chain);
         let elements = listing.elements_to(&chain);
         if !exists && elements.is_empty() {

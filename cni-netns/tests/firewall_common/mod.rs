@@ -175,6 +175,17 @@ impl Topology {
         // 127.0.0.1:hostPort reaches the pods only with route_localnet on the
         // interface routing to them (the caller's job, see PortMappingSpec).
         node.exec(&["sysctl", "-qw", "net.ipv4.conf.br0.route_localnet=1"]);
+        node.exec(&["sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"]);
+        node.exec(&[
+            "ip",
+            "-6",
+            "addr",
+            "add",
+            "fd00:99::1/64",
+            "dev",
+            "br0",
+            "nodad",
+        ]);
 
         let ext = TestNs::new("fwext");
         node.exec(&[
@@ -185,6 +196,27 @@ impl Topology {
         ext.exec(&["ip", "addr", "add", "10.98.0.2/24", "dev", "eth0"]);
         ext.exec(&["ip", "link", "set", "eth0", "up"]);
         ext.exec(&["ip", "route", "add", "default", "via", "10.98.0.1"]);
+        node.exec(&[
+            "ip",
+            "-6",
+            "addr",
+            "add",
+            "fd00:98::1/64",
+            "dev",
+            "x0",
+            "nodad",
+        ]);
+        ext.exec(&[
+            "ip",
+            "-6",
+            "addr",
+            "add",
+            "fd00:98::2/64",
+            "dev",
+            "eth0",
+            "nodad",
+        ]);
+        ext.exec(&["ip", "-6", "route", "add", "default", "via", "fd00:98::1"]);
 
         let mut list = Vec::new();
         for i in 0..pods {
@@ -213,6 +245,9 @@ impl Topology {
             pod.exec(&["ip", "addr", "add", &addr, "dev", "eth0"]);
             pod.exec(&["ip", "link", "set", "eth0", "up"]);
             pod.exec(&["ip", "route", "add", "default", "via", "10.99.0.1"]);
+            let addr6 = format!("fd00:99::{}/64", i + 2);
+            pod.exec(&["ip", "-6", "addr", "add", &addr6, "dev", "eth0", "nodad"]);
+            pod.exec(&["ip", "-6", "route", "add", "default", "via", "fd00:99::1"]);
             list.push(pod);
         }
         Topology {
@@ -236,11 +271,20 @@ pub struct TcpServer {
 
 impl TcpServer {
     pub fn start(ns: &TestNs, port: u16, name: &'static str) -> TcpServer {
+        Self::start_on(ns, "0.0.0.0", port, name)
+    }
+
+    /// Listens on `[::]:port` (IPv6 and IPv4-mapped).
+    pub fn start_v6(ns: &TestNs, port: u16, name: &'static str) -> TcpServer {
+        Self::start_on(ns, "::", port, name)
+    }
+
+    fn start_on(ns: &TestNs, host: &'static str, port: u16, name: &'static str) -> TcpServer {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let (tx, rx) = std::sync::mpsc::channel();
         let handle = ns.run_in(move || {
-            let l = TcpListener::bind(("0.0.0.0", port)).expect("bind");
+            let l = TcpListener::bind((host, port)).expect("bind");
             l.set_nonblocking(true).expect("nonblocking");
             tx.send(()).ok();
             let deadline = Instant::now() + Duration::from_secs(120);
