@@ -70,6 +70,7 @@ fn add_and_delete_cost_does_not_grow_with_attachments() {
             present += 1;
         }
         let (mut pm_add, mut pm_del, mut m_add, mut m_del) = (vec![], vec![], vec![], vec![]);
+        let mut pm_del_again = vec![];
         for round in 0..21 {
             let probe = 20000 + round;
             let t = Instant::now();
@@ -78,6 +79,9 @@ fn add_and_delete_cost_does_not_grow_with_attachments() {
             let t = Instant::now();
             fw.del_port_mappings(&pm(probe)).unwrap();
             pm_del.push(t.elapsed());
+            let t = Instant::now();
+            fw.del_port_mappings(&pm(probe)).unwrap();
+            pm_del_again.push(t.elapsed());
             let t = Instant::now();
             fw.add_masquerade(&masq(probe)).unwrap();
             m_add.push(t.elapsed());
@@ -92,9 +96,10 @@ fn add_and_delete_cost_does_not_grow_with_attachments() {
         let list_time = t.elapsed();
         assert_eq!(listed.len(), present as usize);
         println!(
-            "{present:>5} attachments present: port mappings add {:?} del {:?}; masquerade add {:?} del {:?} (medians of 21); list {:?}",
+            "{present:>5} attachments present: port mappings add {:?} del {:?} del-again {:?}; masquerade add {:?} del {:?} (medians of 21); list {:?}",
             median(pm_add),
             median(pm_del),
+            median(pm_del_again),
             median(m_add),
             median(m_del),
             list_time,

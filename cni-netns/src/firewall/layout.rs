@@ -532,18 +532,33 @@ pub fn remove_batch(
     }
 }
 
-/// The one-batch DEL: the elements `rules` names and its chain. The kernel
-/// refuses to delete a chain that is still referenced, so if any of the
-/// attachment's elements is not in `rules` (or one of `rules`' keys belongs
-/// to someone else while the attachment still owns another) the batch fails
-/// as a whole and the caller falls back to reading the state.
+/// The one-batch DEL: the elements `rules` names and its chain, written so
+/// that it also succeeds when they are already gone (a repeated DEL): the
+/// chain and the elements are first added (no-ops when present), then
+/// deleted. It still fails as a whole, changing nothing, when one of the
+/// keys goes to another attachment's chain (`File exists` on the add) or
+/// the attachment owns elements `rules` does not name (the kernel refuses to
+/// delete a chain still referenced); the caller then reads the state.
+/// Failing batches are avoided on purpose: on ENOENT nft searches every
+/// chain of the table for a similar name to suggest, a cost that grows with
+/// the number of attachments.
 pub fn delete_batch(table: &super::model::Table, rules: &AttachmentRules) -> Batch {
     let elements: Vec<(String, Vec<Value>)> = rules
         .elements
         .iter()
         .map(|e| (e.map.clone(), e.key.clone()))
         .collect();
-    remove_batch(table, &rules.chain, true, &elements)
+    let mut commands = vec![Command::AddChain {
+        name: rules.chain.clone(),
+        base: None,
+    }];
+    commands.extend(rules.elements.iter().cloned().map(Command::AddElement));
+    commands.extend(remove_batch(table, &rules.chain, true, &elements).commands);
+    Batch {
+        family: table.family,
+        table: table.name,
+        commands,
+    }
 }
 
 /// The address a masquerade or mapping rule set is about, for messages.
@@ -698,6 +713,11 @@ mod tests {
         assert_eq!(
             b.commands,
             vec![
+                Command::AddChain {
+                    name: r.chain.clone(),
+                    base: None
+                },
+                Command::AddElement(r.elements[0].clone()),
                 Command::DeleteElements {
                     map: "ports".into(),
                     keys: vec![vec![Value::str("veth1")]]

@@ -792,11 +792,11 @@ mod tests {
         let rules = layout::masquerade_rules(&spec);
         let doc = encode_batch(&layout::delete_batch(&layout::masquerade_table(), &rules));
         assert_eq!(
-            doc["nftables"][1],
+            doc["nftables"][3],
             json!({"delete": {"element": {"family": "inet", "table": "cni_rs_masq", "name": "masq6", "elem": ["fd00::5"]}}})
         );
         assert_eq!(
-            doc["nftables"][3]["delete"]["chain"]["name"],
+            doc["nftables"][5]["delete"]["chain"]["name"],
             json!(rules.chain)
         );
     }
