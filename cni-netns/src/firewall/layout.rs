@@ -129,8 +129,8 @@ pub fn masquerade_table() -> super::model::Table {
 /// itself (output). Postrouting masquerades DNATed connections whose
 /// first packet got the masquerade mark in an owner's chain.
 pub fn hostport_table(masq_mark: u32) -> super::model::Table {
-    let dnat_base = |hook| Chain {
-        name: hook_name(hook).into(),
+    let dnat_base = |hook: Hook| Chain {
+        name: hook.as_str().into(),
         base: Some(BaseChain {
             chain_type: ChainType::Nat,
             hook,
@@ -200,10 +200,6 @@ pub fn hostport_table(masq_mark: u32) -> super::model::Table {
             },
         ],
     }
-}
-
-fn hook_name(hook: Hook) -> &'static str {
-    hook.as_str()
 }
 
 /// `bridge cni_rs_macspoofchk`: frames entering the bridge are dispatched by
@@ -561,7 +557,7 @@ pub fn delete_batch(table: &super::model::Table, rules: &AttachmentRules) -> Bat
     }
 }
 
-/// The address a masquerade or mapping rule set is about, for messages.
+/// The map keys of `rules` as text (`hostports tcp . 8080`), for messages.
 pub fn describe_keys(rules: &AttachmentRules) -> String {
     rules
         .elements

@@ -20,15 +20,22 @@
 //! | MAC spoof check | `bridge cni_rs_macspoofchk` | `iifname vmap @ports` → `goto sc-<owner>` |
 //!
 //! Every attachment owns exactly one regular chain (named from a hash of its
-//! network, interface and container id) plus the map elements that jump to
+//! network, interface and container id) plus the map elements that go to
 //! it, so a packet does one hash lookup whatever the number of pods, and
-//! ADD and DEL touch only the attachment's own objects. A map element
-//! whose key is already owned by another attachment is refused by the
-//! kernel (`File exists`), so a key never silently changes owner; DEL
-//! deletes the elements and the chain in one batch, and because the kernel
-//! refuses to delete a chain still referenced by an element, a DEL given
-//! keys that are not all the attachment's own fails as a whole and falls
-//! back to one listing and a precise batch.
+//! ADD and DEL touch only the attachment's own objects:
+//!
+//! - ADD is one batch (the chain, its rules, its elements); only when the
+//!   table does not exist yet is it retried with the shared objects (table,
+//!   maps, fixed chains) created in the same batch.
+//! - A map element whose key already goes to another attachment's chain is
+//!   refused by the kernel (`File exists`), so a key never silently changes
+//!   owner: ADD reports [`Error::FirewallConflict`](crate::Error::FirewallConflict).
+//! - DEL is one batch, also when repeated. The kernel refuses to delete a
+//!   chain that an element still goes to, so a DEL whose keys are not
+//!   exactly the attachment's own fails as a whole, and only then is the
+//!   table read (once) to remove precisely what the attachment owns.
+//! - CHECK, list and GC read the table once; GC removes all dead
+//!   attachments of a network in one batch.
 
 mod conditions;
 pub mod layout;

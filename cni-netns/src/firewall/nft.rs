@@ -72,7 +72,9 @@ impl NftFirewall {
 
     /// Uses `mark` (one or more bits; default
     /// [`DEFAULT_MASQ_MARK`]) to ask for masquerade of port-mapped
-    /// connections.
+    /// connections. The rule acting on the mark is shared by the node and
+    /// written when the table is created, so every user of a node must use
+    /// the same mark; 0 keeps the default.
     pub fn with_masq_mark(mut self, mark: u32) -> Self {
         if mark != 0 {
             self.masq_mark = mark;
