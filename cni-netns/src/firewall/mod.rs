@@ -41,6 +41,7 @@ mod conditions;
 pub mod layout;
 pub mod model;
 mod nft;
+mod recording;
 
 use std::fmt;
 use std::net::IpAddr;
@@ -49,6 +50,7 @@ use ipnetwork::{IpNetwork, Ipv4Network, Ipv6Network};
 
 pub use conditions::parse_conditions;
 pub use nft::NftFirewall;
+pub use recording::{FirewallCall, RecordingFirewall};
 
 use crate::Result;
 

@@ -119,10 +119,9 @@ impl NftFirewall {
             // owned by `netns`, alive for the whole spawn).
             unsafe {
                 cmd.pre_exec(move || {
-                    if libc::setns(fd, libc::CLONE_NEWNET) == -1 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
+                    let ns = std::os::fd::BorrowedFd::borrow_raw(fd);
+                    nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET)
+                        .map_err(std::io::Error::from)
                 });
             }
         }
