@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::parse::{ip_to_u128, u128_to_ip};
 use crate::range::{Range, RangeSet};
 use crate::result::IpConfig;
-use crate::store::{LockedStore, OwnerMatch, Owner, Reservation};
+use crate::store::{LockedStore, Owner, OwnerMatch};
 
 /// Walks the candidate addresses of a range set like Go's `RangeIter`: from
 /// the address after the last reserved one if that lies in the set (else
@@ -103,49 +103,11 @@ impl<'a> Iterator for RangeIter<'a> {
     }
 }
 
-/// The reservations seen under the store lock, kept current as an operation
-/// reserves and releases (one directory scan serves every range set).
-#[derive(Debug, Clone, Default)]
-pub struct Snapshot {
-    reservations: Vec<Reservation>,
-    taken: HashSet<IpAddr>,
-}
-
-impl Snapshot {
-    /// Reads every reservation of a locked store.
-    pub fn load(store: &mut impl LockedStore) -> Result<Snapshot> {
-        let reservations = store.reservations()?;
-        let taken = reservations.iter().map(|r| r.ip).collect();
-        Ok(Snapshot {
-            reservations,
-            taken,
-        })
-    }
-
-    /// All reservations.
-    pub fn reservations(&self) -> &[Reservation] {
-        &self.reservations
-    }
-
-    /// Whether `ip` is reserved.
-    pub fn is_taken(&self, ip: IpAddr) -> bool {
-        self.taken.contains(&ip)
-    }
-
-    fn record(&mut self, ip: IpAddr, owner: &Owner) {
-        self.taken.insert(ip);
-        self.reservations.push(Reservation {
-            ip,
-            container_id: owner.container_id.trim().to_string(),
-            ifname: Some(owner.ifname.clone()),
-        });
-    }
-
-    fn forget(&mut self, ip: IpAddr) {
-        self.taken.remove(&ip);
-        self.reservations.retain(|r| r.ip != ip);
-    }
-}
+/// How many candidates are checked one by one (a `stat` each on disk) before
+/// the allocator lists every reservation once: with round robin the first
+/// candidate is almost always free, and a full walk over a crowded range
+/// costs one directory listing instead of a `stat` per address.
+const PROBES_BEFORE_LISTING: usize = 64;
 
 /// Allocates from one range set (index `index` in the configuration, which
 /// names its `last_reserved_ip.<index>` file).
@@ -163,11 +125,10 @@ impl<'a> Allocator<'a> {
 
     /// Reserves an address for `owner` (Go's `IPAllocator.Get`): `requested`
     /// if given, else the next free one in round-robin order. The store must
-    /// be locked and `snapshot` loaded from it.
+    /// be locked.
     pub fn allocate(
         &self,
         store: &mut impl LockedStore,
-        snapshot: &mut Snapshot,
         owner: &Owner,
         requested: Option<IpAddr>,
     ) -> Result<IpConfig> {
@@ -186,17 +147,16 @@ impl<'a> Allocator<'a> {
                     range_set: self.set.to_string(),
                 });
             }
-            snapshot.record(ip, owner);
             return Ok(ip_config(ip, range));
         }
 
         // Go checks GetByID (exact or legacy match) in directory-walk order,
         // i.e. sorted by file name.
-        let mut held: Vec<IpAddr> = snapshot
-            .reservations
-            .iter()
-            .filter(|r| r.matches(owner) != OwnerMatch::None && self.set.contains(r.ip))
+        let mut held: Vec<IpAddr> = store
+            .held_by(owner)?
+            .into_iter()
             .map(|r| r.ip)
+            .filter(|ip| self.set.contains(*ip))
             .collect();
         held.sort_by_key(|ip| ip.to_string());
         if let Some(ip) = held.first() {
@@ -207,13 +167,20 @@ impl<'a> Allocator<'a> {
         }
 
         let last = store.last_reserved_ip(self.index)?;
-        for (ip, range) in RangeIter::new(self.set, last) {
-            if snapshot.is_taken(ip) {
-                continue;
-            }
-            // A writer that ignores the lock may have taken it since the scan.
-            if store.reserve(ip, owner, self.index)? {
-                snapshot.record(ip, owner);
+        let mut listed: Option<HashSet<IpAddr>> = None;
+        for (probes, (ip, range)) in RangeIter::new(self.set, last).enumerate() {
+            let taken = match &listed {
+                Some(set) => set.contains(&ip),
+                None if probes < PROBES_BEFORE_LISTING => store.is_reserved(ip)?,
+                None => {
+                    let set = store.reserved_ips()?;
+                    let taken = set.contains(&ip);
+                    listed = Some(set);
+                    taken
+                }
+            };
+            // `reserve` is exclusive, so a stale "free" answer only costs a try.
+            if !taken && store.reserve(ip, owner, self.index)? {
                 return Ok(ip_config(ip, range));
             }
         }
@@ -234,16 +201,15 @@ fn ip_config(ip: IpAddr, range: &Range) -> IpConfig {
 /// `cmdDel` calls it): exact (id, ifname) entries; legacy id-only entries
 /// when no exact one was found, or in any case once there are two or more
 /// range sets (Go's second call finds no exact entry left). Returns the
-/// released addresses.
+/// released addresses, sorted.
 pub fn release_owner(
     store: &mut impl LockedStore,
-    snapshot: &mut Snapshot,
     owner: &Owner,
     range_sets: usize,
 ) -> Result<Vec<IpAddr>> {
     let mut exact = Vec::new();
     let mut legacy = Vec::new();
-    for r in &snapshot.reservations {
+    for r in store.held_by(owner)? {
         match r.matches(owner) {
             OwnerMatch::Exact => exact.push(r.ip),
             OwnerMatch::Legacy => legacy.push(r.ip),
@@ -259,8 +225,8 @@ pub fn release_owner(
         if store.release(ip)? {
             released.push(ip);
         }
-        snapshot.forget(ip);
     }
+    released.sort();
     Ok(released)
 }
 
@@ -296,7 +262,13 @@ mod tests {
         let s = set(&[("192.168.1.0/29", None, None)]);
         assert_eq!(
             ips(RangeIter::new(&s, None)),
-            ["192.168.1.2", "192.168.1.3", "192.168.1.4", "192.168.1.5", "192.168.1.6"]
+            [
+                "192.168.1.2",
+                "192.168.1.3",
+                "192.168.1.4",
+                "192.168.1.5",
+                "192.168.1.6"
+            ]
         );
     }
 
@@ -305,11 +277,23 @@ mod tests {
         let s = set(&[("192.168.1.0/29", None, None)]);
         assert_eq!(
             ips(RangeIter::new(&s, Some(ip("192.168.1.3")))),
-            ["192.168.1.4", "192.168.1.5", "192.168.1.6", "192.168.1.2", "192.168.1.3"]
+            [
+                "192.168.1.4",
+                "192.168.1.5",
+                "192.168.1.6",
+                "192.168.1.2",
+                "192.168.1.3"
+            ]
         );
         assert_eq!(
             ips(RangeIter::new(&s, Some(ip("192.168.1.6")))),
-            ["192.168.1.2", "192.168.1.3", "192.168.1.4", "192.168.1.5", "192.168.1.6"]
+            [
+                "192.168.1.2",
+                "192.168.1.3",
+                "192.168.1.4",
+                "192.168.1.5",
+                "192.168.1.6"
+            ]
         );
         // Outside the set: start over at rangeStart.
         assert_eq!(ips(RangeIter::new(&s, Some(ip("10.0.0.1")))).len(), 5);
@@ -321,7 +305,10 @@ mod tests {
             ("192.168.1.0/30", None, None),
             ("192.168.2.0/30", None, None),
         ]);
-        assert_eq!(ips(RangeIter::new(&s, None)), ["192.168.1.2", "192.168.2.2"]);
+        assert_eq!(
+            ips(RangeIter::new(&s, None)),
+            ["192.168.1.2", "192.168.2.2"]
+        );
         assert_eq!(
             ips(RangeIter::new(&s, Some(ip("192.168.1.2")))),
             ["192.168.2.2", "192.168.1.2"]
@@ -334,40 +321,48 @@ mod tests {
         let store = MemoryStore::new();
         let alloc = Allocator::new(&s, 0);
         let mut lock = store.lock().unwrap();
-        let mut snap = Snapshot::load(&mut lock).unwrap();
         let got: Vec<String> = (0..5)
             .map(|i| {
                 alloc
-                    .allocate(&mut lock, &mut snap, &Owner::new(format!("c{i}"), "eth0"), None)
+                    .allocate(&mut lock, &Owner::new(format!("c{i}"), "eth0"), None)
                     .unwrap()
                     .address
                     .to_string()
             })
             .collect();
-        assert_eq!(got, ["10.0.0.2/29", "10.0.0.3/29", "10.0.0.4/29", "10.0.0.5/29", "10.0.0.6/29"]);
+        assert_eq!(
+            got,
+            [
+                "10.0.0.2/29",
+                "10.0.0.3/29",
+                "10.0.0.4/29",
+                "10.0.0.5/29",
+                "10.0.0.6/29"
+            ]
+        );
         let err = alloc
-            .allocate(&mut lock, &mut snap, &Owner::new("c9", "eth0"), None)
+            .allocate(&mut lock, &Owner::new("c9", "eth0"), None)
             .unwrap_err();
         assert_eq!(
             err.to_string(),
             "no IP addresses available in range set: 10.0.0.1-10.0.0.6"
         );
         let err = alloc
-            .allocate(&mut lock, &mut snap, &Owner::new("c1", "eth0"), None)
+            .allocate(&mut lock, &Owner::new("c1", "eth0"), None)
             .unwrap_err();
         assert_eq!(
             err.to_string(),
             "10.0.0.3 has been allocated to c1, duplicate allocation is not allowed"
         );
-        release_owner(&mut lock, &mut snap, &Owner::new("c0", "eth0"), 1).unwrap();
-        release_owner(&mut lock, &mut snap, &Owner::new("c2", "eth0"), 1).unwrap();
+        release_owner(&mut lock, &Owner::new("c0", "eth0"), 1).unwrap();
+        release_owner(&mut lock, &Owner::new("c2", "eth0"), 1).unwrap();
         // Round robin: last reserved is .6, so .2 (not .4) comes next.
         let next = alloc
-            .allocate(&mut lock, &mut snap, &Owner::new("c5", "eth0"), None)
+            .allocate(&mut lock, &Owner::new("c5", "eth0"), None)
             .unwrap();
         assert_eq!(next.address.to_string(), "10.0.0.2/29");
         let next = alloc
-            .allocate(&mut lock, &mut snap, &Owner::new("c6", "eth0"), None)
+            .allocate(&mut lock, &Owner::new("c6", "eth0"), None)
             .unwrap();
         assert_eq!(next.address.to_string(), "10.0.0.4/29");
     }
@@ -378,23 +373,20 @@ mod tests {
         let store = MemoryStore::new();
         let alloc = Allocator::new(&s, 0);
         let mut lock = store.lock().unwrap();
-        let mut snap = Snapshot::load(&mut lock).unwrap();
         let o = Owner::new("c", "eth0");
         let e = |r: Result<IpConfig>| r.unwrap_err().to_string();
         assert_eq!(
-            e(alloc.allocate(&mut lock, &mut snap, &o, Some(ip("10.0.0.1")))),
+            e(alloc.allocate(&mut lock, &o, Some(ip("10.0.0.1")))),
             "requested ip 10.0.0.1 is subnet's gateway"
         );
         assert_eq!(
-            e(alloc.allocate(&mut lock, &mut snap, &o, Some(ip("10.0.0.7")))),
+            e(alloc.allocate(&mut lock, &o, Some(ip("10.0.0.7")))),
             "10.0.0.7 not in range set 10.0.0.1-10.0.0.6"
         );
-        let got = alloc
-            .allocate(&mut lock, &mut snap, &o, Some(ip("10.0.0.5")))
-            .unwrap();
+        let got = alloc.allocate(&mut lock, &o, Some(ip("10.0.0.5"))).unwrap();
         assert_eq!(got.address.to_string(), "10.0.0.5/29");
         assert_eq!(
-            e(alloc.allocate(&mut lock, &mut snap, &Owner::new("d", "eth0"), Some(ip("10.0.0.5")))),
+            e(alloc.allocate(&mut lock, &Owner::new("d", "eth0"), Some(ip("10.0.0.5")))),
             "requested IP address 10.0.0.5 is not available in range set 10.0.0.1-10.0.0.6"
         );
     }
@@ -405,10 +397,9 @@ mod tests {
         store.insert_raw(ip("10.0.0.2"), "c\r\neth0");
         store.insert_raw(ip("10.0.0.3"), "  c \n");
         let mut lock = store.lock().unwrap();
-        let mut snap = Snapshot::load(&mut lock).unwrap();
         let o = Owner::new("c", "eth0");
-        assert_eq!(release_owner(&mut lock, &mut snap, &o, 1).unwrap(), [ip("10.0.0.2")]);
-        assert_eq!(release_owner(&mut lock, &mut snap, &o, 1).unwrap(), [ip("10.0.0.3")]);
-        assert!(release_owner(&mut lock, &mut snap, &o, 1).unwrap().is_empty());
+        assert_eq!(release_owner(&mut lock, &o, 1).unwrap(), [ip("10.0.0.2")]);
+        assert_eq!(release_owner(&mut lock, &o, 1).unwrap(), [ip("10.0.0.3")]);
+        assert!(release_owner(&mut lock, &o, 1).unwrap().is_empty());
     }
 }

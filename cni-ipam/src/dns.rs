@@ -23,12 +23,16 @@ pub fn parse_resolv_conf_str(text: &str) -> Dns {
         match keyword {
             "nameserver" => dns.nameservers.push(first.to_string()),
             "domain" => dns.domain = first.to_string(),
-            "search" => dns
-                .search
-                .extend(std::iter::once(first).chain(rest.iter().copied()).map(String::from)),
-            "options" => dns
-                .options
-                .extend(std::iter::once(first).chain(rest.iter().copied()).map(String::from)),
+            "search" => dns.search.extend(
+                std::iter::once(first)
+                    .chain(rest.iter().copied())
+                    .map(String::from),
+            ),
+            "options" => dns.options.extend(
+                std::iter::once(first)
+                    .chain(rest.iter().copied())
+                    .map(String::from),
+            ),
             _ => {}
         }
     }

@@ -8,13 +8,13 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::allocator::{release_owner, Allocator, Snapshot};
+use crate::allocator::{release_owner, Allocator};
 use crate::dns::parse_resolv_conf;
 use crate::error::{Error, Result};
 use crate::parse::{load_args, parse_ip_or_cidr, version_at_least_0_3_0};
 use crate::range::{Range, RangeConfig, RangeSet};
 use crate::result::{IpamResult, Route};
-use crate::store::{DiskStore, LockedStore, Owner, OwnerMatch, Store, DEFAULT_DATA_DIR};
+use crate::store::{DiskStore, LockedStore, Owner, Store, DEFAULT_DATA_DIR};
 
 /// A validated host-local configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,8 +96,7 @@ fn requested_ip(text: &str) -> Result<IpAddr> {
             "cannot understand ip: IP <nil> not v4 nor v6".to_string(),
         ));
     }
-    parse_ip_or_cidr(text)
-        .ok_or_else(|| Error::InvalidConfig(format!("invalid IP address {text}")))
+    parse_ip_or_cidr(text).ok_or_else(|| Error::InvalidConfig(format!("invalid IP address {text}")))
 }
 
 impl HostLocalConfig {
@@ -182,7 +181,10 @@ impl HostLocalConfig {
                 .data_dir
                 .filter(|d| !d.is_empty())
                 .map_or_else(|| PathBuf::from(DEFAULT_DATA_DIR), PathBuf::from),
-            resolv_conf: ipam.resolv_conf.filter(|r| !r.is_empty()).map(PathBuf::from),
+            resolv_conf: ipam
+                .resolv_conf
+                .filter(|r| !r.is_empty())
+                .map(PathBuf::from),
             requested_ips,
         })
     }
@@ -196,11 +198,7 @@ impl HostLocalConfig {
 /// ADD: one address per range set for (`container_id`, `ifname`), plus the
 /// configured routes and the DNS of `resolvConf`. On any failure, what was
 /// already reserved is released.
-pub fn add(
-    config: &HostLocalConfig,
-    container_id: &str,
-    ifname: &str,
-) -> Result<IpamResult> {
+pub fn add(config: &HostLocalConfig, container_id: &str, ifname: &str) -> Result<IpamResult> {
     let store = config.open_store()?;
     add_with_store(config, &store, &Owner::new(container_id, ifname))
 }
@@ -217,9 +215,8 @@ pub fn add_with_store<S: Store>(
     };
 
     // One lock for the whole ADD (Go locks once per range set): the sets are
-    // then reserved atomically, and one directory scan serves all of them.
+    // then reserved atomically.
     let mut locked = store.lock()?;
-    let mut snapshot = Snapshot::load(&mut locked)?;
     let mut pending: Vec<IpAddr> = Vec::new();
     for ip in &config.requested_ips {
         if !pending.contains(ip) {
@@ -234,10 +231,10 @@ pub fn add_with_store<S: Store>(
             .iter()
             .position(|ip| set.contains(*ip))
             .map(|pos| pending.remove(pos));
-        match Allocator::new(set, index).allocate(&mut locked, &mut snapshot, owner, requested) {
+        match Allocator::new(set, index).allocate(&mut locked, owner, requested) {
             Ok(ip) => ips.push(ip),
             Err(e) => {
-                rollback(&mut locked, &mut snapshot, owner, &ips);
+                rollback(&mut locked, owner, &ips);
                 return Err(Error::AllocateRange {
                     index,
                     source: Box::new(e),
@@ -246,7 +243,7 @@ pub fn add_with_store<S: Store>(
         }
     }
     if !pending.is_empty() {
-        rollback(&mut locked, &mut snapshot, owner, &ips);
+        rollback(&mut locked, owner, &ips);
         return Err(Error::UnfulfilledRequests(pending));
     }
     Ok(IpamResult {
@@ -259,16 +256,11 @@ pub fn add_with_store<S: Store>(
 /// Releases the addresses this ADD reserved. Go releases everything the
 /// owner holds; only this ADD's own reservations can exist here because a
 /// previous one makes the allocation fail as a duplicate before reserving.
-fn rollback(
-    store: &mut impl LockedStore,
-    snapshot: &mut Snapshot,
-    owner: &Owner,
-    reserved: &[crate::result::IpConfig],
-) {
+fn rollback(store: &mut impl LockedStore, owner: &Owner, reserved: &[crate::result::IpConfig]) {
     if reserved.is_empty() {
         return;
     }
-    if let Err(e) = release_owner(store, snapshot, owner, 1) {
+    if let Err(e) = release_owner(store, owner, 1) {
         tracing::warn!(error = %e, container = %owner.container_id, "roll back reservations");
     }
 }
@@ -287,8 +279,7 @@ pub fn del_with_store<S: Store>(
     owner: &Owner,
 ) -> Result<Vec<IpAddr>> {
     let mut locked = store.lock()?;
-    let mut snapshot = Snapshot::load(&mut locked)?;
-    release_owner(&mut locked, &mut snapshot, owner, config.range_sets.len())
+    release_owner(&mut locked, owner, config.range_sets.len())
 }
 
 /// CHECK: succeeds when some reservation belongs to (`container_id`,
@@ -300,12 +291,7 @@ pub fn check(config: &HostLocalConfig, container_id: &str, ifname: &str) -> Resu
 
 /// CHECK against any [`Store`].
 pub fn check_with_store<S: Store>(store: &S, owner: &Owner) -> Result<()> {
-    let mut locked = store.lock()?;
-    let found = locked
-        .reservations()?
-        .iter()
-        .any(|r| r.matches(owner) != OwnerMatch::None);
-    if found {
+    if !store.lock()?.held_by(owner)?.is_empty() {
         Ok(())
     } else {
         Err(Error::NotFound(owner.container_id.clone()))
@@ -317,11 +303,10 @@ pub fn check_with_store<S: Store>(store: &S, owner: &Owner) -> Result<()> {
 pub fn lookup(config: &HostLocalConfig, container_id: &str, ifname: &str) -> Result<Vec<IpAddr>> {
     let store = config.open_store()?;
     let owner = Owner::new(container_id, ifname);
-    let mut locked = store.lock()?;
-    let mut ips: Vec<IpAddr> = locked
-        .reservations()?
+    let mut ips: Vec<IpAddr> = store
+        .lock()?
+        .held_by(&owner)?
         .into_iter()
-        .filter(|r| r.matches(&owner) != OwnerMatch::None)
         .map(|r| r.ip)
         .collect();
     ips.sort();
@@ -355,6 +340,7 @@ pub fn gc_with_store<S: Store>(store: &S, valid: &[Owner]) -> Result<Vec<IpAddr>
             released.push(r.ip);
         }
     }
+    locked.reindex()?;
     released.sort();
     Ok(released)
 }

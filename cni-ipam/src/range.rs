@@ -107,7 +107,9 @@ impl Range {
             addr.is_ipv4() == network.is_ipv4()
                 && subnet.contains(addr)
                 && start.is_none_or(|s| ip_to_u128(addr) >= ip_to_u128(s))
-                && end.is_none_or(|e| e.is_ipv4() != addr.is_ipv4() || ip_to_u128(addr) <= ip_to_u128(e))
+                && end.is_none_or(|e| {
+                    e.is_ipv4() != addr.is_ipv4() || ip_to_u128(addr) <= ip_to_u128(e)
+                })
         };
         let range_start = match start_cfg {
             Some(start) => {
@@ -282,7 +284,10 @@ mod tests {
         assert_eq!(r.to_string(), "192.0.2.1-192.0.2.254");
         assert_eq!(r.gateway().to_string(), "192.0.2.1");
         let r = Range::canonicalize(&rc("2001:db8:1::/64")).unwrap();
-        assert_eq!(r.range_end().to_string(), "2001:db8:1:0:ffff:ffff:ffff:ffff");
+        assert_eq!(
+            r.range_end().to_string(),
+            "2001:db8:1:0:ffff:ffff:ffff:ffff"
+        );
         assert_eq!(r.range_start().to_string(), "2001:db8:1::1");
     }
 

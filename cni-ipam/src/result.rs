@@ -98,7 +98,9 @@ mod cidr_text {
         s.collect_str(n)
     }
 
-    pub(super) fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<IpNetwork, D::Error> {
+    pub(super) fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<IpNetwork, D::Error> {
         let text = String::deserialize(d)?;
         parse_cidr(&text)
             .ok_or_else(|| serde::de::Error::custom(format!("invalid CIDR address: {text}")))

@@ -103,8 +103,7 @@ fn canonical(n: IpNetwork) -> IpNetwork {
         IpNetwork::V6(v6) => match v6.ip().to_ipv4_mapped() {
             // Go's canonicalizeIP turns a mapped address into IPv4; the
             // prefix keeps its IPv4 meaning when it can.
-            Some(v4) => IpNetwork::new(IpAddr::V4(v4), v6.prefix().saturating_sub(96))
-                .unwrap_or(n),
+            Some(v4) => IpNetwork::new(IpAddr::V4(v4), v6.prefix().saturating_sub(96)).unwrap_or(n),
             None => n,
         },
         IpNetwork::V4(_) => n,
@@ -129,9 +128,10 @@ impl StaticConfig {
         for a in ipam.addresses.unwrap_or_default() {
             let gateway = match a.gateway.as_deref() {
                 None | Some("") => None,
-                Some(text) => Some(text.parse::<IpAddr>().map_err(|_| {
-                    Error::InvalidConfig(format!("invalid IP address: {text}"))
-                })?),
+                Some(text) => Some(
+                    text.parse::<IpAddr>()
+                        .map_err(|_| Error::InvalidConfig(format!("invalid IP address: {text}")))?,
+                ),
             };
             addresses.push((a.address, None, gateway));
         }
@@ -177,7 +177,11 @@ impl StaticConfig {
             }
         }
 
-        let arg_ips = net.args.and_then(|a| a.cni).and_then(|c| c.ips).unwrap_or_default();
+        let arg_ips = net
+            .args
+            .and_then(|a| a.cni)
+            .and_then(|c| c.ips)
+            .unwrap_or_default();
         if !arg_ips.is_empty() {
             addresses = arg_ips
                 .iter()

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr};
 
-use cni_ipam::allocator::{release_owner, Allocator, RangeIter, Snapshot};
+use cni_ipam::allocator::{release_owner, Allocator, RangeIter};
 use cni_ipam::range::{RangeConfig, RangeSet};
 use cni_ipam::store::{LockedStore, MemoryStore, Owner, Store};
 use cni_ipam::Error;
@@ -22,14 +22,18 @@ struct RangeSpec {
 }
 
 fn range_spec() -> impl Strategy<Value = RangeSpec> {
-    (26u8..=30, any::<Option<u32>>(), any::<Option<u32>>(), any::<Option<u32>>()).prop_map(
-        |(prefix, s, e, g)| RangeSpec {
+    (
+        26u8..=30,
+        any::<Option<u32>>(),
+        any::<Option<u32>>(),
+        any::<Option<u32>>(),
+    )
+        .prop_map(|(prefix, s, e, g)| RangeSpec {
             prefix,
             start_off: s,
             end_off: e,
             gateway_off: g,
-        },
-    )
+        })
 }
 
 fn build(specs: &[RangeSpec]) -> RangeSet {
@@ -117,11 +121,10 @@ proptest! {
         let mut last: Option<IpAddr> = None;
         for op in ops {
             let mut locked = store.lock().unwrap();
-            let mut snap = Snapshot::load(&mut locked).unwrap();
             match op {
                 Op::Add(k) => {
                     let owner = Owner::new(format!("c{k}"), "eth0");
-                    let got = alloc.allocate(&mut locked, &mut snap, &owner, None);
+                    let got = alloc.allocate(&mut locked, &owner, None);
                     let taken: HashSet<IpAddr> = held.values().copied().collect();
                     if let Some(ip) = held.get(&k) {
                         let is_dup = matches!(got, Err(Error::Duplicate { ip: dup, .. }) if dup == *ip);
@@ -146,7 +149,7 @@ proptest! {
                 }
                 Op::Release(k) => {
                     let owner = Owner::new(format!("c{k}"), "eth0");
-                    let released = release_owner(&mut locked, &mut snap, &owner, 1).unwrap();
+                    let released = release_owner(&mut locked, &owner, 1).unwrap();
                     let expected: Vec<IpAddr> = held.remove(&k).into_iter().collect();
                     prop_assert_eq!(released, expected);
                 }
@@ -163,17 +166,16 @@ proptest! {
         let store = MemoryStore::new();
         let alloc = Allocator::new(&set, 0);
         let mut locked = store.lock().unwrap();
-        let mut snap = Snapshot::load(&mut locked).unwrap();
         let mut seen = HashSet::new();
         for i in 0..n {
             let ip = alloc
-                .allocate(&mut locked, &mut snap, &Owner::new(format!("c{i}"), "eth0"), None)
+                .allocate(&mut locked, &Owner::new(format!("c{i}"), "eth0"), None)
                 .unwrap()
                 .address
                 .ip();
             prop_assert!(seen.insert(ip));
         }
-        let err = alloc.allocate(&mut locked, &mut snap, &Owner::new("last", "eth0"), None).unwrap_err();
+        let err = alloc.allocate(&mut locked, &Owner::new("last", "eth0"), None).unwrap_err();
         prop_assert_eq!(err.to_string(), format!("no IP addresses available in range set: {set}"));
     }
 

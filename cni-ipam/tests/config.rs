@@ -32,7 +32,11 @@ fn runtime_ranges_first_then_legacy_then_ranges() {
     .unwrap();
     assert_eq!(
         sets(&c),
-        ["12.1.3.1-12.1.3.254", "10.1.2.9-10.1.2.20", "11.1.2.9-11.1.2.20"]
+        [
+            "12.1.3.1-12.1.3.254",
+            "10.1.2.9-10.1.2.20",
+            "11.1.2.9-11.1.2.20"
+        ]
     );
     let gws: Vec<String> = c
         .range_sets
@@ -87,7 +91,10 @@ fn go_error_messages() {
         "no IP ranges specified"
     );
     assert_eq!(
-        base(json!({"type": "host-local", "subnet": "192.0.2.0/31"}), "0.3.1"),
+        base(
+            json!({"type": "host-local", "subnet": "192.0.2.0/31"}),
+            "0.3.1"
+        ),
         "invalid range set 0: Network 192.0.2.0/31 too small to allocate from"
     );
     assert_eq!(
@@ -118,7 +125,10 @@ fn requested_ips_from_args_config_and_runtime() {
         c
     };
     let c = host_local(conf(json!({})), "IP=10.1.2.10").unwrap();
-    assert_eq!(c.requested_ips, ["10.1.2.10".parse::<std::net::IpAddr>().unwrap()]);
+    assert_eq!(
+        c.requested_ips,
+        ["10.1.2.10".parse::<std::net::IpAddr>().unwrap()]
+    );
     let c = host_local(conf(json!({})), "IP=10.1.2.11/24").unwrap();
     assert_eq!(c.requested_ips[0].to_string(), "10.1.2.11");
     let c = host_local(
@@ -130,7 +140,10 @@ fn requested_ips_from_args_config_and_runtime() {
     )
     .unwrap();
     let got: Vec<String> = c.requested_ips.iter().map(|i| i.to_string()).collect();
-    assert_eq!(got, ["10.1.2.10", "10.1.2.11", "2001:db8:1::11", "10.1.2.12"]);
+    assert_eq!(
+        got,
+        ["10.1.2.10", "10.1.2.11", "2001:db8:1::11", "10.1.2.12"]
+    );
     assert_eq!(
         host_local(conf(json!({})), "K8S_POD_NAME=p").unwrap_err(),
         r#"ARGS: unknown args ["K8S_POD_NAME=p"]"#
@@ -197,7 +210,11 @@ fn static_override_order_and_messages() {
 
     let bad = "10.10.0.1";
     assert_eq!(
-        static_load(static_conf(json!({"addresses": [{"address": bad}]}), "1.0.0"), "").unwrap_err(),
+        static_load(
+            static_conf(json!({"addresses": [{"address": bad}]}), "1.0.0"),
+            ""
+        )
+        .unwrap_err(),
         "the 'address' field is expected to be in CIDR notation, got: '10.10.0.1'"
     );
     assert_eq!(
@@ -241,7 +258,9 @@ fn static_check_gateways() {
     let mut bad = good.clone();
     bad[0].gateway = Some("10.10.0.253".parse().unwrap());
     assert_eq!(
-        static_ipam::check(&c, "eth0", &bad).unwrap_err().to_string(),
+        static_ipam::check(&c, "eth0", &bad)
+            .unwrap_err()
+            .to_string(),
         "static: Failed to match addr 10.10.0.1 on interface eth0"
     );
     // Like Go, an absent address is not reported.

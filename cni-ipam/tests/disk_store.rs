@@ -61,22 +61,34 @@ fn add_writes_go_layout_and_del_removes() {
     let net = tmp.path().join("mynet");
     assert_eq!(
         listing(&net),
-        ["10.1.2.2", "2001:db8:1::2", "last_reserved_ip.0", "last_reserved_ip.1", "lock"]
-            .into_iter()
-            .map(String::from)
-            .collect()
+        [
+            "10.1.2.2",
+            "2001:db8:1::2",
+            "last_reserved_ip.0",
+            "last_reserved_ip.1",
+            "lock"
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect()
     );
     assert_eq!(read(net.join("10.1.2.2")), "dummy\r\neth0");
     assert_eq!(read(net.join("2001:db8:1::2")), "dummy\r\neth0");
     assert_eq!(read(net.join("last_reserved_ip.0")), "10.1.2.2");
     assert_eq!(read(net.join("last_reserved_ip.1")), "2001:db8:1::2");
-    let mode = fs::metadata(net.join("10.1.2.2")).unwrap().permissions().mode();
+    let mode = fs::metadata(net.join("10.1.2.2"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o600);
 
     host_local::check(&c, "dummy", "eth0").unwrap();
     assert_eq!(
         host_local::lookup(&c, "dummy", "eth0").unwrap(),
-        ["10.1.2.2".parse::<std::net::IpAddr>().unwrap(), "2001:db8:1::2".parse().unwrap()]
+        [
+            "10.1.2.2".parse::<std::net::IpAddr>().unwrap(),
+            "2001:db8:1::2".parse().unwrap()
+        ]
     );
     let e = host_local::add(&c, "dummy", "eth0").unwrap_err();
     assert_eq!(
@@ -88,7 +100,9 @@ fn add_writes_go_layout_and_del_removes() {
     assert!(!net.join("10.1.2.2").exists());
     assert!(!net.join("2001:db8:1::2").exists());
     assert_eq!(
-        host_local::check(&c, "dummy", "eth0").unwrap_err().to_string(),
+        host_local::check(&c, "dummy", "eth0")
+            .unwrap_err()
+            .to_string(),
         "host-local: Failed to find address added by container dummy"
     );
     // Unknown owner: success.
@@ -110,7 +124,11 @@ fn legacy_and_whitespace_entries() {
     host_local::check(&c, "dummy", "eth0").unwrap();
     host_local::check(&c, "other", "eth0").unwrap();
     let e = host_local::add(&c, "dummy", "eth0").unwrap_err();
-    assert!(e.to_string().contains("10.1.2.2 has been allocated to dummy"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("10.1.2.2 has been allocated to dummy"),
+        "{e}"
+    );
     host_local::del(&c, "dummy", "eth0").unwrap();
     host_local::del(&c, "other", "eth0").unwrap();
     assert_eq!(listing(&net), ["lock".to_string()].into_iter().collect());
@@ -137,11 +155,20 @@ fn requested_ips_and_rollback() {
     assert_eq!(e.code(), 11);
 
     let e = host_local::add(&mk("IP=10.9.9.9"), "b", "eth0").unwrap_err();
-    assert_eq!(e.to_string(), "failed to allocate all requested IPs: 10.9.9.9");
+    assert_eq!(
+        e.to_string(),
+        "failed to allocate all requested IPs: 10.9.9.9"
+    );
     // The two addresses reserved before the failure were rolled back.
     host_local::check(&mk(""), "b", "eth0").unwrap_err();
     let net = tmp.path().join("mynet");
-    assert_eq!(listing(&net).iter().filter(|n| n.contains("10.1.2.") || n.contains("db8")).count(), 2);
+    assert_eq!(
+        listing(&net)
+            .iter()
+            .filter(|n| n.contains("10.1.2.") || n.contains("db8"))
+            .count(),
+        2
+    );
 }
 
 #[test]
@@ -164,7 +191,18 @@ fn network_names_cannot_escape_data_dir() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     fs::create_dir(&data).unwrap();
-    for name in ["", ".", "..", "../evil", "a/b", "/abs", "-x", "x y", "a/../../b", "ö"] {
+    for name in [
+        "",
+        ".",
+        "..",
+        "../evil",
+        "a/b",
+        "/abs",
+        "-x",
+        "x y",
+        "a/../../b",
+        "ö",
+    ] {
         let conf = json!({"cniVersion": "1.0.0", "name": name, "ipam": {
             "type": "host-local", "dataDir": data, "subnet": "10.1.2.0/24"}});
         let c = HostLocalConfig::load(conf.to_string().as_bytes(), "").unwrap();
@@ -172,7 +210,10 @@ fn network_names_cannot_escape_data_dir() {
         assert_eq!(e.code(), 7, "{name:?}: {e}");
         assert!(DiskStore::open(&data, name).is_err());
     }
-    assert_eq!(listing(tmp.path()), ["data".to_string()].into_iter().collect());
+    assert_eq!(
+        listing(tmp.path()),
+        ["data".to_string()].into_iter().collect()
+    );
     assert!(listing(&data).is_empty());
     DiskStore::open(&data, "ok.name_1-2").unwrap();
 }
@@ -201,7 +242,10 @@ fn gc_releases_everything_not_valid() {
     host_local::gc(&c, &[]).unwrap();
     assert_eq!(
         listing(&net),
-        ["last_reserved_ip.0", "lock"].into_iter().map(String::from).collect()
+        ["last_reserved_ip.0", "lock"]
+            .into_iter()
+            .map(String::from)
+            .collect()
     );
 }
 
@@ -210,7 +254,10 @@ fn status_reports_unusable_data_dir() {
     let tmp = tempfile::tempdir().unwrap();
     let c = config(tmp.path(), json!({"subnet": "10.1.2.0/24"}));
     host_local::status(&c).unwrap();
-    assert_eq!(listing(&tmp.path().join("mynet")), ["lock".to_string()].into_iter().collect());
+    assert_eq!(
+        listing(&tmp.path().join("mynet")),
+        ["lock".to_string()].into_iter().collect()
+    );
     let file = tmp.path().join("not-a-dir");
     fs::write(&file, "").unwrap();
     let c = config(&file, json!({"subnet": "10.1.2.0/24"}));
@@ -254,7 +301,11 @@ fn concurrent_threads_never_share_an_address() {
     let mut locked = store.lock().unwrap();
     assert_eq!(locked.reserved_ips().unwrap().len(), 1000);
     assert_eq!(
-        locked.last_reserved_ip(0).unwrap().map(|i| i.to_string()).as_deref(),
+        locked
+            .last_reserved_ip(0)
+            .unwrap()
+            .map(|i| i.to_string())
+            .as_deref(),
         Some("10.0.3.233")
     );
 }

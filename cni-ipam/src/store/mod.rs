@@ -115,6 +115,21 @@ pub trait LockedStore {
         Ok(self.reservations()?.into_iter().map(|r| r.ip).collect())
     }
 
+    /// The reservations `owner` holds: exact (id, ifname) entries and legacy
+    /// id-only ones (Go's `GetByID`), in no particular order.
+    fn held_by(&mut self, owner: &Owner) -> Result<Vec<Reservation>> {
+        Ok(self
+            .reservations()?
+            .into_iter()
+            .filter(|r| r.matches(owner) != OwnerMatch::None)
+            .collect())
+    }
+
+    /// Whether `ip` is reserved.
+    fn is_reserved(&mut self, ip: IpAddr) -> Result<bool> {
+        Ok(self.reserved_ips()?.contains(&ip))
+    }
+
     /// Reserves `ip` for `owner` unless it is taken (then `Ok(false)`), and
     /// records it as the last reserved address of range set `range_set`.
     fn reserve(&mut self, ip: IpAddr, owner: &Owner, range_set: usize) -> Result<bool>;
@@ -125,4 +140,10 @@ pub trait LockedStore {
 
     /// Removes the reservation of `ip`; `Ok(false)` if there was none.
     fn release(&mut self, ip: IpAddr) -> Result<bool>;
+
+    /// Rebuilds any derived lookup structure from the reservations (GC calls
+    /// it after releasing). The default has nothing to rebuild.
+    fn reindex(&mut self) -> Result<()> {
+        Ok(())
+    }
 }
