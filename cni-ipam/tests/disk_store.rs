@@ -309,3 +309,67 @@ fn concurrent_threads_never_share_an_address() {
         Some("10.0.3.233")
     );
 }
+
+#[test]
+fn owner_index_survives_foreign_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = config(tmp.path(), json!({"subnet": "10.1.2.0/24"}));
+    let net = tmp.path().join("mynet");
+    let index = tmp.path().join(".cni-ipam-index/mynet");
+    host_local::add(&c, "a", "eth0").unwrap();
+    host_local::add(&c, "b", "eth0").unwrap();
+    assert!(index.join("state").exists());
+
+    // Index lost: rebuilt from the reservations, duplicates still caught.
+    fs::remove_dir_all(&index).unwrap();
+    let e = host_local::add(&c, "a", "eth0").unwrap_err();
+    assert!(e.to_string().contains("10.1.2.2 has been allocated to a"), "{e}");
+
+    // A reservation written behind our back (as Go does: file plus an
+    // in-place rewrite of last_reserved_ip) is found.
+    fs::write(net.join("10.1.2.9"), "go\r\neth0").unwrap();
+    fs::write(net.join("last_reserved_ip.0"), "10.1.2.9").unwrap();
+    let e = host_local::add(&c, "go", "eth0").unwrap_err();
+    assert!(e.to_string().contains("10.1.2.9 has been allocated to go"), "{e}");
+    assert_eq!(host_local::lookup(&c, "go", "eth0").unwrap().len(), 1);
+
+    // Released behind our back (Go's DEL, or a tmpfiles rule wiping
+    // `networks/*/*`): the stale entries neither block a new ADD nor make
+    // DEL fail.
+    for name in ["10.1.2.2", "10.1.2.3", "10.1.2.9", "last_reserved_ip.0", "lock"] {
+        fs::remove_file(net.join(name)).unwrap();
+    }
+    host_local::check(&c, "a", "eth0").unwrap_err();
+    host_local::del(&c, "b", "eth0").unwrap();
+    let r = host_local::add(&c, "a", "eth0").unwrap();
+    assert_eq!(r.ips[0].address.to_string(), "10.1.2.2/24");
+
+    // An index entry without its reservation (what a crash between the two
+    // writes leaves; the fingerprint still matches) is ignored.
+    let state = fs::read_to_string(index.join("state")).unwrap();
+    fs::remove_file(net.join("10.1.2.2")).unwrap();
+    host_local::check(&c, "a", "eth0").unwrap_err();
+    assert_eq!(fs::read_to_string(index.join("state")).unwrap(), state);
+    let r = host_local::add(&c, "a", "eth0").unwrap();
+    assert_eq!(r.ips[0].address.to_string(), "10.1.2.3/24");
+}
+
+#[test]
+fn go_layout_only_in_network_dir() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = config(tmp.path(), json!({"subnet": "10.1.2.0/24"}));
+    host_local::add(&c, "a", "eth0").unwrap();
+    host_local::del(&c, "a", "eth0").unwrap();
+    host_local::add(&c, "b", "eth0").unwrap();
+    assert_eq!(
+        listing(&tmp.path().join("mynet")),
+        ["10.1.2.3", "last_reserved_ip.0", "lock"]
+            .into_iter()
+            .map(String::from)
+            .collect()
+    );
+    assert_eq!(
+        listing(tmp.path()),
+        [".cni-ipam-index", "mynet"].into_iter().map(String::from).collect()
+    );
+}
