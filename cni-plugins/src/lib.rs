@@ -2,7 +2,9 @@
 //! as its plugin's algorithm on top of `cni-exec`, `cni-netns` and
 //! `cni-ipam`; `src/bin/<plugin>.rs` is a one-line `main`.
 
+pub mod bridge;
 mod error;
 pub mod flannel;
+pub mod loopback;
 
 pub use error::{Error, Result};

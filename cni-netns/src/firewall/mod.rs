@@ -368,6 +368,37 @@ pub trait Firewall: Send + Sync + fmt::Debug {
     fn del_masquerade(&self, spec: &MasqueradeSpec) -> Result<()>;
     /// Verifies that the masquerade of `spec` is installed as specified.
     fn check_masquerade(&self, spec: &MasqueradeSpec) -> Result<()>;
+    /// Installs (or re-installs) the masquerade of every address of one
+    /// attachment (a dual-stack pod) as one change. Calling
+    /// [`Firewall::add_masquerade`] once per address is not the same: each
+    /// call re-installs the attachment's rules with only its own address.
+    /// The default suits backends whose rules are per address.
+    fn add_masquerades(&self, attachment: &AttachmentId, addresses: &[IpNetwork]) -> Result<()> {
+        for &address in addresses {
+            self.add_masquerade(&MasqueradeSpec {
+                attachment: attachment.clone(),
+                address,
+            })?;
+        }
+        Ok(())
+    }
+    /// Removes what [`Firewall::add_masquerades`] installed; `addresses`
+    /// may be empty or stale (the pod is gone), the attachment's rules
+    /// are removed all the same.
+    fn del_masquerades(&self, attachment: &AttachmentId, addresses: &[IpNetwork]) -> Result<()> {
+        let _ = addresses;
+        self.delete_attachment(RuleKind::Masquerade, attachment)
+    }
+    /// Verifies what [`Firewall::add_masquerades`] installed.
+    fn check_masquerades(&self, attachment: &AttachmentId, addresses: &[IpNetwork]) -> Result<()> {
+        for &address in addresses {
+            self.check_masquerade(&MasqueradeSpec {
+                attachment: attachment.clone(),
+                address,
+            })?;
+        }
+        Ok(())
+    }
 
     /// Installs (or re-installs) the port mappings of one attachment; no-op
     /// when it has none.

@@ -1,0 +1,524 @@
+//! The bridge plugin: connects the pod to a Linux bridge on the node with a
+//! veth pair, gets addresses from the IPAM plugin, and optionally makes the
+//! bridge the pod's gateway, masquerades the pod's traffic and checks its
+//! source MAC — Go's `plugins/main/bridge/bridge.go`, step for step, with
+//! two additions: a failed ADD also removes the veth, and GC collects the
+//! masquerade and MAC spoof check rules of dead attachments.
+
+mod check;
+pub mod config;
+mod gateway;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cni_exec::{delegate_add, delegate_del, delegate_gc, delegate_status, Plugin, Request};
+use cni_netns::firewall::{AttachmentId, Firewall, MacSpoofCheckSpec, NftFirewall, RuleKind};
+use cni_netns::{
+    configure_interface, sysctl, BridgePortOptions, BridgeSpec, BridgeVlan, Handle, IpNetwork,
+    Link, Netns, OperState, VethSpec,
+};
+use cni_types::{CniError, CniResult, Interface};
+
+pub use config::BridgeConf;
+use gateway::Gateways;
+
+use crate::{Error, Result};
+
+/// How long ADD waits for the host port to come up, and the gaps between
+/// looks: Go sleeps 0, 50, 500, 1000, 1000 ms; looking more often ends the
+/// wait as soon as the kernel reports the port up.
+const PORT_UP_TIMEOUT: Duration = Duration::from_millis(2550);
+const PORT_UP_MAX_POLL: Duration = Duration::from_millis(50);
+
+/// The bridge plugin. Its firewall is nftables by default; tests may pass
+/// another [`Firewall`].
+#[derive(Debug, Clone)]
+pub struct Bridge {
+    firewall: Arc<dyn Firewall>,
+}
+
+impl Default for Bridge {
+    fn default() -> Self {
+        Bridge::new()
+    }
+}
+
+/// Everything one attachment's steps share.
+struct Attachment<'a> {
+    req: &'a Request,
+    conf: &'a BridgeConf,
+    id: AttachmentId,
+    ipam: &'a str,
+}
+
+/// What ADD has done so far, so that a failure undoes exactly that.
+#[derive(Default)]
+struct Done {
+    veth: bool,
+    spoof_check: bool,
+    ipam: bool,
+    masquerade: bool,
+}
+
+impl Bridge {
+    /// The plugin with the nftables firewall of the namespace it runs in.
+    pub fn new() -> Bridge {
+        Bridge::with_firewall(Arc::new(NftFirewall::new()))
+    }
+
+    /// The plugin with another firewall (a test double, or nftables in
+    /// another namespace).
+    pub fn with_firewall(firewall: Arc<dyn Firewall>) -> Bridge {
+        Bridge { firewall }
+    }
+
+    fn cmd_add(&self, req: &Request) -> Result<CniResult> {
+        let conf = BridgeConf::load(&req.config, &req.args_raw)?;
+        let at = Attachment::new(req, &conf);
+        conf.validate_for_add(!at.ipam.is_empty())?;
+        let host = Handle::current()?;
+        let bridge = ensure_bridge(&host, &conf)?;
+        let netns = Netns::open(&req.netns)?;
+        let pod = Handle::in_netns(&netns)?;
+        let mut done = Done::default();
+        let added = self.attach(&at, &host, &bridge, &netns, &pod, &mut done);
+        if added.is_err() {
+            self.undo(&at, &pod, &done);
+        }
+        added
+    }
+
+    fn attach(
+        &self,
+        at: &Attachment<'_>,
+        host: &Handle,
+        bridge: &Link,
+        netns: &Netns,
+        pod: &Handle,
+        done: &mut Done,
+    ) -> Result<CniResult> {
+        let (req, conf) = (at.req, at.conf);
+        let host_veth = host.setup_veth_with(&VethSpec {
+            peer_name: req.ifname.clone(),
+            peer_netns: Some(netns),
+            mtu: conf.mtu(),
+            peer_mac: conf.mac,
+            up: true,
+            master: Some(bridge.index),
+            ..Default::default()
+        })?;
+        done.veth = true;
+        let native = conf.native_vlan();
+        configure_port(host, &host_veth, conf, native, &conf.trunk_vlans)?;
+        let container = pod.link_by_name(&req.ifname)?;
+        let mut result = CniResult {
+            interfaces: vec![
+                interface(bridge, ""),
+                interface(&host_veth, ""),
+                interface(&container, &req.netns),
+            ],
+            ..Default::default()
+        };
+        if conf.mac_spoof_chk {
+            self.firewall.add_mac_spoof_check(&spoof_check_spec(
+                at,
+                &host_veth.name,
+                &container,
+            ))?;
+            done.spoof_check = true;
+        }
+        if at.ipam.is_empty() {
+            if !conf.disable_container_interface {
+                pod.set_up(container.index)?;
+            }
+        } else {
+            let ipam = delegate_add(at.ipam, &req.stdin, req).map_err(delegate)?;
+            done.ipam = true;
+            result.ips = ipam.ips;
+            result.routes = ipam.routes;
+            result.dns = ipam.dns;
+            if result.ips.is_empty() {
+                return Err(Error::Internal(
+                    "IPAM plugin returned missing IP config".into(),
+                ));
+            }
+            let gateways = gateway::calc_gateways(&mut result, conf);
+            configure_container(pod, &req.ifname, conf, &result)?;
+            if conf.is_gateway {
+                self.configure_gateways(host, bridge, conf, &gateways, &mut result)?;
+            }
+            if conf.ip_masq {
+                let addresses: Vec<IpNetwork> = result.ips.iter().map(|ip| ip.address).collect();
+                self.firewall.add_masquerades(&at.id, &addresses)?;
+                done.masquerade = true;
+            }
+        }
+        // A port whose pod end stays down never comes up.
+        let host_veth = if conf.disable_container_interface {
+            host.link_by_index(host_veth.index)?
+        } else {
+            wait_port_up(host, host_veth.index)?
+        };
+        // Both MACs may have changed since creation: the host end's when
+        // the pod end came up, the bridge's when its first port joined.
+        result.interfaces[1] = interface(&host_veth, "");
+        result.interfaces[0] = interface(&host.link_by_index(bridge.index)?, "");
+        if let Some(dns) = req.config.dns.as_ref().filter(|d| !d.is_empty()) {
+            result.dns = dns.clone();
+        }
+        Ok(result)
+    }
+
+    /// Go's gateway step: the gateway addresses go on the bridge (or, with
+    /// a VLAN, on the `<bridge>.<vlan>` gateway veth, listed in the
+    /// result), and forwarding is enabled for each family that has one.
+    fn configure_gateways(
+        &self,
+        host: &Handle,
+        bridge: &Link,
+        conf: &BridgeConf,
+        gateways: &Gateways,
+        result: &mut CniResult,
+    ) -> Result<()> {
+        let target = match conf.native_vlan() {
+            Some(vlan) => {
+                let gw = ensure_vlan_gateway(host, bridge, conf, vlan)?;
+                result.interfaces.push(interface(&gw, ""));
+                gw
+            }
+            None => bridge.clone(),
+        };
+        for gw in gateways.v4.iter().chain(&gateways.v6) {
+            gateway::ensure_address(host, &target, *gw, conf.force_address)?;
+        }
+        let (v4, v6) = (!gateways.v4.is_empty(), !gateways.v6.is_empty());
+        host.run(|| sysctl::enable_forwarding(v4, v6))??;
+        Ok(())
+    }
+
+    /// Undoes a failed ADD, newest step first; errors are logged, the ADD's
+    /// own error is what the runtime sees.
+    fn undo(&self, at: &Attachment<'_>, pod: &Handle, done: &Done) {
+        if done.masquerade {
+            if let Err(e) = self
+                .firewall
+                .delete_attachment(RuleKind::Masquerade, &at.id)
+            {
+                tracing::warn!("undo ADD: {e}");
+            }
+        }
+        if done.ipam {
+            if let Err(e) = delegate_del(at.ipam, &at.req.stdin, at.req) {
+                tracing::warn!("undo ADD: IPAM DEL: {e}");
+            }
+        }
+        if done.spoof_check {
+            if let Err(e) = self
+                .firewall
+                .delete_attachment(RuleKind::MacSpoofCheck, &at.id)
+            {
+                tracing::warn!("undo ADD: {e}");
+            }
+        }
+        if done.veth {
+            // Deleting the pod end deletes the pair.
+            if let Err(e) = pod.delete_link_by_name(&at.req.ifname) {
+                tracing::warn!("undo ADD: {e}");
+            }
+        }
+    }
+
+    fn cmd_del(&self, req: &Request) -> Result<()> {
+        let conf = BridgeConf::load(&req.config, &req.args_raw)?;
+        let at = Attachment::new(req, &conf);
+        // Go only releases IPAM when the netns is gone; the rules this
+        // attachment owns are found by its id, so they go too.
+        let mut addresses = Vec::new();
+        if !req.netns.is_empty() {
+            match Netns::open(&req.netns) {
+                Ok(netns) => {
+                    let pod = Handle::in_netns(&netns)?;
+                    match pod.delete_link_by_name_addrs(&req.ifname) {
+                        Ok(addrs) => addresses = addrs,
+                        Err(e) if e.is_not_found() => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                Err(e) if netns_gone(&e) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if !at.ipam.is_empty() {
+            delegate_del(at.ipam, &req.stdin, req).map_err(delegate)?;
+        }
+        if conf.mac_spoof_chk {
+            // As Go: a spoof check teardown failure does not fail DEL.
+            if let Err(e) = self
+                .firewall
+                .delete_attachment(RuleKind::MacSpoofCheck, &at.id)
+            {
+                tracing::warn!("DEL: {e}");
+            }
+        }
+        if !at.ipam.is_empty() && conf.ip_masq {
+            self.firewall.del_masquerades(&at.id, &addresses)?;
+        }
+        Ok(())
+    }
+
+    fn cmd_status(&self, req: &Request) -> Result<()> {
+        let ipam = req.config.ipam_type();
+        if !ipam.is_empty() {
+            delegate_status(ipam, &req.stdin, req).map_err(delegate)?;
+        }
+        Ok(())
+    }
+
+    fn cmd_gc(&self, req: &Request) -> Result<()> {
+        let conf = BridgeConf::load(&req.config, &req.args_raw)?;
+        let network = &req.config.name;
+        // Without the valid list nothing is known to be dead.
+        if let Some(valid) = req.config.valid_attachments()? {
+            let valid: Vec<AttachmentId> = valid
+                .into_iter()
+                .map(|a| AttachmentId::new(network.clone(), a.container_id, a.ifname))
+                .collect();
+            if conf.ip_masq {
+                self.firewall.gc(RuleKind::Masquerade, network, &valid)?;
+            }
+            if conf.mac_spoof_chk {
+                self.firewall.gc(RuleKind::MacSpoofCheck, network, &valid)?;
+            }
+        }
+        let ipam = req.config.ipam_type();
+        if !ipam.is_empty() {
+            delegate_gc(ipam, &req.stdin, req).map_err(delegate)?;
+        }
+        Ok(())
+    }
+}
+
+impl Plugin for Bridge {
+    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
+        Ok(self.cmd_add(req)?)
+    }
+
+    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
+        Ok(self.cmd_del(req)?)
+    }
+
+    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
+        Ok(check::check(self.firewall.as_ref(), req)?)
+    }
+
+    fn status(&self, req: &Request) -> std::result::Result<(), CniError> {
+        Ok(self.cmd_status(req)?)
+    }
+
+    fn gc(&self, req: &Request) -> std::result::Result<(), CniError> {
+        Ok(self.cmd_gc(req)?)
+    }
+
+    fn about(&self) -> String {
+        format!("CNI bridge plugin v{}", env!("CARGO_PKG_VERSION"))
+    }
+}
+
+impl<'a> Attachment<'a> {
+    fn new(req: &'a Request, conf: &'a BridgeConf) -> Self {
+        Attachment {
+            req,
+            conf,
+            id: AttachmentId::new(
+                req.config.name.clone(),
+                req.container_id.clone(),
+                req.ifname.clone(),
+            ),
+            ipam: req.config.ipam_type(),
+        }
+    }
+}
+
+fn delegate(e: cni_exec::Error) -> Error {
+    Error::Delegate(e.into())
+}
+
+/// A namespace that no longer exists (or whose bind mount is gone, leaving
+/// a plain file): DEL has nothing to remove inside it.
+fn netns_gone(e: &cni_netns::Error) -> bool {
+    matches!(
+        e,
+        cni_netns::Error::NetnsNotFound { .. } | cni_netns::Error::NotANetns { .. }
+    )
+}
+
+fn interface(link: &Link, sandbox: &str) -> Interface {
+    Interface {
+        name: link.name.clone(),
+        mac: link.mac.map(|m| m.to_string()).unwrap_or_default(),
+        sandbox: sandbox.to_owned(),
+        ..Default::default()
+    }
+}
+
+fn spoof_check_spec(at: &Attachment<'_>, host_ifname: &str, container: &Link) -> MacSpoofCheckSpec {
+    MacSpoofCheckSpec {
+        attachment: at.id.clone(),
+        host_ifname: host_ifname.to_owned(),
+        mac: container.mac.map(|m| m.0).unwrap_or_default(),
+    }
+}
+
+/// Go's `ensureBridge`; the bridge's IPv6 routes are ours, not the
+/// router advertisements'.
+fn ensure_bridge(host: &Handle, conf: &BridgeConf) -> Result<Link> {
+    let bridge = host.ensure_bridge(&BridgeSpec {
+        name: conf.bridge.clone(),
+        mtu: conf.mtu(),
+        promisc: conf.promisc_mode,
+        vlan_filtering: conf.vlan_filtering(),
+    })?;
+    // Go ignores this sysctl's failure (IPv6 may be disabled).
+    let _ = host.run(|| sysctl::set(&sysctl::accept_ra(&bridge.name), "0"));
+    Ok(bridge)
+}
+
+/// The host port's bridge settings: hairpin, isolation, and its VLANs.
+fn configure_port(
+    host: &Handle,
+    port: &Link,
+    conf: &BridgeConf,
+    native: Option<u16>,
+    trunk: &[u16],
+) -> Result<()> {
+    if conf.hairpin_mode || conf.port_isolation {
+        host.set_bridge_port(
+            port.index,
+            &BridgePortOptions {
+                hairpin: conf.hairpin_mode.then_some(true),
+                isolated: conf.port_isolation.then_some(true),
+                learning: None,
+            },
+        )?;
+    }
+    let vlans = port_vlans(native, trunk);
+    if !vlans.is_empty() && !conf.preserve_default_vlan {
+        host.del_bridge_vlans(port.index, &[BridgeVlan::tagged(1)], false)?;
+    }
+    if !vlans.is_empty() {
+        host.add_bridge_vlans(port.index, &vlans, false)?;
+    }
+    Ok(())
+}
+
+/// The native VLAN, then the trunk folded into ranges.
+fn port_vlans(native: Option<u16>, trunk: &[u16]) -> Vec<BridgeVlan> {
+    let mut vlans: Vec<BridgeVlan> = native.map(BridgeVlan::native).into_iter().collect();
+    for &vid in trunk {
+        match vlans.last_mut() {
+            Some(last) if !last.pvid && last.vid_end.checked_add(1) == Some(vid) => {
+                last.vid_end = vid;
+            }
+            _ => vlans.push(BridgeVlan::tagged(vid)),
+        }
+    }
+    vlans
+}
+
+/// Go's `ensureVlanInterface`: a veth whose `<bridge>.<vlan>` end stays on
+/// the node and whose other end is a port of the bridge in the VLAN.
+fn ensure_vlan_gateway(host: &Handle, bridge: &Link, conf: &BridgeConf, vlan: u16) -> Result<Link> {
+    let name = format!("{}.{vlan}", bridge.name);
+    match host.link_by_name(&name) {
+        Ok(link) => return Ok(link),
+        Err(e) if e.is_not_found() => {}
+        Err(e) => return Err(e.into()),
+    }
+    let port = host.setup_veth_with(&VethSpec {
+        peer_name: name.clone(),
+        peer_netns: Some(host.netns()),
+        mtu: Some(bridge.mtu),
+        up: true,
+        master: Some(bridge.index),
+        ..Default::default()
+    })?;
+    let port_conf = BridgeConf {
+        hairpin_mode: false,
+        port_isolation: false,
+        ..conf.clone()
+    };
+    configure_port(host, &port, &port_conf, Some(vlan), &[])?;
+    let gw = host.link_by_name(&name)?;
+    host.set_up(gw.index)?;
+    Ok(gw)
+}
+
+/// The pod side of an IPAM result: DAD and ARP sysctls, then Go's
+/// `ConfigureIface`.
+fn configure_container(
+    pod: &Handle,
+    ifname: &str,
+    conf: &BridgeConf,
+    result: &CniResult,
+) -> Result<()> {
+    let enable_dad = conf.enable_dad;
+    pod.run(|| {
+        // As Go: these may be missing (IPv6 disabled); not an error.
+        if enable_dad {
+            let _ = sysctl::set(&format!("net/ipv6/conf/{ifname}/enhanced_dad"), "1");
+            let _ = sysctl::set(&sysctl::accept_dad(ifname), "1");
+        } else {
+            let _ = sysctl::set(&sysctl::accept_dad(ifname), "0");
+        }
+        let _ = sysctl::set(&sysctl::arp_notify(ifname), "1");
+    })?;
+    let addresses: Vec<_> = result
+        .ips
+        .iter()
+        .map(|ip| (ip.address, ip.gateway))
+        .collect();
+    let routes: Vec<_> = result.routes.iter().map(gateway::kernel_route).collect();
+    configure_interface(pod, ifname, &addresses, &routes)?;
+    Ok(())
+}
+
+/// Go's port state wait: the host end must be operationally up.
+fn wait_port_up(host: &Handle, index: u32) -> Result<Link> {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        let link = host.link_by_index(index)?;
+        if link.oper_state == OperState::Up {
+            return Ok(link);
+        }
+        if start.elapsed() >= PORT_UP_TIMEOUT {
+            return Err(Error::Internal(format!(
+                "bridge port in error state: {}",
+                format!("{:?}", link.oper_state).to_lowercase()
+            )));
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(PORT_UP_MAX_POLL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trunk_vlans_fold_into_ranges_after_the_native_vlan() {
+        let v = port_vlans(Some(100), &[101, 200, 201, 202, 300]);
+        assert_eq!(
+            v,
+            [
+                BridgeVlan::native(100),
+                BridgeVlan::tagged(101),
+                BridgeVlan::range(200, 202),
+                BridgeVlan::tagged(300)
+            ]
+        );
+        assert!(port_vlans(None, &[]).is_empty());
+    }
+}
