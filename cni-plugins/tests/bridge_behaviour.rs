@@ -398,7 +398,7 @@ fn bench_add_del() {
             del.push(t.elapsed().as_secs_f64() * 1e3);
             assert!(r.ok, "{label} DEL: {:?}", r.json);
         }
-        println!(
+        eprintln!(
             "{label}: ADD p50 {:.1} ms p95 {:.1} ms; DEL p50 {:.1} ms p95 {:.1} ms (N={N}, isGateway+ipMasq, Go host-local)",
             percentile(&mut add, 0.5),
             percentile(&mut add, 0.95),

@@ -169,6 +169,7 @@ fn list(v: Value) -> Vec<Value> {
 
 /// The kernel state an ADD left, through the oracles.
 fn kernel_state(env: &Env, n: &Norm<'_>) -> Value {
+    settle(&env.pod);
     let pod_links: Vec<Value> = list(ip(&env.pod, &["-d", "link", "show"]))
         .iter()
         .map(|l| {
@@ -246,6 +247,15 @@ fn kernel_state(env: &Env, n: &Norm<'_>) -> Value {
         .iter()
         .map(|l| pick(l, &["ifname", "master", "mtu", "operstate"]))
         .collect();
+    let port_accept_ra: Vec<String> = port_links
+        .iter()
+        .filter_map(|l| l["ifname"].as_str())
+        .map(|p| sysctl(&env.node, &format!("net/ipv6/conf/{p}/accept_ra")))
+        .collect();
+    let bridge_accept_ra = sysctl(
+        &env.node,
+        &format!("net/ipv6/conf/{}/accept_ra", env.bridge),
+    );
     let vlans = bridge(&env.node, &["vlan", "show"]);
     let state = json!({
         "pod_links": pod_links,
@@ -258,6 +268,8 @@ fn kernel_state(env: &Env, n: &Norm<'_>) -> Value {
         "port_links": port_links,
         "vlans": vlans,
         "node_sysctls": {
+            "port_accept_ra": port_accept_ra,
+            "bridge_accept_ra": bridge_accept_ra,
             "ip_forward": sysctl(&env.node, "net.ipv4.ip_forward"),
             "ipv6_forwarding": sysctl(&env.node, "net.ipv6.conf.all.forwarding"),
         },
@@ -267,6 +279,24 @@ fn kernel_state(env: &Env, n: &Norm<'_>) -> Value {
         },
     });
     n.value(&state)
+}
+
+/// Waits (up to 2 s) until the kernel's link watcher has reported the
+/// carrier of every link that is up: neither Go nor we wait for the pod
+/// end, so right after ADD its operstate may still read DOWN.
+fn settle(ns: &OwnedNetns) {
+    for _ in 0..200 {
+        let pending = list(ip(ns, &["link", "show"])).iter().any(|l| {
+            let up = l["flags"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|x| x == "UP"));
+            up && l["operstate"] == "DOWN"
+        });
+        if !pending {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// Whether the pod address `ip` is masqueraded on the node: Go 1.1.1 uses

@@ -4,6 +4,25 @@
 //! source MAC — Go's `plugins/main/bridge/bridge.go`, step for step, with
 //! two additions: a failed ADD also removes the veth, and GC collects the
 //! masquerade and MAC spoof check rules of dead attachments.
+//!
+//! The binary is `src/bin/bridge.rs`; the config loads without root:
+//!
+//! ```
+//! use cni_plugins::bridge::BridgeConf;
+//! use cni_types::NetworkConfig;
+//!
+//! let conf = NetworkConfig::from_slice(
+//!     br#"{"cniVersion":"1.0.0","name":"n","type":"bridge","isDefaultGateway":true,
+//!          "args":{"cni":{"mac":"02:00:00:00:00:01"}},
+//!          "runtimeConfig":{"mac":"02:00:00:00:00:02"}}"#,
+//! )?;
+//! let bridge = BridgeConf::load(&conf, "MAC=02:00:00:00:00:03")?;
+//! assert_eq!(bridge.bridge, "cni0");
+//! assert!(bridge.is_gateway); // implied by isDefaultGateway
+//! // runtimeConfig wins over args.cni, which wins over CNI_ARGS.
+//! assert_eq!(bridge.mac.unwrap().to_string(), "02:00:00:00:00:02");
+//! # Ok::<(), cni_plugins::Error>(())
+//! ```
 
 mod check;
 pub mod config;
@@ -15,8 +34,8 @@ use std::time::{Duration, Instant};
 use cni_exec::{delegate_add, delegate_del, delegate_gc, delegate_status, Plugin, Request};
 use cni_netns::firewall::{AttachmentId, Firewall, MacSpoofCheckSpec, NftFirewall, RuleKind};
 use cni_netns::{
-    configure_interface, sysctl, BridgePortOptions, BridgeSpec, BridgeVlan, Handle, IpNetwork,
-    Link, Netns, OperState, VethSpec,
+    configure_interface, sysctl, BridgePortOptions, BridgeSpec, BridgeVlan, Family, Handle,
+    IpNetwork, Link, Netns, OperState, VethSpec, SCOPE_UNIVERSE,
 };
 use cni_types::{CniError, CniResult, Interface};
 
@@ -109,6 +128,9 @@ impl Bridge {
             ..Default::default()
         })?;
         done.veth = true;
+        // As Go's SetupVeth: our routes, not router advertisements'; IPv6
+        // may be off, which Go ignores too.
+        let _ = host.run(|| sysctl::set(&sysctl::accept_ra(&host_veth.name), "0"));
         let native = conf.native_vlan();
         configure_port(host, &host_veth, conf, native, &conf.trunk_vlans)?;
         let container = pod.link_by_name(&req.ifname)?;
@@ -144,15 +166,28 @@ impl Bridge {
                 ));
             }
             let gateways = gateway::calc_gateways(&mut result, conf);
-            configure_container(pod, &req.ifname, conf, &result)?;
-            if conf.is_gateway {
-                self.configure_gateways(host, bridge, conf, &gateways, &mut result)?;
-            }
-            if conf.ip_masq {
-                let addresses: Vec<IpNetwork> = result.ips.iter().map(|ip| ip.address).collect();
-                self.firewall.add_masquerades(&at.id, &addresses)?;
-                done.masquerade = true;
-            }
+            let addresses: Vec<IpNetwork> = result.ips.iter().map(|ip| ip.address).collect();
+            // The masquerade (an nft process) runs while the pod and the
+            // bridge are configured: the ADD takes the longer of the two,
+            // not their sum. Either failing fails the ADD.
+            std::thread::scope(|s| -> Result<()> {
+                let masquerade = conf
+                    .ip_masq
+                    .then(|| s.spawn(|| self.firewall.add_masquerades(&at.id, &addresses)));
+                let configured =
+                    configure_container(pod, &req.ifname, conf, &result).and_then(|()| {
+                        if conf.is_gateway {
+                            self.configure_gateways(host, bridge, conf, &gateways, &mut result)
+                        } else {
+                            Ok(())
+                        }
+                    });
+                if let Some(m) = masquerade {
+                    m.join().map_err(|_| panicked("masquerade"))??;
+                    done.masquerade = true;
+                }
+                configured
+            })?;
         }
         // A port whose pod end stays down never comes up.
         let host_veth = if conf.disable_container_interface {
@@ -234,24 +269,53 @@ impl Bridge {
         let at = Attachment::new(req, &conf);
         // Go only releases IPAM when the netns is gone; the rules this
         // attachment owns are found by its id, so they go too.
-        let mut addresses = Vec::new();
-        if !req.netns.is_empty() {
-            match Netns::open(&req.netns) {
-                Ok(netns) => {
-                    let pod = Handle::in_netns(&netns)?;
-                    match pod.delete_link_by_name_addrs(&req.ifname) {
-                        Ok(addrs) => addresses = addrs,
-                        Err(e) if e.is_not_found() => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-                Err(e) if netns_gone(&e) => {}
+        let pod = match req.netns.as_str() {
+            "" => None,
+            path => match Netns::open(path) {
+                Ok(netns) => Some(Handle::in_netns(&netns)?),
+                Err(e) if netns_gone(&e) => None,
                 Err(e) => return Err(e.into()),
+            },
+        };
+        let link = match pod.as_ref().map(|p| p.link_by_name(&req.ifname)) {
+            Some(Ok(link)) => pod.as_ref().map(|p| (p, link)),
+            Some(Err(e)) if e.is_not_found() => None,
+            Some(Err(e)) => return Err(e.into()),
+            None => None,
+        };
+        let addresses = match &link {
+            Some((pod, link)) => global_addresses(pod, link)?,
+            None => Vec::new(),
+        };
+        // Deleting a veth takes the kernel 10-30 ms (RCU grace periods);
+        // the rules and the IPAM release run meanwhile. Rules go before the
+        // address is released, so a new pod given the same address never
+        // has its rules removed by this DEL.
+        std::thread::scope(|s| -> Result<()> {
+            let deleted = link.map(|(pod, link)| s.spawn(move || pod.delete_link(link.index)));
+            let released = self.del_rules(&at, &conf, &addresses).and_then(|()| {
+                if at.ipam.is_empty() {
+                    Ok(())
+                } else {
+                    delegate_del(at.ipam, &req.stdin, req).map_err(delegate)
+                }
+            });
+            if let Some(d) = deleted {
+                match d.join().map_err(|_| panicked("delete link"))? {
+                    Err(e) if !e.is_not_found() => return Err(e.into()),
+                    _ => {}
+                }
             }
-        }
-        if !at.ipam.is_empty() {
-            delegate_del(at.ipam, &req.stdin, req).map_err(delegate)?;
-        }
+            released
+        })
+    }
+
+    fn del_rules(
+        &self,
+        at: &Attachment<'_>,
+        conf: &BridgeConf,
+        addresses: &[IpNetwork],
+    ) -> Result<()> {
         if conf.mac_spoof_chk {
             // As Go: a spoof check teardown failure does not fail DEL.
             if let Err(e) = self
@@ -262,7 +326,7 @@ impl Bridge {
             }
         }
         if !at.ipam.is_empty() && conf.ip_masq {
-            self.firewall.del_masquerades(&at.id, &addresses)?;
+            self.firewall.del_masquerades(&at.id, addresses)?;
         }
         Ok(())
     }
@@ -338,6 +402,20 @@ impl<'a> Attachment<'a> {
             ipam: req.config.ipam_type(),
         }
     }
+}
+
+fn panicked(what: &str) -> Error {
+    Error::Internal(format!("{what} thread panicked"))
+}
+
+/// The pod interface's global addresses (what its masquerade is keyed by).
+fn global_addresses(pod: &Handle, link: &Link) -> Result<Vec<IpNetwork>> {
+    Ok(pod
+        .addresses(Some(link.index), Family::All)?
+        .into_iter()
+        .filter(|a| a.scope == SCOPE_UNIVERSE)
+        .map(|a| a.address)
+        .collect())
 }
 
 fn delegate(e: cni_exec::Error) -> Error {

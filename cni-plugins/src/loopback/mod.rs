@@ -1,6 +1,22 @@
 //! The loopback plugin (Go's `plugins/main/loopback/loopback.go`): sets
 //! `lo` up in the pod, whatever `CNI_IFNAME` says. DEL sets it down and
 //! succeeds when the namespace is already gone.
+//!
+//! ```
+//! use cni_exec::{dispatch, Env};
+//! use cni_plugins::loopback::Loopback;
+//!
+//! // DEL of a namespace that is already gone succeeds.
+//! let env = Env::new([
+//!     ("CNI_COMMAND", "DEL"),
+//!     ("CNI_CONTAINERID", "c1"),
+//!     ("CNI_NETNS", "/run/netns/no-such-namespace-here"),
+//!     ("CNI_IFNAME", "eth0"),
+//!     ("CNI_PATH", "/opt/cni/bin"),
+//! ]);
+//! let out = dispatch(&Loopback, &env, br#"{"cniVersion":"1.0.0","name":"lo","type":"loopback"}"#);
+//! assert_eq!(out.exit_code, 0);
+//! ```
 
 use cni_exec::{Plugin, Request};
 use cni_netns::{Family, Handle, Netns};
