@@ -118,16 +118,33 @@ impl Bridge {
         done: &mut Done,
     ) -> Result<CniResult> {
         let (req, conf) = (at.req, at.conf);
-        let host_veth = host.setup_veth_with(&VethSpec {
-            peer_name: req.ifname.clone(),
-            peer_netns: Some(netns),
-            mtu: conf.mtu(),
-            peer_mac: conf.mac,
-            up: true,
-            master: Some(bridge.index),
-            ..Default::default()
-        })?;
-        done.veth = true;
+        // The IPAM plugin (a process) runs while the kernel makes the veth;
+        // whichever fails, the other is undone.
+        let (created, allocated) = std::thread::scope(|s| {
+            let allocated =
+                (!at.ipam.is_empty()).then(|| s.spawn(|| delegate_add(at.ipam, &req.stdin, req)));
+            let created = host.setup_veth_with(&VethSpec {
+                peer_name: req.ifname.clone(),
+                peer_netns: Some(netns),
+                mtu: conf.mtu(),
+                peer_mac: conf.mac,
+                up: true,
+                master: Some(bridge.index),
+                ..Default::default()
+            });
+            (created, allocated.map(|a| a.join()))
+        });
+        done.veth = created.is_ok();
+        let ipam = match allocated {
+            None => None,
+            Some(Err(_)) => return Err(panicked("IPAM ADD")),
+            Some(Ok(r)) => {
+                done.ipam = r.is_ok();
+                Some(r.map_err(delegate))
+            }
+        };
+        let host_veth = created?;
+        let ipam = ipam.transpose()?;
         // As Go's SetupVeth: our routes, not router advertisements'; IPv6
         // may be off, which Go ignores too.
         let _ = host.run(|| sysctl::set(&sysctl::accept_ra(&host_veth.name), "0"));
@@ -150,13 +167,7 @@ impl Bridge {
             ))?;
             done.spoof_check = true;
         }
-        if at.ipam.is_empty() {
-            if !conf.disable_container_interface {
-                pod.set_up(container.index)?;
-            }
-        } else {
-            let ipam = delegate_add(at.ipam, &req.stdin, req).map_err(delegate)?;
-            done.ipam = true;
+        if let Some(ipam) = ipam {
             result.ips = ipam.ips;
             result.routes = ipam.routes;
             result.dns = ipam.dns;
@@ -188,6 +199,8 @@ impl Bridge {
                 }
                 configured
             })?;
+        } else if !conf.disable_container_interface {
+            pod.set_up(container.index)?;
         }
         // A port whose pod end stays down never comes up.
         let host_veth = if conf.disable_container_interface {
