@@ -385,9 +385,12 @@ fn bench_add_del() {
         let n = Node::new(&plugin);
         let conf = n.config(json!({"isGateway": true, "ipMasq": true}));
         let (mut add, mut del) = (Vec::new(), Vec::new());
-        for i in 0..N {
-            let pod = netns("cnib");
-            let path = netns_path(&pod);
+        // Pods are made before and removed after the timed loop: the
+        // kernel's namespace cleanup would otherwise contend for the RTNL
+        // lock with the calls being timed.
+        let pods: Vec<OwnedNetns> = (0..N).map(|_| netns("cnib")).collect();
+        for (i, pod) in pods.iter().enumerate() {
+            let path = netns_path(pod);
             let cid = format!("bench{i}");
             let t = Instant::now();
             let r = n.call("ADD", &cid, &path, &conf);

@@ -145,6 +145,7 @@ impl Bridge {
         };
         let host_veth = created?;
         let ipam = ipam.transpose()?;
+        tracing::debug!(veth = %host_veth.name, "veth created, IPAM done");
         // As Go's SetupVeth: our routes, not router advertisements'; IPv6
         // may be off, which Go ignores too.
         let _ = host.run(|| sysctl::set(&sysctl::accept_ra(&host_veth.name), "0"));
@@ -193,12 +194,14 @@ impl Bridge {
                             Ok(())
                         }
                     });
+                tracing::debug!("pod and gateway configured");
                 if let Some(m) = masquerade {
                     m.join().map_err(|_| panicked("masquerade"))??;
                     done.masquerade = true;
                 }
                 configured
             })?;
+            tracing::debug!("pod, gateway and masquerade configured");
         } else if !conf.disable_container_interface {
             pod.set_up(container.index)?;
         }
@@ -581,9 +584,11 @@ fn wait_port_up(host: &Handle, index: u32) -> Result<Link> {
     loop {
         let link = host.link_by_index(index)?;
         if link.oper_state == OperState::Up {
+            tracing::debug!(waited = ?start.elapsed(), "bridge port up");
             return Ok(link);
         }
         if start.elapsed() >= PORT_UP_TIMEOUT {
+            tracing::debug!(waited = ?start.elapsed(), "bridge port still down");
             return Err(Error::Internal(format!(
                 "bridge port in error state: {}",
                 format!("{:?}", link.oper_state).to_lowercase()
