@@ -303,6 +303,7 @@ impl Bridge {
             Some((pod, link)) => global_addresses(pod, link)?,
             None => Vec::new(),
         };
+        tracing::debug!(?addresses, "pod link found");
         // Deleting a veth takes the kernel 10-30 ms (RCU grace periods);
         // the rules and the IPAM release run meanwhile. Rules go before the
         // address is released, so a new pod given the same address never
@@ -310,14 +311,18 @@ impl Bridge {
         std::thread::scope(|s| -> Result<()> {
             let deleted = link.map(|(pod, link)| s.spawn(move || pod.delete_link(link.index)));
             let released = self.del_rules(&at, &conf, &addresses).and_then(|()| {
+                tracing::debug!("rules removed");
                 if at.ipam.is_empty() {
                     Ok(())
                 } else {
                     delegate_del(at.ipam, &req.stdin, req).map_err(delegate)
                 }
             });
+            tracing::debug!("IPAM released");
             if let Some(d) = deleted {
-                match d.join().map_err(|_| panicked("delete link"))? {
+                let deleted = d.join().map_err(|_| panicked("delete link"))?;
+                tracing::debug!("link deleted");
+                match deleted {
                     Err(e) if !e.is_not_found() => return Err(e.into()),
                     _ => {}
                 }
