@@ -410,3 +410,40 @@ fn bench_add_del() {
         );
     }
 }
+
+#[test]
+fn dual_stack_masquerade_covers_both_families() {
+    let Some(n) = ours() else { return };
+    let conf = n.config(json!({
+        "isGateway": true, "ipMasq": true,
+        "ipam": {"ranges": [[{"subnet": "10.98.0.0/24"}], [{"subnet": "fd98::/64"}]]}
+    }));
+    let pod = netns("cnip");
+    let path = netns_path(&pod);
+    let r = n.call("ADD", "c1", &path, &conf);
+    assert!(r.ok, "{:?}", r.json);
+    let rules = n.masq_rules();
+    // One chain for the attachment with a rule per family: the second
+    // address must not replace the first.
+    assert!(
+        rules.contains("ip daddr != 10.98.0.0/24 masquerade"),
+        "{rules}"
+    );
+    assert!(
+        rules.contains("ip6 daddr != fd98::/64 masquerade"),
+        "{rules}"
+    );
+    assert!(
+        rules.contains("10.98.0.2") && rules.contains("fd98::2"),
+        "{rules}"
+    );
+    let mut check = conf.clone();
+    check["prevResult"] = r.json.clone();
+    assert!(n.call("CHECK", "c1", &path, &check).ok);
+    assert!(n.call("DEL", "c1", &path, &conf).ok);
+    let rules = n.masq_rules();
+    assert!(
+        !rules.contains("10.98.0.2") && !rules.contains("fd98::2"),
+        "{rules}"
+    );
+}
