@@ -208,7 +208,12 @@ fn del_after_netns_deleted_frees_the_ip_and_rules() {
     assert!(r.ok, "{:?}", r.json);
     assert!(n.reserved().is_empty());
     assert!(!n.masq_rules().contains("10.98.0.2"));
-    // The pod's veth died with its namespace.
+    // The pod's veth dies with its namespace, in the kernel's asynchronous
+    // namespace cleanup.
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    while !n.veths().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     assert!(n.veths().is_empty());
 }
 
