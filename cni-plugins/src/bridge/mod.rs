@@ -71,6 +71,14 @@ struct Attachment<'a> {
     ipam: &'a str,
 }
 
+/// The two namespaces of an ADD and the bridge between them.
+struct Sides<'a> {
+    host: &'a Handle,
+    bridge: &'a Link,
+    netns: &'a Netns,
+    pod: &'a Handle,
+}
+
 /// What ADD has done so far, so that a failure undoes exactly that.
 #[derive(Default)]
 struct Done {
@@ -100,36 +108,88 @@ impl Bridge {
         let bridge = ensure_bridge(&host, &conf)?;
         let netns = Netns::open(&req.netns)?;
         let pod = Handle::in_netns(&netns)?;
+        let sides = Sides {
+            host: &host,
+            bridge: &bridge,
+            netns: &netns,
+            pod: &pod,
+        };
         let mut done = Done::default();
-        let added = self.attach(&at, &host, &bridge, &netns, &pod, &mut done);
+        let added = self.attach(&at, &sides, &mut done);
         if added.is_err() {
             self.undo(&at, &pod, &done);
         }
         added
     }
 
-    fn attach(
+    fn attach(&self, at: &Attachment<'_>, sides: &Sides<'_>, done: &mut Done) -> Result<CniResult> {
+        let (req, conf, host, pod) = (at.req, at.conf, sides.host, sides.pod);
+        let (host_veth, ipam) = self.create_veth_and_allocate(at, sides, done)?;
+        // As Go's SetupVeth: our routes, not router advertisements'; IPv6
+        // may be off, which Go ignores too.
+        let _ = host.run(|| sysctl::set(&sysctl::accept_ra(&host_veth.name), "0"));
+        configure_port(
+            host,
+            &host_veth,
+            conf,
+            conf.native_vlan(),
+            &conf.trunk_vlans,
+        )?;
+        let container = pod.link_by_name(&req.ifname)?;
+        let mut result = CniResult {
+            interfaces: vec![
+                interface(sides.bridge, ""),
+                interface(&host_veth, ""),
+                interface(&container, &req.netns),
+            ],
+            ..Default::default()
+        };
+        if conf.mac_spoof_chk {
+            let spec = spoof_check_spec(at, &host_veth.name, &container);
+            self.firewall.add_mac_spoof_check(&spec)?;
+            done.spoof_check = true;
+        }
+        match ipam {
+            Some(ipam) => self.configure_addresses(at, sides, ipam, &mut result, done)?,
+            None if !conf.disable_container_interface => pod.set_up(container.index)?,
+            None => {}
+        }
+        // A port whose pod end stays down never comes up.
+        let host_veth = if conf.disable_container_interface {
+            host.link_by_index(host_veth.index)?
+        } else {
+            wait_port_up(host, host_veth.index)?
+        };
+        // Both MACs may have changed since creation: the host end's when
+        // the pod end came up, the bridge's when its first port joined.
+        result.interfaces[1] = interface(&host_veth, "");
+        result.interfaces[0] = interface(&host.link_by_index(sides.bridge.index)?, "");
+        if let Some(dns) = req.config.dns.as_ref().filter(|d| !d.is_empty()) {
+            result.dns = dns.clone();
+        }
+        Ok(result)
+    }
+
+    /// Creates the veth (pod end named `CNI_IFNAME`, host end a port of the
+    /// bridge) while the IPAM plugin, a process, runs; whichever fails,
+    /// `done` says what the other left to undo.
+    fn create_veth_and_allocate(
         &self,
         at: &Attachment<'_>,
-        host: &Handle,
-        bridge: &Link,
-        netns: &Netns,
-        pod: &Handle,
+        sides: &Sides<'_>,
         done: &mut Done,
-    ) -> Result<CniResult> {
+    ) -> Result<(Link, Option<CniResult>)> {
         let (req, conf) = (at.req, at.conf);
-        // The IPAM plugin (a process) runs while the kernel makes the veth;
-        // whichever fails, the other is undone.
         let (created, allocated) = std::thread::scope(|s| {
             let allocated =
                 (!at.ipam.is_empty()).then(|| s.spawn(|| delegate_add(at.ipam, &req.stdin, req)));
-            let created = host.setup_veth_with(&VethSpec {
+            let created = sides.host.setup_veth_with(&VethSpec {
                 peer_name: req.ifname.clone(),
-                peer_netns: Some(netns),
+                peer_netns: Some(sides.netns),
                 mtu: conf.mtu(),
                 peer_mac: conf.mac,
                 up: true,
-                master: Some(bridge.index),
+                master: Some(sides.bridge.index),
                 ..Default::default()
             });
             (created, allocated.map(|a| a.join()))
@@ -146,79 +206,55 @@ impl Bridge {
         let host_veth = created?;
         let ipam = ipam.transpose()?;
         tracing::debug!(veth = %host_veth.name, "veth created, IPAM done");
-        // As Go's SetupVeth: our routes, not router advertisements'; IPv6
-        // may be off, which Go ignores too.
-        let _ = host.run(|| sysctl::set(&sysctl::accept_ra(&host_veth.name), "0"));
-        let native = conf.native_vlan();
-        configure_port(host, &host_veth, conf, native, &conf.trunk_vlans)?;
-        let container = pod.link_by_name(&req.ifname)?;
-        let mut result = CniResult {
-            interfaces: vec![
-                interface(bridge, ""),
-                interface(&host_veth, ""),
-                interface(&container, &req.netns),
-            ],
-            ..Default::default()
-        };
-        if conf.mac_spoof_chk {
-            self.firewall.add_mac_spoof_check(&spoof_check_spec(
-                at,
-                &host_veth.name,
-                &container,
-            ))?;
-            done.spoof_check = true;
+        Ok((host_veth, ipam))
+    }
+
+    /// The layer-3 part of ADD: the IPAM result goes into the result (all
+    /// addresses on the pod interface, gateways computed), onto the pod,
+    /// onto the bridge as gateway, and into the masquerade.
+    fn configure_addresses(
+        &self,
+        at: &Attachment<'_>,
+        sides: &Sides<'_>,
+        ipam: CniResult,
+        result: &mut CniResult,
+        done: &mut Done,
+    ) -> Result<()> {
+        let conf = at.conf;
+        result.ips = ipam.ips;
+        result.routes = ipam.routes;
+        result.dns = ipam.dns;
+        if result.ips.is_empty() {
+            return Err(Error::Internal(
+                "IPAM plugin returned missing IP config".into(),
+            ));
         }
-        if let Some(ipam) = ipam {
-            result.ips = ipam.ips;
-            result.routes = ipam.routes;
-            result.dns = ipam.dns;
-            if result.ips.is_empty() {
-                return Err(Error::Internal(
-                    "IPAM plugin returned missing IP config".into(),
-                ));
+        let gateways = gateway::calc_gateways(result, conf);
+        let addresses: Vec<IpNetwork> = result.ips.iter().map(|ip| ip.address).collect();
+        // The masquerade (an nft process) runs while the pod and the bridge
+        // are configured: the ADD takes the longer of the two, not their
+        // sum. Either failing fails the ADD.
+        std::thread::scope(|s| -> Result<()> {
+            let masquerade = conf
+                .ip_masq
+                .then(|| s.spawn(|| self.firewall.add_masquerades(&at.id, &addresses)));
+            let configured =
+                configure_container(sides.pod, &at.req.ifname, conf, result).and_then(|()| {
+                    if conf.is_gateway {
+                        self.configure_gateways(sides.host, sides.bridge, conf, &gateways, result)
+                    } else {
+                        Ok(())
+                    }
+                });
+            tracing::debug!("pod and gateway configured");
+            if let Some(m) = masquerade {
+                m.join().map_err(|_| panicked("masquerade"))??;
+                done.masquerade = true;
             }
-            let gateways = gateway::calc_gateways(&mut result, conf);
-            let addresses: Vec<IpNetwork> = result.ips.iter().map(|ip| ip.address).collect();
-            // The masquerade (an nft process) runs while the pod and the
-            // bridge are configured: the ADD takes the longer of the two,
-            // not their sum. Either failing fails the ADD.
-            std::thread::scope(|s| -> Result<()> {
-                let masquerade = conf
-                    .ip_masq
-                    .then(|| s.spawn(|| self.firewall.add_masquerades(&at.id, &addresses)));
-                let configured =
-                    configure_container(pod, &req.ifname, conf, &result).and_then(|()| {
-                        if conf.is_gateway {
-                            self.configure_gateways(host, bridge, conf, &gateways, &mut result)
-                        } else {
-                            Ok(())
-                        }
-                    });
-                tracing::debug!("pod and gateway configured");
-                if let Some(m) = masquerade {
-                    m.join().map_err(|_| panicked("masquerade"))??;
-                    done.masquerade = true;
-                }
-                configured
-            })?;
-            tracing::debug!("pod, gateway and masquerade configured");
-        } else if !conf.disable_container_interface {
-            pod.set_up(container.index)?;
-        }
-        // A port whose pod end stays down never comes up.
-        let host_veth = if conf.disable_container_interface {
-            host.link_by_index(host_veth.index)?
-        } else {
-            wait_port_up(host, host_veth.index)?
-        };
-        // Both MACs may have changed since creation: the host end's when
-        // the pod end came up, the bridge's when its first port joined.
-        result.interfaces[1] = interface(&host_veth, "");
-        result.interfaces[0] = interface(&host.link_by_index(bridge.index)?, "");
-        if let Some(dns) = req.config.dns.as_ref().filter(|d| !d.is_empty()) {
-            result.dns = dns.clone();
-        }
-        Ok(result)
+            configured
+        })?;
+        tracing::debug!("pod, gateway and masquerade configured");
+        Ok(())
     }
 
     /// Go's gateway step: the gateway addresses go on the bridge (or, with
