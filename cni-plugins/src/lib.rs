@@ -1,1 +1,2 @@
 //! cni-plugins (in progress).
+pub mod multus;

@@ -197,10 +197,11 @@ impl KubeApiServer {
         roots
             .add(ca_cert.der().clone())
             .map_err(|e| Error::Tls(e.to_string()))?;
-        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-            .allow_unauthenticated()
-            .build()
-            .map_err(|e| Error::Tls(e.to_string()))?;
+        let verifier =
+            WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| Error::Tls(e.to_string()))?;
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(server_key.serialize_der()));
         let chain: Vec<CertificateDer<'static>> =
             vec![server_cert.der().clone(), ca_cert.der().clone()];
@@ -392,7 +393,10 @@ impl KubeApiServer {
     fn put(&self, kind: &str, mut obj: Value) {
         let rv = self.shared.resource_version.fetch_add(1, Ordering::SeqCst);
         obj["metadata"]["resourceVersion"] = Value::String(rv.to_string());
-        let ns = obj["metadata"]["namespace"].as_str().unwrap_or("").to_string();
+        let ns = obj["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
         let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
         self.shared
             .lock()
@@ -624,12 +628,26 @@ fn handle(req: &Request, shared: &Shared, has_client_cert: bool) -> (u16, Value)
         ["apis", "k8s.cni.cncf.io", "v1", "namespaces", ns, "network-attachment-definitions", name] => {
             (NAD_KIND, *ns, *name, None)
         }
-        _ => return status(404, "NotFound", "the server could not find the requested resource".into()),
+        _ => {
+            return status(
+                404,
+                "NotFound",
+                "the server could not find the requested resource".into(),
+            )
+        }
     };
     let key = (kind.to_string(), ns.to_string(), name.to_string());
     let not_found = || {
-        let group = if kind == NAD_KIND { ".k8s.cni.cncf.io" } else { "" };
-        status(404, "NotFound", format!("{kind}{group} \"{name}\" not found"))
+        let group = if kind == NAD_KIND {
+            ".k8s.cni.cncf.io"
+        } else {
+            ""
+        };
+        status(
+            404,
+            "NotFound",
+            format!("{kind}{group} \"{name}\" not found"),
+        )
     };
     match req.method.as_str() {
         "GET" => match shared.lock().objects.get(&key) {
@@ -691,13 +709,29 @@ mod tests {
     fn merge_patch_rfc7386_examples() {
         let cases = [
             (json!({"a": "b"}), json!({"a": "c"}), json!({"a": "c"})),
-            (json!({"a": "b"}), json!({"b": "c"}), json!({"a": "b", "b": "c"})),
+            (
+                json!({"a": "b"}),
+                json!({"b": "c"}),
+                json!({"a": "b", "b": "c"}),
+            ),
             (json!({"a": "b"}), json!({"a": null}), json!({})),
-            (json!({"a": [{"b": "c"}]}), json!({"a": [1]}), json!({"a": [1]})),
+            (
+                json!({"a": [{"b": "c"}]}),
+                json!({"a": [1]}),
+                json!({"a": [1]}),
+            ),
             (json!(["a", "b"]), json!(["c", "d"]), json!(["c", "d"])),
             (json!({"a": "foo"}), json!(null), json!(null)),
-            (json!({"e": null}), json!({"a": 1}), json!({"e": null, "a": 1})),
-            (json!({}), json!({"a": {"bb": {"ccc": null}}}), json!({"a": {"bb": {}}})),
+            (
+                json!({"e": null}),
+                json!({"a": 1}),
+                json!({"e": null, "a": 1}),
+            ),
+            (
+                json!({}),
+                json!({"a": {"bb": {"ccc": null}}}),
+                json!({"a": {"bb": {}}}),
+            ),
         ];
         for (mut t, p, want) in cases {
             merge_patch(&mut t, &p);

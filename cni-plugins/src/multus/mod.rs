@@ -1,0 +1,40 @@
+//! multus (thin plugin): attaches a pod to several networks by delegating
+//! to other CNI configurations, chosen by the multus config (cluster
+//! network, default networks) and by the pod's annotations, read from the
+//! Kubernetes API.
+//!
+//! Behaviour follows k8snetworkplumbingwg/multus-cni (`pkg/types/conf.go`,
+//! `pkg/k8sclient/k8sclient.go`, `pkg/multus/multus.go`).
+//!
+//! ```
+//! use cni_plugins::multus::{delegate::plan_ifnames, selection, NetConf};
+//!
+//! let conf = NetConf::from_slice(br#"{"name":"multus","type":"multus",
+//!     "delegates":[{"name":"cluster","type":"bridge"}]}"#)?;
+//! assert_eq!(conf.cni_dir.to_str(), Some("/var/lib/cni/multus"));
+//!
+//! let nets = selection::parse_networks(selection::NETWORKS_ANNOTATION,
+//!     "net-a, other/net-b@data0", "default")?;
+//! assert_eq!((nets[1].namespace.as_str(), nets[1].interface.as_str()), ("other", "data0"));
+//!
+//! let mut delegates = conf.delegates.clone();
+//! for n in &nets {
+//!     let cfg = serde_json::json!({"name": n.name, "type": "macvlan"});
+//!     delegates.push(cni_plugins::multus::Delegate::from_value(cfg, Some(n))?);
+//! }
+//! assert_eq!(plan_ifnames(&delegates, "eth0")?, ["eth0", "net1", "data0"]);
+//! # Ok::<(), cni_plugins::multus::Error>(())
+//! ```
+
+pub mod conf;
+pub mod delegate;
+mod error;
+pub mod k8s;
+pub mod lookup;
+pub mod runtime;
+pub mod selection;
+pub mod status;
+
+pub use conf::NetConf;
+pub use delegate::Delegate;
+pub use error::Error;
