@@ -212,3 +212,11 @@ impl From<Error> for CniError {
 pub(crate) fn config_err(msg: impl Into<String>) -> Error {
     Error::Config(msg.into())
 }
+
+/// multus errors keep their own code when they cross into the crate's
+/// error type (carried as an error reply).
+impl From<Error> for crate::Error {
+    fn from(e: Error) -> Self {
+        crate::Error::Delegate(e.to_cni_error())
+    }
+}
