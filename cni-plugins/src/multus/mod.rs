@@ -26,9 +26,11 @@
 //! # Ok::<(), cni_plugins::multus::Error>(())
 //! ```
 
+pub mod cache;
 pub mod conf;
 pub mod delegate;
 mod error;
+pub mod flow;
 pub mod k8s;
 pub mod lookup;
 pub mod runtime;
@@ -38,3 +40,5 @@ pub mod status;
 pub use conf::NetConf;
 pub use delegate::Delegate;
 pub use error::Error;
+pub use flow::{cmd_add, cmd_check, cmd_del, cmd_gc, cmd_status, DelegateExec};
+pub use runtime::{DelegateRuntime, PodRequest};
