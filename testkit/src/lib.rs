@@ -164,6 +164,19 @@ impl KubeApiServer {
     /// Starts a server with a random bearer token and writes a kubeconfig
     /// (token inline, CA as a file) in the server's own temporary directory.
     pub fn start() -> Result<Self, Error> {
+        Self::start_with(None)
+    }
+
+    /// Starts a server listening on `127.0.0.1` of the network namespace at
+    /// `netns` (a file such as `/run/netns/x`, whose loopback must be up):
+    /// for tests whose clients run inside that namespace. The listening
+    /// socket is made on a short-lived thread that entered the namespace;
+    /// a socket stays in the namespace it was created in.
+    pub fn start_in_netns(netns: &Path) -> Result<Self, Error> {
+        Self::start_with(Some(netns))
+    }
+
+    fn start_with(netns: Option<&Path>) -> Result<Self, Error> {
         // CA, server certificate (127.0.0.1 and localhost), client certificate.
         let ca_key = KeyPair::generate().map_err(cert_err("CA key"))?;
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(cert_err("CA"))?;
@@ -213,7 +226,10 @@ impl KubeApiServer {
             .map_err(|e| Error::Tls(e.to_string()))?;
         let tls = Arc::new(tls);
 
-        let listener = TcpListener::bind("127.0.0.1:0").map_err(io_err("bind 127.0.0.1:0"))?;
+        let listener = match netns {
+            None => TcpListener::bind("127.0.0.1:0").map_err(io_err("bind 127.0.0.1:0"))?,
+            Some(ns) => bind_in_netns(ns)?,
+        };
         let addr = listener.local_addr().map_err(io_err("local_addr"))?;
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
@@ -444,8 +460,6 @@ impl KubeApiServer {
         if self.stop.swap(true, Ordering::SeqCst) {
             return;
         }
-        // Wake the blocking accept() so it sees the flag.
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -456,6 +470,25 @@ impl Drop for KubeApiServer {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+fn bind_in_netns(netns: &Path) -> Result<TcpListener, Error> {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::File::open(netns).map_err(io_err(format!("open {}", netns.display())))?;
+    let what = format!("bind 127.0.0.1:0 in {}", netns.display());
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // SAFETY: setns on a valid namespace fd, on a thread we created
+            // and that ends right after binding.
+            if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            TcpListener::bind("127.0.0.1:0")
+        })
+        .join()
+        .unwrap_or_else(|_| Err(std::io::Error::other("bind thread panicked")))
+    })
+    .map_err(io_err(what))
 }
 
 fn b64(s: &str) -> String {
@@ -483,15 +516,24 @@ fn accept_loop(
     shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
 ) {
-    for conn in listener.incoming() {
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        let Ok(tcp) = conn else { continue };
+    // Non-blocking accept polled against the stop flag: stop() need not
+    // connect to the listener, which may live in another namespace.
+    if listener.set_nonblocking(true).is_err() {
+        return;
+    }
+    while !stop.load(Ordering::SeqCst) {
+        let tcp = match listener.accept() {
+            Ok((tcp, _)) => tcp,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            }
+        };
         let (tls, shared, stop) = (tls.clone(), shared.clone(), stop.clone());
         let _ = std::thread::Builder::new()
             .name("kube-api-conn".into())
             .spawn(move || {
+                let _ = tcp.set_nonblocking(false);
                 let _ = tcp.set_read_timeout(Some(Duration::from_secs(10)));
                 let _ = tcp.set_write_timeout(Some(Duration::from_secs(10)));
                 if let Ok(conn) = ServerConnection::new(tls) {
