@@ -323,20 +323,32 @@ fn owner_index_survives_foreign_changes() {
     // Index lost: rebuilt from the reservations, duplicates still caught.
     fs::remove_dir_all(&index).unwrap();
     let e = host_local::add(&c, "a", "eth0").unwrap_err();
-    assert!(e.to_string().contains("10.1.2.2 has been allocated to a"), "{e}");
+    assert!(
+        e.to_string().contains("10.1.2.2 has been allocated to a"),
+        "{e}"
+    );
 
     // A reservation written behind our back (as Go does: file plus an
     // in-place rewrite of last_reserved_ip) is found.
     fs::write(net.join("10.1.2.9"), "go\r\neth0").unwrap();
     fs::write(net.join("last_reserved_ip.0"), "10.1.2.9").unwrap();
     let e = host_local::add(&c, "go", "eth0").unwrap_err();
-    assert!(e.to_string().contains("10.1.2.9 has been allocated to go"), "{e}");
+    assert!(
+        e.to_string().contains("10.1.2.9 has been allocated to go"),
+        "{e}"
+    );
     assert_eq!(host_local::lookup(&c, "go", "eth0").unwrap().len(), 1);
 
     // Released behind our back (Go's DEL, or a tmpfiles rule wiping
     // `networks/*/*`): the stale entries neither block a new ADD nor make
     // DEL fail.
-    for name in ["10.1.2.2", "10.1.2.3", "10.1.2.9", "last_reserved_ip.0", "lock"] {
+    for name in [
+        "10.1.2.2",
+        "10.1.2.3",
+        "10.1.2.9",
+        "last_reserved_ip.0",
+        "lock",
+    ] {
         fs::remove_file(net.join(name)).unwrap();
     }
     host_local::check(&c, "a", "eth0").unwrap_err();
@@ -370,6 +382,9 @@ fn go_layout_only_in_network_dir() {
     );
     assert_eq!(
         listing(tmp.path()),
-        [".cni-ipam-index", "mynet"].into_iter().map(String::from).collect()
+        [".cni-ipam-index", "mynet"]
+            .into_iter()
+            .map(String::from)
+            .collect()
     );
 }
