@@ -66,6 +66,22 @@ impl Netns {
     fn path(&self) -> PathBuf {
         PathBuf::from("/run/netns").join(&self.0)
     }
+    /// Default routes in the namespace: (gateway, device).
+    fn default_routes(&self) -> Vec<(String, String)> {
+        let out = ip(&["-n", &self.0, "-j", "route", "show", "default"]);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(json!([]));
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                (
+                    r["gateway"].as_str().unwrap_or("").to_string(),
+                    r["dev"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    }
+
     /// `ip -j addr` in the namespace: interface name -> IPv4 CIDRs.
     fn addrs(&self) -> Vec<(String, Vec<String>)> {
         let out = ip(&["-n", &self.0, "-j", "addr", "show"]);
@@ -106,7 +122,8 @@ struct Env {
 
 fn bridge_nad(bridge: &str, subnet: &str, ipam_dir: &Path, caps: bool) -> String {
     let mut v = json!({"cniVersion": "1.0.0", "type": "bridge", "bridge": bridge, "isGateway": true,
-        "ipam": {"type": "host-local", "subnet": subnet, "dataDir": ipam_dir}});
+        "ipam": {"type": "host-local", "subnet": subnet, "dataDir": ipam_dir,
+                 "routes": [{"dst": "0.0.0.0/0"}]}});
     if caps {
         v["capabilities"] = json!({"ips": true});
     }
@@ -353,6 +370,8 @@ fn bad_input_fails_cleanly_and_leaves_nothing() {
             "other/net-c",
             "pod is in namespace ns1 but refers to target namespace other",
         ),
+        ("taken", "net-a@lo", "interface name lo already exists"),
+        ("broken", "broken", ""),
     ];
     for (pod, annotation, msg) in cases {
         env.server.add_pod(
@@ -363,7 +382,9 @@ fn bad_input_fails_cleanly_and_leaves_nothing() {
         );
         let (ok, reply, _) = env.multus("ADD", &format!("cid-{pod}"), pod);
         assert!(!ok, "{pod}: ADD succeeded");
-        assert_eq!(reply["code"], 7, "{pod}: {reply}");
+        if !msg.is_empty() {
+            assert_eq!(reply["code"], 7, "{pod}: {reply}");
+        }
         assert!(
             reply["msg"].as_str().unwrap_or("").contains(msg),
             "{pod}: {reply}"
@@ -380,4 +401,57 @@ fn bad_input_fails_cleanly_and_leaves_nothing() {
             env.cache_files()
         );
     }
+}
+
+#[test]
+fn default_route_moves_to_the_requested_network() {
+    if !can_run() {
+        return;
+    }
+    let env = setup();
+    env.server.add_pod(
+        "ns1",
+        "gw",
+        "uid-gw",
+        &[(
+            "k8s.v1.cni.cncf.io/networks",
+            r#"[{"name":"net-a","default-route":["10.211.0.1"]}]"#,
+        )],
+    );
+    let (ok, out, _) = env.multus("ADD", "cid-gw", "gw");
+    assert!(ok, "ADD failed: {out}");
+    assert_eq!(
+        env.pod.default_routes(),
+        [("10.211.0.1".to_string(), "net1".to_string())]
+    );
+    // libcni's cached results follow the kernel.
+    let cached = |net: &str, ifname: &str| -> Value {
+        let p = env
+            .dir
+            .path()
+            .join(format!("cni/results/{net}-cid-gw-{ifname}"));
+        serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap()
+    };
+    let eth0 = cached("cluster", "eth0");
+    assert!(
+        !eth0["result"]["routes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|r| r["dst"] == "0.0.0.0/0"),
+        "{eth0}"
+    );
+    let net1 = cached("net-a", "net1");
+    assert!(
+        net1["result"]["routes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["dst"] == "0.0.0.0/0" && r["gw"] == "10.211.0.1"),
+        "{net1}"
+    );
+    assert!(env.multus("CHECK", "cid-gw", "gw").0);
+    assert!(env.multus("DEL", "cid-gw", "gw").0);
+    assert_eq!(env.pod.links(), ["lo"]);
+    assert!(env.ipam_reservations().is_empty());
 }

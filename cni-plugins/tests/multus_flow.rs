@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 struct Recorder {
     log: Mutex<Vec<String>>,
     fail_add: Option<String>,
+    taken: Option<String>,
     fail_del: bool,
     caps: Mutex<Vec<(String, Value, String)>>,
 }
@@ -40,6 +41,12 @@ impl DelegateExec for Recorder {
             Value::Object(rt.capability_args.clone()),
             rt.args_string(),
         ));
+        if self.taken.as_deref() == Some(d.plugin_type()) {
+            return Err(Error::InterfaceExists {
+                ifname: rt.ifname.clone(),
+                netns: rt.netns.clone(),
+            });
+        }
         if self.fail_add.as_deref() == Some(d.plugin_type()) {
             return Err(Error::DelegateFailed {
                 network: d.name.clone(),
@@ -100,6 +107,7 @@ impl DelegateExec for Recorder {
     }
     fn set_default_routes(
         &self,
+        _d: &Delegate,
         rt: &DelegateRuntime,
         v4: bool,
         v6: bool,
@@ -636,4 +644,39 @@ impl DelegateExec for Noop {
     fn gc(&self, _: &Delegate, _: &[Attachment]) -> Result<(), Error> {
         Ok(())
     }
+}
+
+#[test]
+fn taken_interface_is_not_deleted_on_rollback() {
+    let s = setup();
+    s.server.add_pod(
+        "ns1",
+        "web",
+        "uid-1",
+        &[("k8s.v1.cni.cncf.io/networks", "net-a@lo")],
+    );
+    let conf = s.conf(json!({}));
+    let client = s.client(&conf);
+    let exec = Recorder {
+        taken: Some("plugin-a".into()),
+        ..Default::default()
+    };
+    let e = cmd_add(
+        &conf,
+        &req("c1", "ns1", "web", "uid-1"),
+        Some(&client),
+        &exec,
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::InvalidNetworkConfig);
+    // plugin-a never ran: only the cluster network is rolled back.
+    assert_eq!(
+        exec.log(),
+        [
+            "ADD cluster-plugin eth0",
+            "ADD plugin-a lo",
+            "DEL cluster-plugin eth0"
+        ]
+    );
+    assert!(s.cache_files().is_empty());
 }

@@ -123,6 +123,24 @@ pub enum Error {
     /// The readiness indicator file did not appear in time (code 11).
     #[error("have you checked that your default network is ready? still waiting for readinessindicatorfile @ {}", .0.display())]
     NotReady(PathBuf),
+    /// The requested interface already exists in the pod (code 7).
+    #[error("interface name {ifname} already exists in {netns}")]
+    InterfaceExists {
+        /// The interface name.
+        ifname: String,
+        /// The pod's namespace path.
+        netns: String,
+    },
+    /// A change in the pod's network namespace failed (code 999).
+    #[error("{op} {netns}: {reason}")]
+    PodNetwork {
+        /// The operation.
+        op: String,
+        /// The pod's namespace path.
+        netns: String,
+        /// The kernel's answer.
+        reason: String,
+    },
     /// A file operation failed (code 5).
     #[error("{op} {}: {source}", path.display())]
     Io {
@@ -161,6 +179,7 @@ impl Error {
             | Error::NetworkNotFound { .. }
             | Error::NamespaceIsolation { .. }
             | Error::DuplicateInterface { .. }
+            | Error::InterfaceExists { .. }
             | Error::Ecmp
             | Error::KubeConfig { .. }
             | Error::ApiNotFound { .. }
@@ -173,6 +192,7 @@ impl Error {
             Error::ApiStatus { .. } => ErrorCode::Internal,
             Error::ApiUnreachable { .. } | Error::NotReady(_) => ErrorCode::TryAgainLater,
             Error::Io { .. } => ErrorCode::IoFailure,
+            Error::PodNetwork { .. } => ErrorCode::Internal,
             Error::DelegateFailed { error, .. } => error.code,
             Error::Multiple(v) => v.first().map_or(ErrorCode::Internal, Error::code),
             Error::Types(e) => e.code(),

@@ -42,6 +42,7 @@ pub trait DelegateExec {
     /// the pod's network namespace.
     fn set_default_routes(
         &self,
+        _delegate: &Delegate,
         _rt: &DelegateRuntime,
         _remove_v4: bool,
         _remove_v6: bool,
@@ -226,7 +227,7 @@ pub fn cmd_add(
                 let gws = d.gateway_request.clone().unwrap_or_default();
                 let remove_v4 = d.filter_v4_gateway || gws.iter().any(IpAddr::is_ipv4);
                 let remove_v6 = d.filter_v6_gateway || gws.iter().any(IpAddr::is_ipv6);
-                exec.set_default_routes(&rt, remove_v4, remove_v6, &gws)?;
+                exec.set_default_routes(d, &rt, remove_v4, remove_v6, &gws)?;
             }
             Ok(r)
         });
@@ -234,8 +235,15 @@ pub fn cmd_add(
             Ok(r) => r,
             Err(e) => {
                 // Undo what was added, newest first, including the failed one
-                // (DEL is idempotent and may free a half-made attachment).
-                let undo = delete_all(exec, req, conf, &delegates[..=idx], &ifnames[..=idx]);
+                // (DEL is idempotent and may free a half-made attachment) —
+                // unless it never ran because its interface name was taken:
+                // a DEL would then remove the pod's existing interface.
+                let upto = if matches!(e, Error::InterfaceExists { .. }) {
+                    idx
+                } else {
+                    idx + 1
+                };
+                let undo = delete_all(exec, req, conf, &delegates[..upto], &ifnames[..upto]);
                 if undo.is_ok() {
                     let _ = std::fs::remove_file(&cache_file);
                 }

@@ -14,12 +14,14 @@ use cni_types::{Attachment, CniResult, NetworkConfig, NetworkConfigList};
 use super::delegate::Delegate;
 use super::error::Error;
 use super::flow::DelegateExec;
+use super::podnet;
 use super::runtime::DelegateRuntime;
 
 /// A [`DelegateExec`] on top of cni-exec's [`CniConfig`].
 #[derive(Clone, Debug)]
 pub struct LibcniDelegates {
     cni: CniConfig,
+    cni_dir: PathBuf,
 }
 
 impl LibcniDelegates {
@@ -39,7 +41,8 @@ impl LibcniDelegates {
             }
         }
         LibcniDelegates {
-            cni: CniConfig::new(path, exec).with_cache_dir(cni_dir),
+            cni: CniConfig::new(path, exec).with_cache_dir(&cni_dir),
+            cni_dir,
         }
     }
 }
@@ -77,6 +80,7 @@ fn list(d: &Delegate) -> Result<NetworkConfigList, Error> {
 
 impl DelegateExec for LibcniDelegates {
     fn add(&self, d: &Delegate, r: &DelegateRuntime) -> Result<CniResult, Error> {
+        podnet::check_ifname_free(&r.netns, &r.ifname)?;
         let out = if d.is_conflist {
             self.cni.add_network_list(&list(d)?, &rt(r))
         } else {
@@ -117,11 +121,23 @@ impl DelegateExec for LibcniDelegates {
 
     fn set_default_routes(
         &self,
-        _rt: &DelegateRuntime,
-        _remove_v4: bool,
-        _remove_v6: bool,
-        _gateways: &[IpAddr],
+        d: &Delegate,
+        r: &DelegateRuntime,
+        remove_v4: bool,
+        remove_v6: bool,
+        gateways: &[IpAddr],
     ) -> Result<(), Error> {
-        Ok(())
+        podnet::set_default_routes(&r.netns, &r.ifname, remove_v4, remove_v6, gateways)?;
+        // Keep libcni's cached result in step, so CHECK and GC see the
+        // routes the pod really has.
+        podnet::rewrite_cache_file(
+            &self.cni_dir,
+            d.network_name(),
+            &r.container_id,
+            &r.ifname,
+            remove_v4,
+            remove_v6,
+            gateways,
+        )
     }
 }

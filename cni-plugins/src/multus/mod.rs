@@ -35,6 +35,7 @@ pub mod invoke;
 pub mod k8s;
 pub mod lookup;
 mod plugin;
+pub mod podnet;
 pub mod runtime;
 pub mod selection;
 pub mod status;
