@@ -680,3 +680,47 @@ fn taken_interface_is_not_deleted_on_rollback() {
     );
     assert!(s.cache_files().is_empty());
 }
+
+#[test]
+fn file_cluster_network_and_auxiliary_chain_without_kubernetes() {
+    let dir = tempfile::tempdir().unwrap();
+    let netd = dir.path().join("net.d");
+    std::fs::create_dir_all(netd.join("aux-chain")).unwrap();
+    std::fs::write(
+        netd.join("10-cluster.conflist"),
+        r#"{"cniVersion":"1.0.0","name":"cluster","plugins":[{"type":"cluster-plugin"}]}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        netd.join("aux-chain/10-tuning.conf"),
+        r#"{"type":"tuning","sysctl":{}}"#,
+    )
+    .unwrap();
+    let conf = NetConf::from_slice(
+        &serde_json::to_vec(
+            &json!({"cniVersion": "1.0.0", "name": "multus", "type": "multus",
+        "cniDir": dir.path().join("cni"), "clusterNetwork": netd.join("10-cluster.conflist"),
+        "auxiliaryCNIChainName": "aux-chain"}),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let exec = Recorder::default();
+    let r = PodRequest::new("c1", "/run/netns/x", "eth0", "").unwrap();
+    cmd_add(&conf, &r, None, &exec).unwrap();
+    assert_eq!(exec.log(), ["ADD cluster-plugin eth0", "ADD passthru net1"]);
+    let cached: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("cni/c1@eth0")).unwrap()).unwrap();
+    assert_eq!(cached[1]["ConfList"]["plugins"][1]["type"], "tuning");
+    // Without a folder of extra plugins there is no auxiliary delegate.
+    std::fs::remove_file(netd.join("aux-chain/10-tuning.conf")).unwrap();
+    let exec = Recorder::default();
+    cmd_add(
+        &conf,
+        &PodRequest::new("c2", "/run/netns/x", "eth0", "").unwrap(),
+        None,
+        &exec,
+    )
+    .unwrap();
+    assert_eq!(exec.log(), ["ADD cluster-plugin eth0"]);
+}
