@@ -6,6 +6,23 @@
 //! Behaviour follows k8snetworkplumbingwg/multus-cni (`pkg/types/conf.go`,
 //! `pkg/k8sclient/k8sclient.go`, `pkg/multus/multus.go`).
 //!
+//! The pieces, in the order ADD uses them:
+//! * [`NetConf`]: the configuration, defaults and validation ([`conf`]).
+//! * [`k8s`]: the [`k8s::KubeClient`] trait, kubeconfig / in-cluster
+//!   config, and a blocking HTTPS client ([`k8s::HttpKubeClient`]).
+//! * [`selection`]: the pod's network selection annotations.
+//! * [`lookup`]: cluster network and default networks (NAD, file in
+//!   `confDir`, directory, path) and NAD to delegate conversion.
+//! * [`delegate`]: one [`Delegate`] per attachment, interface names,
+//!   `default-route` rules; [`runtime`]: what each delegate runs with.
+//! * [`cache`]: the delegate list saved for DEL (Go-compatible, atomic).
+//! * [`flow`]: ADD, DEL, CHECK, STATUS, GC over a [`DelegateExec`];
+//!   [`LibcniDelegates`] is the one on cni-exec's `CniConfig` (so an
+//!   embedding runtime's in-process registry carries over to delegates).
+//! * [`status`]: the `network-status` annotation; [`podnet`]: interface
+//!   checks and default routes in the pod's namespace.
+//! * [`Multus`]: the `cni_exec::Plugin` the `multus` binary runs.
+//!
 //! ```
 //! use cni_plugins::multus::{delegate::plan_ifnames, selection, NetConf};
 //!
