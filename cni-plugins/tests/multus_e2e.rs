@@ -33,6 +33,12 @@ fn unsafe_free_is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// The binary under test: `MULTUS_BIN` (e.g. a release build) or this
+/// profile's.
+fn multus_bin() -> String {
+    std::env::var("MULTUS_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_multus").to_string())
+}
+
 fn suffix() -> String {
     use std::collections::hash_map::RandomState;
     use std::hash::{BuildHasher, Hasher};
@@ -176,7 +182,7 @@ impl Env {
     fn multus(&self, command: &str, cid: &str, pod: &str) -> (bool, Value, Duration) {
         let start = Instant::now();
         let mut child = Command::new("ip")
-            .args(["netns", "exec", &self.node.0, env!("CARGO_BIN_EXE_multus")])
+            .args(["netns", "exec", &self.node.0, &multus_bin()])
             .env("CNI_COMMAND", command)
             .env("CNI_CONTAINERID", cid)
             .env("CNI_NETNS", self.pod.path())
@@ -454,4 +460,88 @@ fn default_route_moves_to_the_requested_network() {
     assert!(env.multus("DEL", "cid-gw", "gw").0);
     assert_eq!(env.pod.links(), ["lo"]);
     assert!(env.ipam_reservations().is_empty());
+}
+
+/// Runs one Go plugin directly in the node namespace (what multus's
+/// delegation costs without multus).
+fn go_plugin(env: &Env, command: &str, conf: &str, cid: &str, ifname: &str) -> bool {
+    let mut child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &env.node.0,
+            &format!("{GO_PLUGINS}/bridge"),
+        ])
+        .env("CNI_COMMAND", command)
+        .env("CNI_CONTAINERID", cid)
+        .env("CNI_NETNS", env.pod.path())
+        .env("CNI_IFNAME", ifname)
+        .env("CNI_PATH", GO_PLUGINS)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(conf.as_bytes())
+        .unwrap();
+    child.wait().unwrap().success()
+}
+
+/// multus ADD time beyond its delegates: medians of multus ADD (3 bridge
+/// delegates) and of the same three bridge ADDs run directly.
+/// `MULTUS_BIN=target/release/multus cargo test -p cni-plugins --test multus_e2e -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn measure_add_beyond_delegates() {
+    if !can_run() {
+        return;
+    }
+    let env = setup();
+    env.server.add_pod(
+        "ns1",
+        "m",
+        "uid-m",
+        &[("k8s.v1.cni.cncf.io/networks", "net-a,net-b")],
+    );
+    let ipam = env.dir.path().join("ipam");
+    let confs: Vec<(String, &str)> = [
+        ("cluster", "mcl0", "10.210.0.0/24", "eth0"),
+        ("net-a", "mba0", "10.211.0.0/24", "net1"),
+        ("net-b", "mbb0", "10.212.0.0/24", "net2"),
+    ]
+    .iter()
+    .map(|(name, br, subnet, ifname)| {
+        let mut v: Value = serde_json::from_str(&bridge_nad(br, subnet, &ipam, false)).unwrap();
+        v["name"] = json!(name);
+        (v.to_string(), *ifname)
+    })
+    .collect();
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    for i in 0..15 {
+        let cid = format!("m{i}");
+        let (ok, out, took) = env.multus("ADD", &cid, "m");
+        assert!(ok, "{out}");
+        with.push(took);
+        assert!(env.multus("DEL", &cid, "m").0);
+        let t = Instant::now();
+        for (c, ifname) in &confs {
+            assert!(go_plugin(&env, "ADD", c, &cid, ifname));
+        }
+        without.push(t.elapsed());
+        for (c, ifname) in confs.iter().rev() {
+            assert!(go_plugin(&env, "DEL", c, &cid, ifname));
+        }
+    }
+    with.sort();
+    without.sort();
+    eprintln!(
+        "multus ADD median {:?}; the same 3 delegates run directly {:?}; multus beyond delegates {:?}",
+        with[7],
+        without[7],
+        with[7].saturating_sub(without[7])
+    );
 }
