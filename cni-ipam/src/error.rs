@@ -115,10 +115,6 @@ pub enum Error {
     /// STATUS: the plugin cannot serve ADD (the store is unusable).
     #[error("store unavailable: {0}")]
     Unavailable(#[source] Box<Error>),
-
-    /// Release failed in one or more range sets (Go joins them with `;`).
-    #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(";"))]
-    Multiple(Vec<Error>),
 }
 
 impl Error {
@@ -138,7 +134,6 @@ impl Error {
             Error::Io { .. } => ErrorCode::IoFailure,
             Error::Unavailable(_) => ErrorCode::PluginNotAvailable,
             Error::AllocateRange { source, .. } => source.code(),
-            Error::Multiple(errors) => errors.first().map_or(ErrorCode::Internal, Error::code),
             Error::Duplicate { .. }
             | Error::Exhausted(_)
             | Error::NotFound(_)

@@ -407,8 +407,8 @@ pub fn status(config: &HostLocalConfig) -> Result<()> {
         .map_err(|e| Error::Unavailable(Box::new(e)))
 }
 
-/// The range of `set` that holds `ip`, for callers that need the prefix or
-/// gateway of an address they did not allocate.
+/// The configured range that holds `ip`, for callers that need the prefix or
+/// gateway of an address they did not allocate (e.g. CHECK).
 pub fn range_for(config: &HostLocalConfig, ip: IpAddr) -> Option<&Range> {
     config.range_sets.iter().find_map(|s| s.range_for(ip))
 }

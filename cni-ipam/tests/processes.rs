@@ -49,7 +49,12 @@ fn child_allocator() {
 
 fn spawn_child(dir: &Path, prefix: &str, count: usize, churn: bool) -> Child {
     Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_allocator", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "child_allocator",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(
             CHILD_ENV,
             format!("{}|{prefix}|{count}|{}", dir.display(), u8::from(churn)),
@@ -89,7 +94,11 @@ fn go_add(dir: &Path, cid: &str) -> Option<String> {
         .write_all(conf_json(dir).to_string().as_bytes())
         .ok()?;
     let out = child.wait_with_output().ok()?;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
     let addr = v["ips"][0]["address"].as_str()?;
     Some(addr.split('/').next()?.to_string())
@@ -167,7 +176,10 @@ fn killed_writer_leaves_a_consistent_store() {
                 .split_once("\r\n")
                 .unwrap_or_else(|| panic!("partial reservation {name}: {content:?}"));
             assert_eq!(ifname, "eth0");
-            assert!(owners.insert(owner.to_string()), "{owner} holds two addresses");
+            assert!(
+                owners.insert(owner.to_string()),
+                "{owner} holds two addresses"
+            );
             // The index finds it: CHECK passes and a second ADD is refused.
             host_local::check(&c, owner, "eth0").unwrap();
             let e = host_local::add(&c, owner, "eth0").unwrap_err();

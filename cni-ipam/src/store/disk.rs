@@ -57,7 +57,6 @@ const LOCK_FILE: &str = "lock";
 /// the directory and parses names as IPs, ignores these files.
 const TEMP_PREFIX: &str = ".cni-ipam-tmp.";
 
-
 /// Checks a network name the way libcni does (`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`),
 /// which also guarantees a single path component that is neither `.` nor
 /// `..`: the store directory can never escape `dataDir`.
