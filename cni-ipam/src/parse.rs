@@ -8,6 +8,7 @@
 use std::net::IpAddr;
 
 use ipnetwork::IpNetwork;
+use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 
@@ -98,6 +99,31 @@ pub(crate) fn version_at_least_0_3_0(version: &str) -> bool {
         _ => false,
     }
 }
+
+/// Go's `encoding/json` matches keys to fields case-insensitively (an exact
+/// match wins); renames the keys of the object at `value`, if it is one, to
+/// the spelling in `known`, and returns it.
+pub(crate) fn canonical_object<'a>(
+    value: Option<&'a mut Value>,
+    known: &[&str],
+) -> Option<&'a mut Map<String, Value>> {
+    let map = value?.as_object_mut()?;
+    cni_types::json::canonicalize_keys(map, known);
+    Some(map)
+}
+
+/// [`canonical_object`] for every element of an array at `value`.
+pub(crate) fn canonical_array(value: Option<&mut Value>, known: &[&str]) {
+    if let Some(items) = value.and_then(Value::as_array_mut) {
+        for item in items {
+            canonical_object(Some(item), known);
+        }
+    }
+}
+
+/// Route keys (`types.Route`).
+pub(crate) const ROUTE_KEYS: &[&str] =
+    &["dst", "gw", "mtu", "advmss", "priority", "table", "scope"];
 
 /// The family and numeric value of an address, for range arithmetic.
 pub(crate) fn ip_to_u128(ip: IpAddr) -> u128 {
