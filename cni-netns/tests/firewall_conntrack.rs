@@ -45,7 +45,12 @@ fn ask(t: &Topology) -> Option<String> {
         .expect("client thread")
 }
 
-fn conntrack_udp_5000(t: &Topology) -> usize {
+/// Entries for UDP port 5000 as the `conntrack` tool sees them (an
+/// independent oracle); `None` when the tool is not installed.
+fn conntrack_udp_5000(t: &Topology) -> Option<usize> {
+    if !have("conntrack") {
+        return None;
+    }
     let out = std::process::Command::new("ip")
         .args([
             "netns",
@@ -60,7 +65,7 @@ fn conntrack_udp_5000(t: &Topology) -> usize {
         ])
         .output()
         .expect("conntrack binary");
-    String::from_utf8_lossy(&out.stdout).lines().count()
+    Some(String::from_utf8_lossy(&out.stdout).lines().count())
 }
 
 #[test]
@@ -75,7 +80,7 @@ fn stale_udp_entry_is_flushed_by_host_port() {
 
     fw.add_port_mappings(&udp_spec(0)).unwrap();
     assert_eq!(ask(&t).as_deref(), Some("pod0"));
-    assert_eq!(conntrack_udp_5000(&t), 1);
+    assert!(matches!(conntrack_udp_5000(&t), Some(1) | None));
 
     // The host port moves to pod1; the client's flow still goes to pod0.
     fw.del_port_mappings(&udp_spec(0)).unwrap();
@@ -87,7 +92,7 @@ fn stale_udp_entry_is_flushed_by_host_port() {
     assert_eq!(ct.delete_udp_by_dst_port(IpFamily::V4, 5001).unwrap(), 0);
     assert_eq!(ct.delete_udp_by_dst_port(IpFamily::V6, 5000).unwrap(), 0);
     assert_eq!(ct.delete_udp_by_dst_port(IpFamily::V4, 5000).unwrap(), 1);
-    assert_eq!(conntrack_udp_5000(&t), 0);
+    assert!(matches!(conntrack_udp_5000(&t), Some(0) | None));
     assert_eq!(ct.delete_udp_by_dst_port(IpFamily::V4, 5000).unwrap(), 0);
 
     assert_eq!(ask(&t).as_deref(), Some("pod1"));
