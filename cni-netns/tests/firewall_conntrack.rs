@@ -28,12 +28,16 @@ fn udp_spec(pod: usize) -> PortMappingSpec {
 /// Sends one datagram from ext (fixed source port, so every send is the
 /// same conntrack entry) and returns the answer, if any.
 fn ask(t: &Topology) -> Option<String> {
+    ask_at(t, "0.0.0.0:40000", "10.98.0.1:5000")
+}
+
+fn ask_at(t: &Topology, local: &'static str, host_port: &'static str) -> Option<String> {
     t.ext
-        .run_in(|| {
-            let s = UdpSocket::bind("0.0.0.0:40000").expect("bind client");
+        .run_in(move || {
+            let s = UdpSocket::bind(local).expect("bind client");
             s.set_read_timeout(Some(Duration::from_millis(400))).ok();
             for _ in 0..3 {
-                s.send_to(b"hi", "10.98.0.1:5000").expect("send");
+                s.send_to(b"hi", host_port).expect("send");
                 let mut buf = [0u8; 64];
                 if let Ok((n, _)) = s.recv_from(&mut buf) {
                     return Some(String::from_utf8_lossy(&buf[..n]).into_owned());
@@ -102,4 +106,37 @@ fn stale_udp_entry_is_flushed_by_host_port() {
 fn open_in_missing_namespace_is_a_typed_error() {
     let e = Conntrack::open_in("/run/netns/does-not-exist-ct").unwrap_err();
     assert!(matches!(e, cni_netns::Error::FirewallNetns { .. }), "{e}");
+}
+
+#[test]
+fn stale_udp_entry_is_flushed_ipv6() {
+    if skip_unless_root() {
+        return;
+    }
+    let t = Topology::new(2);
+    let fw = NftFirewall::in_netns(t.node.path());
+    let _p0 = UdpServer::start_on(&t.pods[0], "::", 5001, "pod0");
+    let _p1 = UdpServer::start_on(&t.pods[1], "::", 5001, "pod1");
+    let spec6 = |pod: usize| {
+        let mut s = udp_spec(pod);
+        s.container_v4 = None;
+        s.container_v6 = Some(format!("fd00:99::{}/64", pod + 2).parse().unwrap());
+        s
+    };
+    let ask6 = || ask_at(&t, "[::]:40001", "[fd00:98::1]:5000");
+
+    fw.add_port_mappings(&spec6(0)).unwrap();
+    assert_eq!(ask6().as_deref(), Some("pod0"));
+    fw.del_port_mappings(&spec6(0)).unwrap();
+    fw.add_port_mappings(&spec6(1)).unwrap();
+    assert_eq!(ask6().as_deref(), Some("pod0"));
+
+    let mut ct = Conntrack::open_in(t.node.path()).unwrap();
+    assert_eq!(ct.delete_udp_by_dst_port(IpFamily::V4, 5000).unwrap(), 0);
+    assert_eq!(
+        ct.delete_udp_by_dst_ports(IpFamily::V6, &[4999, 5000])
+            .unwrap(),
+        1
+    );
+    assert_eq!(ask6().as_deref(), Some("pod1"));
 }

@@ -373,11 +373,15 @@ pub struct UdpServer {
 
 impl UdpServer {
     pub fn start(ns: &TestNs, port: u16, name: &'static str) -> UdpServer {
+        Self::start_on(ns, "0.0.0.0", port, name)
+    }
+
+    pub fn start_on(ns: &TestNs, host: &'static str, port: u16, name: &'static str) -> UdpServer {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let (tx, rx) = std::sync::mpsc::channel();
         let handle = ns.run_in(move || {
-            let s = UdpSocket::bind(("0.0.0.0", port)).expect("bind udp");
+            let s = UdpSocket::bind((host, port)).expect("bind udp");
             s.set_read_timeout(Some(Duration::from_millis(50))).ok();
             tx.send(()).ok();
             let deadline = Instant::now() + Duration::from_secs(120);
