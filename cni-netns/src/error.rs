@@ -1,15 +1,192 @@
-//! The crate's error type.
+//! The crate's single error type.
+//!
+//! Every variant names the operation and the object it was applied to, and
+//! the namespace when one is involved, so that a plugin can pass the message
+//! straight to the runtime:
+//! `add address 10.1.0.5/24 to eth0 in /run/netns/x: File exists`.
 
-use std::io;
 use std::path::PathBuf;
+use std::time::Duration;
+
+use nix::errno::Errno;
 
 use crate::firewall::FirewallOp;
 
-/// Everything that can go wrong in this crate; each variant names the
-/// operation and the object it was applied to.
+/// Result alias used across the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in this crate.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    // ---- namespaces, netlink, links, addresses, routes, sysctls ----
+    /// The namespace path does not exist (Go: `NSPathNotExistErr`).
+    #[error("open network namespace {path}: does not exist")]
+    NetnsNotFound {
+        /// The path that was opened.
+        path: PathBuf,
+    },
+    /// The path exists but is not a namespace file (Go: `NSPathNotNSErr`).
+    #[error("open network namespace {path}: not a network namespace")]
+    NotANetns {
+        /// The path that was opened.
+        path: PathBuf,
+    },
+    /// A namespace operation (open, create, enter, delete) failed.
+    #[error("{op} network namespace {path}: {}", .errno.desc())]
+    Netns {
+        /// What was being done (`"create"`, `"enter"`, ...).
+        op: &'static str,
+        /// The namespace path.
+        path: PathBuf,
+        /// The system error.
+        errno: Errno,
+    },
+    /// The kernel refused a netlink request.
+    #[error("{op} in {netns}: {}{}", .errno.desc(), fmt_ext(.message))]
+    Netlink {
+        /// The operation and its object (`"add address 10.1.0.5/24 to eth0"`).
+        op: String,
+        /// The namespace the socket belongs to.
+        netns: String,
+        /// The errno the kernel answered with.
+        errno: Errno,
+        /// The kernel's extended ack message, when it sent one.
+        message: Option<String>,
+    },
+    /// A link looked up by name does not exist.
+    #[error("{op} in {netns}: link {name} not found")]
+    LinkNotFound {
+        /// The operation that needed the link.
+        op: String,
+        /// The link name.
+        name: String,
+        /// The namespace that was searched.
+        netns: String,
+    },
+    /// A link exists but is not of the expected kind.
+    #[error("{op} in {netns}: {name} already exists but is a {found}, not a {expected}")]
+    WrongLinkKind {
+        /// The operation.
+        op: String,
+        /// The link name.
+        name: String,
+        /// The kind found (`"veth"`, `"device"` when none).
+        found: String,
+        /// The kind expected.
+        expected: &'static str,
+        /// The namespace.
+        netns: String,
+    },
+    /// The kernel does not support a feature the caller asked for
+    /// (e.g. bridge VLAN filtering on a kernel built without it).
+    #[error("{op} in {netns}: {feature} is not supported by this kernel{}", fmt_ext(.message))]
+    Unsupported {
+        /// The operation.
+        op: String,
+        /// The feature (`"bridge vlan_filtering"`).
+        feature: &'static str,
+        /// The namespace.
+        netns: String,
+        /// The kernel's extended ack message, when it sent one.
+        message: Option<String>,
+    },
+    /// A netlink reply could not be parsed or broke the protocol.
+    #[error("{op} in {netns}: bad netlink reply: {detail}")]
+    Protocol {
+        /// The operation.
+        op: String,
+        /// The namespace.
+        netns: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// A dump stayed inconsistent (`NLM_F_DUMP_INTR`) after every retry.
+    #[error("{op} in {netns}: dump interrupted {attempts} times in a row")]
+    DumpInterrupted {
+        /// The operation.
+        op: String,
+        /// The namespace.
+        netns: String,
+        /// How many dumps were tried.
+        attempts: u32,
+    },
+    /// The socket itself failed (open, send, receive).
+    #[error("{op} in {netns}: netlink socket: {source}")]
+    Socket {
+        /// The operation.
+        op: String,
+        /// The namespace.
+        netns: String,
+        /// The system error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// IPv6 duplicate address detection failed for an address.
+    #[error("address {address} on {ifname} in {netns} failed duplicate address detection")]
+    DadFailed {
+        /// The address.
+        address: String,
+        /// The interface.
+        ifname: String,
+        /// The namespace.
+        netns: String,
+    },
+    /// Addresses stayed tentative past the timeout.
+    #[error("{ifname} in {netns} still has tentative addresses after {timeout:?}")]
+    DadTimeout {
+        /// The interface.
+        ifname: String,
+        /// The namespace.
+        netns: String,
+        /// How long we waited.
+        timeout: Duration,
+    },
+    /// No free random veth name was found.
+    #[error("create veth pair in {netns}: no free host-side name after {attempts} attempts")]
+    VethNameExhausted {
+        /// The namespace.
+        netns: String,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// The container-side veth name is already taken in the peer namespace.
+    #[error("create veth pair in {netns}: container veth name {name} already exists")]
+    VethPeerExists {
+        /// The taken name.
+        name: String,
+        /// The namespace where the pair was created.
+        netns: String,
+    },
+    /// Reading or writing a sysctl failed.
+    #[error("{op} sysctl {key}: {source}")]
+    Sysctl {
+        /// `"read"` or `"write"`.
+        op: &'static str,
+        /// The key, slash separated.
+        key: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The caller passed something that cannot be applied.
+    #[error("{op}: {reason}")]
+    InvalidArgument {
+        /// The operation.
+        op: String,
+        /// Why it is invalid.
+        reason: String,
+    },
+    /// A helper thread could not be started.
+    #[error("{op}: spawn thread: {source}")]
+    Thread {
+        /// The operation.
+        op: String,
+        /// The system error.
+        #[source]
+        source: std::io::Error,
+    },
+    // ---- end of namespaces/netlink block ----
     // ---- firewall / conntrack ----
     /// The `nft` binary could not be started or talked to.
     #[error("{op} for {attachment}: run {program}: {source}")]
@@ -22,7 +199,7 @@ pub enum Error {
         program: PathBuf,
         /// The underlying error.
         #[source]
-        source: io::Error,
+        source: std::io::Error,
     },
     /// `nft` rejected a batch or a listing.
     #[error("{op} for {attachment}: nft: {message}")]
@@ -92,7 +269,7 @@ pub enum Error {
         path: PathBuf,
         /// The underlying error.
         #[source]
-        source: io::Error,
+        source: std::io::Error,
     },
     /// A conntrack netlink request failed.
     #[error("conntrack {op} ({family} UDP, destination ports {ports:?}): {source}")]
@@ -105,7 +282,7 @@ pub enum Error {
         ports: Vec<u16>,
         /// The underlying error.
         #[source]
-        source: io::Error,
+        source: std::io::Error,
     },
     /// A conntrack netlink socket could not be opened.
     #[error("open conntrack netlink socket in {netns}: {source}")]
@@ -114,10 +291,55 @@ pub enum Error {
         netns: String,
         /// The underlying error.
         #[source]
-        source: io::Error,
+        source: std::io::Error,
     },
     // ---- end firewall / conntrack ----
 }
 
-/// The crate's result type.
-pub type Result<T> = std::result::Result<T, Error>;
+fn fmt_ext(message: &Option<String>) -> String {
+    match message {
+        Some(m) if !m.is_empty() => format!(" ({m})"),
+        _ => String::new(),
+    }
+}
+
+impl Error {
+    /// The errno behind this error, when there is one.
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            Error::Netlink { errno, .. } | Error::Netns { errno, .. } => Some(*errno),
+            Error::Socket { source, .. }
+            | Error::Sysctl { source, .. }
+            | Error::Thread { source, .. } => source.raw_os_error().map(Errno::from_raw),
+            Error::NetnsNotFound { .. } | Error::LinkNotFound { .. } => Some(Errno::ENOENT),
+            Error::Unsupported { .. } => Some(Errno::EOPNOTSUPP),
+            _ => None,
+        }
+    }
+
+    /// True when the object the operation needed is missing: a link,
+    /// address, route, neighbour, namespace or sysctl that does not exist.
+    /// DEL paths treat this as success.
+    pub fn is_not_found(&self) -> bool {
+        match self {
+            Error::NetnsNotFound { .. } | Error::LinkNotFound { .. } => true,
+            Error::Sysctl { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+            Error::Netlink { errno, .. } => matches!(
+                errno,
+                Errno::ENODEV | Errno::ENOENT | Errno::ESRCH | Errno::EADDRNOTAVAIL
+            ),
+            Error::Netns { errno, .. } => *errno == Errno::ENOENT,
+            _ => false,
+        }
+    }
+
+    /// True when the object the operation would create already exists.
+    pub fn is_exists(&self) -> bool {
+        matches!(self.errno(), Some(Errno::EEXIST)) || matches!(self, Error::VethPeerExists { .. })
+    }
+
+    /// True when the kernel lacks the requested feature.
+    pub fn is_unsupported(&self) -> bool {
+        matches!(self, Error::Unsupported { .. }) || matches!(self.errno(), Some(Errno::EOPNOTSUPP))
+    }
+}

@@ -1,27 +1,107 @@
-//! Kernel network state for CNI plugins.
+//! Kernel network state for CNI plugins: network namespaces, links,
+//! addresses, routes, neighbours and sysctls over a small synchronous
+//! rtnetlink socket (no async runtime), plus the firewall.
 //!
-//! This part of the crate programs the host firewall for CNI attachments
-//! (IP masquerade, port mappings, the bridge MAC spoof check) through the
-//! [`firewall::Firewall`] trait, and flushes stale UDP conntrack entries
-//! ([`conntrack`]).
+//! * [`Netns`] opens, creates (like `ip netns add`) and deletes namespaces;
+//!   [`Netns::run`] runs a closure on a fresh thread inside one.
+//! * [`Handle`] is one rtnetlink socket bound to one namespace; every verb
+//!   is a method on it ([`Handle::setup_veth`], [`Handle::ensure_bridge`],
+//!   [`Handle::add_address`], [`Handle::add_route`], ...).
+//! * [`sysctl`] reads and writes `/proc/sys` from inside a namespace.
+//! * [`configure_interface`] is Go's `ipam.ConfigureIface`.
+//! * [`firewall`] programs masquerade, port mappings and the bridge MAC
+//!   spoof check behind the [`firewall::Firewall`] trait (nftables backend:
+//!   [`firewall::NftFirewall`]); [`conntrack`] deletes stale UDP conntrack
+//!   entries over ctnetlink.
 //!
-//! Every rule an attachment owns carries a tag naming its network, container
-//! id and interface, so deleting or garbage collecting one attachment never
-//! touches another's rules:
+//! Errors name the operation, the object and the namespace:
+//! `add address 10.1.0.5/24 to eth0 in /run/netns/x: File exists`.
 //!
 //! ```
-//! use cni_netns::firewall::{AttachmentId, MasqueradeSpec};
+//! use cni_netns::{Family, Handle};
 //!
-//! let spec = MasqueradeSpec {
-//!     attachment: AttachmentId::new("mynet", "0123456789abcdef", "eth0"),
-//!     address: "10.88.0.5/16".parse().unwrap(),
-//! };
-//! let tag = spec.attachment.tag();
-//! assert!(tag.contains("net: mynet, if: eth0, id: 0123456789abcdef"));
+//! # fn main() -> cni_netns::Result<()> {
+//! let host = Handle::current()?;
+//! let lo = host.link_by_name("lo")?;
+//! assert_eq!(lo.index, 1);
+//! let addrs = host.addresses(Some(lo.index), Family::V4)?;
+//! assert!(addrs.iter().all(|a| a.index == lo.index));
+//! # Ok(())
+//! # }
 //! ```
 
+mod addr;
+mod configure;
 pub mod conntrack;
 mod error;
 pub mod firewall;
+mod handle;
+mod link;
+mod neigh;
+mod netlink;
+mod netns;
+mod route;
+pub mod sysctl;
 
+#[cfg(test)]
+mod tests;
+
+use std::net::IpAddr;
+
+use netlink_packet_route::AddressFamily;
+
+pub use addr::{Address, AddressOptions, DAD_POLL, DAD_TIMEOUT};
+pub use configure::configure_interface;
 pub use error::{Error, Result};
+pub use handle::Handle;
+/// The CIDR type used throughout the API (re-exported so callers match versions).
+pub use ipnetwork::IpNetwork;
+pub use link::{
+    BridgePortOptions, BridgeSpec, BridgeVlan, Link, MacAddr, OperState, VethSpec,
+    VETH_NAME_ATTEMPTS,
+};
+pub use neigh::Neighbour;
+pub use netns::{Netns, OwnedNetns, NETNS_RUN_DIR};
+pub use route::{NextHop, Route, SCOPE_HOST, SCOPE_LINK, SCOPE_UNIVERSE, TABLE_MAIN};
+
+/// Which address family a listing covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Family {
+    /// IPv4 and IPv6.
+    #[default]
+    All,
+    /// IPv4 only.
+    V4,
+    /// IPv6 only.
+    V6,
+}
+
+impl Family {
+    fn address_family(self) -> AddressFamily {
+        match self {
+            Family::All => AddressFamily::Unspec,
+            Family::V4 => AddressFamily::Inet,
+            Family::V6 => AddressFamily::Inet6,
+        }
+    }
+
+    fn matches(self, ip: IpAddr) -> bool {
+        match self {
+            Family::All => true,
+            Family::V4 => ip.is_ipv4(),
+            Family::V6 => ip.is_ipv6(),
+        }
+    }
+}
+
+/// A random u32 for names; falls back to time and pid if the kernel's
+/// random source is unavailable (names only need to differ, not be secret).
+pub(crate) fn random_u32() -> u32 {
+    getrandom::u32().unwrap_or_else(|_| {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        t ^ std::process::id().rotate_left(16)
+    })
+}

@@ -36,7 +36,8 @@ fn ask_at(t: &Topology, local: &'static str, host_port: &'static str) -> Option<
         .run_in(move || {
             let s = UdpSocket::bind(local).expect("bind client");
             s.set_read_timeout(Some(Duration::from_millis(400))).ok();
-            for _ in 0..3 {
+            // Retries cover neighbour discovery and bridge ports settling.
+            for _ in 0..10 {
                 s.send_to(b"hi", host_port).expect("send");
                 let mut buf = [0u8; 64];
                 if let Ok((n, _)) = s.recv_from(&mut buf) {

@@ -406,11 +406,7 @@ pub fn mac_spoof_rules(spec: &MacSpoofCheckSpec) -> AttachmentRules {
     let table = mac_spoof_table();
     let tag = spec.attachment.tag();
     let chain = table.owner_chain(&spec.attachment.owner_hash());
-    let m = spec.mac;
-    let mac = format!(
-        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-        m[0], m[1], m[2], m[3], m[4], m[5]
-    );
+    let mac = spec.mac.to_string();
     AttachmentRules {
         rules: vec![
             Rule {
@@ -702,7 +698,7 @@ mod tests {
         let spec = MacSpoofCheckSpec {
             attachment: AttachmentId::new("net", "cid", "eth0"),
             host_ifname: "veth1".into(),
-            mac: [2, 0, 0, 0, 0, 1],
+            mac: crate::MacAddr([2, 0, 0, 0, 0, 1]),
         };
         let r = mac_spoof_rules(&spec);
         let b = delete_batch(&mac_spoof_table(), &r);

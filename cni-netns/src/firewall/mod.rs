@@ -7,6 +7,21 @@
 //! [`model`] and built by the pure functions in [`layout`], so a native
 //! nf_tables netlink backend can program the same state later.
 //!
+//! Every rule an attachment owns carries a tag naming its network, container
+//! id and interface, so deleting or garbage collecting one attachment never
+//! touches another's rules:
+//!
+//! ```
+//! use cni_netns::firewall::{AttachmentId, MasqueradeSpec};
+//!
+//! let spec = MasqueradeSpec {
+//!     attachment: AttachmentId::new("mynet", "0123456789abcdef", "eth0"),
+//!     address: "10.88.0.5/16".parse().unwrap(),
+//! };
+//! let tag = spec.attachment.tag();
+//! assert!(tag.contains("net: mynet, if: eth0, id: 0123456789abcdef"));
+//! ```
+//!
 //! # Layout and cost
 //!
 //! Each feature lives in its own table, distinct from the Go reference's
@@ -342,7 +357,7 @@ pub struct MacSpoofCheckSpec {
     /// The host side of the container's veth (the bridge port).
     pub host_ifname: String,
     /// The container interface's MAC address.
-    pub mac: [u8; 6],
+    pub mac: crate::MacAddr,
 }
 
 /// An attachment found owning firewall rules.

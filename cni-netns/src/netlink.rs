@@ -1,0 +1,284 @@
+//! A small synchronous rtnetlink socket: one request, its replies, its ack.
+//!
+//! A netlink socket stays bound to the namespace it was created in, so one
+//! [`Socket`] serves one namespace from any thread; a mutex keeps request
+//! and reply pairs from interleaving.
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::Mutex;
+
+use netlink_packet_core::{
+    NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_DUMP,
+    NLM_F_DUMP_INTR, NLM_F_MULTIPART, NLM_F_REQUEST,
+};
+use netlink_packet_route::RouteNetlinkMessage;
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket as NlSocket, SocketAddr};
+use nix::errno::Errno;
+
+/// How many times a dump is retried when the kernel flags it inconsistent,
+/// as Go's `pkg/netlinksafe` does.
+pub(crate) const DUMP_ATTEMPTS: u32 = 5;
+
+const RECV_BUF: usize = 64 * 1024;
+// Flags of an NLMSG_ERROR reply (linux/netlink.h).
+const NLM_F_CAPPED: u16 = 0x100;
+const NLM_F_ACK_TLVS: u16 = 0x200;
+const NLMSGERR_ATTR_MSG: u16 = 1;
+
+/// Why a request failed, before the caller names the operation.
+#[derive(Debug)]
+pub(crate) enum NlError {
+    /// The kernel answered with a negative errno.
+    Kernel {
+        errno: Errno,
+        message: Option<String>,
+    },
+    /// The socket failed.
+    Io(io::Error),
+    /// A reply could not be decoded.
+    Decode(String),
+    /// Every dump attempt came back interrupted.
+    Interrupted(u32),
+}
+
+struct Inner {
+    sock: NlSocket,
+    seq: u32,
+    buf: Vec<u8>,
+}
+
+/// A blocking rtnetlink socket bound to the namespace it was opened in.
+pub(crate) struct Socket {
+    inner: Mutex<Inner>,
+}
+
+impl Socket {
+    /// Opens a socket in the calling thread's network namespace.
+    pub(crate) fn open() -> io::Result<Socket> {
+        let mut sock = NlSocket::new(NETLINK_ROUTE)?;
+        sock.bind_auto()?;
+        sock.connect(&SocketAddr::new(0, 0))?;
+        // Errors carry only the request header back, and the kernel's
+        // explanation string when it has one.
+        sock.set_cap_ack(true)?;
+        sock.set_ext_ack(true)?;
+        Ok(Socket {
+            inner: Mutex::new(Inner {
+                sock,
+                seq: 0,
+                buf: vec![0; RECV_BUF],
+            }),
+        })
+    }
+
+    /// Sends `msg` with `NLM_F_REQUEST | NLM_F_ACK | flags` and returns the
+    /// messages the kernel answered with before its ack.
+    pub(crate) fn request(
+        &self,
+        msg: RouteNetlinkMessage,
+        flags: u16,
+    ) -> Result<Vec<RouteNetlinkMessage>, NlError> {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let seq = inner.send(msg, NLM_F_REQUEST | NLM_F_ACK | flags)?;
+        let mut out = Vec::new();
+        inner.receive(seq, false, &mut out).map(|_| out)
+    }
+
+    /// Dumps with `NLM_F_REQUEST | NLM_F_DUMP`, retrying the whole dump when
+    /// the kernel marks it interrupted (`NLM_F_DUMP_INTR`).
+    pub(crate) fn dump(
+        &self,
+        msg: RouteNetlinkMessage,
+    ) -> Result<Vec<RouteNetlinkMessage>, NlError> {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        for _ in 0..DUMP_ATTEMPTS {
+            let seq = inner.send(msg.clone(), NLM_F_REQUEST | NLM_F_DUMP)?;
+            let mut out = Vec::new();
+            if !inner.receive(seq, true, &mut out)? {
+                return Ok(out);
+            }
+        }
+        Err(NlError::Interrupted(DUMP_ATTEMPTS))
+    }
+}
+
+/// Serializes a request as it goes on the wire (exposed for unit tests of
+/// message building).
+pub(crate) fn serialize(msg: RouteNetlinkMessage, flags: u16, seq: u32) -> Vec<u8> {
+    let mut header = NetlinkHeader::default();
+    header.flags = flags;
+    header.sequence_number = seq;
+    let mut packet = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(msg));
+    packet.finalize();
+    let mut buf = vec![0; packet.buffer_len()];
+    packet.serialize(&mut buf);
+    buf
+}
+
+impl Inner {
+    fn send(&mut self, msg: RouteNetlinkMessage, flags: u16) -> Result<u32, NlError> {
+        self.seq = self.seq.wrapping_add(1);
+        let buf = serialize(msg, flags, self.seq);
+        let n = self.sock.send(&buf, 0).map_err(NlError::Io)?;
+        if n != buf.len() {
+            return Err(NlError::Io(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "short netlink send",
+            )));
+        }
+        Ok(self.seq)
+    }
+
+    /// Reads replies to `seq` until the ack (request) or NLMSG_DONE (dump).
+    /// Returns whether a dump was flagged interrupted.
+    fn receive(
+        &mut self,
+        seq: u32,
+        dump: bool,
+        out: &mut Vec<RouteNetlinkMessage>,
+    ) -> Result<bool, NlError> {
+        let mut interrupted = false;
+        loop {
+            let n = self.recv()?;
+            let mut off = 0;
+            while off < n {
+                let data = &self.buf[off..n];
+                let nl = NetlinkBuffer::new_checked(data)
+                    .map_err(|e| NlError::Decode(e.to_string()))?;
+                let len = nl.length() as usize;
+                if len < 16 || len > data.len() {
+                    return Err(NlError::Decode(format!("message length {len} out of range")));
+                }
+                let raw = &data[..len];
+                off += (len + 3) & !3;
+                let hdr_seq = nl.sequence_number();
+                let hdr_flags = nl.flags();
+                if hdr_seq != seq {
+                    // A late reply to a request we gave up on.
+                    continue;
+                }
+                if hdr_flags & NLM_F_DUMP_INTR != 0 {
+                    interrupted = true;
+                }
+                let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(raw)
+                    .map_err(|e| NlError::Decode(e.to_string()))?;
+                match msg.payload {
+                    NetlinkPayload::Error(err) => {
+                        return match err.code {
+                            None => Ok(interrupted),
+                            Some(code) => Err(NlError::Kernel {
+                                errno: Errno::from_raw(-code.get()),
+                                message: ext_ack_message(raw, hdr_flags),
+                            }),
+                        };
+                    }
+                    NetlinkPayload::Done(done) => {
+                        if done.code < 0 {
+                            return Err(NlError::Kernel {
+                                errno: Errno::from_raw(-done.code),
+                                message: None,
+                            });
+                        }
+                        return Ok(interrupted);
+                    }
+                    NetlinkPayload::InnerMessage(m) => {
+                        out.push(m);
+                        if !dump && hdr_flags & NLM_F_MULTIPART == 0 {
+                            // The ack follows in its own message.
+                            continue;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    fn recv(&mut self) -> Result<usize, NlError> {
+        loop {
+            // SAFETY: the pointer and length describe `self.buf`, which
+            // outlives the call; the kernel writes at most that many bytes.
+            let r = unsafe {
+                libc::recv(
+                    self.sock.as_raw_fd(),
+                    self.buf.as_mut_ptr().cast(),
+                    self.buf.len(),
+                    libc::MSG_TRUNC,
+                )
+            };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(NlError::Io(e));
+            }
+            let r = r as usize;
+            if r > self.buf.len() {
+                return Err(NlError::Decode(format!(
+                    "datagram of {r} bytes truncated to {}",
+                    self.buf.len()
+                )));
+            }
+            return Ok(r);
+        }
+    }
+}
+
+/// Extracts `NLMSGERR_ATTR_MSG` from an NLMSG_ERROR reply.
+fn ext_ack_message(raw: &[u8], flags: u16) -> Option<String> {
+    if flags & NLM_F_ACK_TLVS == 0 {
+        return None;
+    }
+    // nlmsghdr (16) + error code (4) + the echoed request header.
+    let echoed = raw.get(20..36)?;
+    let echoed_len = if flags & NLM_F_CAPPED != 0 {
+        16
+    } else {
+        u32::from_ne_bytes(echoed[..4].try_into().ok()?) as usize
+    };
+    let mut tlvs = raw.get(20 + ((echoed_len + 3) & !3)..)?;
+    while tlvs.len() >= 4 {
+        let len = u16::from_ne_bytes([tlvs[0], tlvs[1]]) as usize;
+        let kind = u16::from_ne_bytes([tlvs[2], tlvs[3]]) & 0x3fff;
+        if len < 4 || len > tlvs.len() {
+            return None;
+        }
+        if kind == NLMSGERR_ATTR_MSG {
+            let value = &tlvs[4..len];
+            let end = value.iter().position(|&b| b == 0).unwrap_or(value.len());
+            return Some(String::from_utf8_lossy(&value[..end]).into_owned());
+        }
+        tlvs = tlvs.get((len + 3) & !3..)?;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ext_ack_message_is_extracted() {
+        let mut raw = Vec::new();
+        let msg = b"Unknown device type\0";
+        let tlv_len = 4 + msg.len();
+        let total = 16 + 4 + 16 + ((tlv_len + 3) & !3);
+        raw.extend_from_slice(&(total as u32).to_ne_bytes());
+        raw.extend_from_slice(&2u16.to_ne_bytes());
+        raw.extend_from_slice(&(NLM_F_CAPPED | NLM_F_ACK_TLVS).to_ne_bytes());
+        raw.extend_from_slice(&[0; 8]);
+        raw.extend_from_slice(&(-95i32).to_ne_bytes());
+        raw.extend_from_slice(&[0; 16]);
+        raw.extend_from_slice(&(tlv_len as u16).to_ne_bytes());
+        raw.extend_from_slice(&NLMSGERR_ATTR_MSG.to_ne_bytes());
+        raw.extend_from_slice(msg);
+        raw.resize(total, 0);
+        assert_eq!(
+            ext_ack_message(&raw, NLM_F_CAPPED | NLM_F_ACK_TLVS).as_deref(),
+            Some("Unknown device type")
+        );
+        assert_eq!(ext_ack_message(&raw, NLM_F_CAPPED), None);
+    }
+}

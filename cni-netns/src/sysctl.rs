@@ -1,0 +1,134 @@
+//! Sysctls under `/proc/sys`.
+//!
+//! `/proc/sys/net` shows the network namespace of the thread that opens the
+//! file, so these functions must run on a thread inside the target
+//! namespace: call them through [`crate::Handle::run`] or
+//! [`crate::Netns::run`].
+//!
+//! Keys are either dotted (`net.ipv4.ip_forward`) or slash separated
+//! (`net/ipv6/conf/eth0.100/disable_ipv6`); use slashes whenever an
+//! interface name may contain a dot, as Go's `pkg/utils/sysctl` does.
+
+use std::io::ErrorKind;
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+
+/// `net/ipv4/ip_forward`.
+pub const IPV4_FORWARD: &str = "net/ipv4/ip_forward";
+/// `net/ipv6/conf/all/forwarding`.
+pub const IPV6_FORWARD: &str = "net/ipv6/conf/all/forwarding";
+
+/// `net/ipv6/conf/<ifname>/disable_ipv6`.
+pub fn disable_ipv6(ifname: &str) -> String {
+    format!("net/ipv6/conf/{ifname}/disable_ipv6")
+}
+/// `net/ipv6/conf/<ifname>/accept_dad`.
+pub fn accept_dad(ifname: &str) -> String {
+    format!("net/ipv6/conf/{ifname}/accept_dad")
+}
+/// `net/ipv6/conf/<ifname>/accept_ra`.
+pub fn accept_ra(ifname: &str) -> String {
+    format!("net/ipv6/conf/{ifname}/accept_ra")
+}
+/// `net/ipv6/conf/<ifname>/keep_addr_on_down`.
+pub fn keep_addr_on_down(ifname: &str) -> String {
+    format!("net/ipv6/conf/{ifname}/keep_addr_on_down")
+}
+/// `net/ipv4/conf/<ifname>/route_localnet`.
+pub fn route_localnet(ifname: &str) -> String {
+    format!("net/ipv4/conf/{ifname}/route_localnet")
+}
+/// `net/ipv4/conf/<ifname>/arp_notify`.
+pub fn arp_notify(ifname: &str) -> String {
+    format!("net/ipv4/conf/{ifname}/arp_notify")
+}
+
+/// The `/proc/sys` path of `key`.
+pub fn path(key: &str) -> PathBuf {
+    let rel = if key.contains('/') {
+        key.trim_start_matches('/').to_owned()
+    } else {
+        key.replace('.', "/")
+    };
+    PathBuf::from("/proc/sys").join(rel)
+}
+
+fn slash_key(key: &str) -> String {
+    if key.contains('/') {
+        key.trim_start_matches('/').to_owned()
+    } else {
+        key.replace('.', "/")
+    }
+}
+
+/// Reads a sysctl, without the trailing newline.
+pub fn get(key: &str) -> Result<String> {
+    std::fs::read_to_string(path(key))
+        .map(|s| s.trim_end().to_owned())
+        .map_err(|source| Error::Sysctl {
+            op: "read",
+            key: slash_key(key),
+            source,
+        })
+}
+
+/// Writes `value` unless the sysctl already holds it. Returns whether it
+/// wrote.
+pub fn set(key: &str, value: &str) -> Result<bool> {
+    if get(key)? == value {
+        return Ok(false);
+    }
+    std::fs::write(path(key), value).map_err(|source| Error::Sysctl {
+        op: "write",
+        key: slash_key(key),
+        source,
+    })?;
+    Ok(true)
+}
+
+/// Reads a sysctl, `None` when it does not exist (e.g. IPv6 disabled).
+pub fn get_opt(key: &str) -> Result<Option<String>> {
+    match get(key) {
+        Ok(v) => Ok(Some(v)),
+        Err(Error::Sysctl { source, .. }) if source.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Go's `ip.EnableIP4Forward` / `EnableIP6Forward`: turns forwarding on for
+/// the families asked, writing only what is not already `1`.
+pub fn enable_forwarding(ipv4: bool, ipv6: bool) -> Result<()> {
+    if ipv4 {
+        set(IPV4_FORWARD, "1")?;
+    }
+    if ipv6 {
+        set(IPV6_FORWARD, "1")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dotted_and_slashed_keys_map_to_proc_paths() {
+        assert_eq!(path("net.ipv4.ip_forward"), PathBuf::from("/proc/sys/net/ipv4/ip_forward"));
+        assert_eq!(
+            path(&disable_ipv6("eth0.100")),
+            PathBuf::from("/proc/sys/net/ipv6/conf/eth0.100/disable_ipv6")
+        );
+        assert_eq!(path("/net/ipv4/ip_forward"), PathBuf::from("/proc/sys/net/ipv4/ip_forward"));
+    }
+
+    #[test]
+    fn missing_sysctl_is_not_found() {
+        let err = get("net/ipv4/conf/no-such-if-xyz/arp_notify").unwrap_err();
+        assert!(err.is_not_found(), "{err}");
+        assert!(err
+            .to_string()
+            .starts_with("read sysctl net/ipv4/conf/no-such-if-xyz/arp_notify: "));
+        assert_eq!(get_opt("net/ipv4/conf/no-such-if-xyz/arp_notify").unwrap(), None);
+    }
+}
