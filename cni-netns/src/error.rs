@@ -5,6 +5,7 @@
 //! straight to the runtime:
 //! `add address 10.1.0.5/24 to eth0 in /run/netns/x: File exists`.
 
+use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -199,7 +200,7 @@ pub enum Error {
         program: PathBuf,
         /// The underlying error.
         #[source]
-        source: std::io::Error,
+        source: io::Error,
     },
     /// `nft` rejected a batch or a listing.
     #[error("{op} for {attachment}: nft: {message}")]
@@ -269,7 +270,7 @@ pub enum Error {
         path: PathBuf,
         /// The underlying error.
         #[source]
-        source: std::io::Error,
+        source: io::Error,
     },
     /// A conntrack netlink request failed.
     #[error("conntrack {op} ({family} UDP, destination ports {ports:?}): {source}")]
@@ -282,7 +283,7 @@ pub enum Error {
         ports: Vec<u16>,
         /// The underlying error.
         #[source]
-        source: std::io::Error,
+        source: io::Error,
     },
     /// A conntrack netlink socket could not be opened.
     #[error("open conntrack netlink socket in {netns}: {source}")]
@@ -291,7 +292,7 @@ pub enum Error {
         netns: String,
         /// The underlying error.
         #[source]
-        source: std::io::Error,
+        source: io::Error,
     },
     // ---- end firewall / conntrack ----
 }
