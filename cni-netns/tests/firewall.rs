@@ -342,9 +342,10 @@ fn errors_name_the_operation() {
         Err(Error::InvalidCondition { .. })
     ));
     // An nft-level failure (condition nft rejects) is a typed nft error.
-    bad.conditions_v4 = vec!["ip".into(), "saddr".into(), "notanaddress".into()];
+    bad.conditions_v4 = vec!["tcp".into(), "sport".into(), "70000".into()];
     let e = fw.add_port_mappings(&bad).unwrap_err();
     assert!(matches!(e, Error::Nft { .. }), "{e}");
+    assert!(e.to_string().contains("nft: Error: "), "{e}");
 }
 
 #[test]
