@@ -1,6 +1,12 @@
 //! The tables and per-attachment rules of each firewall feature, as pure
 //! functions from specs to the [`model`](super::model). Backends only encode
 //! what these return.
+//!
+//! The shared objects of a table (maps, fixed chains and their rules) are
+//! written by the first ADD and then left alone (see [`attach_batch`]), so a
+//! future change of their shape must come with new map or table names: an
+//! ADD that misses a map rebuilds the shared objects, one that finds them
+//! does not look at them.
 
 use ipnetwork::IpNetwork;
 
