@@ -96,7 +96,9 @@ fn stale_udp_entry_is_flushed_by_host_port() {
     // Other ports and the other family are left alone.
     assert_eq!(ct.delete_udp_by_dst_port(IpFamily::V4, 5001).unwrap(), 0);
     assert_eq!(ct.delete_udp_by_dst_port(IpFamily::V6, 5000).unwrap(), 0);
-    assert_eq!(ct.delete_udp_by_dst_port(IpFamily::V4, 5000).unwrap(), 1);
+    let ports = udp_spec(1).udp_host_ports(false);
+    assert_eq!(ports, [5000]);
+    assert_eq!(ct.delete_udp_by_dst_ports(IpFamily::V4, &ports).unwrap(), 1);
     assert!(matches!(conntrack_udp_5000(&t), Some(0) | None));
     assert_eq!(ct.delete_udp_by_dst_port(IpFamily::V4, 5000).unwrap(), 0);
 

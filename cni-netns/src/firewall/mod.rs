@@ -346,6 +346,31 @@ impl PortMappingSpec {
             conditions_v6: Vec::new(),
         }
     }
+
+    /// The UDP host ports mapped for the container's IPv4 (`ipv6` false) or
+    /// IPv6 address, deduplicated: the ports whose stale conntrack entries
+    /// the caller should delete after ADD and DEL
+    /// ([`Conntrack::delete_udp_by_dst_ports`](crate::conntrack::Conntrack::delete_udp_by_dst_ports)).
+    pub fn udp_host_ports(&self, ipv6: bool) -> Vec<u16> {
+        let has_address = if ipv6 {
+            self.container_v6.is_some()
+        } else {
+            self.container_v4.is_some()
+        };
+        if !has_address {
+            return Vec::new();
+        }
+        let mut ports: Vec<u16> = self
+            .mappings
+            .iter()
+            .filter(|m| m.protocol == Protocol::Udp)
+            .filter(|m| m.host_ip.is_none_or(|ip| ip.is_ipv6() == ipv6))
+            .map(|m| m.host_port)
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        ports
+    }
 }
 
 /// The bridge MAC spoof check of one attachment: frames entering the bridge
@@ -433,6 +458,28 @@ mod tests {
         let (_, complete) = AttachmentId::from_tag(&tag).unwrap();
         assert!(!complete);
         assert!(tag.starts_with(&long.owner_hash()));
+    }
+
+    #[test]
+    fn udp_host_ports_per_family() {
+        let mut spec = PortMappingSpec::new(AttachmentId::new("n", "c", "eth0"));
+        spec.container_v4 = Some("10.0.0.2/24".parse().unwrap());
+        let m = |port, protocol, host_ip: Option<&str>| PortMapping {
+            host_port: port,
+            container_port: 1,
+            protocol,
+            host_ip: host_ip.map(|h| h.parse().unwrap()),
+        };
+        spec.mappings = vec![
+            m(53, Protocol::Udp, None),
+            m(53, Protocol::Udp, Some("10.1.1.1")),
+            m(54, Protocol::Udp, Some("fd00::1")),
+            m(80, Protocol::Tcp, None),
+        ];
+        assert_eq!(spec.udp_host_ports(false), vec![53]);
+        assert!(spec.udp_host_ports(true).is_empty());
+        spec.container_v6 = Some("fd00::2/64".parse().unwrap());
+        assert_eq!(spec.udp_host_ports(true), vec![53, 54]);
     }
 
     #[test]
