@@ -401,7 +401,10 @@ pub struct OwnedAttachment {
 /// (or none); deletes are idempotent (a missing table, chain or element is
 /// not an error). Implementations are cheap to share between threads.
 pub trait Firewall: Send + Sync + fmt::Debug {
-    /// Installs (or re-installs) the masquerade of one attachment.
+    /// Installs (or re-installs) the masquerade of one attachment. Fails
+    /// with [`Error::FirewallConflict`](crate::Error::FirewallConflict) when
+    /// another attachment already masquerades the same address (GC or DEL it
+    /// first).
     fn add_masquerade(&self, spec: &MasqueradeSpec) -> Result<()>;
     /// Removes what [`Firewall::add_masquerade`] installed for
     /// `spec.attachment`.
@@ -410,7 +413,12 @@ pub trait Firewall: Send + Sync + fmt::Debug {
     fn check_masquerade(&self, spec: &MasqueradeSpec) -> Result<()>;
 
     /// Installs (or re-installs) the port mappings of one attachment; no-op
-    /// when it has none.
+    /// when it has none. Fails with
+    /// [`Error::FirewallConflict`](crate::Error::FirewallConflict) when
+    /// another attachment already maps one of the host ports (same protocol
+    /// and host IP). A re-install with fewer mappings leaves the dropped
+    /// ports dispatching to the attachment's chain, where nothing matches
+    /// them any more, until its DEL.
     fn add_port_mappings(&self, spec: &PortMappingSpec) -> Result<()>;
     /// Removes the port mappings of `spec.attachment`; no-op when the spec
     /// has no mappings (as the Go reference).
