@@ -48,7 +48,7 @@ fn add_writes_go_layout_and_del_removes() {
 
     let r = host_local::add(&c, "dummy", "eth0").unwrap();
     assert_eq!(
-        serde_json::to_value(&r).unwrap(),
+        wire(&r),
         json!({
             "ips": [
                 {"address": "10.1.2.2/24", "gateway": "10.1.2.1"},
@@ -152,7 +152,7 @@ fn requested_ips_and_rollback() {
         e.to_string(),
         "failed to allocate for range 0: requested IP address 10.1.2.88 is not available in range set 10.1.2.1-10.1.2.254"
     );
-    assert_eq!(e.code(), 11);
+    assert_eq!(e.code().as_u32(), 11);
 
     let e = host_local::add(&mk("IP=10.9.9.9"), "b", "eth0").unwrap_err();
     assert_eq!(
@@ -176,14 +176,21 @@ fn stale_temp_file_is_ignored_and_removed() {
     let tmp = tempfile::tempdir().unwrap();
     let c = config(tmp.path(), json!({"subnet": "10.1.2.0/24"}));
     let net = tmp.path().join("mynet");
-    fs::create_dir_all(&net).unwrap();
-    // What a writer killed between write and link leaves behind.
-    fs::write(net.join(".cni-ipam-tmp.4242.7"), "dummy\r\neth0").unwrap();
-    host_local::check(&c, "dummy", "eth0").unwrap_err();
-    assert!(!net.join(".cni-ipam-tmp.4242.7").exists());
+    host_local::add(&c, "first", "eth0").unwrap();
+    // What a writer killed between write and link leaves behind (half
+    // written, another owner), and an old-style name from a full scan's era.
+    fs::write(net.join(".cni-ipam-tmp.reservation"), "dum").unwrap();
+    fs::write(net.join(".cni-ipam-tmp.last_reserved_ip"), "10.1.2.").unwrap();
+    host_local::check(&c, "dum", "eth0").unwrap_err();
     let r = host_local::add(&c, "dummy", "eth0").unwrap();
-    assert_eq!(r.ips[0].address.to_string(), "10.1.2.2/24");
+    assert_eq!(r.ips[0].address.to_string(), "10.1.2.3/24");
+    assert_eq!(read(net.join("10.1.2.3")), "dummy\r\neth0");
+    assert_eq!(read(net.join("last_reserved_ip.0")), "10.1.2.3");
     assert!(listing(&net).iter().all(|n| !n.starts_with('.')));
+    fs::write(net.join(".cni-ipam-tmp.4242.7"), "dummy\r\neth0").unwrap();
+    host_local::gc(&c, &[Owner::new("dummy", "eth0")]).unwrap();
+    assert!(listing(&net).iter().all(|n| !n.starts_with('.')));
+    host_local::check(&c, "dummy", "eth0").unwrap();
 }
 
 #[test]
@@ -207,7 +214,7 @@ fn network_names_cannot_escape_data_dir() {
             "type": "host-local", "dataDir": data, "subnet": "10.1.2.0/24"}});
         let c = HostLocalConfig::load(conf.to_string().as_bytes(), "").unwrap();
         let e = host_local::add(&c, "dummy", "eth0").unwrap_err();
-        assert_eq!(e.code(), 7, "{name:?}: {e}");
+        assert_eq!(e.code().as_u32(), 7, "{name:?}: {e}");
         assert!(DiskStore::open(&data, name).is_err());
     }
     assert_eq!(
@@ -262,7 +269,7 @@ fn status_reports_unusable_data_dir() {
     fs::write(&file, "").unwrap();
     let c = config(&file, json!({"subnet": "10.1.2.0/24"}));
     let e = host_local::status(&c).unwrap_err();
-    assert_eq!(e.code(), 50, "{e}");
+    assert_eq!(e.code().as_u32(), 50, "{e}");
 }
 
 #[test]
@@ -387,4 +394,13 @@ fn go_layout_only_in_network_dir() {
             .map(String::from)
             .collect()
     );
+}
+
+/// The 1.0.0 wire JSON of a result, without `cniVersion`.
+fn wire(r: &cni_types::CniResult) -> serde_json::Value {
+    let mut v = r.to_value(cni_types::Version::V1_0_0).unwrap();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("cniVersion");
+    }
+    v
 }
