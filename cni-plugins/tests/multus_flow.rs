@@ -724,3 +724,37 @@ fn file_cluster_network_and_auxiliary_chain_without_kubernetes() {
     .unwrap();
     assert_eq!(exec.log(), ["ADD cluster-plugin eth0"]);
 }
+
+#[test]
+fn readiness_indicator_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let e = cni_plugins::multus::flow::wait_ready(&ready, Duration::from_millis(300)).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::TryAgainLater);
+    assert!(
+        e.to_string()
+            .contains("have you checked that your default network is ready?"),
+        "{e}"
+    );
+    let conf = NetConf::from_slice(
+        &serde_json::to_vec(
+            &json!({"cniVersion": "1.0.0", "name": "multus", "type": "multus",
+        "cniDir": dir.path().join("cni"), "readinessindicatorfile": ready,
+        "delegates": [{"name": "a", "type": "plugin-a"}]}),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let r = PodRequest::new("c1", "/run/netns/x", "eth0", "").unwrap();
+    // DEL does not wait for readiness.
+    cmd_del(&conf, &r, None, &Recorder::default()).unwrap();
+    let path = ready.clone();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(400));
+        std::fs::write(path, "").unwrap();
+    });
+    let exec = Recorder::default();
+    cmd_add(&conf, &r, None, &exec).unwrap();
+    t.join().unwrap();
+    assert_eq!(exec.log(), ["ADD plugin-a eth0"]);
+}
