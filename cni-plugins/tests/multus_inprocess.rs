@@ -45,6 +45,30 @@ impl Plugin for Fake {
             .push(format!("DEL {} {}", self.name, req.ifname));
         Ok(())
     }
+    fn status(&self, _req: &Request) -> Result<(), CniError> {
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("STATUS {}", self.name));
+        Ok(())
+    }
+    fn gc(&self, req: &Request) -> Result<(), CniError> {
+        let valid = req
+            .config
+            .valid_attachments()
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let valid: Vec<String> = valid
+            .iter()
+            .map(|a| format!("{}/{}", a.container_id, a.ifname))
+            .collect();
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("GC {} {valid:?}", self.name));
+        Ok(())
+    }
 }
 
 fn is_root() -> bool {
@@ -67,7 +91,7 @@ fn embedded_multus_with_in_process_delegates() {
     server.add_nad(
         "kube-system",
         "cluster",
-        r#"{"cniVersion":"1.0.0","type":"fake-cluster"}"#,
+        r#"{"cniVersion":"1.1.0","type":"fake-cluster"}"#,
     );
     server.add_nad("ns1", "net-a", r#"{"cniVersion":"1.0.0","type":"fake-a"}"#);
     server.add_pod(
@@ -98,7 +122,7 @@ fn embedded_multus_with_in_process_delegates() {
         .build();
     let cni = CniConfig::new(vec![dir.path().join("bin")], Arc::new(exec))
         .with_cache_dir(dir.path().join("runtime"));
-    let list: Value = json!({"cniVersion": "1.0.0", "name": "multus-net", "plugins": [{
+    let list: Value = json!({"cniVersion": "1.1.0", "name": "multus-net", "plugins": [{
         "type": "multus", "kubeconfig": server.kubeconfig_path(), "clusterNetwork": "cluster",
         "binDir": dir.path().join("bin"), "cniDir": dir.path().join("multus"),
         "confDir": dir.path().join("conf")}]});
@@ -128,6 +152,20 @@ fn embedded_multus_with_in_process_delegates() {
     .unwrap();
     assert_eq!(st[1]["name"], "ns1/net-a");
     assert_eq!(st[1]["ips"], json!(["10.77.2.2"]));
+
+    // STATUS and GC go to the cluster network; GC's valid attachments
+    // come from multus's result cache.
+    cni.status_network_list(&list).unwrap();
+    let valid = [cni_types::Attachment {
+        container_id: "c1".into(),
+        ifname: "eth0".into(),
+    }];
+    cni.gc_network_list(&list, Some(&valid)).unwrap();
+    assert_eq!(
+        log.lock().unwrap()[2..],
+        ["STATUS cluster", "GC cluster [\"c1/eth0\", \"c1/net1\"]"]
+    );
+    log.lock().unwrap().drain(2..);
 
     cni.del_network_list(&list, &rt).unwrap();
     assert_eq!(log.lock().unwrap()[2..], ["DEL a net1", "DEL cluster eth0"]);
