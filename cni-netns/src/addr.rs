@@ -128,7 +128,8 @@ pub(crate) fn address_message(index: u32, addr: IpNetwork, opts: AddressOptions)
         // Go's netlink.AddrAdd fills in the broadcast address for prefixes
         // shorter than /31; match it so `ip addr` shows the same `brd`.
         if v4.prefix() < 31 {
-            m.attributes.push(AddressAttribute::Broadcast(v4.broadcast()));
+            m.attributes
+                .push(AddressAttribute::Broadcast(v4.broadcast()));
         }
     }
     if !flags.is_empty() {
@@ -151,7 +152,11 @@ impl Handle {
     /// Removes an address from link `index`.
     pub fn del_address(&self, index: u32, addr: IpNetwork) -> Result<()> {
         self.request(
-            RouteNetlinkMessage::DelAddress(address_message(index, addr, AddressOptions::default())),
+            RouteNetlinkMessage::DelAddress(address_message(
+                index,
+                addr,
+                AddressOptions::default(),
+            )),
             0,
             || format!("delete address {addr} from {}", self.ifname_for(index)),
         )

@@ -226,13 +226,11 @@ impl Error {
 
     /// True when the object the operation would create already exists.
     pub fn is_exists(&self) -> bool {
-        matches!(self.errno(), Some(Errno::EEXIST))
-            || matches!(self, Error::VethPeerExists { .. })
+        matches!(self.errno(), Some(Errno::EEXIST)) || matches!(self, Error::VethPeerExists { .. })
     }
 
     /// True when the kernel lacks the requested feature.
     pub fn is_unsupported(&self) -> bool {
-        matches!(self, Error::Unsupported { .. })
-            || matches!(self.errno(), Some(Errno::EOPNOTSUPP))
+        matches!(self, Error::Unsupported { .. }) || matches!(self.errno(), Some(Errno::EOPNOTSUPP))
     }
 }

@@ -6,8 +6,8 @@ use std::str::FromStr;
 
 use netlink_packet_core::{DefaultNla, NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::link::{
-    AfSpecBridge, BridgeFlag, BridgeVlanInfo, BridgeVlanInfoFlags, InfoBridge, InfoData,
-    InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkInfo, LinkMessage, LinkProtoInfoBridge,
+    AfSpecBridge, BridgeFlag, BridgeVlanInfo, BridgeVlanInfoFlags, InfoBridge, InfoData, InfoKind,
+    InfoVeth, LinkAttribute, LinkFlags, LinkInfo, LinkMessage, LinkProtoInfoBridge,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use std::os::fd::AsRawFd;
@@ -284,7 +284,8 @@ fn link_msg(index: u32) -> LinkMessage {
 
 pub(crate) fn veth_message(spec: &VethSpec<'_>) -> LinkMessage {
     let mut peer = LinkMessage::default();
-    peer.attributes.push(LinkAttribute::IfName(spec.peer_name.clone()));
+    peer.attributes
+        .push(LinkAttribute::IfName(spec.peer_name.clone()));
     if let Some(mtu) = spec.mtu {
         peer.attributes.push(LinkAttribute::Mtu(mtu));
     }
@@ -328,14 +329,21 @@ pub(crate) fn bridge_port_message(index: u32, opts: &BridgePortOptions) -> LinkM
         (IFLA_BRPORT_LEARNING, opts.learning),
     ] {
         if let Some(v) = value {
-            nlas.push(LinkProtoInfoBridge::Other(DefaultNla::new(kind, vec![u8::from(v)])));
+            nlas.push(LinkProtoInfoBridge::Other(DefaultNla::new(
+                kind,
+                vec![u8::from(v)],
+            )));
         }
     }
     m.attributes.push(LinkAttribute::ProtoInfoBridge(nlas));
     m
 }
 
-pub(crate) fn bridge_vlan_message(index: u32, vlans: &[BridgeVlan], on_bridge: bool) -> LinkMessage {
+pub(crate) fn bridge_vlan_message(
+    index: u32,
+    vlans: &[BridgeVlan],
+    on_bridge: bool,
+) -> LinkMessage {
     let mut m = link_msg(index);
     m.header.interface_family = AddressFamily::Bridge;
     let mut spec = Vec::new();
@@ -368,7 +376,11 @@ pub(crate) fn bridge_vlan_message(index: u32, vlans: &[BridgeVlan], on_bridge: b
 }
 
 fn fmt_vlans(vlans: &[BridgeVlan]) -> String {
-    vlans.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    vlans
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl fmt::Display for BridgeVlan {
@@ -409,10 +421,15 @@ fn random_veth_name() -> String {
 
 impl Handle {
     fn set_link(&self, msg: LinkMessage, op: impl FnOnce() -> String) -> Result<()> {
-        self.request(RouteNetlinkMessage::SetLink(msg), 0, op).map(drop)
+        self.request(RouteNetlinkMessage::SetLink(msg), 0, op)
+            .map(drop)
     }
 
-    fn single_link(&self, replies: Vec<RouteNetlinkMessage>, op: impl FnOnce() -> String) -> Result<Link> {
+    fn single_link(
+        &self,
+        replies: Vec<RouteNetlinkMessage>,
+        op: impl FnOnce() -> String,
+    ) -> Result<Link> {
         for r in replies {
             if let RouteNetlinkMessage::NewLink(m) = r {
                 return Ok(Link::from_message(&m));
@@ -466,7 +483,10 @@ impl Handle {
                 .peer_netns
                 .map(|n| format!(" in {}", n.path().display()))
                 .unwrap_or_default();
-            format!("add veth {} with peer {}{peer_ns}", spec.name, spec.peer_name)
+            format!(
+                "add veth {} with peer {}{peer_ns}",
+                spec.name, spec.peer_name
+            )
         };
         // No NLM_F_ECHO: the echo reflects the link before IFLA_MASTER is
         // applied, and with a peer created up in another namespace the
@@ -547,11 +567,17 @@ impl Handle {
         }
         let mut info = vec![LinkInfo::Kind(InfoKind::Bridge)];
         if spec.vlan_filtering {
-            info.push(LinkInfo::Data(InfoData::Bridge(vec![InfoBridge::VlanFiltering(true)])));
+            info.push(LinkInfo::Data(InfoData::Bridge(vec![
+                InfoBridge::VlanFiltering(true),
+            ])));
         }
         m.attributes.push(LinkAttribute::LinkInfo(info));
         let op = || format!("add bridge {name}");
-        match self.request(RouteNetlinkMessage::NewLink(m), NLM_F_CREATE | NLM_F_EXCL, op) {
+        match self.request(
+            RouteNetlinkMessage::NewLink(m),
+            NLM_F_CREATE | NLM_F_EXCL,
+            op,
+        ) {
             Ok(_) => {}
             Err(e) if e.is_exists() => {}
             Err(e) => return Err(self.unsupported(op(), "bridge vlan_filtering", e)),
@@ -586,7 +612,13 @@ impl Handle {
             LinkInfo::Kind(InfoKind::Bridge),
             LinkInfo::Data(InfoData::Bridge(vec![InfoBridge::VlanFiltering(on)])),
         ]));
-        let op = || format!("set vlan_filtering {} on {}", u8::from(on), self.ifname_for(index));
+        let op = || {
+            format!(
+                "set vlan_filtering {} on {}",
+                u8::from(on),
+                self.ifname_for(index)
+            )
+        };
         self.request(RouteNetlinkMessage::NewLink(m), 0, op)
             .map(drop)
             .map_err(|e| self.unsupported(op(), "bridge vlan_filtering", e))
@@ -596,7 +628,13 @@ impl Handle {
     pub fn set_master(&self, index: u32, master: u32) -> Result<()> {
         let mut m = link_msg(index);
         m.attributes.push(LinkAttribute::Controller(master));
-        self.set_link(m, || format!("set master of {} to {}", self.ifname_for(index), self.ifname_for(master)))
+        self.set_link(m, || {
+            format!(
+                "set master of {} to {}",
+                self.ifname_for(index),
+                self.ifname_for(master)
+            )
+        })
     }
 
     /// Releases link `index` from its master.
@@ -609,22 +647,47 @@ impl Handle {
     /// Sets bridge port flags (hairpin, isolated, learning) on a port.
     pub fn set_bridge_port(&self, index: u32, opts: &BridgePortOptions) -> Result<()> {
         self.set_link(bridge_port_message(index, opts), || {
-            format!("set bridge port options {opts} on {}", self.ifname_for(index))
+            format!(
+                "set bridge port options {opts} on {}",
+                self.ifname_for(index)
+            )
         })
     }
 
     /// Adds VLANs to a bridge port (`bridge vlan add`); `on_bridge` targets
     /// the bridge device itself (`self`).
-    pub fn add_bridge_vlans(&self, index: u32, vlans: &[BridgeVlan], on_bridge: bool) -> Result<()> {
-        let op = || format!("add bridge vlans {} to {}", fmt_vlans(vlans), self.ifname_for(index));
+    pub fn add_bridge_vlans(
+        &self,
+        index: u32,
+        vlans: &[BridgeVlan],
+        on_bridge: bool,
+    ) -> Result<()> {
+        let op = || {
+            format!(
+                "add bridge vlans {} to {}",
+                fmt_vlans(vlans),
+                self.ifname_for(index)
+            )
+        };
         self.set_link(bridge_vlan_message(index, vlans, on_bridge), op)
             .map_err(|e| self.unsupported(op(), "bridge vlan filtering", e))
     }
 
     /// Removes VLANs from a bridge port (`bridge vlan del`), e.g. the
     /// default VLAN 1.
-    pub fn del_bridge_vlans(&self, index: u32, vlans: &[BridgeVlan], on_bridge: bool) -> Result<()> {
-        let op = || format!("delete bridge vlans {} from {}", fmt_vlans(vlans), self.ifname_for(index));
+    pub fn del_bridge_vlans(
+        &self,
+        index: u32,
+        vlans: &[BridgeVlan],
+        on_bridge: bool,
+    ) -> Result<()> {
+        let op = || {
+            format!(
+                "delete bridge vlans {} from {}",
+                fmt_vlans(vlans),
+                self.ifname_for(index)
+            )
+        };
         self.request(
             RouteNetlinkMessage::DelLink(bridge_vlan_message(index, vlans, on_bridge)),
             0,
@@ -655,7 +718,12 @@ impl Handle {
 
     /// Turns promiscuous mode on or off.
     pub fn set_promisc(&self, index: u32, on: bool) -> Result<()> {
-        self.set_flag(index, LinkFlags::Promisc, on, if on { "promisc on" } else { "promisc off" })
+        self.set_flag(
+            index,
+            LinkFlags::Promisc,
+            on,
+            if on { "promisc on" } else { "promisc off" },
+        )
     }
 
     /// Sets the MTU.
@@ -669,21 +737,32 @@ impl Handle {
     pub fn set_mac(&self, index: u32, mac: MacAddr) -> Result<()> {
         let mut m = link_msg(index);
         m.attributes.push(LinkAttribute::Address(mac.0.to_vec()));
-        self.set_link(m, || format!("set address {mac} on {}", self.ifname_for(index)))
+        self.set_link(m, || {
+            format!("set address {mac} on {}", self.ifname_for(index))
+        })
     }
 
     /// Renames a link (the kernel wants it down).
     pub fn rename(&self, index: u32, new_name: &str) -> Result<()> {
         let mut m = link_msg(index);
-        m.attributes.push(LinkAttribute::IfName(new_name.to_owned()));
-        self.set_link(m, || format!("rename {} to {new_name}", self.ifname_for(index)))
+        m.attributes
+            .push(LinkAttribute::IfName(new_name.to_owned()));
+        self.set_link(m, || {
+            format!("rename {} to {new_name}", self.ifname_for(index))
+        })
     }
 
     /// Moves a link into another namespace.
     pub fn move_to_netns(&self, index: u32, netns: &Netns) -> Result<()> {
         let mut m = link_msg(index);
         m.attributes.push(LinkAttribute::NetNsFd(netns.as_raw_fd()));
-        self.set_link(m, || format!("move {} to {}", self.ifname_for(index), netns.path().display()))
+        self.set_link(m, || {
+            format!(
+                "move {} to {}",
+                self.ifname_for(index),
+                netns.path().display()
+            )
+        })
     }
 
     /// Deletes a link by index.
@@ -699,7 +778,9 @@ impl Handle {
     pub fn delete_link_by_name(&self, name: &str) -> Result<bool> {
         let mut m = LinkMessage::default();
         m.attributes.push(LinkAttribute::IfName(name.to_owned()));
-        match self.request(RouteNetlinkMessage::DelLink(m), 0, || format!("delete link {name}")) {
+        match self.request(RouteNetlinkMessage::DelLink(m), 0, || {
+            format!("delete link {name}")
+        }) {
             Ok(_) => Ok(true),
             Err(e) if e.is_not_found() => Ok(false),
             Err(e) => Err(e),

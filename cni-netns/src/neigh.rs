@@ -29,7 +29,9 @@ impl Handle {
     pub fn neighbours(&self, index: Option<u32>, family: Family) -> Result<Vec<Neighbour>> {
         let mut m = NeighbourMessage::default();
         m.header.family = family.address_family();
-        let replies = self.dump(RouteNetlinkMessage::GetNeighbour(m), || "list neighbours".into())?;
+        let replies = self.dump(RouteNetlinkMessage::GetNeighbour(m), || {
+            "list neighbours".into()
+        })?;
         let mut out = Vec::new();
         for r in &replies {
             let RouteNetlinkMessage::NewNeighbour(m) = r else {

@@ -144,11 +144,13 @@ impl Inner {
             let mut off = 0;
             while off < n {
                 let data = &self.buf[off..n];
-                let nl = NetlinkBuffer::new_checked(data)
-                    .map_err(|e| NlError::Decode(e.to_string()))?;
+                let nl =
+                    NetlinkBuffer::new_checked(data).map_err(|e| NlError::Decode(e.to_string()))?;
                 let len = nl.length() as usize;
                 if len < 16 || len > data.len() {
-                    return Err(NlError::Decode(format!("message length {len} out of range")));
+                    return Err(NlError::Decode(format!(
+                        "message length {len} out of range"
+                    )));
                 }
                 let raw = &data[..len];
                 off += (len + 3) & !3;

@@ -228,12 +228,10 @@ impl Netns {
             let handle = std::thread::Builder::new()
                 .name("cni-netns".into())
                 .spawn_scoped(s, || -> Result<T> {
-                    setns(&self.file, CloneFlags::CLONE_NEWNET).map_err(|errno| {
-                        Error::Netns {
-                            op: "enter",
-                            path: self.path.clone(),
-                            errno,
-                        }
+                    setns(&self.file, CloneFlags::CLONE_NEWNET).map_err(|errno| Error::Netns {
+                        op: "enter",
+                        path: self.path.clone(),
+                        errno,
                     })?;
                     Ok(f())
                 })

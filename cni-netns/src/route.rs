@@ -5,8 +5,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ipnetwork::IpNetwork;
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE};
 use netlink_packet_route::route::{
-    RouteAddress, RouteAttribute, RouteMessage, RouteMetric, RouteNextHop,
-    RouteProtocol, RouteScope, RouteType,
+    RouteAddress, RouteAttribute, RouteMessage, RouteMetric, RouteNextHop, RouteProtocol,
+    RouteScope, RouteType,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
@@ -189,7 +189,9 @@ pub(crate) fn route_message(r: &Route, delete: bool) -> RouteMessage {
     }
     let a = &mut m.attributes;
     if r.dst.prefix() > 0 {
-        a.push(RouteAttribute::Destination(RouteAddress::from(r.dst.network())));
+        a.push(RouteAttribute::Destination(RouteAddress::from(
+            r.dst.network(),
+        )));
     }
     if let Some(g) = r.gateway {
         a.push(RouteAttribute::Gateway(RouteAddress::from(g)));
@@ -223,7 +225,8 @@ pub(crate) fn route_message(r: &Route, delete: bool) -> RouteMessage {
                 hop.interface_index = nh.oif;
                 hop.hops = u8::try_from(nh.weight.clamp(1, 256) - 1).unwrap_or(0);
                 if let Some(g) = nh.gateway {
-                    hop.attributes.push(RouteAttribute::Gateway(RouteAddress::from(g)));
+                    hop.attributes
+                        .push(RouteAttribute::Gateway(RouteAddress::from(g)));
                 }
                 hop
             })

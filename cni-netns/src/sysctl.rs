@@ -114,12 +114,18 @@ mod tests {
 
     #[test]
     fn dotted_and_slashed_keys_map_to_proc_paths() {
-        assert_eq!(path("net.ipv4.ip_forward"), PathBuf::from("/proc/sys/net/ipv4/ip_forward"));
+        assert_eq!(
+            path("net.ipv4.ip_forward"),
+            PathBuf::from("/proc/sys/net/ipv4/ip_forward")
+        );
         assert_eq!(
             path(&disable_ipv6("eth0.100")),
             PathBuf::from("/proc/sys/net/ipv6/conf/eth0.100/disable_ipv6")
         );
-        assert_eq!(path("/net/ipv4/ip_forward"), PathBuf::from("/proc/sys/net/ipv4/ip_forward"));
+        assert_eq!(
+            path("/net/ipv4/ip_forward"),
+            PathBuf::from("/proc/sys/net/ipv4/ip_forward")
+        );
     }
 
     #[test]
@@ -129,6 +135,9 @@ mod tests {
         assert!(err
             .to_string()
             .starts_with("read sysctl net/ipv4/conf/no-such-if-xyz/arp_notify: "));
-        assert_eq!(get_opt("net/ipv4/conf/no-such-if-xyz/arp_notify").unwrap(), None);
+        assert_eq!(
+            get_opt("net/ipv4/conf/no-such-if-xyz/arp_notify").unwrap(),
+            None
+        );
     }
 }

@@ -53,12 +53,22 @@ fn veth_request_carries_peer_namespace_fd_and_macs() {
         mtu: Some(1400),
         mac: None,
         peer_mac: Some("02:00:00:00:00:2a".parse().unwrap()),
+        up: true,
+        master: Some(9),
     };
-    let buf = serialize(RouteNetlinkMessage::NewLink(veth_message(&spec)), NLM_F_REQUEST, 7);
+    let buf = serialize(
+        RouteNetlinkMessage::NewLink(veth_message(&spec)),
+        NLM_F_REQUEST,
+        7,
+    );
     assert_eq!(u16::from_ne_bytes([buf[4], buf[5]]), RTM_NEWLINK);
     assert_eq!(u32::from_ne_bytes(buf[8..12].try_into().unwrap()), 7);
+    // ifinfomsg flags and change mask: IFF_UP.
+    assert_eq!(u32::from_ne_bytes(buf[24..28].try_into().unwrap()), 1);
+    assert_eq!(u32::from_ne_bytes(buf[28..32].try_into().unwrap()), 1);
     let top = nlas(&buf[32..]);
     assert_eq!(attr(&top, 3), b"vethabcd0123\0"); // IFLA_IFNAME
+    assert_eq!(attr(&top, 10), 9u32.to_ne_bytes()); // IFLA_MASTER
     assert_eq!(attr(&top, 4), 1400u32.to_ne_bytes()); // IFLA_MTU
     let info = nlas(&attr(&top, 18)); // IFLA_LINKINFO
     assert_eq!(attr(&info, 1), b"veth\0"); // IFLA_INFO_KIND
@@ -68,7 +78,10 @@ fn veth_request_carries_peer_namespace_fd_and_macs() {
     assert_eq!(attr(&peer_attrs, 3), b"eth0\0");
     assert_eq!(attr(&peer_attrs, 1), [2, 0, 0, 0, 0, 0x2a]); // IFLA_ADDRESS
     assert_eq!(attr(&peer_attrs, 28), ns.as_raw_fd().to_ne_bytes()); // IFLA_NET_NS_FD
-    assert!(!has(&top, 28), "the first end must stay in the handle's namespace");
+    assert!(
+        !has(&top, 28),
+        "the first end must stay in the handle's namespace"
+    );
 }
 
 use std::os::fd::AsRawFd;
@@ -112,11 +125,19 @@ fn bridge_vlan_delete_is_af_bridge_so_it_never_deletes_the_link() {
     let infos: Vec<(u16, u16)> = spec
         .iter()
         .filter(|(k, _, _)| *k == 2) // IFLA_BRIDGE_VLAN_INFO
-        .map(|(_, _, v)| (u16::from_ne_bytes([v[0], v[1]]), u16::from_ne_bytes([v[2], v[3]])))
+        .map(|(_, _, v)| {
+            (
+                u16::from_ne_bytes([v[0], v[1]]),
+                u16::from_ne_bytes([v[2], v[3]]),
+            )
+        })
         .collect();
     // PVID|UNTAGGED for 10, RANGE_BEGIN 20 .. RANGE_END 30.
     assert_eq!(infos, vec![(0x2 | 0x4, 10), (0x8, 20), (0x10, 30)]);
-    assert!(!has(&spec, 0), "no BRIDGE_FLAGS unless the bridge itself is targeted");
+    assert!(
+        !has(&spec, 0),
+        "no BRIDGE_FLAGS unless the bridge itself is targeted"
+    );
 
     let buf = serialize(
         RouteNetlinkMessage::SetLink(bridge_vlan_message(5, &[BridgeVlan::tagged(1)], true)),
@@ -172,7 +193,11 @@ fn route_carries_table_metric_and_metrics() {
         advmss: Some(1360),
         ..Route::new("192.168.0.0/16".parse().unwrap())
     };
-    let buf = serialize(RouteNetlinkMessage::NewRoute(route_message(&r, false)), NLM_F_REQUEST, 1);
+    let buf = serialize(
+        RouteNetlinkMessage::NewRoute(route_message(&r, false)),
+        NLM_F_REQUEST,
+        1,
+    );
     assert_eq!(u16::from_ne_bytes([buf[4], buf[5]]), RTM_NEWROUTE);
     // rtmsg: family, dst_len, src_len, tos, table, protocol, scope, type
     assert_eq!(&buf[16..24], &[libc::AF_INET as u8, 16, 0, 0, 0, 3, 0, 1]);
@@ -189,8 +214,15 @@ fn route_carries_table_metric_and_metrics() {
     // A default route has no RTA_DST; a delete matches any scope/protocol.
     let d = Route::default_via("fd00::1".parse().unwrap());
     assert!(d.is_default());
-    let buf = serialize(RouteNetlinkMessage::DelRoute(route_message(&d, true)), NLM_F_REQUEST, 1);
-    assert_eq!(&buf[16..24], &[libc::AF_INET6 as u8, 0, 0, 0, 254, 0, 255, 0]);
+    let buf = serialize(
+        RouteNetlinkMessage::DelRoute(route_message(&d, true)),
+        NLM_F_REQUEST,
+        1,
+    );
+    assert_eq!(
+        &buf[16..24],
+        &[libc::AF_INET6 as u8, 0, 0, 0, 254, 0, 255, 0]
+    );
     assert!(!has(&nlas(&buf[28..]), 1));
 }
 
@@ -211,14 +243,27 @@ fn multipath_route_encodes_each_nexthop() {
         ],
         ..Route::new("0.0.0.0/0".parse().unwrap())
     };
-    let buf = serialize(RouteNetlinkMessage::NewRoute(route_message(&r, false)), NLM_F_REQUEST, 1);
+    let buf = serialize(
+        RouteNetlinkMessage::NewRoute(route_message(&r, false)),
+        NLM_F_REQUEST,
+        1,
+    );
     let mp = attr(&nlas(&buf[28..]), 9); // RTA_MULTIPATH
-    // rtnexthop: len u16, flags u8, hops u8, ifindex i32, then attributes.
+                                         // rtnexthop: len u16, flags u8, hops u8, ifindex i32, then attributes.
     let first_len = u16::from_ne_bytes([mp[0], mp[1]]) as usize;
-    assert_eq!((mp[3], i32::from_ne_bytes(mp[4..8].try_into().unwrap())), (0, 2));
+    assert_eq!(
+        (mp[3], i32::from_ne_bytes(mp[4..8].try_into().unwrap())),
+        (0, 2)
+    );
     assert_eq!(attr(&nlas(&mp[8..first_len]), 5), [10, 0, 0, 1]);
     let second = &mp[first_len..];
-    assert_eq!((second[3], i32::from_ne_bytes(second[4..8].try_into().unwrap())), (4, 3));
+    assert_eq!(
+        (
+            second[3],
+            i32::from_ne_bytes(second[4..8].try_into().unwrap())
+        ),
+        (4, 3)
+    );
 }
 
 #[test]
@@ -229,10 +274,18 @@ fn netlink_errors_name_op_object_and_namespace() {
         errno: Errno::EEXIST,
         message: None,
     };
-    assert_eq!(e.to_string(), "add address 10.1.0.5/24 to eth0 in /run/netns/x: File exists");
+    assert_eq!(
+        e.to_string(),
+        "add address 10.1.0.5/24 to eth0 in /run/netns/x: File exists"
+    );
     assert!(e.is_exists() && !e.is_not_found());
 
-    for errno in [Errno::ENODEV, Errno::ESRCH, Errno::ENOENT, Errno::EADDRNOTAVAIL] {
+    for errno in [
+        Errno::ENODEV,
+        Errno::ESRCH,
+        Errno::ENOENT,
+        Errno::EADDRNOTAVAIL,
+    ] {
         let e = Error::Netlink {
             op: "delete route".into(),
             netns: "ns".into(),
@@ -249,7 +302,10 @@ fn netlink_errors_name_op_object_and_namespace() {
         message: Some("VLAN filtering is not supported".into()),
     };
     assert!(e.is_unsupported());
-    assert!(e.to_string().ends_with("(VLAN filtering is not supported)"), "{e}");
+    assert!(
+        e.to_string().ends_with("(VLAN filtering is not supported)"),
+        "{e}"
+    );
     assert!(Error::LinkNotFound {
         op: "get link eth9".into(),
         name: "eth9".into(),
@@ -269,7 +325,9 @@ fn netns_open_distinguishes_missing_from_not_a_namespace() {
     assert!(e.to_string().ends_with("not a network namespace"));
     let cur = Netns::current().unwrap();
     assert!(cur.is_current().unwrap());
-    assert!(cur.same_as(&Netns::open("/proc/self/ns/net").unwrap()).unwrap());
+    assert!(cur
+        .same_as(&Netns::open("/proc/self/ns/net").unwrap())
+        .unwrap());
 }
 
 #[test]
@@ -284,11 +342,24 @@ fn mac_addresses_parse_and_print() {
 #[test]
 fn global_unicast_matches_go() {
     let yes = ["10.1.0.5", "fd00::1", "2001:db8::1"];
-    let no = ["127.0.0.1", "169.254.1.1", "fe80::1", "::1", "224.0.0.1", "0.0.0.0"];
+    let no = [
+        "127.0.0.1",
+        "169.254.1.1",
+        "fe80::1",
+        "::1",
+        "224.0.0.1",
+        "0.0.0.0",
+    ];
     for ip in yes {
-        assert!(crate::addr::is_global_unicast(ip.parse::<IpAddr>().unwrap()), "{ip}");
+        assert!(
+            crate::addr::is_global_unicast(ip.parse::<IpAddr>().unwrap()),
+            "{ip}"
+        );
     }
     for ip in no {
-        assert!(!crate::addr::is_global_unicast(ip.parse::<IpAddr>().unwrap()), "{ip}");
+        assert!(
+            !crate::addr::is_global_unicast(ip.parse::<IpAddr>().unwrap()),
+            "{ip}"
+        );
     }
 }

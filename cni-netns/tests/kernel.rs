@@ -7,8 +7,8 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use cni_netns::{
-    configure_interface, sysctl, AddressOptions, BridgePortOptions, BridgeSpec, BridgeVlan,
-    Error, Family, Handle, MacAddr, Netns, NextHop, OwnedNetns, Route, VethSpec,
+    configure_interface, sysctl, AddressOptions, BridgePortOptions, BridgeSpec, BridgeVlan, Error,
+    Family, Handle, MacAddr, Netns, NextHop, OwnedNetns, Route, VethSpec,
 };
 use common::*;
 use ipnetwork::IpNetwork;
@@ -53,11 +53,18 @@ fn netns_create_is_visible_to_ip_and_delete_removes_it() {
     let inside = ns
         .run(|| {
             let h = Handle::current().unwrap();
-            h.links().unwrap().into_iter().map(|l| l.name).collect::<Vec<_>>()
+            h.links()
+                .unwrap()
+                .into_iter()
+                .map(|l| l.name)
+                .collect::<Vec<_>>()
         })
         .unwrap();
     assert_eq!(inside, vec!["lo".to_string()]);
-    assert!(Netns::current().unwrap().same_as(&Netns::open("/proc/self/ns/net").unwrap()).unwrap());
+    assert!(Netns::current()
+        .unwrap()
+        .same_as(&Netns::open("/proc/self/ns/net").unwrap())
+        .unwrap());
     ns.delete().unwrap();
     drop(again);
     assert!(!run_ip_netns_list().contains(&name));
@@ -69,10 +76,17 @@ fn netns_create_is_visible_to_ip_and_delete_removes_it() {
 }
 
 fn run_ip_netns_list() -> Vec<String> {
-    let out = std::process::Command::new("ip").args(["-j", "netns", "list"]).output().unwrap();
+    let out = std::process::Command::new("ip")
+        .args(["-j", "netns", "list"])
+        .output()
+        .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     v.as_array()
-        .map(|a| a.iter().map(|n| n["name"].as_str().unwrap_or("").to_owned()).collect())
+        .map(|a| {
+            a.iter()
+                .map(|n| n["name"].as_str().unwrap_or("").to_owned())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -110,7 +124,9 @@ fn setup_veth_creates_peer_directly_in_the_container() {
     let (host_ns, host) = netns();
     let (pod_ns, pod) = netns();
     let mac: MacAddr = "02:42:ac:11:00:07".parse().unwrap();
-    let hv = host.setup_veth("eth0", &pod_ns, Some(1400), Some(mac)).unwrap();
+    let hv = host
+        .setup_veth("eth0", &pod_ns, Some(1400), Some(mac))
+        .unwrap();
     assert!(
         hv.name.starts_with("veth")
             && hv.name.len() == 12
@@ -120,7 +136,11 @@ fn setup_veth_creates_peer_directly_in_the_container() {
     );
     let host_link = link(&host_ns, &hv.name);
     assert_eq!(host_link["mtu"], 1400);
-    assert!(host_link["flags"].as_array().unwrap().iter().any(|f| f == "UP"));
+    assert!(host_link["flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f == "UP"));
     assert_eq!(host_link["linkinfo"]["info_kind"], "veth");
     let pod_link = link(&pod_ns, "eth0");
     assert_eq!(pod_link["address"], "02:42:ac:11:00:07");
@@ -130,18 +150,31 @@ fn setup_veth_creates_peer_directly_in_the_container() {
     let peer_index = host.veth_peer_index(hv.index).unwrap();
     assert_eq!(u64::from(peer_index), pod_link["ifindex"].as_u64().unwrap());
     assert_eq!(pod.veth_peer_index(peer_index).unwrap(), hv.index);
-    assert!(host.veth_peer_index(1).unwrap_err().to_string().contains("not a veth"));
+    assert!(host
+        .veth_peer_index(1)
+        .unwrap_err()
+        .to_string()
+        .contains("not a veth"));
     // A second attachment with the same container name fails cleanly.
     let e = host.setup_veth("eth0", &pod_ns, None, None).unwrap_err();
     assert!(matches!(e, Error::VethPeerExists { .. }), "{e}");
-    assert_eq!(ip(&host_ns, &["link", "show", "type", "veth"]).as_array().unwrap().len(), 1);
+    assert_eq!(
+        ip(&host_ns, &["link", "show", "type", "veth"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
     // Deleting the host end takes the peer with it; deleting again is fine.
     assert!(host.delete_link_by_name(&hv.name).unwrap());
     assert!(!host.delete_link_by_name(&hv.name).unwrap());
     assert!(!link_names(&pod_ns).contains(&"eth0".to_string()));
     let e = host.link_by_name(&hv.name).unwrap_err();
     assert!(e.is_not_found(), "{e}");
-    assert!(e.to_string().contains(host_ns.path().to_str().unwrap()), "{e}");
+    assert!(
+        e.to_string().contains(host_ns.path().to_str().unwrap()),
+        "{e}"
+    );
 }
 
 #[test]
@@ -211,11 +244,17 @@ fn ensure_bridge_is_idempotent_and_checks_the_kind() {
         ..Default::default()
     });
     match r {
-        Ok(_) => assert_eq!(link(&ns, "cnibr1")["linkinfo"]["info_data"]["vlan_filtering"], 1),
+        Ok(_) => assert_eq!(
+            link(&ns, "cnibr1")["linkinfo"]["info_data"]["vlan_filtering"],
+            1
+        ),
         Err(e) => {
             eprintln!("vlan_filtering unsupported here: {e}");
             assert!(e.is_unsupported(), "{e}");
-            assert!(e.to_string().contains("vlan_filtering is not supported"), "{e}");
+            assert!(
+                e.to_string().contains("vlan_filtering is not supported"),
+                "{e}"
+            );
         }
     }
     let r = h.set_bridge_vlan_filtering(br.index, true);
@@ -266,15 +305,23 @@ fn master_port_flags_and_vlans() {
     assert_eq!(bl[0]["isolated"], true);
 
     // Port VLANs: native 10, trunk 20-30, no default VLAN 1.
-    let add = h.add_bridge_vlans(port, &[BridgeVlan::native(10), BridgeVlan::range(20, 30)], false);
+    let add = h.add_bridge_vlans(
+        port,
+        &[BridgeVlan::native(10), BridgeVlan::range(20, 30)],
+        false,
+    );
     match add {
         Ok(()) => {
-            h.del_bridge_vlans(port, &[BridgeVlan::tagged(1)], false).unwrap();
+            h.del_bridge_vlans(port, &[BridgeVlan::tagged(1)], false)
+                .unwrap();
             let v = bridge(&ns, &["vlan", "show", "dev", "port0"]);
             let vlans = &v[0]["vlans"];
             let text = vlans.to_string();
             assert!(text.contains("\"vlan\":10"), "{text}");
-            assert!(text.contains("\"vlan\":20") && text.contains("\"vlanEnd\":30"), "{text}");
+            assert!(
+                text.contains("\"vlan\":20") && text.contains("\"vlanEnd\":30"),
+                "{text}"
+            );
             assert!(!text.contains("\"vlan\":1,"), "{text}");
         }
         Err(e) => {
@@ -311,9 +358,17 @@ fn link_settings() {
     h.set_mac(a, "02:00:00:00:be:ef".parse().unwrap()).unwrap();
     assert_eq!(link(&ns, "la")["address"], "02:00:00:00:be:ef");
     h.set_up(a).unwrap();
-    assert!(link(&ns, "la")["flags"].as_array().unwrap().iter().any(|f| f == "UP"));
+    assert!(link(&ns, "la")["flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f == "UP"));
     h.set_down(a).unwrap();
-    assert!(!link(&ns, "la")["flags"].as_array().unwrap().iter().any(|f| f == "UP"));
+    assert!(!link(&ns, "la")["flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f == "UP"));
     h.rename(a, "la.renamed").unwrap();
     assert!(link_names(&ns).contains(&"la.renamed".to_string()));
     let l = h.link_by_name("la.renamed").unwrap();
@@ -336,7 +391,8 @@ fn addresses_add_list_delete() {
     }
     let (ns, h) = netns();
     let (a, _) = local_veth(&h, "aa", "ab");
-    h.add_address(a, net("10.9.0.5/24"), AddressOptions::default()).unwrap();
+    h.add_address(a, net("10.9.0.5/24"), AddressOptions::default())
+        .unwrap();
     h.add_address(
         a,
         net("fd00:9::5/64"),
@@ -353,24 +409,37 @@ fn addresses_add_list_delete() {
     assert_eq!(brd, "10.9.0.255");
     let ours = h.addresses(Some(a), Family::All).unwrap();
     assert!(ours.iter().any(|x| x.address == net("10.9.0.5/24")));
-    let v6 = ours.iter().find(|x| x.address == net("fd00:9::5/64")).unwrap();
+    let v6 = ours
+        .iter()
+        .find(|x| x.address == net("fd00:9::5/64"))
+        .unwrap();
     assert!(!v6.is_tentative(), "nodad address must not be tentative");
     assert_eq!(h.addresses(Some(a), Family::V4).unwrap().len(), 1);
-    let e = h.add_address(a, net("10.9.0.5/24"), AddressOptions::default()).unwrap_err();
+    let e = h
+        .add_address(a, net("10.9.0.5/24"), AddressOptions::default())
+        .unwrap_err();
     assert!(e.is_exists());
     // The kernel's extended ack, when it sends one, follows in parentheses.
     assert!(
-        e.to_string()
-            .starts_with(&format!("add address 10.9.0.5/24 to aa in {}: File exists", ns.path().display())),
+        e.to_string().starts_with(&format!(
+            "add address 10.9.0.5/24 to aa in {}: File exists",
+            ns.path().display()
+        )),
         "{e}"
     );
     h.del_address(a, net("10.9.0.5/24")).unwrap();
     assert!(!addrs(&ns, "aa").contains(&"10.9.0.5/24".to_string()));
-    assert!(h.del_address(a, net("10.9.0.5/24")).unwrap_err().is_not_found());
+    assert!(h
+        .del_address(a, net("10.9.0.5/24"))
+        .unwrap_err()
+        .is_not_found());
     // DelLinkByNameAddr returns the global unicast addresses.
     let gone = h.delete_link_by_name_addrs("aa").unwrap();
     assert_eq!(gone, vec![net("fd00:9::5/64")]);
-    assert!(h.delete_link_by_name_addrs("aa").unwrap_err().is_not_found());
+    assert!(h
+        .delete_link_by_name_addrs("aa")
+        .unwrap_err()
+        .is_not_found());
 }
 
 #[test]
@@ -392,8 +461,11 @@ fn dad_failure_is_reported() {
         },
     )
     .unwrap();
-    ha.add_address(a.index, net("fd00:d::1/64"), AddressOptions::default()).unwrap();
-    let e = ha.wait_for_dad(a.index, Duration::from_secs(5)).unwrap_err();
+    ha.add_address(a.index, net("fd00:d::1/64"), AddressOptions::default())
+        .unwrap();
+    let e = ha
+        .wait_for_dad(a.index, Duration::from_secs(5))
+        .unwrap_err();
     assert!(matches!(e, Error::DadFailed { .. }), "{e}");
     assert!(e.to_string().contains("fd00:d::1/64"), "{e}");
     let flags = ip(&ns_a, &["-6", "addr", "show", "dev", "dad0"]).to_string();
@@ -416,10 +488,19 @@ fn routes_with_every_attribute_ecmp_and_delete() {
         let i = h.link_by_name(name).unwrap().index;
         h.set_up(i).unwrap();
     }
-    h.add_address(a, net("10.7.0.2/24"), AddressOptions::default()).unwrap();
-    h.add_address(b, net("10.8.0.2/24"), AddressOptions::default()).unwrap();
-    h.add_address(a, net("fd00:7::2/64"), AddressOptions { nodad: true, ..Default::default() })
+    h.add_address(a, net("10.7.0.2/24"), AddressOptions::default())
         .unwrap();
+    h.add_address(b, net("10.8.0.2/24"), AddressOptions::default())
+        .unwrap();
+    h.add_address(
+        a,
+        net("fd00:7::2/64"),
+        AddressOptions {
+            nodad: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
 
     let r = Route {
         gateway: Some(ipa("10.7.0.1")),
@@ -442,7 +523,10 @@ fn routes_with_every_attribute_ecmp_and_delete() {
     assert_eq!(route["metrics"][0]["advmss"], 1260, "{j}");
     let ours = h.routes(Family::V4).unwrap();
     let back = ours.iter().find(|x| x.table == Some(100)).unwrap();
-    assert_eq!((back.dst, back.gateway, back.priority, back.mtu), (r.dst, r.gateway, r.priority, r.mtu));
+    assert_eq!(
+        (back.dst, back.gateway, back.priority, back.mtu),
+        (r.dst, r.gateway, r.priority, r.mtu)
+    );
 
     // Scope link without gateway.
     h.add_route(&Route {
@@ -455,25 +539,63 @@ fn routes_with_every_attribute_ecmp_and_delete() {
     assert_eq!(j[0]["scope"], "link", "{j}");
 
     // Default routes, v4 and v6.
-    h.add_route(&Route { oif: Some(a), ..Route::default_via(ipa("10.7.0.1")) }).unwrap();
-    h.add_route(&Route { oif: Some(a), ..Route::default_via(ipa("fd00:7::1")) }).unwrap();
-    assert_eq!(ip(&ns, &["-4", "route", "show", "default"])[0]["gateway"], "10.7.0.1");
-    assert_eq!(ip(&ns, &["-6", "route", "show", "default"])[0]["gateway"], "fd00:7::1");
+    h.add_route(&Route {
+        oif: Some(a),
+        ..Route::default_via(ipa("10.7.0.1"))
+    })
+    .unwrap();
+    h.add_route(&Route {
+        oif: Some(a),
+        ..Route::default_via(ipa("fd00:7::1"))
+    })
+    .unwrap();
+    assert_eq!(
+        ip(&ns, &["-4", "route", "show", "default"])[0]["gateway"],
+        "10.7.0.1"
+    );
+    assert_eq!(
+        ip(&ns, &["-6", "route", "show", "default"])[0]["gateway"],
+        "fd00:7::1"
+    );
 
     // ECMP the Go way: a second gateway for the same destination.
-    let e1 = Route { gateway: Some(ipa("10.7.0.1")), oif: Some(a), ..Route::new(net("10.100.0.0/16")) };
-    let e2 = Route { gateway: Some(ipa("10.8.0.1")), oif: Some(b), ..Route::new(net("10.100.0.0/16")) };
+    let e1 = Route {
+        gateway: Some(ipa("10.7.0.1")),
+        oif: Some(a),
+        ..Route::new(net("10.100.0.0/16"))
+    };
+    let e2 = Route {
+        gateway: Some(ipa("10.8.0.1")),
+        oif: Some(b),
+        ..Route::new(net("10.100.0.0/16"))
+    };
     h.add_route_ecmp(&e1).unwrap();
     h.add_route_ecmp(&e2).unwrap();
     let j = ip(&ns, &["route", "show", "10.100.0.0/16"]);
-    let gws: Vec<String> = j.as_array().unwrap().iter().map(|r| r["gateway"].to_string()).collect();
-    assert!(j.to_string().contains("10.7.0.1") && j.to_string().contains("10.8.0.1"), "{gws:?} {j}");
+    let gws: Vec<String> = j
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["gateway"].to_string())
+        .collect();
+    assert!(
+        j.to_string().contains("10.7.0.1") && j.to_string().contains("10.8.0.1"),
+        "{gws:?} {j}"
+    );
 
     // Explicit multipath.
     h.add_route(&Route {
         multipath: vec![
-            NextHop { gateway: Some(ipa("10.7.0.1")), oif: a, weight: 1 },
-            NextHop { gateway: Some(ipa("10.8.0.1")), oif: b, weight: 3 },
+            NextHop {
+                gateway: Some(ipa("10.7.0.1")),
+                oif: a,
+                weight: 1,
+            },
+            NextHop {
+                gateway: Some(ipa("10.8.0.1")),
+                oif: b,
+                weight: 3,
+            },
         ],
         ..Route::new(net("10.200.0.0/16"))
     })
@@ -489,10 +611,22 @@ fn routes_with_every_attribute_ecmp_and_delete() {
 
     // Delete, and deleting again reads as not found.
     h.del_route(&r).unwrap();
-    assert_eq!(ip(&ns, &["route", "show", "table", "100"]).as_array().unwrap().len(), 0);
+    assert_eq!(
+        ip(&ns, &["route", "show", "table", "100"])
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
     assert!(h.del_route(&r).unwrap_err().is_not_found());
     h.del_route(&Route::default_via(ipa("fd00:7::1"))).unwrap();
-    assert_eq!(ip(&ns, &["-6", "route", "show", "default"]).as_array().unwrap().len(), 0);
+    assert_eq!(
+        ip(&ns, &["-6", "route", "show", "default"])
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
 }
 
 #[test]
@@ -503,12 +637,32 @@ fn neighbours_are_listed() {
     let (ns, h) = netns();
     let (a, _) = local_veth(&h, "na", "nb");
     h.set_up(a).unwrap();
-    ip_cmd(&ns, &["neigh", "add", "10.6.0.9", "lladdr", "02:00:00:00:00:09", "dev", "na", "nud", "permanent"]);
+    ip_cmd(
+        &ns,
+        &[
+            "neigh",
+            "add",
+            "10.6.0.9",
+            "lladdr",
+            "02:00:00:00:00:09",
+            "dev",
+            "na",
+            "nud",
+            "permanent",
+        ],
+    );
     let n = h.neighbours(Some(a), Family::V4).unwrap();
-    let e = n.iter().find(|x| x.ip == ipa("10.6.0.9")).unwrap_or_else(|| panic!("{n:?}"));
+    let e = n
+        .iter()
+        .find(|x| x.ip == ipa("10.6.0.9"))
+        .unwrap_or_else(|| panic!("{n:?}"));
     assert_eq!(e.mac, Some("02:00:00:00:00:09".parse().unwrap()));
     assert_eq!(e.state & 0x80, 0x80, "NUD_PERMANENT");
-    assert!(h.neighbours(Some(a), Family::V6).unwrap().iter().all(|x| x.ip.is_ipv6()));
+    assert!(h
+        .neighbours(Some(a), Family::V6)
+        .unwrap()
+        .iter()
+        .all(|x| x.ip.is_ipv6()));
 }
 
 #[test]
@@ -543,8 +697,15 @@ fn sysctls_are_written_inside_the_namespace_only_when_different() {
     assert_eq!(sysctl_in(&ns, "net/ipv4/conf/s.0/route_localnet"), "1");
     assert_eq!(sysctl_in(&ns, "net/ipv4/conf/s.0/arp_notify"), "1");
     assert_eq!(sysctl_in(&ns, "net/ipv6/conf/s.0/disable_ipv6"), "1");
-    assert_eq!(sysctl::get(sysctl::IPV4_FORWARD).unwrap(), host_forward, "host untouched");
-    let e = h.run(|| sysctl::get("net/ipv4/conf/nope0/arp_notify")).unwrap().unwrap_err();
+    assert_eq!(
+        sysctl::get(sysctl::IPV4_FORWARD).unwrap(),
+        host_forward,
+        "host untouched"
+    );
+    let e = h
+        .run(|| sysctl::get("net/ipv4/conf/nope0/arp_notify"))
+        .unwrap()
+        .unwrap_err();
     assert!(e.is_not_found());
 }
 
@@ -558,7 +719,9 @@ fn configure_interface_matches_go() {
     let hv = host.setup_veth("eth0", &pod_ns, None, None).unwrap();
     assert!(hv.is_up());
     // Go's ConfigureIface enables IPv6 where it was off.
-    pod.run(|| sysctl::set(&sysctl::disable_ipv6("eth0"), "1")).unwrap().unwrap();
+    pod.run(|| sysctl::set(&sysctl::disable_ipv6("eth0"), "1"))
+        .unwrap()
+        .unwrap();
     let addresses = [
         (net("10.5.0.7/24"), Some(ipa("10.5.0.1"))),
         (net("fd00:5::7/64"), Some(ipa("fd00:5::1"))),
@@ -575,21 +738,43 @@ fn configure_interface_matches_go() {
     ];
     configure_interface(&pod, "eth0", &addresses, &routes).unwrap();
     assert_eq!(sysctl_in(&pod_ns, "net/ipv6/conf/eth0/disable_ipv6"), "0");
-    assert_eq!(sysctl_in(&pod_ns, "net/ipv6/conf/eth0/keep_addr_on_down"), "1");
+    assert_eq!(
+        sysctl_in(&pod_ns, "net/ipv6/conf/eth0/keep_addr_on_down"),
+        "1"
+    );
     let got = addrs(&pod_ns, "eth0");
-    assert!(got.contains(&"10.5.0.7/24".into()) && got.contains(&"fd00:5::7/64".into()), "{got:?}");
-    assert!(link(&pod_ns, "eth0")["flags"].as_array().unwrap().iter().any(|f| f == "UP"));
+    assert!(
+        got.contains(&"10.5.0.7/24".into()) && got.contains(&"fd00:5::7/64".into()),
+        "{got:?}"
+    );
+    assert!(link(&pod_ns, "eth0")["flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f == "UP"));
     // DAD was waited for.
-    assert!(!ip(&pod_ns, &["-6", "addr", "show", "dev", "eth0"]).to_string().contains("tentative"));
-    assert_eq!(ip(&pod_ns, &["-4", "route", "show", "default"])[0]["gateway"], "10.5.0.1");
-    assert_eq!(ip(&pod_ns, &["-6", "route", "show", "default"])[0]["gateway"], "fd00:5::1");
+    assert!(!ip(&pod_ns, &["-6", "addr", "show", "dev", "eth0"])
+        .to_string()
+        .contains("tentative"));
+    assert_eq!(
+        ip(&pod_ns, &["-4", "route", "show", "default"])[0]["gateway"],
+        "10.5.0.1"
+    );
+    assert_eq!(
+        ip(&pod_ns, &["-6", "route", "show", "default"])[0]["gateway"],
+        "fd00:5::1"
+    );
     let t = ip(&pod_ns, &["route", "show", "table", "200"]);
     assert_eq!(t[0]["gateway"], "10.5.0.254", "{t}");
     assert_eq!(t[0]["metric"], 30);
     // An address for the wrong family gateway still works, and a second run
     // fails on the existing address with the op named.
     let e = configure_interface(&pod, "eth0", &addresses, &[]).unwrap_err();
-    assert!(e.to_string().starts_with("add address 10.5.0.7/24 to eth0 in "), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("add address 10.5.0.7/24 to eth0 in "),
+        "{e}"
+    );
     let e = configure_interface(&pod, "eth9", &addresses, &[]).unwrap_err();
     assert!(e.is_not_found());
 }

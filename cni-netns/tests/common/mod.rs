@@ -56,7 +56,11 @@ pub(crate) fn ip_cmd(ns: &OwnedNetns, args: &[&str]) {
     let mut a = vec!["-n", ns.name()];
     a.extend_from_slice(args);
     let out = Command::new("ip").args(&a).output().expect("spawn ip");
-    assert!(out.status.success(), "ip {a:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "ip {a:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The single object of `ip -j link show dev <name>`.
@@ -90,9 +94,19 @@ pub(crate) fn addrs(ns: &OwnedNetns, name: &str) -> Vec<String> {
 /// Reads a sysctl inside the namespace through `ip netns exec`.
 pub(crate) fn sysctl_in(ns: &OwnedNetns, key: &str) -> String {
     let out = Command::new("ip")
-        .args(["netns", "exec", ns.name(), "cat", &format!("/proc/sys/{key}")])
+        .args([
+            "netns",
+            "exec",
+            ns.name(),
+            "cat",
+            &format!("/proc/sys/{key}"),
+        ])
         .output()
         .expect("spawn ip netns exec");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
