@@ -502,8 +502,8 @@ impl Handle {
     /// Go's `ip.SetupVeth`: creates a veth whose host end, in this
     /// namespace, is named `veth` + 8 random hex digits (retried on a name
     /// collision up to [`VETH_NAME_ATTEMPTS`] times) and whose peer
-    /// `peer_name` is created directly in `peer_netns`; the host end is up.
-    /// Returns the host end ([`Link::parent_index`] is the peer's index).
+    /// `peer_name` is created directly in `peer_netns`; the host end is up
+    /// and has `accept_ra=0`. Returns the host end ([`Link::parent_index`] is the peer's index).
     pub fn setup_veth(
         &self,
         peer_name: &str,
@@ -533,7 +533,16 @@ impl Handle {
                 ..spec.clone()
             };
             match self.add_veth(&spec) {
-                Ok(link) => return Ok(link),
+                Ok(link) => {
+                    // Go's SetupVethWithName: "we want to own the routes for
+                    // this interface"; like Go, a failure here is ignored.
+                    let key = crate::sysctl::accept_ra(&link.name);
+                    match self.run(|| crate::sysctl::set(&key, "0")) {
+                        Ok(Err(e)) | Err(e) => tracing::debug!("{e}"),
+                        Ok(Ok(_)) => {}
+                    }
+                    return Ok(link);
+                }
                 Err(e) if e.is_exists() => match self.link_by_name(&name) {
                     Ok(_) => continue,
                     Err(le) if le.is_not_found() => {

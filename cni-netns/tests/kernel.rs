@@ -135,6 +135,10 @@ fn setup_veth_creates_peer_directly_in_the_container() {
         hv.name
     );
     let host_link = link(&host_ns, &hv.name);
+    assert_eq!(
+        sysctl_in(&host_ns, &format!("net/ipv6/conf/{}/accept_ra", hv.name)),
+        "0"
+    );
     assert_eq!(host_link["mtu"], 1400);
     assert!(host_link["flags"]
         .as_array()
