@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use netlink_packet_core::{
     NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_DUMP,
-    NLM_F_DUMP_INTR, NLM_F_REQUEST,
+    NLM_F_DUMP_INTR, NLM_F_MULTIPART, NLM_F_REQUEST,
 };
 use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket as NlSocket, SocketAddr};
@@ -213,8 +213,16 @@ pub(crate) fn process_datagram(
         if flags & NLM_F_DUMP_INTR != 0 {
             *interrupted = true;
         }
-        let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(raw)
-            .map_err(|e| NlError::Decode(e.to_string()))?;
+        let msg = match NetlinkMessage::<RouteNetlinkMessage>::deserialize(raw) {
+            Ok(m) => m,
+            // One object the parser does not understand (a newer kernel's
+            // attribute layout) must not fail a whole dump.
+            Err(e) if flags & NLM_F_MULTIPART != 0 => {
+                tracing::warn!("skipping undecodable netlink message in dump: {e}");
+                continue;
+            }
+            Err(e) => return Err(NlError::Decode(e.to_string())),
+        };
         match msg.payload {
             NetlinkPayload::Error(err) => {
                 return match err.code {
@@ -324,7 +332,6 @@ mod tests {
         serialize(RouteNetlinkMessage::NewLink(m), flags, seq)
     }
 
-    use netlink_packet_core::NLM_F_MULTIPART;
     use netlink_packet_route::link::{LinkAttribute, LinkMessage};
 
     #[test]
@@ -387,6 +394,21 @@ mod tests {
         // Garbage is a decode error, not a panic.
         assert!(matches!(
             process_datagram(&[0xff; 7], 1, &mut out, &mut intr),
+            Err(NlError::Decode(_))
+        ));
+        // An undecodable object inside a dump is skipped, elsewhere it fails.
+        let mut odd = link(1, NLM_F_MULTIPART, "x");
+        odd[16..32].fill(0xff);
+        odd[32..].fill(0xff);
+        out.clear();
+        assert_eq!(
+            process_datagram(&odd, 1, &mut out, &mut intr).unwrap(),
+            Progress::Pending
+        );
+        assert!(out.is_empty());
+        odd[6] = 0; // not multipart: a reply to a plain request
+        assert!(matches!(
+            process_datagram(&odd, 1, &mut out, &mut intr),
             Err(NlError::Decode(_))
         ));
         let mut bad = control(2, 1, 0);

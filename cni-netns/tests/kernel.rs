@@ -39,7 +39,8 @@ fn netns_create_is_visible_to_ip_and_delete_removes_it() {
     if !root() {
         return;
     }
-    let name = format!("cnitest-create-{:08x}", std::process::id() ^ 0x5a5a);
+    let uuid = std::fs::read_to_string("/proc/sys/kernel/random/uuid").unwrap();
+    let name = format!("cnitest-create-{}", &uuid[..8]);
     let ns = Netns::create(&name).unwrap();
     let listed = run_ip_netns_list();
     assert!(listed.contains(&name), "{listed:?}");
