@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use cni_netns::{
     configure_interface, sysctl, AddressOptions, BridgePortOptions, BridgeSpec, BridgeVlan, Error,
-    Family, Handle, MacAddr, Netns, NextHop, OwnedNetns, Route, VethSpec,
+    Family, Handle, MacAddr, MacvlanMode, MacvlanSpec, Netns, NextHop, OwnedNetns, Route, VethSpec,
 };
 use common::*;
 use ipnetwork::IpNetwork;
@@ -343,6 +343,43 @@ fn master_port_flags_and_vlans() {
 
     h.set_nomaster(port).unwrap();
     assert!(link(&ns, "port0").get("master").is_none());
+}
+
+#[test]
+fn macvlan_is_created_directly_in_the_pod() {
+    if !root() {
+        return;
+    }
+    let (_host_ns, host) = netns();
+    let (pod_ns, _pod) = netns();
+    let (parent, _) = local_veth(&host, "uplink0", "uplink0-p");
+    host.add_macvlan(&MacvlanSpec {
+        name: "mv0".into(),
+        parent,
+        mode: "bridge".parse().unwrap(),
+        mtu: Some(1400),
+        mac: Some("02:00:00:00:aa:01".parse().unwrap()),
+        netns: Some(&pod_ns),
+    })
+    .unwrap();
+    let j = link(&pod_ns, "mv0");
+    assert_eq!(j["linkinfo"]["info_kind"], "macvlan", "{j}");
+    assert_eq!(j["linkinfo"]["info_data"]["mode"], "bridge", "{j}");
+    assert_eq!(j["mtu"], 1400);
+    assert_eq!(j["address"], "02:00:00:00:aa:01");
+    assert!(host.link_by_name("mv0").unwrap_err().is_not_found());
+    assert!("nonsense".parse::<MacvlanMode>().is_err());
+    let e = host
+        .add_macvlan(&MacvlanSpec {
+            name: "mv1".into(),
+            parent: 9999,
+            ..Default::default()
+        })
+        .unwrap_err();
+    assert!(
+        e.to_string().starts_with("add macvlan mv1 on #9999 in "),
+        "{e}"
+    );
 }
 
 #[test]
