@@ -5,10 +5,13 @@
 //! straight to the runtime:
 //! `add address 10.1.0.5/24 to eth0 in /run/netns/x: File exists`.
 
+use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use nix::errno::Errno;
+
+use crate::firewall::FirewallOp;
 
 /// Result alias used across the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -185,6 +188,113 @@ pub enum Error {
         source: std::io::Error,
     },
     // ---- end of namespaces/netlink block ----
+    // ---- firewall / conntrack ----
+    /// The `nft` binary could not be started or talked to.
+    #[error("{op} for {attachment}: run {program}: {source}")]
+    NftSpawn {
+        /// What was being done.
+        op: FirewallOp,
+        /// The attachment (or table) the operation was for.
+        attachment: String,
+        /// The program that was run.
+        program: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// `nft` rejected a batch or a listing.
+    #[error("{op} for {attachment}: nft: {message}")]
+    Nft {
+        /// What was being done.
+        op: FirewallOp,
+        /// The attachment (or table) the operation was for.
+        attachment: String,
+        /// What nft printed on stderr.
+        message: String,
+    },
+    /// A key (host port, source address, bridge port) is already owned by
+    /// another attachment.
+    #[error("{op} for {attachment}: {key} is already used by another attachment: {message}")]
+    FirewallConflict {
+        /// What was being done.
+        op: FirewallOp,
+        /// The attachment the operation was for.
+        attachment: String,
+        /// The contested keys, as text.
+        key: String,
+        /// What nft printed on stderr.
+        message: String,
+    },
+    /// `nft -j` printed something this crate does not understand.
+    #[error("{op} for {attachment}: unexpected nft output: {message}")]
+    NftOutput {
+        /// What was being done.
+        op: FirewallOp,
+        /// The attachment (or table) the operation was for.
+        attachment: String,
+        /// What was wrong with the output.
+        message: String,
+    },
+    /// A CHECK found the firewall state different from the spec.
+    #[error("{op} for {attachment}: {missing}")]
+    FirewallCheck {
+        /// Which check.
+        op: FirewallOp,
+        /// The attachment checked.
+        attachment: String,
+        /// What is missing or different.
+        missing: String,
+    },
+    /// A spec given to the firewall is not usable.
+    #[error("{op} for {attachment}: invalid spec: {reason}")]
+    InvalidFirewallSpec {
+        /// What was being done.
+        op: FirewallOp,
+        /// The attachment the spec was for.
+        attachment: String,
+        /// Why the spec was rejected.
+        reason: String,
+    },
+    /// An extra match condition (nft syntax) could not be understood.
+    #[error("parse firewall condition {condition:?}: {reason}")]
+    InvalidCondition {
+        /// The condition tokens, joined by spaces.
+        condition: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// Entering the network namespace given for nft or conntrack failed.
+    #[error("open network namespace {path}: {source}")]
+    FirewallNetns {
+        /// The namespace path.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// A conntrack netlink request failed.
+    #[error("conntrack {op} ({family} UDP, destination ports {ports:?}): {source}")]
+    Conntrack {
+        /// What was being done (dump, delete).
+        op: &'static str,
+        /// `ipv4` or `ipv6`.
+        family: &'static str,
+        /// The destination ports whose entries were targeted.
+        ports: Vec<u16>,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// A conntrack netlink socket could not be opened.
+    #[error("open conntrack netlink socket in {netns}: {source}")]
+    ConntrackOpen {
+        /// The namespace (path, or "the current network namespace").
+        netns: String,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    // ---- end firewall / conntrack ----
 }
 
 fn fmt_ext(message: &Option<String>) -> String {

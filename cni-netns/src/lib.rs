@@ -9,6 +9,10 @@
 //!   [`Handle::add_address`], [`Handle::add_route`], ...).
 //! * [`sysctl`] reads and writes `/proc/sys` from inside a namespace.
 //! * [`configure_interface`] is Go's `ipam.ConfigureIface`.
+//! * [`firewall`] programs masquerade, port mappings and the bridge MAC
+//!   spoof check through the [`firewall::Firewall`] trait (nftables), every
+//!   rule tagged with the attachment that owns it; [`conntrack`] flushes
+//!   stale UDP conntrack entries.
 //!
 //! Errors name the operation, the object and the namespace:
 //! `add address 10.1.0.5/24 to eth0 in /run/netns/x: File exists`.
@@ -28,6 +32,7 @@
 
 mod addr;
 mod configure;
+pub mod conntrack;
 mod error;
 pub mod firewall;
 mod handle;

@@ -1,1 +1,8 @@
-//! cni-plugins (in progress).
+//! The CNI plugins of this workspace as library modules: each module reads
+//! as its plugin's algorithm on top of `cni-exec`, `cni-netns` and
+//! `cni-ipam`; `src/bin/<plugin>.rs` is a one-line `main`.
+
+mod error;
+pub mod flannel;
+
+pub use error::{Error, Result};

@@ -1,2 +1,438 @@
-//! Firewall programming (masquerade and port mapping) behind the `Firewall`
-//! trait, with an nftables backend. Filled in on its own branch.
+//! Host firewall for CNI attachments: IP masquerade, port mappings and the
+//! bridge MAC spoof check.
+//!
+//! Plugins talk to the [`Firewall`] trait; [`NftFirewall`] implements it with
+//! one atomic `nft -j -f -` batch per call. The tables, chains, maps and
+//! rules themselves are described by the backend-independent model in
+//! [`model`] and built by the pure functions in [`layout`], so a native
+//! nf_tables netlink backend can program the same state later.
+//!
+//! # Layout and cost
+//!
+//! Each feature lives in its own table, distinct from the Go reference's
+//! (`cni_plugins_masquerade`, `cni_hostport`, `bridge nat`) so both can run
+//! on one node:
+//!
+//! | feature | table | packet path |
+//! |---|---|---|
+//! | masquerade | `inet cni_rs_masq` | `ip saddr vmap @masq4` → `goto masq-<owner>` |
+//! | port mappings | `inet cni_rs_hostport` | `meta l4proto . th dport vmap @hostports` (and `daddr . proto . port` for host IPs) → `goto pm-<owner>` |
+//! | MAC spoof check | `bridge cni_rs_macspoofchk` | `iifname vmap @ports` → `goto sc-<owner>` |
+//!
+//! Every attachment owns exactly one regular chain (named from a hash of its
+//! network, interface and container id) plus the map elements that go to
+//! it, so a packet does one hash lookup whatever the number of pods, and
+//! ADD and DEL touch only the attachment's own objects:
+//!
+//! - ADD is one batch (the chain, its rules, its elements); only when the
+//!   table does not exist yet is it retried with the shared objects (table,
+//!   maps, fixed chains) created in the same batch.
+//! - A map element whose key already goes to another attachment's chain is
+//!   refused by the kernel (`File exists`), so a key never silently changes
+//!   owner: ADD reports [`Error::FirewallConflict`](crate::Error::FirewallConflict).
+//! - DEL is one batch, also when repeated. The kernel refuses to delete a
+//!   chain that an element still goes to, so a DEL whose keys are not
+//!   exactly the attachment's own fails as a whole, and only then is the
+//!   table read (once) to remove precisely what the attachment owns.
+//! - CHECK, list and GC read the table once; GC removes all dead
+//!   attachments of a network in one batch.
+
+mod conditions;
+pub mod layout;
+pub mod model;
+mod nft;
+mod recording;
+
+use std::fmt;
+use std::net::IpAddr;
+
+use ipnetwork::{IpNetwork, Ipv4Network, Ipv6Network};
+
+pub use conditions::parse_conditions;
+pub use nft::NftFirewall;
+pub use recording::{FirewallCall, RecordingFirewall};
+
+use crate::Result;
+
+/// One attachment of a container to a network: the key CNI uses for
+/// everything a plugin creates (`CNI_CONTAINERID`, `CNI_IFNAME` and the
+/// network name).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AttachmentId {
+    /// The network name (`name` in the network configuration).
+    pub network: String,
+    /// The container id (`CNI_CONTAINERID`).
+    pub container_id: String,
+    /// The interface name inside the container (`CNI_IFNAME`).
+    pub ifname: String,
+}
+
+impl AttachmentId {
+    /// Builds an id from its three parts.
+    pub fn new(
+        network: impl Into<String>,
+        container_id: impl Into<String>,
+        ifname: impl Into<String>,
+    ) -> Self {
+        AttachmentId {
+            network: network.into(),
+            container_id: container_id.into(),
+            ifname: ifname.into(),
+        }
+    }
+
+    /// The hash identifying this attachment's network (16 hex digits).
+    pub fn network_hash(&self) -> String {
+        network_hash(&self.network)
+    }
+
+    /// The hash identifying this attachment within its network
+    /// (`<network hash>-<hash of ifname:container id>`); it names the
+    /// attachment's chains, so it is exact even when the tag is truncated.
+    pub fn owner_hash(&self) -> String {
+        format!(
+            "{}-{}",
+            self.network_hash(),
+            hash16(&format!("{}:{}", self.ifname, self.container_id))
+        )
+    }
+
+    /// The comment every rule and map element of this attachment carries:
+    /// `<owner hash>, net: <network>, if: <ifname>, id: <container id>`,
+    /// cut to 128 bytes (nft's comment limit). The format follows the Go
+    /// reference's `pkg/ip/ipmasq_nftables_linux.go` so operators read both
+    /// the same way.
+    pub fn tag(&self) -> String {
+        let strip = |s: &str| s.replace('"', "");
+        let mut tag = format!(
+            "{}, net: {}, if: {}, id: {}",
+            self.owner_hash(),
+            strip(&self.network),
+            strip(&self.ifname),
+            strip(&self.container_id)
+        );
+        truncate_at_char_boundary(&mut tag, TAG_MAX_LEN);
+        tag
+    }
+
+    /// Parses a tag written by [`AttachmentId::tag`]. Returns the id and
+    /// whether it is complete (the tag was not truncated); `None` if the text
+    /// is not one of our tags.
+    pub fn from_tag(tag: &str) -> Option<(AttachmentId, bool)> {
+        let (hash, rest) = tag.split_once(", net: ")?;
+        let (network, rest) = rest.split_once(", if: ")?;
+        let (ifname, container_id) = rest.split_once(", id: ")?;
+        let id = AttachmentId::new(network, container_id, ifname);
+        let complete = id.owner_hash() == hash;
+        Some((id, complete))
+    }
+}
+
+impl fmt::Display for AttachmentId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "network {:?} container {:?} interface {:?}",
+            self.network, self.container_id, self.ifname
+        )
+    }
+}
+
+/// nft (libnftnl) refuses comments longer than this many bytes.
+pub(crate) const TAG_MAX_LEN: usize = 128;
+
+fn truncate_at_char_boundary(s: &mut String, max: usize) {
+    if s.len() > max {
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+}
+
+/// The hash naming a network in chain names and tags (16 hex digits).
+pub fn network_hash(network: &str) -> String {
+    hash16(network)
+}
+
+// FNV-1a (64 bit): stable across releases and platforms, no dependency, and
+// collisions among the few thousand attachments of a node are negligible
+// (ownership is still confirmed by the full tag where one is needed).
+fn hash16(s: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// Which firewall feature a rule set belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RuleKind {
+    /// Source NAT of a container's traffic leaving its subnet (`ipMasq`).
+    Masquerade,
+    /// Host port to container port DNAT (portmap).
+    PortMapping,
+    /// Drop of bridge frames whose source MAC is not the container's
+    /// (`macspoofchk`).
+    MacSpoofCheck,
+}
+
+impl fmt::Display for RuleKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RuleKind::Masquerade => "masquerade",
+            RuleKind::PortMapping => "port mappings",
+            RuleKind::MacSpoofCheck => "mac spoof check",
+        })
+    }
+}
+
+/// The operation a firewall error is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FirewallOp {
+    /// Installing an attachment's rules.
+    Add(RuleKind),
+    /// Removing an attachment's rules.
+    Delete(RuleKind),
+    /// Verifying an attachment's rules.
+    Check(RuleKind),
+    /// Listing the attachments that own rules.
+    List(RuleKind),
+    /// Removing the rules of attachments that are gone.
+    Gc(RuleKind),
+}
+
+impl fmt::Display for FirewallOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FirewallOp::Add(k) => write!(f, "add {k}"),
+            FirewallOp::Delete(k) => write!(f, "delete {k}"),
+            FirewallOp::Check(k) => write!(f, "check {k}"),
+            FirewallOp::List(k) => write!(f, "list {k}"),
+            FirewallOp::Gc(k) => write!(f, "gc {k}"),
+        }
+    }
+}
+
+/// Masquerade one attachment's address (bridge `ipMasq`, ptp): traffic from
+/// the address to anything outside its subnet, except multicast
+/// (224.0.0.0/4, ff00::/8), leaves with the host's address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MasqueradeSpec {
+    /// The owner of the rules.
+    pub attachment: AttachmentId,
+    /// The container address with its prefix (`10.88.0.5/16`); the subnet
+    /// is the address masked by the prefix.
+    pub address: IpNetwork,
+}
+
+/// A transport protocol of a port mapping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Protocol {
+    /// TCP.
+    Tcp,
+    /// UDP.
+    Udp,
+    /// SCTP.
+    Sctp,
+}
+
+impl Protocol {
+    /// The protocol's name in nft and in CNI's `portMappings`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+            Protocol::Sctp => "sctp",
+        }
+    }
+}
+
+impl std::str::FromStr for Protocol {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "tcp" => Ok(Protocol::Tcp),
+            "udp" => Ok(Protocol::Udp),
+            "sctp" => Ok(Protocol::Sctp),
+            other => Err(format!("unknown protocol {other:?}")),
+        }
+    }
+}
+
+/// One host port forwarded to a container port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PortMapping {
+    /// The port on the host.
+    pub host_port: u16,
+    /// The port in the container.
+    pub container_port: u16,
+    /// The transport protocol.
+    pub protocol: Protocol,
+    /// Only traffic to this host address is forwarded (and only for the
+    /// container address of the same family); `None` or an unspecified
+    /// address (`0.0.0.0`, `::`) means every local address (of that family).
+    pub host_ip: Option<IpAddr>,
+}
+
+/// The port mappings of one attachment (portmap).
+///
+/// Traffic is forwarded from other hosts (prerouting), from the node itself
+/// (output), including `127.0.0.1:<host port>`, and from the pod's own
+/// subnet (hairpin). Reaching the container from `127.0.0.1` needs
+/// `net.ipv4.conf.<host interface>.route_localnet=1` on the interface that
+/// routes to the container: the kernel otherwise drops packets with a
+/// loopback source leaving a non-loopback interface. Setting that sysctl is
+/// the caller's job (the Go reference's portmap does it when `snat` is on).
+/// On a bridge with `br_netfilter` loaded (`bridge-nf-call-iptables=1`, as
+/// on most Kubernetes nodes) a pod's packet to its own host port is DNATed
+/// in the bridge path and sent back out the port it came from, which the
+/// bridge only does with hairpin mode on that port (the bridge plugin's
+/// `hairpinMode`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortMappingSpec {
+    /// The owner of the rules.
+    pub attachment: AttachmentId,
+    /// The container's IPv4 address with prefix, if it has one.
+    pub container_v4: Option<Ipv4Network>,
+    /// The container's IPv6 address with prefix, if it has one.
+    pub container_v6: Option<Ipv6Network>,
+    /// The mappings; empty means there is nothing to do.
+    pub mappings: Vec<PortMapping>,
+    /// Masquerade hairpin traffic (from the container's subnet) and
+    /// localhost traffic (from 127.0.0.0/8) sent to the mapped ports.
+    /// Default `true`.
+    pub snat: bool,
+    /// Masquerade all traffic sent to the mapped ports, whatever its source.
+    pub masq_all: bool,
+    /// Extra nft match conditions (nft syntax tokens, e.g.
+    /// `["ip", "saddr", "10.0.0.0/8"]`) every IPv4 mapping must also meet.
+    pub conditions_v4: Vec<String>,
+    /// The same for IPv6.
+    pub conditions_v6: Vec<String>,
+}
+
+impl PortMappingSpec {
+    /// A spec with no addresses, no mappings and the defaults (`snat` on).
+    pub fn new(attachment: AttachmentId) -> Self {
+        PortMappingSpec {
+            attachment,
+            container_v4: None,
+            container_v6: None,
+            mappings: Vec::new(),
+            snat: true,
+            masq_all: false,
+            conditions_v4: Vec::new(),
+            conditions_v6: Vec::new(),
+        }
+    }
+}
+
+/// The bridge MAC spoof check of one attachment: frames entering the bridge
+/// from `host_ifname` whose source MAC is not `mac` are dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MacSpoofCheckSpec {
+    /// The owner of the rules.
+    pub attachment: AttachmentId,
+    /// The host side of the container's veth (the bridge port).
+    pub host_ifname: String,
+    /// The container interface's MAC address.
+    pub mac: [u8; 6],
+}
+
+/// An attachment found owning firewall rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedAttachment {
+    /// The owner, as read back from its tag.
+    pub attachment: AttachmentId,
+    /// The hash naming the owner's chain ([`AttachmentId::owner_hash`]).
+    pub owner_hash: String,
+    /// `false` if the tag was truncated (very long names), so the fields of
+    /// `attachment` may be cut short; `owner_hash` is exact either way.
+    pub complete: bool,
+}
+
+/// Firewall operations of CNI plugins. Every method is one atomic change
+/// (or none); deletes are idempotent (a missing table, chain or element is
+/// not an error). Implementations are cheap to share between threads.
+pub trait Firewall: Send + Sync + fmt::Debug {
+    /// Installs (or re-installs) the masquerade of one attachment.
+    fn add_masquerade(&self, spec: &MasqueradeSpec) -> Result<()>;
+    /// Removes what [`Firewall::add_masquerade`] installed for
+    /// `spec.attachment`.
+    fn del_masquerade(&self, spec: &MasqueradeSpec) -> Result<()>;
+    /// Verifies that the masquerade of `spec` is installed as specified.
+    fn check_masquerade(&self, spec: &MasqueradeSpec) -> Result<()>;
+
+    /// Installs (or re-installs) the port mappings of one attachment; no-op
+    /// when it has none.
+    fn add_port_mappings(&self, spec: &PortMappingSpec) -> Result<()>;
+    /// Removes the port mappings of `spec.attachment`; no-op when the spec
+    /// has no mappings (as the Go reference).
+    fn del_port_mappings(&self, spec: &PortMappingSpec) -> Result<()>;
+    /// Verifies that the port mappings of `spec` are installed.
+    fn check_port_mappings(&self, spec: &PortMappingSpec) -> Result<()>;
+
+    /// Installs (or re-installs) the MAC spoof check of one attachment.
+    fn add_mac_spoof_check(&self, spec: &MacSpoofCheckSpec) -> Result<()>;
+    /// Removes the MAC spoof check of `spec.attachment`.
+    fn del_mac_spoof_check(&self, spec: &MacSpoofCheckSpec) -> Result<()>;
+    /// Verifies that the MAC spoof check of `spec` is installed.
+    fn check_mac_spoof_check(&self, spec: &MacSpoofCheckSpec) -> Result<()>;
+
+    /// Removes everything of `kind` that `attachment` owns, without knowing
+    /// its spec (reads the current state once).
+    fn delete_attachment(&self, kind: RuleKind, attachment: &AttachmentId) -> Result<()>;
+    /// The attachments owning rules of `kind`.
+    fn list_attachments(&self, kind: RuleKind) -> Result<Vec<OwnedAttachment>>;
+    /// Removes the rules of `kind` owned by attachments of `network` that
+    /// are not in `valid` (CNI GC); returns the attachments removed. Rules of
+    /// other networks are left alone.
+    fn gc(
+        &self,
+        kind: RuleKind,
+        network: &str,
+        valid: &[AttachmentId],
+    ) -> Result<Vec<OwnedAttachment>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tag_round_trips_and_detects_truncation() {
+        let id = AttachmentId::new("net1", "abc", "eth0");
+        let (back, complete) = AttachmentId::from_tag(&id.tag()).unwrap();
+        assert_eq!(back, id);
+        assert!(complete);
+
+        let long = AttachmentId::new("n".repeat(60), "c".repeat(64), "eth0");
+        let tag = long.tag();
+        assert_eq!(tag.len(), TAG_MAX_LEN);
+        let (_, complete) = AttachmentId::from_tag(&tag).unwrap();
+        assert!(!complete);
+        assert!(tag.starts_with(&long.owner_hash()));
+    }
+
+    #[test]
+    fn hashes_are_stable() {
+        assert_eq!(hash16(""), "cbf29ce484222325");
+        assert_ne!(
+            AttachmentId::new("n", "a", "eth0").owner_hash(),
+            AttachmentId::new("n", "a", "eth1").owner_hash()
+        );
+    }
+
+    #[test]
+    fn truncation_respects_utf8() {
+        let mut s = "é".repeat(100);
+        truncate_at_char_boundary(&mut s, 127);
+        assert_eq!(s.len(), 126);
+    }
+}

@@ -1,0 +1,209 @@
+//! `cnitool`: runs a network config against a network namespace, with
+//! upstream cnitool's interface.
+//!
+//! ```text
+//! cnitool [-i IFNAME] add|check|del|status|gc <network-name> <netns-path>
+//! ```
+//!
+//! Environment: `NETCONFPATH` (default `/etc/cni/net.d`), `CNI_PATH`,
+//! `CNI_IFNAME` (default `eth0`), `CNI_ARGS` (`K=V;K=V`), `CAP_ARGS` (JSON
+//! object of capability data), `CNI_CONTAINERID` (default
+//! `cnitool-<sha512(netns path)[..10] hex>`), `CNI_CACHEDIR` (default
+//! `/var/lib/cni`), `CNI_TIMEOUT` (seconds; kills a plugin running longer).
+
+use std::io::Write;
+use std::path::{Component, Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cni_exec::{CniConfig, ProcessExec, RuntimeConf};
+use sha2::{Digest, Sha512};
+
+const USAGE: &str = "CNI Tool is a simple program that executes a CNI configuration.
+It will add, check, remove, gc, or get status of an interface in an already-created network namespace.
+
+Usage:
+  cnitool [-i IFNAME] add|check|del|status|gc <network-name> <netns>
+
+Flags:
+  -h, --help            help for cnitool
+  -i, --ifname string   Interface name (defaults to env var CNI_IFNAME or 'eth0')
+
+Environment: NETCONFPATH, CNI_PATH, CNI_IFNAME, CNI_ARGS, CAP_ARGS, CNI_CONTAINERID, CNI_CACHEDIR, CNI_TIMEOUT
+";
+
+fn env(key: &str) -> String {
+    std::env::var(key).unwrap_or_default()
+}
+
+/// Go's `filepath.Abs`: joined with the working directory and cleaned
+/// lexically (symlinks are not resolved).
+fn abs(p: &str) -> Result<PathBuf, String> {
+    let joined = if Path::new(p).is_absolute() {
+        PathBuf::from(p)
+    } else {
+        std::env::current_dir()
+            .map_err(|e| format!("get working directory: {e}"))?
+            .join(p)
+    };
+    let mut out = PathBuf::from("/");
+    for c in joined.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(s) => out.push(s),
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// upstream cnitool's `parseArgs`: every pair needs a key and a value.
+fn parse_args(s: &str) -> Result<Vec<(String, String)>, String> {
+    s.split(';')
+        .map(|pair| {
+            let kv: Vec<&str> = pair.split('=').collect();
+            if kv.len() != 2 || kv[0].is_empty() || kv[1].is_empty() {
+                Err(format!("invalid CNI_ARGS pair {pair:?}"))
+            } else {
+                Ok((kv[0].to_string(), kv[1].to_string()))
+            }
+        })
+        .collect()
+}
+
+fn run() -> Result<(), String> {
+    let mut ifname = String::new();
+    let mut positional = Vec::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "-h" | "--help" | "help" => {
+                let _ = std::io::stdout().write_all(USAGE.as_bytes());
+                return Ok(());
+            }
+            "-i" | "--ifname" => ifname = args.next().ok_or("flag needs an argument: -i")?,
+            s if s.starts_with("--ifname=") => ifname = s["--ifname=".len()..].to_string(),
+            _ => positional.push(a),
+        }
+    }
+    let [cmd, net_name, netns, ..] = positional.as_slice() else {
+        return Err(format!(
+            "network name and namespace are required\n\n{USAGE}"
+        ));
+    };
+    if !matches!(cmd.as_str(), "add" | "check" | "del" | "status" | "gc") {
+        return Err(format!("unknown command {cmd:?}\n\n{USAGE}"));
+    }
+
+    let netdir = Some(env("NETCONFPATH"))
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "/etc/cni/net.d".into());
+    let list = cni_exec::conf::load_network_conf(Path::new(&netdir), net_name)
+        .map_err(|e| e.to_string())?;
+
+    let cap_args = env("CAP_ARGS");
+    let capability_args = if cap_args.is_empty() {
+        Default::default()
+    } else {
+        serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&cap_args)
+            .map_err(|e| format!("CAP_ARGS: {e}"))?
+    };
+    let cni_args = env("CNI_ARGS");
+    let args = if cni_args.is_empty() {
+        Vec::new()
+    } else {
+        parse_args(&cni_args)?
+    };
+    if ifname.is_empty() {
+        ifname = Some(env("CNI_IFNAME"))
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "eth0".into());
+    }
+    let netns = abs(netns)?.to_string_lossy().into_owned();
+    let container_id = match env("CNI_CONTAINERID") {
+        id if !id.is_empty() => id,
+        _ => {
+            let digest = Sha512::digest(netns.as_bytes());
+            let hex: String = digest[..10].iter().map(|b| format!("{b:02x}")).collect();
+            format!("cnitool-{hex}")
+        }
+    };
+    let rt = RuntimeConf {
+        container_id,
+        netns,
+        ifname,
+        args,
+        capability_args,
+    };
+
+    let mut exec = ProcessExec::new();
+    if let Ok(secs) = env("CNI_TIMEOUT").parse::<u64>() {
+        exec = exec.with_timeout(Duration::from_secs(secs));
+    }
+    let mut cni = CniConfig::new(cni_exec::skel::split_path(&env("CNI_PATH")), Arc::new(exec));
+    let cache_dir = env("CNI_CACHEDIR");
+    if !cache_dir.is_empty() {
+        cni = cni.with_cache_dir(cache_dir);
+    }
+
+    let outcome = match cmd.as_str() {
+        "add" => {
+            let result = cni
+                .add_network_list(&list, &rt)
+                .map_err(|e| e.to_string())?;
+            let json = result.to_json_pretty().map_err(|e| e.to_string())?;
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(&json);
+            let _ = out.flush();
+            Ok(())
+        }
+        "check" => cni.check_network_list(&list, &rt),
+        "del" => cni.del_network_list(&list, &rt),
+        "status" => cni.status_network_list(&list),
+        // upstream cnitool GCs without a valid list: every cached
+        // attachment of the network is deleted.
+        _ => cni.gc_network_list(&list, None),
+    };
+    outcome.map_err(|e| e.to_string())
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "Error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn args_pairs() {
+        assert_eq!(
+            parse_args("A=b;C=d").unwrap(),
+            vec![("A".to_string(), "b".to_string()), ("C".into(), "d".into())]
+        );
+        assert_eq!(
+            parse_args("A=").unwrap_err(),
+            "invalid CNI_ARGS pair \"A=\""
+        );
+        assert!(parse_args("A=b=c").is_err());
+    }
+
+    #[test]
+    fn abs_is_lexical() {
+        assert_eq!(
+            abs("/run/netns/../netns/x").unwrap(),
+            PathBuf::from("/run/netns/x")
+        );
+        assert_eq!(abs("/a/./b/").unwrap(), PathBuf::from("/a/b"));
+        assert!(abs("rel").unwrap().is_absolute());
+    }
+}

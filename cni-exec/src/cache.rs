@@ -1,0 +1,430 @@
+//! The result cache in libcni's on-disk format, so that a Go runtime and
+//! ours read each other's cache.
+//!
+//! `<cacheDir>/results/<network>-<containerID>-<ifname>` holds
+//! `{"kind":"cniCacheV1","containerId","config" (base64 of the list bytes),
+//! "ifName","networkName","netns","cniArgs","capabilityArgs","result"}`;
+//! the directories are 0700, the file 0600. Unlike libcni we write a temp
+//! file, fsync it and rename it over the old one, so a crash leaves the old
+//! or the new file, never an empty one (cni#1055).
+
+use std::fs::{DirBuilder, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use cni_types::{CniResult, Version};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::Error;
+
+/// The `kind` of a libcni cache file.
+pub const CACHE_KIND: &str = "cniCacheV1";
+
+/// The runtime's description of one attachment (libcni's `RuntimeConf`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RuntimeConf {
+    /// `CNI_CONTAINERID`.
+    pub container_id: String,
+    /// `CNI_NETNS`.
+    pub netns: String,
+    /// `CNI_IFNAME`.
+    pub ifname: String,
+    /// `CNI_ARGS` pairs.
+    pub args: Vec<(String, String)>,
+    /// Capability data; each plugin receives, in `runtimeConfig`, the keys
+    /// its `capabilities` declare.
+    pub capability_args: Map<String, Value>,
+}
+
+impl RuntimeConf {
+    /// `CNI_ARGS` as `K=V;K=V`.
+    pub fn args_string(&self) -> String {
+        self.args
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(";")
+    }
+}
+
+/// One cached attachment (libcni's `NetworkAttachment`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NetworkAttachment {
+    /// The container id.
+    pub container_id: String,
+    /// The network name.
+    pub network: String,
+    /// The interface name.
+    pub ifname: String,
+    /// The config bytes the attachment was made with.
+    pub config: Vec<u8>,
+    /// The netns path.
+    pub netns: String,
+    /// `CNI_ARGS` pairs.
+    pub cni_args: Vec<(String, String)>,
+    /// Capability data.
+    pub capability_args: Map<String, Value>,
+}
+
+mod b64 {
+    use base64::Engine;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(v))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let s: Option<String> = Option::deserialize(d)?;
+        match s {
+            None => Ok(Vec::new()),
+            Some(s) => base64::engine::general_purpose::STANDARD
+                .decode(s)
+                .map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// libcni's `cachedInfo`, field for field and in its order.
+#[derive(Debug, Serialize, Deserialize)]
+struct CachedInfo {
+    #[serde(default)]
+    kind: String,
+    #[serde(rename = "containerId", default)]
+    container_id: String,
+    #[serde(with = "b64", default)]
+    config: Vec<u8>,
+    #[serde(rename = "ifName", default)]
+    ifname: String,
+    #[serde(rename = "networkName", default)]
+    network_name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    netns: String,
+    #[serde(rename = "cniArgs", default, skip_serializing_if = "Option::is_none")]
+    cni_args: Option<Vec<(String, String)>>,
+    #[serde(
+        rename = "capabilityArgs",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    capability_args: Option<Map<String, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    result: Option<Map<String, Value>>,
+}
+
+/// The result cache rooted at a cache directory (libcni's default is
+/// `/var/lib/cni`).
+#[derive(Clone, Debug)]
+pub struct ResultCache {
+    dir: PathBuf,
+}
+
+fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Error + 'a {
+    move |source| Error::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Writes `data` to `path` atomically: a 0600 temp file in the same
+/// directory, fsync, rename.
+pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), Error> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    // pid + a process-wide counter: unique among concurrent writers, so two
+    // threads or runtimes never share a temp file.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nonce = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.tmp.{}.{nonce}", std::process::id()));
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(io("create cache file", &tmp))?;
+        f.write_all(data).map_err(io("write cache file", &tmp))?;
+        f.sync_all().map_err(io("sync cache file", &tmp))?;
+        std::fs::rename(&tmp, path).map_err(io("rename cache file onto", path))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+impl ResultCache {
+    /// A cache rooted at `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        ResultCache { dir: dir.into() }
+    }
+
+    /// The root directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `<dir>/results/<network>-<containerID>-<ifname>`; all three parts
+    /// are required.
+    pub fn file_path(&self, network: &str, rt: &RuntimeConf) -> Result<PathBuf, Error> {
+        if network.is_empty() || rt.container_id.is_empty() || rt.ifname.is_empty() {
+            return Err(Error::Cache {
+                network: network.to_string(),
+                reason: format!(
+                    "cache file path requires network name ({network:?}), container ID ({:?}), and interface name ({:?})",
+                    rt.container_id, rt.ifname
+                ),
+            });
+        }
+        Ok(self
+            .dir
+            .join("results")
+            .join(format!("{network}-{}-{}", rt.container_id, rt.ifname)))
+    }
+
+    /// Stores an attachment's result (`result` in its own version's wire
+    /// shape) and the config bytes it was made with.
+    pub fn write(
+        &self,
+        network: &str,
+        rt: &RuntimeConf,
+        config: &[u8],
+        result: &Value,
+    ) -> Result<(), Error> {
+        let path = self.file_path(network, rt)?;
+        let info = CachedInfo {
+            kind: CACHE_KIND.into(),
+            container_id: rt.container_id.clone(),
+            config: config.to_vec(),
+            ifname: rt.ifname.clone(),
+            network_name: network.to_string(),
+            netns: rt.netns.clone(),
+            cni_args: (!rt.args.is_empty()).then(|| rt.args.clone()),
+            capability_args: (!rt.capability_args.is_empty()).then(|| rt.capability_args.clone()),
+            result: result.as_object().cloned(),
+        };
+        let bytes = serde_json::to_vec(&info).map_err(|e| Error::Cache {
+            network: network.to_string(),
+            reason: e.to_string(),
+        })?;
+        let results = self.dir.join("results");
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&results)
+            .map_err(io("create cache directory", &results))?;
+        write_atomic(&path, &bytes)
+    }
+
+    /// Removes an attachment's cache file; a missing file is fine.
+    pub fn remove(&self, network: &str, rt: &RuntimeConf) -> Result<(), Error> {
+        let Ok(path) = self.file_path(network, rt) else {
+            return Ok(());
+        };
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io("remove cache file", &path)(e)),
+        }
+    }
+
+    fn read_file(&self, network: &str, rt: &RuntimeConf) -> Result<Option<Vec<u8>>, Error> {
+        let path = self.file_path(network, rt)?;
+        // Read errors mean "no cache", as libcni: the attachment may predate
+        // the cache or it was cleaned.
+        Ok(std::fs::read(path).ok())
+    }
+
+    /// The cached result converted to `version` (the list's), ready to be
+    /// a `prevResult`; `None` when nothing is cached. A file that is not a
+    /// `cniCacheV1` record is read as a legacy raw result.
+    pub fn result(
+        &self,
+        network: &str,
+        version: &str,
+        rt: &RuntimeConf,
+    ) -> Result<Option<Value>, Error> {
+        let Some(data) = self.read_file(network, rt)? else {
+            return Ok(None);
+        };
+        let cache_err = |reason: String| Error::Cache {
+            network: network.to_string(),
+            reason,
+        };
+        let raw: Value = match serde_json::from_slice::<CachedInfo>(&data) {
+            Ok(info) if info.kind == CACHE_KIND => match info.result {
+                Some(r) => Value::Object(r),
+                None => return Ok(None),
+            },
+            _ => serde_json::from_slice(&data).map_err(|e| cache_err(e.to_string()))?,
+        };
+        // Go's create.CreateFromBytes: a missing cniVersion is 0.1.0 here.
+        let (_, result) =
+            CniResult::from_value(&raw, Version::V0_1_0).map_err(|e| cache_err(e.to_string()))?;
+        let target = Version::parse(version).map_err(|e| cache_err(e.to_string()))?;
+        result.to_value(target).map(Some).map_err(|e| {
+            cache_err(format!(
+                "failed to convert cached result to config version {version:?}: {e}"
+            ))
+        })
+    }
+
+    /// The cached config bytes and the runtime config with the cached
+    /// `CNI_ARGS` and capability data (libcni's `getCachedConfig`).
+    pub fn config(
+        &self,
+        network: &str,
+        rt: &RuntimeConf,
+    ) -> Result<Option<(Vec<u8>, RuntimeConf)>, Error> {
+        let Some(data) = self.read_file(network, rt)? else {
+            return Ok(None);
+        };
+        let info: CachedInfo = serde_json::from_slice(&data).map_err(|e| Error::Cache {
+            network: network.to_string(),
+            reason: format!("failed to unmarshal cached network {network:?} config: {e}"),
+        })?;
+        if info.kind != CACHE_KIND {
+            return Err(Error::Cache {
+                network: network.to_string(),
+                reason: format!(
+                    "read cached network {network:?} config has wrong kind: {}",
+                    info.kind
+                ),
+            });
+        }
+        let mut new_rt = rt.clone();
+        if let Some(args) = info.cni_args {
+            new_rt.args = args;
+        }
+        new_rt.capability_args = info.capability_args.unwrap_or_default();
+        Ok(Some((info.config, new_rt)))
+    }
+
+    /// Every cached attachment, optionally of one container, in file name
+    /// order (libcni's `GetCachedAttachments`).
+    pub fn attachments(&self, container_id: &str) -> Result<Vec<NetworkAttachment>, Error> {
+        let dir = self.dir.join("results");
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io("read cache directory", &dir)(e)),
+        };
+        let mut names: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        names.sort();
+        let mut out = Vec::new();
+        for name in names {
+            if !container_id.is_empty() {
+                let part = format!("-{container_id}-");
+                match name.find(&part) {
+                    Some(pos) if pos > 0 && pos + part.len() < name.len() => {}
+                    _ => continue,
+                }
+            }
+            let Ok(data) = std::fs::read(dir.join(&name)) else {
+                continue;
+            };
+            let Ok(info) = serde_json::from_slice::<CachedInfo>(&data) else {
+                continue;
+            };
+            if info.kind != CACHE_KIND
+                || (!container_id.is_empty() && info.container_id != container_id)
+                || info.ifname.is_empty()
+                || info.network_name.is_empty()
+            {
+                continue;
+            }
+            out.push(NetworkAttachment {
+                container_id: info.container_id,
+                network: info.network_name,
+                ifname: info.ifname,
+                config: info.config,
+                netns: info.netns,
+                cni_args: info.cni_args.unwrap_or_default(),
+                capability_args: info.capability_args.unwrap_or_default(),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Decodes the base64 `config` of a cache file (for tools and tests).
+pub fn decode_config(b64: &str) -> Option<Vec<u8>> {
+    base64::engine::general_purpose::STANDARD.decode(b64).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        write_atomic(&path, b"one").unwrap();
+        write_atomic(&path, b"two").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"two");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        assert!(write_atomic(&dir.path().join("missing/f"), b"x").is_err());
+    }
+
+    #[test]
+    fn concurrent_writers_never_leave_a_torn_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ResultCache::new(dir.path());
+        let rt = RuntimeConf {
+            container_id: "c".into(),
+            ifname: "eth0".into(),
+            ..Default::default()
+        };
+        std::thread::scope(|s| {
+            for i in 0..8 {
+                let (cache, rt) = (&cache, &rt);
+                s.spawn(move || {
+                    for _ in 0..20 {
+                        let result = serde_json::json!({"cniVersion": "1.0.0", "ips": [{"address": format!("10.0.0.{i}/24")}]});
+                        cache.write("n", rt, b"{}", &result).unwrap();
+                        assert!(cache.result("n", "1.0.0", rt).unwrap().is_some());
+                    }
+                });
+            }
+        });
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("results"))
+                .unwrap()
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn file_path_needs_all_parts() {
+        let cache = ResultCache::new("/x");
+        let rt = RuntimeConf {
+            container_id: "c".into(),
+            ..Default::default()
+        };
+        assert!(cache.file_path("n", &rt).is_err());
+        assert!(cache.remove("n", &rt).is_ok());
+        let rt = RuntimeConf {
+            ifname: "eth0".into(),
+            ..rt
+        };
+        assert_eq!(
+            cache.file_path("n", &rt).unwrap(),
+            Path::new("/x/results/n-c-eth0")
+        );
+    }
+}

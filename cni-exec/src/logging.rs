@@ -1,0 +1,96 @@
+//! Plugin logging: `tracing` to a file or stderr when asked, silent
+//! otherwise, never stdout (stdout is the protocol).
+//!
+//! The plugin config's `logFile` and `logLevel` keys (the convention of
+//! Multus and other meta plugins) win over the `CNI_LOG_FILE` and
+//! `CNI_LOG_LEVEL` variables. Levels: `panic`/`error`, `warning`/`warn`,
+//! `info`, `verbose`/`debug`, `trace`. A file without a level logs at
+//! `info`; a level without a file logs to stderr.
+
+use std::fs::OpenOptions;
+use std::sync::Mutex;
+
+use tracing::Level;
+
+use crate::skel::Env;
+
+/// Parses a level name (Multus' names and tracing's).
+pub fn parse_level(s: &str) -> Option<Level> {
+    Some(match s.to_ascii_lowercase().as_str() {
+        "panic" | "error" => Level::ERROR,
+        "warning" | "warn" => Level::WARN,
+        "info" => Level::INFO,
+        "verbose" | "debug" => Level::DEBUG,
+        "trace" => Level::TRACE,
+        _ => return None,
+    })
+}
+
+/// Where and how much to log, from the config and the environment; `None`
+/// when nothing asks for logging.
+pub fn settings(stdin: &[u8], env: &Env) -> Option<(Option<String>, Level)> {
+    let conf: serde_json::Value = serde_json::from_slice(stdin).unwrap_or_default();
+    let pick = |key: &str, var: &str| {
+        conf.get(key)
+            .and_then(|v| v.as_str())
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .or_else(|| Some(env.get(var).to_string()).filter(|s| !s.is_empty()))
+    };
+    let file = pick("logFile", "CNI_LOG_FILE");
+    let level = pick("logLevel", "CNI_LOG_LEVEL");
+    if file.is_none() && level.is_none() {
+        return None;
+    }
+    let level = level
+        .as_deref()
+        .and_then(parse_level)
+        .unwrap_or(Level::INFO);
+    Some((file, level))
+}
+
+/// Installs the global subscriber when the config or env asks for logs.
+/// Only the process wrapper calls this: a library never installs one.
+pub(crate) fn init_from_config(stdin: &[u8], env: &Env) {
+    let Some((file, level)) = settings(stdin, env) else {
+        return;
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_ansi(false)
+        .with_target(false);
+    let file = file.and_then(|f| OpenOptions::new().create(true).append(true).open(f).ok());
+    // An unopenable log file falls back to stderr rather than failing the
+    // plugin: logging must never change the protocol's outcome.
+    let _ = match file {
+        Some(f) => builder.with_writer(Mutex::new(f)).try_init(),
+        None => builder.with_writer(std::io::stderr).try_init(),
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_and_sources() {
+        assert_eq!(parse_level("VERBOSE"), Some(Level::DEBUG));
+        assert_eq!(parse_level("panic"), Some(Level::ERROR));
+        assert_eq!(parse_level("nope"), None);
+        let quiet = Env::new([("CNI_COMMAND", "ADD")]);
+        assert_eq!(settings(br#"{"name":"n"}"#, &quiet), None);
+        let conf = br#"{"name":"n","logFile":"/tmp/x.log","logLevel":"debug"}"#;
+        assert_eq!(
+            settings(conf, &quiet),
+            Some((Some("/tmp/x.log".into()), Level::DEBUG))
+        );
+        let env = Env::new([("CNI_LOG_LEVEL", "warning")]);
+        assert_eq!(settings(b"not json", &env), Some((None, Level::WARN)));
+        // The config wins over the environment.
+        let env = Env::new([("CNI_LOG_FILE", "/a"), ("CNI_LOG_LEVEL", "error")]);
+        assert_eq!(
+            settings(conf, &env),
+            Some((Some("/tmp/x.log".into()), Level::DEBUG))
+        );
+    }
+}

@@ -1,0 +1,268 @@
+//! static IPAM: addresses, routes and DNS from the configuration, `CNI_ARGS`,
+//! `args.cni.ips` or `runtimeConfig.ips` (containernetworking/plugins
+//! `plugins/ipam/static/main.go`). Nothing is stored, so DEL is a no-op.
+
+use std::net::IpAddr;
+
+use ipnetwork::IpNetwork;
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+use crate::parse::{load_args, parse_cidr, version_at_least_0_3_0};
+use crate::result::{Dns, IpConfig, IpamResult, Route};
+
+/// A validated static configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaticConfig {
+    /// Network name.
+    pub name: String,
+    /// `cniVersion` of the configuration.
+    pub cni_version: String,
+    /// Addresses after the overrides, in order.
+    pub addresses: Vec<StaticAddress>,
+    /// `ipam.routes`, verbatim.
+    pub routes: Vec<Route>,
+    /// `ipam.dns`, verbatim.
+    pub dns: Dns,
+}
+
+/// One static address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaticAddress {
+    /// Address with prefix length (host bits kept).
+    pub address: IpNetwork,
+    /// Optional gateway.
+    pub gateway: Option<IpAddr>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NetConf {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    cni_version: String,
+    #[serde(default)]
+    ipam: Option<IpamConf>,
+    #[serde(default)]
+    runtime_config: Option<RuntimeConf>,
+    #[serde(default)]
+    args: Option<ArgsConf>,
+}
+
+#[derive(Deserialize)]
+struct IpamConf {
+    #[serde(default)]
+    routes: Option<Vec<Route>>,
+    #[serde(default)]
+    addresses: Option<Vec<AddressConf>>,
+    #[serde(default)]
+    dns: Option<Dns>,
+}
+
+#[derive(Deserialize)]
+struct AddressConf {
+    #[serde(default)]
+    address: String,
+    #[serde(default)]
+    gateway: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RuntimeConf {
+    #[serde(default)]
+    ips: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+struct ArgsConf {
+    #[serde(default)]
+    cni: Option<CniArgsConf>,
+}
+
+#[derive(Deserialize)]
+struct CniArgsConf {
+    #[serde(default)]
+    ips: Option<Vec<String>>,
+}
+
+fn ips_entry(text: &str) -> Result<StaticAddress> {
+    let address = parse_cidr(text).ok_or_else(|| {
+        Error::InvalidConfig(format!(
+            "an entry in the 'ips' field is NOT in CIDR notation, got: '{text}'"
+        ))
+    })?;
+    Ok(StaticAddress {
+        address: canonical(address),
+        gateway: None,
+    })
+}
+
+fn canonical(n: IpNetwork) -> IpNetwork {
+    match n {
+        IpNetwork::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            // Go's canonicalizeIP turns a mapped address into IPv4; the
+            // prefix keeps its IPv4 meaning when it can.
+            Some(v4) => IpNetwork::new(IpAddr::V4(v4), v6.prefix().saturating_sub(96)).unwrap_or(n),
+            None => n,
+        },
+        IpNetwork::V4(_) => n,
+    }
+}
+
+impl StaticConfig {
+    /// Loads the configuration with the Go reference's override order:
+    /// config `addresses`, plus `CNI_ARGS` `IP` (comma separated CIDRs,
+    /// appended) with `GATEWAY` set on every address whose subnet holds it;
+    /// then `args.cni.ips` replaces them all; then `runtimeConfig.ips`
+    /// replaces them all again.
+    pub fn load(stdin: &[u8], cni_args: &str) -> Result<StaticConfig> {
+        let net: NetConf = serde_json::from_slice(stdin).map_err(Error::DecodeConfig)?;
+        let ipam = net
+            .ipam
+            .ok_or_else(|| Error::InvalidConfig("IPAM config missing 'ipam' key".to_string()))?;
+
+        // Parse configured addresses lazily like Go: only those that survive
+        // the overrides are parsed, so a bad one replaced by args is no error.
+        let mut addresses: Vec<(String, Option<StaticAddress>, Option<IpAddr>)> = Vec::new();
+        for a in ipam.addresses.unwrap_or_default() {
+            let gateway = match a.gateway.as_deref() {
+                None | Some("") => None,
+                Some(text) => Some(
+                    text.parse::<IpAddr>()
+                        .map_err(|_| Error::InvalidConfig(format!("invalid IP address: {text}")))?,
+                ),
+            };
+            addresses.push((a.address, None, gateway));
+        }
+
+        let args = load_args(cni_args, &["IP", "GATEWAY"])?;
+        let last = |key: &str| {
+            args.iter()
+                .rev()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.clone())
+                .filter(|v| !v.is_empty())
+        };
+        if let Some(ips) = last("IP") {
+            for item in ips.split(',') {
+                let text = item.trim();
+                let parsed = parse_cidr(text).ok_or_else(|| {
+                    Error::InvalidConfig(format!(
+                        "the 'ip' field is expected to be in CIDR notation, got: '{text}'"
+                    ))
+                })?;
+                addresses.push((
+                    text.to_string(),
+                    Some(StaticAddress {
+                        address: parsed,
+                        gateway: None,
+                    }),
+                    None,
+                ));
+            }
+        }
+        if let Some(gateways) = last("GATEWAY") {
+            for item in gateways.split(',') {
+                let gw: IpAddr = item.trim().parse().map_err(|_| {
+                    Error::InvalidConfig(format!("invalid gateway address: {item}"))
+                })?;
+                for (_, parsed, gateway) in &mut addresses {
+                    // Go tests containment on the parsed network, which the
+                    // config entries do not have yet (they parse later).
+                    if parsed.as_ref().is_some_and(|p| p.address.contains(gw)) {
+                        *gateway = Some(gw);
+                    }
+                }
+            }
+        }
+
+        let arg_ips = net
+            .args
+            .and_then(|a| a.cni)
+            .and_then(|c| c.ips)
+            .unwrap_or_default();
+        if !arg_ips.is_empty() {
+            addresses = arg_ips
+                .iter()
+                .map(|s| ips_entry(s).map(|a| (s.clone(), Some(a), None)))
+                .collect::<Result<_>>()?;
+        }
+        let runtime_ips = net.runtime_config.and_then(|r| r.ips).unwrap_or_default();
+        if !runtime_ips.is_empty() {
+            addresses = runtime_ips
+                .iter()
+                .map(|s| ips_entry(s).map(|a| (s.clone(), Some(a), None)))
+                .collect::<Result<_>>()?;
+        }
+
+        let mut out = Vec::with_capacity(addresses.len());
+        for (text, parsed, gateway) in addresses {
+            let address = match parsed {
+                Some(p) => p.address,
+                None => parse_cidr(&text).ok_or_else(|| {
+                    Error::InvalidConfig(format!(
+                        "the 'address' field is expected to be in CIDR notation, got: '{text}'"
+                    ))
+                })?,
+            };
+            out.push(StaticAddress {
+                address: canonical(address),
+                gateway: gateway.map(|g| g.to_canonical()),
+            });
+        }
+
+        let v4 = out.iter().filter(|a| a.address.is_ipv4()).count();
+        let v6 = out.len() - v4;
+        if (v4 > 1 || v6 > 1) && !version_at_least_0_3_0(&net.cni_version) {
+            return Err(Error::InvalidConfig(format!(
+                "CNI version {} does not support more than 1 address per family",
+                net.cni_version
+            )));
+        }
+
+        Ok(StaticConfig {
+            name: net.name,
+            cni_version: net.cni_version,
+            addresses: out,
+            routes: ipam.routes.unwrap_or_default(),
+            dns: ipam.dns.unwrap_or_default(),
+        })
+    }
+}
+
+/// ADD: the configured addresses, routes and DNS.
+pub fn add(config: &StaticConfig) -> IpamResult {
+    IpamResult {
+        ips: config
+            .addresses
+            .iter()
+            .map(|a| IpConfig {
+                address: a.address,
+                gateway: a.gateway,
+            })
+            .collect(),
+        routes: config.routes.clone(),
+        dns: config.dns.clone(),
+    }
+}
+
+/// CHECK against the previous result's addresses: an address present there
+/// must carry the configured gateway, if one is configured. Like Go, an
+/// address missing from `prev_ips` is not an error.
+pub fn check(config: &StaticConfig, ifname: &str, prev_ips: &[IpConfig]) -> Result<()> {
+    for want in &config.addresses {
+        if let Some(have) = prev_ips
+            .iter()
+            .find(|p| p.address.ip() == want.address.ip())
+        {
+            if want.gateway.is_some() && want.gateway != have.gateway {
+                return Err(Error::StaticMismatch {
+                    ip: have.address.ip(),
+                    ifname: ifname.to_string(),
+                });
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,388 @@
+//! Deleting conntrack entries over `NETLINK_NETFILTER` (ctnetlink), without
+//! the `conntrack` binary.
+//!
+//! After a host port moves to another container, connection tracking still
+//! sends a UDP "connection" (which never ends while the client keeps
+//! sending) to the old container address: the Go reference's portmap
+//! deletes UDP entries for each host port on ADD (`pkg/utils/conntrack.go`);
+//! doing it on DEL as well closes the window in between
+//! (containernetworking/plugins#123, kubernetes/kubernetes#58336).
+//!
+//! ```no_run
+//! use cni_netns::conntrack::{Conntrack, IpFamily};
+//!
+//! let mut ct = Conntrack::open_in("/run/netns/node")?;
+//! let deleted = ct.delete_udp_by_dst_port(IpFamily::V4, 5353)?;
+//! # let _ = deleted;
+//! # Ok::<(), cni_netns::Error>(())
+//! ```
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+
+use netlink_sys::{protocols::NETLINK_NETFILTER, Socket};
+
+use crate::{Error, Result};
+
+/// An IP family of conntrack entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IpFamily {
+    /// IPv4 entries.
+    V4,
+    /// IPv6 entries.
+    V6,
+}
+
+impl IpFamily {
+    fn af(self) -> u8 {
+        match self {
+            IpFamily::V4 => libc::AF_INET as u8,
+            IpFamily::V6 => libc::AF_INET6 as u8,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            IpFamily::V4 => "ipv4",
+            IpFamily::V6 => "ipv6",
+        }
+    }
+}
+
+// linux/netfilter/nfnetlink.h, nfnetlink_conntrack.h, netlink.h
+const NFNL_SUBSYS_CTNETLINK: u16 = 1;
+const IPCTNL_MSG_CT_GET: u16 = 1;
+const IPCTNL_MSG_CT_DELETE: u16 = 2;
+const NLM_F_REQUEST: u16 = 0x1;
+const NLM_F_ACK: u16 = 0x4;
+const NLM_F_DUMP: u16 = 0x300;
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
+const CTA_TUPLE_ORIG: u16 = 1;
+const CTA_ZONE: u16 = 18;
+const CTA_TUPLE_PROTO: u16 = 2;
+const CTA_PROTO_NUM: u16 = 1;
+const CTA_PROTO_DST_PORT: u16 = 3;
+const NLA_TYPE_MASK: u16 = 0x3fff;
+const NLMSG_HDRLEN: usize = 16;
+const NFGENMSG_LEN: usize = 4;
+
+/// A ctnetlink socket bound to one network namespace.
+#[derive(Debug)]
+pub struct Conntrack {
+    socket: Socket,
+    seq: u32,
+}
+
+impl Conntrack {
+    /// Opens a socket in the calling thread's network namespace.
+    pub fn open() -> Result<Self> {
+        open_socket().map_err(|source| Error::ConntrackOpen {
+            netns: "the current network namespace".into(),
+            source,
+        })
+    }
+
+    /// Opens a socket in the network namespace at `netns`. The socket is
+    /// created on a short-lived thread that entered the namespace (a socket
+    /// stays in the namespace it was created in), so the caller's thread
+    /// never changes namespace.
+    pub fn open_in(netns: impl AsRef<Path>) -> Result<Self> {
+        let path = netns.as_ref().to_path_buf();
+        let ns = File::open(&path).map_err(|source| Error::FirewallNetns {
+            path: path.clone(),
+            source,
+        })?;
+        let opened = std::thread::spawn(move || -> io::Result<Conntrack> {
+            nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET)
+                .map_err(io::Error::from)?;
+            open_socket()
+        })
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("namespace thread panicked")));
+        opened.map_err(|source| Error::ConntrackOpen {
+            netns: path.display().to_string(),
+            source,
+        })
+    }
+
+    /// Deletes every UDP entry of `family` whose original destination port
+    /// is `port`; returns how many were deleted (entries that expired
+    /// meanwhile are not counted and not an error).
+    pub fn delete_udp_by_dst_port(&mut self, family: IpFamily, port: u16) -> Result<usize> {
+        self.delete_udp_by_dst_ports(family, &[port])
+    }
+
+    /// Like [`Conntrack::delete_udp_by_dst_port`] for several ports with a
+    /// single dump (portmap's host ports of one attachment).
+    pub fn delete_udp_by_dst_ports(&mut self, family: IpFamily, ports: &[u16]) -> Result<usize> {
+        if ports.is_empty() {
+            return Ok(0);
+        }
+        let err = |op, source| Error::Conntrack {
+            op,
+            family: family.name(),
+            ports: ports.to_vec(),
+            source,
+        };
+        let entries = self.dump(family).map_err(|e| err("dump entries", e))?;
+        let mut deleted = 0;
+        for entry in entries {
+            if !ports
+                .iter()
+                .any(|&p| udp_dst_port_matches(&entry.tuple_orig, p))
+            {
+                continue;
+            }
+            match self.delete(family, &entry) {
+                Ok(()) => deleted += 1,
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                Err(e) => return Err(err("delete entry", e)),
+            }
+        }
+        Ok(deleted)
+    }
+
+    fn next_seq(&mut self) -> u32 {
+        self.seq = self.seq.wrapping_add(1);
+        self.seq
+    }
+
+    fn dump(&mut self, family: IpFamily) -> io::Result<Vec<Entry>> {
+        let seq = self.next_seq();
+        let msg = message(
+            IPCTNL_MSG_CT_GET,
+            NLM_F_REQUEST | NLM_F_DUMP,
+            seq,
+            family,
+            &[],
+        );
+        self.socket.send(&msg, 0)?;
+        let mut entries = Vec::new();
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let n = self.socket.recv(&mut &mut buf[..], 0)?;
+            let mut rest = &buf[..n];
+            while rest.len() >= NLMSG_HDRLEN {
+                let len = u32::from_ne_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+                if len < NLMSG_HDRLEN || len > rest.len() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "truncated netlink message",
+                    ));
+                }
+                let ty = u16::from_ne_bytes([rest[4], rest[5]]);
+                let body = &rest[NLMSG_HDRLEN..len];
+                rest = &rest[align4(len).min(rest.len())..];
+                match ty {
+                    NLMSG_DONE => return Ok(entries),
+                    NLMSG_ERROR => {
+                        let code = error_code(body);
+                        if code != 0 {
+                            return Err(io::Error::from_raw_os_error(code));
+                        }
+                    }
+                    _ if body.len() >= NFGENMSG_LEN => {
+                        if body[0] != family.af() {
+                            continue;
+                        }
+                        if let Some(entry) = parse_entry(&body[NFGENMSG_LEN..]) {
+                            entries.push(entry);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    fn delete(&mut self, family: IpFamily, entry: &Entry) -> io::Result<()> {
+        let seq = self.next_seq();
+        let mut attrs = entry.tuple_orig_raw.clone();
+        if let Some(zone) = &entry.zone_raw {
+            attrs.extend_from_slice(zone);
+        }
+        let msg = message(
+            IPCTNL_MSG_CT_DELETE,
+            NLM_F_REQUEST | NLM_F_ACK,
+            seq,
+            family,
+            &attrs,
+        );
+        self.socket.send(&msg, 0)?;
+        let mut buf = vec![0u8; 8192];
+        loop {
+            let n = self.socket.recv(&mut &mut buf[..], 0)?;
+            let mut rest = &buf[..n];
+            while rest.len() >= NLMSG_HDRLEN {
+                let len = u32::from_ne_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+                if len < NLMSG_HDRLEN || len > rest.len() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "truncated netlink message",
+                    ));
+                }
+                let ty = u16::from_ne_bytes([rest[4], rest[5]]);
+                let msg_seq = u32::from_ne_bytes([rest[8], rest[9], rest[10], rest[11]]);
+                let body = &rest[NLMSG_HDRLEN..len];
+                rest = &rest[align4(len).min(rest.len())..];
+                if ty == NLMSG_ERROR && msg_seq == seq {
+                    return match error_code(body) {
+                        0 => Ok(()),
+                        code => Err(io::Error::from_raw_os_error(code)),
+                    };
+                }
+            }
+        }
+    }
+}
+
+fn open_socket() -> io::Result<Conntrack> {
+    let mut socket = Socket::new(NETLINK_NETFILTER)?;
+    socket.bind_auto()?;
+    socket.connect(&netlink_sys::SocketAddr::new(0, 0))?;
+    Ok(Conntrack { socket, seq: 0 })
+}
+
+/// One entry as needed to delete it: its original tuple (raw attribute, sent
+/// back as is) and zone.
+#[derive(Debug)]
+struct Entry {
+    tuple_orig_raw: Vec<u8>,
+    tuple_orig: Vec<u8>,
+    zone_raw: Option<Vec<u8>>,
+}
+
+fn align4(n: usize) -> usize {
+    (n + 3) & !3
+}
+
+fn error_code(body: &[u8]) -> i32 {
+    match body.get(..4) {
+        Some(b) => -i32::from_ne_bytes([b[0], b[1], b[2], b[3]]),
+        None => libc::EPROTO,
+    }
+}
+
+/// Iterates the attributes of `buf`: (type without flags, payload, raw
+/// attribute with header and padding).
+fn attrs(mut buf: &[u8]) -> impl Iterator<Item = (u16, &[u8], &[u8])> {
+    std::iter::from_fn(move || {
+        if buf.len() < 4 {
+            return None;
+        }
+        let len = u16::from_ne_bytes([buf[0], buf[1]]) as usize;
+        let ty = u16::from_ne_bytes([buf[2], buf[3]]) & NLA_TYPE_MASK;
+        if len < 4 || len > buf.len() {
+            return None;
+        }
+        let payload = &buf[4..len];
+        let raw = &buf[..len];
+        buf = &buf[align4(len).min(buf.len())..];
+        Some((ty, payload, raw))
+    })
+}
+
+fn parse_entry(attributes: &[u8]) -> Option<Entry> {
+    let mut tuple = None;
+    let mut zone = None;
+    for (ty, payload, raw) in attrs(attributes) {
+        match ty {
+            CTA_TUPLE_ORIG => tuple = Some((raw.to_vec(), payload.to_vec())),
+            CTA_ZONE => zone = Some(raw.to_vec()),
+            _ => {}
+        }
+    }
+    let (tuple_orig_raw, tuple_orig) = tuple?;
+    Some(Entry {
+        tuple_orig_raw,
+        tuple_orig,
+        zone_raw: zone,
+    })
+}
+
+fn udp_dst_port_matches(tuple: &[u8], port: u16) -> bool {
+    let Some((_, proto, _)) = attrs(tuple).find(|(t, _, _)| *t == CTA_TUPLE_PROTO) else {
+        return false;
+    };
+    let mut num = None;
+    let mut dport = None;
+    for (ty, payload, _) in attrs(proto) {
+        match (ty, payload) {
+            (CTA_PROTO_NUM, [n, ..]) => num = Some(*n),
+            (CTA_PROTO_DST_PORT, [a, b, ..]) => dport = Some(u16::from_be_bytes([*a, *b])),
+            _ => {}
+        }
+    }
+    num == Some(libc::IPPROTO_UDP as u8) && dport == Some(port)
+}
+
+fn message(kind: u16, flags: u16, seq: u32, family: IpFamily, attrs: &[u8]) -> Vec<u8> {
+    let len = NLMSG_HDRLEN + NFGENMSG_LEN + attrs.len();
+    let mut m = Vec::with_capacity(len);
+    m.extend_from_slice(&(len as u32).to_ne_bytes());
+    m.extend_from_slice(&((NFNL_SUBSYS_CTNETLINK << 8) | kind).to_ne_bytes());
+    m.extend_from_slice(&flags.to_ne_bytes());
+    m.extend_from_slice(&seq.to_ne_bytes());
+    m.extend_from_slice(&0u32.to_ne_bytes());
+    // nfgenmsg: family, version NFNETLINK_V0, res_id (big endian) 0.
+    m.extend_from_slice(&[family.af(), 0, 0, 0]);
+    m.extend_from_slice(attrs);
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr(ty: u16, payload: &[u8]) -> Vec<u8> {
+        let mut a = Vec::new();
+        a.extend_from_slice(&((4 + payload.len()) as u16).to_ne_bytes());
+        a.extend_from_slice(&ty.to_ne_bytes());
+        a.extend_from_slice(payload);
+        while a.len() % 4 != 0 {
+            a.push(0);
+        }
+        a
+    }
+
+    #[test]
+    fn matches_udp_destination_port() {
+        let proto = [
+            attr(CTA_PROTO_NUM, &[17]),
+            attr(2, &1234u16.to_be_bytes()),
+            attr(CTA_PROTO_DST_PORT, &5353u16.to_be_bytes()),
+        ]
+        .concat();
+        let tuple = [
+            attr(1 | 0x8000, &attr(1, &[10, 0, 0, 1])),
+            attr(CTA_TUPLE_PROTO | 0x8000, &proto),
+        ]
+        .concat();
+        let entry_attrs = [
+            attr(CTA_TUPLE_ORIG | 0x8000, &tuple),
+            attr(CTA_ZONE, &[0, 0]),
+        ]
+        .concat();
+        let entry = parse_entry(&entry_attrs).unwrap();
+        assert!(udp_dst_port_matches(&entry.tuple_orig, 5353));
+        assert!(!udp_dst_port_matches(&entry.tuple_orig, 1234));
+        assert!(entry.zone_raw.is_some());
+        assert_eq!(entry.tuple_orig_raw.len(), 4 + tuple.len());
+    }
+
+    #[test]
+    fn message_header() {
+        let m = message(
+            IPCTNL_MSG_CT_DELETE,
+            NLM_F_REQUEST | NLM_F_ACK,
+            7,
+            IpFamily::V6,
+            &[1, 2, 3, 4],
+        );
+        assert_eq!(m.len(), 24);
+        assert_eq!(u16::from_ne_bytes([m[4], m[5]]), 0x0102);
+        assert_eq!(m[16], libc::AF_INET6 as u8);
+    }
+}

@@ -1,0 +1,61 @@
+//! The plugins' error enum, and its mapping to CNI error codes (the one
+//! place where plugin failures become error replies).
+
+use cni_types::{CniError, ErrorCode};
+
+/// Why a plugin command failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The plugin's configuration is invalid (code 7).
+    #[error("{0}")]
+    Config(String),
+    /// Spec data did not parse or convert.
+    #[error(transparent)]
+    Types(#[from] cni_types::Error),
+    /// A file operation failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done ("read", "write", "remove"...).
+        op: &'static str,
+        /// The file.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A delegated plugin failed; its error reply is passed on unchanged.
+    #[error("{0}")]
+    Delegate(CniError),
+    /// The plugin cannot serve requests now (STATUS, code 50).
+    #[error("{0}")]
+    NotAvailable(String),
+    /// Any other failure (code 999).
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// An I/O error on `path`.
+    pub fn io(op: &'static str, path: impl AsRef<std::path::Path>, source: std::io::Error) -> Self {
+        Error::Io {
+            op,
+            path: path.as_ref().display().to_string(),
+            source,
+        }
+    }
+}
+
+impl From<Error> for CniError {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::Config(msg) => CniError::new(ErrorCode::InvalidNetworkConfig, msg, ""),
+            Error::Types(e) => e.to_cni_error(),
+            Error::Delegate(reply) => reply,
+            Error::NotAvailable(msg) => CniError::new(ErrorCode::PluginNotAvailable, msg, ""),
+            e @ (Error::Io { .. } | Error::Internal(_)) => CniError::internal(e.to_string()),
+        }
+    }
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,139 @@
+//! JSON helpers shared by the spec types: the Go-compatible pretty printer,
+//! serde adapters for CIDRs and IPs, and case-insensitive key matching.
+
+use std::net::IpAddr;
+
+use ipnetwork::IpNetwork;
+use serde::{Deserialize, Deserializer, Serializer};
+use serde_json::{Map, Value};
+
+/// Serializes `value` the way the Go reference prints results and errors
+/// (`json.MarshalIndent(v, "", "    ")`): four-space indentation.
+pub fn to_vec_pretty<T: serde::Serialize + ?Sized>(
+    value: &T,
+) -> Result<Vec<u8>, serde_json::Error> {
+    let mut out = Vec::with_capacity(256);
+    let fmt = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
+    value.serialize(&mut ser)?;
+    Ok(out)
+}
+
+/// Parses a CIDR as Go's `types.ParseCIDR` does: the prefix is required and
+/// host bits are kept (`10.1.0.5/16` stays `10.1.0.5/16`).
+pub fn parse_cidr(s: &str) -> Result<IpNetwork, String> {
+    if !s.contains('/') {
+        return Err(format!("invalid CIDR address: {s}"));
+    }
+    s.parse::<IpNetwork>()
+        .map_err(|_| format!("invalid CIDR address: {s}"))
+}
+
+/// Serde adapter for an [`IpNetwork`] written as a CIDR string with host bits.
+pub mod cidr {
+    use super::*;
+
+    /// Serializes as `"ip/prefix"`.
+    pub fn serialize<S: Serializer>(n: &IpNetwork, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(n)
+    }
+
+    /// Deserializes from `"ip/prefix"` (prefix required).
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<IpNetwork, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_cidr(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Serde adapter for an optional IP address; `""` and `null` read as absent,
+/// like Go's `net.IP` text decoding.
+pub mod opt_ip {
+    use super::*;
+
+    /// Serializes `Some(ip)` as its string (callers skip `None`).
+    pub fn serialize<S: Serializer>(ip: &Option<IpAddr>, s: S) -> Result<S::Ok, S::Error> {
+        match ip {
+            Some(ip) => s.collect_str(ip),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// Deserializes an IP string; empty or null is `None`.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<IpAddr>, D::Error> {
+        let s: Option<String> = Option::deserialize(d)?;
+        match s.as_deref() {
+            None | Some("") => Ok(None),
+            Some(s) => s
+                .parse::<IpAddr>()
+                .map(Some)
+                .map_err(|_| serde::de::Error::custom(format!("invalid IP address: {s}"))),
+        }
+    }
+}
+
+/// Renames keys of `map` that match one of `known` case-insensitively but not
+/// exactly, to the exact spelling.
+///
+/// Go's `encoding/json` matches object keys to struct fields without regard
+/// to case (an exact match wins). Configs written for the Go reference, such
+/// as `"RuntimeConfig"` in its own tests, rely on that. We apply this to the
+/// spec-defined objects (network config, conflist, runtimeConfig); a
+/// plugin's own fields are matched exactly unless the plugin calls this too.
+pub fn canonicalize_keys(map: &mut Map<String, Value>, known: &[&str]) {
+    let renames: Vec<(String, &str)> = map
+        .keys()
+        .filter(|k| !known.contains(&k.as_str()))
+        .filter_map(|k| {
+            known
+                .iter()
+                .find(|want| want.eq_ignore_ascii_case(k))
+                .map(|want| (k.clone(), *want))
+        })
+        .collect();
+    for (from, to) in renames {
+        if map.contains_key(to) {
+            continue; // exact match wins
+        }
+        if let Some(v) = map.remove(&from) {
+            map.insert(to.to_string(), v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pretty_uses_four_spaces() {
+        let v = serde_json::json!({"a": [1]});
+        assert_eq!(
+            String::from_utf8(to_vec_pretty(&v).unwrap()).unwrap(),
+            "{\n    \"a\": [\n        1\n    ]\n}"
+        );
+    }
+
+    #[test]
+    fn cidr_keeps_host_bits() {
+        assert_eq!(
+            parse_cidr("10.1.0.5/16").unwrap().to_string(),
+            "10.1.0.5/16"
+        );
+        assert!(parse_cidr("10.1.0.5").is_err());
+        assert!(parse_cidr("10.1.0.5/33").is_err());
+        assert_eq!(
+            parse_cidr("2001:db8::5/64").unwrap().to_string(),
+            "2001:db8::5/64"
+        );
+    }
+
+    #[test]
+    fn case_insensitive_keys() {
+        let mut m: Map<String, Value> =
+            serde_json::from_str(r#"{"RuntimeConfig":{"a":1},"CNIVERSION":"x","cniVersion":"y"}"#)
+                .unwrap();
+        canonicalize_keys(&mut m, &["runtimeConfig", "cniVersion"]);
+        assert!(m.contains_key("runtimeConfig"));
+        assert_eq!(m["cniVersion"], "y");
+    }
+}
