@@ -6,5 +6,6 @@ pub mod bridge;
 mod error;
 pub mod flannel;
 pub mod loopback;
+pub mod multus;
 
 pub use error::{Error, Result};

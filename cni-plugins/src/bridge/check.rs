@@ -65,7 +65,7 @@ pub(crate) fn check(firewall: &dyn Firewall, req: &Request) -> Result<()> {
         firewall.check_mac_spoof_check(&MacSpoofCheckSpec {
             attachment: id,
             host_ifname: host_veth.name,
-            mac: container.mac.map(|m| m.0).unwrap_or_default(),
+            mac: container.mac.unwrap_or(cni_netns::MacAddr([0; 6])),
         })?;
     }
     Ok(())

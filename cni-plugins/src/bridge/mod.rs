@@ -501,7 +501,7 @@ fn spoof_check_spec(at: &Attachment<'_>, host_ifname: &str, container: &Link) ->
     MacSpoofCheckSpec {
         attachment: at.id.clone(),
         host_ifname: host_ifname.to_owned(),
-        mac: container.mac.map(|m| m.0).unwrap_or_default(),
+        mac: container.mac.unwrap_or(cni_netns::MacAddr([0; 6])),
     }
 }
 
