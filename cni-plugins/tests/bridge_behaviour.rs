@@ -452,3 +452,19 @@ fn dual_stack_masquerade_covers_both_families() {
         "{rules}"
     );
 }
+
+#[test]
+fn bridge_mac_is_stable_as_ports_come_and_go() {
+    let Some(n) = ours() else { return };
+    let conf = n.config(json!({"isGateway": true}));
+    let mac = || ip(&n.node, &["link", "show", "dev", &n.bridge])[0]["address"].clone();
+    let (p1, p2) = (netns("cnip"), netns("cnip"));
+    let a = n.call("ADD", "c1", &netns_path(&p1), &conf);
+    assert!(a.ok, "{:?}", a.json);
+    let first = mac();
+    assert_eq!(a.json["interfaces"][0]["mac"], first);
+    assert!(n.call("ADD", "c2", &netns_path(&p2), &conf).ok);
+    assert_eq!(mac(), first);
+    assert!(n.call("DEL", "c1", &netns_path(&p1), &conf).ok);
+    assert_eq!(mac(), first);
+}
