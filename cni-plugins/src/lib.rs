@@ -4,5 +4,6 @@
 
 mod error;
 pub mod flannel;
+pub mod portmap;
 
 pub use error::{Error, Result};

@@ -2,7 +2,10 @@
 //! from its own config and flanneld's `subnet.env`, saves it, and delegates.
 
 pub mod delegate;
+mod plugin;
 pub mod subnet_env;
+
+pub use plugin::{legacy_config_path, saved_config_path, Flannel};
 
 use std::path::PathBuf;
 
