@@ -67,8 +67,11 @@ impl Drop for SavedFile {
 /// exactly on drop (files the test created removed, changed ones rewritten,
 /// directories it created removed), whether the test passed or not.
 struct DefaultDirsSnapshot {
-    dirs: Vec<(PathBuf, Option<Vec<(PathBuf, Vec<u8>)>>)>,
+    /// Each directory with its files and their content (`None`: absent).
+    dirs: Vec<(PathBuf, Option<Files>)>,
 }
+
+type Files = Vec<(PathBuf, Vec<u8>)>;
 
 const DEFAULT_DIRS: [&str; 4] = [
     "/var/lib/cni",
@@ -109,7 +112,8 @@ impl Drop for DefaultDirsSnapshot {
                     let _ = std::fs::remove_dir_all(dir);
                 }
                 Some(files) => {
-                    if dir == Path::new("/var/lib/cni") || dir == Path::new("/var/lib/cni/networks") {
+                    if dir == Path::new("/var/lib/cni") || dir == Path::new("/var/lib/cni/networks")
+                    {
                         continue;
                     }
                     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
@@ -287,7 +291,10 @@ fn run(s: Scenario) {
 
     // CHECK is not in 0.3.1: the runtime refuses it before any plugin runs.
     let (ok, text) = chain.cnitool("check", &cid1, &pod1, maps);
-    assert!(!ok && text.contains("does not support the CHECK command"), "{text}");
+    assert!(
+        !ok && text.contains("does not support the CHECK command"),
+        "{text}"
+    );
 
     // DEL leaves nothing behind.
     chain.ok("del", &cid1, &pod1, maps);
@@ -297,10 +304,7 @@ fn run(s: Scenario) {
     assert!(files_mentioning(&s.ipam_data_dir, &cids).is_empty());
     assert!(files_mentioning(&s.flannel_data_dir, &cids).is_empty());
     let comments = chain.node.nft_rule_comments();
-    assert!(
-        !comments.iter().any(|c| c.contains(&cid1)),
-        "{comments:?}"
-    );
+    assert!(!comments.iter().any(|c| c.contains(&cid1)), "{comments:?}");
     let links = json(&chain.node.ip(&["-j", "link"]));
     assert!(
         !links

@@ -10,9 +10,12 @@ use std::sync::{Arc, Mutex};
 use cni_exec::{dispatch, Command, Env, InProcessExec, NoNetnsGuard, Plugin, Request};
 use cni_types::{CniError, CniResult, IpConfig};
 
+/// command, container id, ifname, stdin
+type Call = (Command, String, String, Vec<u8>);
+
 #[derive(Default)]
 struct FakeBridge {
-    calls: Mutex<Vec<(Command, String, String, Vec<u8>)>>,
+    calls: Mutex<Vec<Call>>,
     fail_del: AtomicBool,
 }
 
@@ -25,7 +28,7 @@ impl FakeBridge {
             req.stdin.clone(),
         ));
     }
-    fn calls(&self) -> Vec<(Command, String, String, Vec<u8>)> {
+    fn calls(&self) -> Vec<Call> {
         self.calls.lock().unwrap().clone()
     }
 }
@@ -34,8 +37,7 @@ impl Plugin for FakeBridge {
     fn add(&self, req: &Request) -> Result<CniResult, CniError> {
         self.record(req);
         let mut r = CniResult::default();
-        r.ips
-            .push(IpConfig::new("10.1.17.2/24".parse().unwrap()));
+        r.ips.push(IpConfig::new("10.1.17.2/24".parse().unwrap()));
         Ok(r)
     }
     fn del(&self, req: &Request) -> Result<(), CniError> {
@@ -95,8 +97,15 @@ impl Fixture {
             ("CNI_PATH", "/nonexistent"),
         ])
         .with_exec(Arc::new(exec));
-        let out = dispatch(&cni_plugins::flannel::Flannel::new(), &env, stdin.as_bytes());
-        (out.exit_code, String::from_utf8_lossy(&out.stdout).into_owned())
+        let out = dispatch(
+            &cni_plugins::flannel::Flannel::new(),
+            &env,
+            stdin.as_bytes(),
+        );
+        (
+            out.exit_code,
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
     }
 }
 
@@ -206,8 +215,14 @@ fn add_errors_name_the_cause() {
     std::fs::remove_file(f.dir.path().join("subnet.env")).unwrap();
     let (code, out) = f.run("ADD", "c6", "eth0", &f.conf(""));
     assert_ne!(code, 0);
-    assert!(out.contains("failed to load flannel 'subnet.env' file: "), "{out}");
-    assert!(out.contains("Check the flannel pod log for this node."), "{out}");
+    assert!(
+        out.contains("failed to load flannel 'subnet.env' file: "),
+        "{out}"
+    );
+    assert!(
+        out.contains("Check the flannel pod log for this node."),
+        "{out}"
+    );
     assert!(f.bridge.calls().is_empty());
 }
 
@@ -222,7 +237,10 @@ fn status_is_50_while_subnet_env_is_missing() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["code"], 50);
     assert!(
-        v["msg"].as_str().unwrap().contains("subnet.env does not exist"),
+        v["msg"]
+            .as_str()
+            .unwrap()
+            .contains("subnet.env does not exist"),
         "{v}"
     );
 }
@@ -243,10 +261,7 @@ fn check_is_a_no_op_and_gc_goes_to_the_delegate() {
     let sent: serde_json::Value = serde_json::from_slice(&stdin).unwrap();
     assert_eq!(sent["type"], "bridge");
     assert_eq!(sent["cniVersion"], "1.1.0");
-    assert_eq!(
-        sent["cni.dev/valid-attachments"][0]["containerID"],
-        "live"
-    );
+    assert_eq!(sent["cni.dev/valid-attachments"][0]["containerID"], "live");
     assert!(f.data_dir().join("live@eth0").exists());
     assert!(!f.data_dir().join("dead@eth0").exists());
     assert!(!f.data_dir().join("dead").exists());

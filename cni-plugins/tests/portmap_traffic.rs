@@ -28,7 +28,16 @@ impl Node {
         node.ip(&["addr", "add", "10.77.0.1/24", "dev", "br0"]);
         node.ip(&["link", "set", "br0", "up"]);
         node.ip(&[
-            "link", "add", "up0", "type", "veth", "peer", "name", "eth0", "netns", &client.name,
+            "link",
+            "add",
+            "up0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            &client.name,
         ]);
         node.ip(&["addr", "add", "10.78.0.1/24", "dev", "up0"]);
         node.ip(&["link", "set", "up0", "up"]);
@@ -49,7 +58,15 @@ impl Node {
         // br_netfilter (loaded on this kind of node) DNATs a pod's packet to
         // its own host port in the bridge path and sends it back out the
         // port it came in: the bridge plugin's hairpinMode.
-        self.node.ip(&["link", "set", &host, "type", "bridge_slave", "hairpin", "on"]);
+        self.node.ip(&[
+            "link",
+            "set",
+            &host,
+            "type",
+            "bridge_slave",
+            "hairpin",
+            "on",
+        ]);
         pod.ip(&["addr", "add", &format!("{addr}/24"), "dev", "eth0"]);
         pod.ip(&["link", "set", "eth0", "up"]);
         pod.ip(&["route", "add", "default", "via", "10.77.0.1"]);
@@ -229,10 +246,7 @@ fn gc_removes_only_attachments_not_valid() {
     run(&pm, "ADD", "cid-dead", &pod2, &c2);
     let gc = r#"{"cniVersion":"1.1.0","name":"pmtest","type":"portmap",
         "cni.dev/valid-attachments":[{"containerID":"cid-keep","ifname":"eth0"}]}"#;
-    let genv = Env::new([
-        ("CNI_COMMAND", "GC"),
-        ("CNI_PATH", "/nonexistent"),
-    ]);
+    let genv = Env::new([("CNI_COMMAND", "GC"), ("CNI_PATH", "/nonexistent")]);
     let out = dispatch(&pm, &genv, gc.as_bytes());
     assert_eq!(out.exit_code, 0, "{}", String::from_utf8_lossy(&out.stdout));
     assert!(owned_rules(&n.node, "cid-keep") > 0);

@@ -145,9 +145,8 @@ fn delegate_type(saved: &[u8]) -> Option<String> {
 
 impl Flannel {
     fn do_add(&self, req: &Request) -> Result<CniResult> {
-        let conf = load_conf(req).map_err(|e| {
-            Error::Config(format!("failed to load flannel netconf file: {e}"))
-        })?;
+        let conf = load_conf(req)
+            .map_err(|e| Error::Config(format!("failed to load flannel netconf file: {e}")))?;
         let env = SubnetEnv::load(&conf.subnet_file).map_err(|e| {
             Error::Internal(format!(
                 "failed to load flannel 'subnet.env' file: {e}. Check the flannel pod log for this node."
@@ -186,7 +185,11 @@ impl Flannel {
             // but the pod can go; the file is kept for inspection.
             tracing::warn!(
                 "failed to parse netconf {}: not a JSON object with a string type",
-                if ours { path.display() } else { legacy.display() }
+                if ours {
+                    path.display()
+                } else {
+                    legacy.display()
+                }
             );
             return Ok(());
         };
@@ -234,7 +237,8 @@ impl Flannel {
                     d.insert("cniVersion".into(), Value::from(conf.cni_version.clone()));
                 }
                 let mut ipam = conf.ipam.clone().unwrap_or_default();
-                ipam.entry("type").or_insert_with(|| Value::from("host-local"));
+                ipam.entry("type")
+                    .or_insert_with(|| Value::from("host-local"));
                 d.insert("ipam".into(), Value::Object(ipam));
                 d
             }
@@ -277,7 +281,11 @@ impl Flannel {
             let Some((cid, ifname)) = name.split_once('@') else {
                 continue;
             };
-            if cid.starts_with('.') || valid.iter().any(|a| a.container_id == cid && a.ifname == ifname) {
+            if cid.starts_with('.')
+                || valid
+                    .iter()
+                    .any(|a| a.container_id == cid && a.ifname == ifname)
+            {
                 continue;
             }
             let path = entry.path();

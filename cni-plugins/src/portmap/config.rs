@@ -99,9 +99,7 @@ pub fn parse(config: &NetworkConfig) -> Result<PortmapConf> {
     }
     let bit = raw.mark_masq_bit.unwrap_or(i64::from(DEFAULT_MARK_BIT));
     if !(0..=31).contains(&bit) {
-        return Err(Error::Config(
-            "MasqMarkBit must be between 0 and 31".into(),
-        ));
+        return Err(Error::Config("MasqMarkBit must be between 0 and 31".into()));
     }
     check_backend(&raw)?;
 
@@ -219,10 +217,7 @@ fn mapping(pm: &cni_types::config::PortMapping) -> Result<PortMapping> {
 /// first IPv6 address of `prev` that belong to `ifname` in a sandbox. An
 /// address without interface index, or with an index outside the
 /// interface list, qualifies (as in the reference's parseConfig).
-pub fn container_ips(
-    prev: &CniResult,
-    ifname: &str,
-) -> (Option<Ipv4Network>, Option<Ipv6Network>) {
+pub fn container_ips(prev: &CniResult, ifname: &str) -> (Option<Ipv4Network>, Option<Ipv6Network>) {
     let mut v4 = None;
     let mut v6 = None;
     for ip in &prev.ips {
@@ -288,23 +283,38 @@ mod tests {
     #[test]
     fn reference_port_messages() {
         assert_eq!(
-            err("", r#"[{"hostPort":0,"containerPort":80,"protocol":"tcp"}]"#),
+            err(
+                "",
+                r#"[{"hostPort":0,"containerPort":80,"protocol":"tcp"}]"#
+            ),
             "Invalid host port number: 0"
         );
         assert_eq!(
-            err("", r#"[{"hostPort":8080,"containerPort":0,"protocol":"tcp"}]"#),
+            err(
+                "",
+                r#"[{"hostPort":8080,"containerPort":0,"protocol":"tcp"}]"#
+            ),
             "Invalid container port number: 0"
         );
         assert_eq!(
-            err("", r#"[{"hostPort":-1,"containerPort":80,"protocol":"tcp"}]"#),
+            err(
+                "",
+                r#"[{"hostPort":-1,"containerPort":80,"protocol":"tcp"}]"#
+            ),
             "Invalid host port number: -1"
         );
         assert_eq!(
-            err("", r#"[{"hostPort":70000,"containerPort":80,"protocol":"tcp"}]"#),
+            err(
+                "",
+                r#"[{"hostPort":70000,"containerPort":80,"protocol":"tcp"}]"#
+            ),
             "Invalid host port number: 70000"
         );
-        assert!(err("", r#"[{"hostPort":1,"containerPort":80,"protocol":"icmp"}]"#)
-            .starts_with("Invalid protocol \"icmp\""));
+        assert!(err(
+            "",
+            r#"[{"hostPort":1,"containerPort":80,"protocol":"icmp"}]"#
+        )
+        .starts_with("Invalid protocol \"icmp\""));
         assert!(err(
             "",
             r#"[{"hostPort":1,"containerPort":80,"protocol":"udp","hostIP":"x"}]"#
@@ -340,10 +350,16 @@ mod tests {
             "MasqMarkBit must be between 0 and 31"
         );
         assert_eq!(
-            err(r#","markMasqBit":5,"externalSetMarkChain":"KUBE-MARK-MASQ""#, ONE),
+            err(
+                r#","markMasqBit":5,"externalSetMarkChain":"KUBE-MARK-MASQ""#,
+                ONE
+            ),
             "Cannot specify externalSetMarkChain and markMasqBit"
         );
-        assert_eq!(conf(r#","markMasqBit":31"#, ONE).unwrap().masq_mark(), 1 << 31);
+        assert_eq!(
+            conf(r#","markMasqBit":31"#, ONE).unwrap().masq_mark(),
+            1 << 31
+        );
     }
 
     #[test]
@@ -366,11 +382,15 @@ mod tests {
             err(r#","backend":"nftables","externalSetMarkChain":"X""#, ONE),
             "nftables backend was requested but configuration contains iptables-specific options [externalSetMarkChain]"
         );
-        assert!(err(r#","backend":"iptables""#, ONE)
-            .contains("implements only the nftables backend"));
+        assert!(
+            err(r#","backend":"iptables""#, ONE).contains("implements only the nftables backend")
+        );
         assert!(err(r#","externalSetMarkChain":"X""#, ONE)
             .contains("iptables-specific options [externalSetMarkChain]"));
-        assert_eq!(err(r#","backend":"ebpf""#, ONE), "unrecognized backend \"ebpf\"");
+        assert_eq!(
+            err(r#","backend":"ebpf""#, ONE),
+            "unrecognized backend \"ebpf\""
+        );
         // nft conditions with the default backend, and empty conditions.
         let c = conf(
             r#","conditionsV4":["ip","saddr","10.0.0.0/8"],"conditionsV6":[""]"#,

@@ -37,9 +37,7 @@ use std::sync::Arc;
 
 use cni_exec::{Plugin, Request};
 use cni_netns::conntrack::{Conntrack, IpFamily};
-use cni_netns::firewall::{
-    AttachmentId, Firewall, NftFirewall, PortMappingSpec, RuleKind,
-};
+use cni_netns::firewall::{AttachmentId, Firewall, NftFirewall, PortMappingSpec, RuleKind};
 use cni_netns::{sysctl, Family, Handle, Netns};
 use cni_types::{CniError, CniResult};
 
@@ -192,18 +190,18 @@ fn load(req: &Request) -> Result<(PortmapConf, Option<CniResult>)> {
         other => other,
     };
     let conf = config::parse(&req.config).map_err(wrap)?;
-    let prev = req
-        .config
-        .prev_result()
-        .map_err(|e| Error::Config(format!("failed to parse config: could not parse prevResult: {e}")))?;
+    let prev = req.config.prev_result().map_err(|e| {
+        Error::Config(format!(
+            "failed to parse config: could not parse prevResult: {e}"
+        ))
+    })?;
     Ok((conf, prev))
 }
 
 impl Portmap {
     fn do_add(&self, req: &Request) -> Result<CniResult> {
         let (conf, prev) = load(req)?;
-        let prev =
-            prev.ok_or_else(|| Error::Config("must be called as chained plugin".into()))?;
+        let prev = prev.ok_or_else(|| Error::Config("must be called as chained plugin".into()))?;
         if conf.mappings.is_empty() {
             return Ok(prev);
         }

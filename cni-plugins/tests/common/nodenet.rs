@@ -275,8 +275,12 @@ pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
     let path = target_dir().join(bin);
     if !path.exists() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut args = vec!["build", "--quiet", "-p", package, "--bin", bin];
+        if target_dir().ends_with("release") {
+            args.push("--release");
+        }
         let status = Command::new(cargo)
-            .args(["build", "--quiet", "-p", package, "--bin", bin])
+            .args(&args)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
             .expect("spawn cargo");
