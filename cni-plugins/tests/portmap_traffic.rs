@@ -306,3 +306,50 @@ fn udp_reaches_the_replacement_pod() {
     assert_eq!(udp_recv(&rx_a), None);
     run(&pm, "DEL", "cid-udp-b", &pod_b, &cb);
 }
+
+#[test]
+fn ipv6_from_other_host_node_and_hairpin() {
+    if !is_root() {
+        return;
+    }
+    let n = Node::new();
+    n.node.sysctl("net.ipv6.conf.all.forwarding", "1");
+    n.node
+        .ip(&["addr", "add", "fd77::1/64", "dev", "br0", "nodad"]);
+    n.node
+        .ip(&["addr", "add", "fd78::1/64", "dev", "up0", "nodad"]);
+    n.client
+        .ip(&["addr", "add", "fd78::2/64", "dev", "eth0", "nodad"]);
+    n.client
+        .ip(&["-6", "route", "add", "default", "via", "fd78::1"]);
+    let pod = n.pod(1, "10.77.0.2");
+    pod.ip(&["addr", "add", "fd77::2/64", "dev", "eth0", "nodad"]);
+    pod.ip(&["-6", "route", "add", "default", "via", "fd77::1"]);
+    let _srv4 = TcpServer::start(&pod, "0.0.0.0:80", "pod1");
+    let _srv6 = TcpServer::start(&pod, "[::]:8000", "pod1v6");
+    let pm = n.portmap();
+    let c = format!(
+        r#"{{"cniVersion":"1.0.0","name":"pmtest","type":"portmap",
+            "runtimeConfig":{{"portMappings":[{{"hostPort":8080,"containerPort":8000,"protocol":"tcp"}}]}},
+            "prevResult":{{"cniVersion":"1.0.0",
+              "interfaces":[{{"name":"eth0","sandbox":"{}"}}],
+              "ips":[{{"address":"fd77::2/64","interface":0}}]}}}}"#,
+        pod.path()
+    );
+    run(&pm, "ADD", "cid-v6", &pod, &c);
+    for (from, addr) in [
+        (&n.client, "[fd78::1]:8080"),
+        (&n.node, "[fd78::1]:8080"),
+        (&n.node, "[fd77::1]:8080"),
+        (&pod, "[fd77::1]:8080"),
+    ] {
+        let got = tcp_get(from, addr).unwrap_or_else(|e| panic!("{addr} from {}: {e}", from.name));
+        assert!(got.starts_with("pod1v6 "), "{got}");
+    }
+    // v6 only: no v4 path.
+    assert!(tcp_get(&n.client, "10.78.0.1:8080").is_err());
+    run(&pm, "CHECK", "cid-v6", &pod, &c);
+    run(&pm, "DEL", "cid-v6", &pod, &c);
+    assert_eq!(owned_rules(&n.node, "cid-v6"), 0);
+    assert!(tcp_get(&n.client, "[fd78::1]:8080").is_err());
+}
