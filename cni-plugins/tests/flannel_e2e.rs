@@ -152,6 +152,7 @@ fn files_mentioning(dir: &Path, cids: &[String]) -> Vec<PathBuf> {
 
 struct Scenario {
     conflist: String,
+    subnet_file: PathBuf,
     network: String,
     bridge: String,
     flannel_data_dir: PathBuf,
@@ -296,7 +297,9 @@ fn run(s: Scenario) {
         "{text}"
     );
 
-    // DEL leaves nothing behind.
+    // DEL leaves nothing behind, also once subnet.env is gone (flanneld
+    // stopped): it works from the saved delegate config.
+    std::fs::remove_file(&s.subnet_file).unwrap();
     chain.ok("del", &cid1, &pod1, maps);
     chain.ok("del", &cid2, &pod2, "");
     chain.ok("del", &cid1, &pod1, maps);
@@ -327,6 +330,7 @@ fn default_conflist_at_default_paths() {
     let _env = SavedFile::replace(Path::new("/run/flannel/subnet.env"), SUBNET_ENV);
     run(Scenario {
         conflist: EXACT_CONFLIST.into(),
+        subnet_file: "/run/flannel/subnet.env".into(),
         network: "cbr0".into(),
         bridge: "cni0".into(),
         flannel_data_dir: "/var/lib/cni/flannel".into(),
@@ -352,7 +356,7 @@ fn custom_paths_in_parallel() {
         "plugins": [
             {
                 "type": "flannel",
-                "subnetFile": subnet_file,
+                "subnetFile": &subnet_file,
                 "dataDir": flannel_data_dir,
                 "ipam": {"dataDir": ipam_data_dir},
                 "delegate": {"hairpinMode": true, "isDefaultGateway": true, "bridge": bridge}
@@ -363,6 +367,7 @@ fn custom_paths_in_parallel() {
     .to_string();
     run(Scenario {
         conflist,
+        subnet_file,
         network: network.clone(),
         bridge,
         flannel_data_dir,
