@@ -4,6 +4,7 @@
 
 mod error;
 pub mod flannel;
+pub mod multus;
 pub mod portmap;
 
 pub use error::{Error, Result};

@@ -25,13 +25,16 @@
 //! a hash of each owner key to the addresses it may hold:
 //! - every entry is verified against the reservation file before use, so
 //!   stale entries (a release by Go, a wiped directory) are harmless;
-//! - an entry is written and synced *before* the reservation it describes,
-//!   so a crash can leave an extra entry but never a missing one;
-//! - `state` records a fingerprint (inode, size, times, content) of every
-//!   `last_reserved_ip.<n>` as of our last write. Go rewrites one of these on
-//!   every reservation, so a mismatch means a reservation we did not index:
-//!   the index is then rebuilt from a full scan, as it is when `state` is
-//!   missing. Reservation files created by hand are the one thing it misses.
+//! - an entry is written *before* the reservation it describes, so a killed
+//!   process can leave an extra entry but never a missing one;
+//! - `state` records a fingerprint as of our last write: the boot id, and
+//!   inode, size, times and content of every `last_reserved_ip.<n>`. Go
+//!   rewrites one of these on every reservation, so a mismatch means a
+//!   reservation we did not index, and the index is rebuilt from a full
+//!   scan, as it is when `state` is missing. A new boot id also rebuilds, so
+//!   a power cut (which can lose unsynced index writes) costs one full scan
+//!   per network after the reboot, and index writes need no fsync.
+//!   Reservation files created by hand are the one thing it misses.
 
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
@@ -39,7 +42,6 @@ use std::io::Write;
 use std::net::IpAddr;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use nix::fcntl::{Flock, FlockArg};
 
@@ -54,8 +56,6 @@ const LOCK_FILE: &str = "lock";
 /// Starts with a dot and never parses as an IP, so Go's backend, which walks
 /// the directory and parses names as IPs, ignores these files.
 const TEMP_PREFIX: &str = ".cni-ipam-tmp.";
-
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Checks a network name the way libcni does (`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`),
 /// which also guarantees a single path component that is neither `.` nor
@@ -129,10 +129,14 @@ fn reservation_key(r: &Reservation) -> String {
     }
 }
 
-fn sync_path(path: &Path) -> Result<()> {
-    File::open(path)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io("sync directory", path, e))
+/// The kernel's boot id: part of the index fingerprint, so that the first
+/// operation after a reboot rebuilds the index from the (fsynced)
+/// reservations. Index writes are then never synced: within one boot the
+/// page cache keeps them in write order, even when a process is killed.
+fn boot_id() -> String {
+    fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 impl DiskStore {
@@ -161,7 +165,7 @@ impl DiskStore {
     /// can be synced and removed.
     pub fn check_usable(&self) -> Result<()> {
         let lock = self.lock()?;
-        let probe = lock.temp_path();
+        let probe = lock.temp_path("probe");
         lock.write_temp(&probe, b"status")?;
         fs::remove_file(&probe).map_err(|e| Error::io("remove probe file", &probe, e))
     }
@@ -206,17 +210,19 @@ impl DiskStoreLock<'_> {
         &self.store.dir
     }
 
-    fn temp_path(&self) -> PathBuf {
-        let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-        self.dir()
-            .join(format!("{TEMP_PREFIX}{}.{n}", std::process::id()))
+    /// A temporary file name for one purpose. Fixed names suffice because
+    /// temporary files are only written under the lock, and a fixed name is
+    /// reused (so cleaned up) by the next writer after a crash.
+    fn temp_path(&self, purpose: &str) -> PathBuf {
+        self.dir().join(format!("{TEMP_PREFIX}{purpose}"))
     }
 
-    /// Creates `path` exclusively with `content`, synced to disk.
+    /// Creates `path` (replacing a leftover) with `content`, synced to disk.
     fn write_temp(&self, path: &Path, content: &[u8]) -> Result<()> {
         let result = OpenOptions::new()
             .write(true)
-            .create_new(true)
+            .create(true)
+            .truncate(true)
             .mode(0o600)
             .open(path)
             .and_then(|mut f| {
@@ -269,7 +275,7 @@ impl DiskStoreLock<'_> {
     /// The fingerprint of every `last_reserved_ip.<n>` (see the module doc).
     fn fingerprint(&self) -> String {
         use std::os::unix::fs::MetadataExt;
-        let mut out = String::from(STATE_HEADER);
+        let mut out = format!("{STATE_HEADER}boot {}\n", boot_id());
         for i in 0..FINGERPRINTED_SETS {
             let path = self.dir().join(format!("{LAST_IP_PREFIX}{i}"));
             let Ok(meta) = fs::symlink_metadata(&path) else {
@@ -308,7 +314,7 @@ impl DiskStoreLock<'_> {
         let index_dir = self.index_dir().to_path_buf();
         let state = index_dir.join(STATE_FILE);
         match fs::remove_file(&state) {
-            Ok(()) => sync_path(&index_dir)?,
+            Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(Error::io("remove index state", &state, e)),
         }
@@ -328,16 +334,9 @@ impl DiskStoreLock<'_> {
         }
         for (name, lines) in &buckets {
             let path = index_dir.join(name);
-            // Synced: the state written below must never be durable before
-            // the entries it vouches for.
-            File::create(&path)
-                .and_then(|mut f| {
-                    f.write_all(bucket_file(lines).as_bytes())?;
-                    f.sync_all()
-                })
+            fs::write(&path, bucket_file(lines))
                 .map_err(|e| Error::io("write owner index", &path, e))?;
         }
-        sync_path(&index_dir)?;
         self.index_valid = true;
         self.write_state()
     }
@@ -373,9 +372,8 @@ impl DiskStoreLock<'_> {
             .collect()
     }
 
-    /// Adds (`add`) or removes an index entry; `durable` syncs it before
-    /// returning.
-    fn update_owner(&self, hash: u64, ip: IpAddr, add: bool, durable: bool) -> Result<()> {
+    /// Adds (`add`) or removes an index entry.
+    fn update_owner(&self, hash: u64, ip: IpAddr, add: bool) -> Result<()> {
         let bucket = bucket_name(hash);
         let mut lines = self.bucket_lines(&bucket);
         let present = lines.contains(&(hash, ip));
@@ -395,19 +393,9 @@ impl DiskStoreLock<'_> {
             .truncate(true)
             .mode(0o600)
             .open(&temp)
-            .and_then(|mut f| {
-                f.write_all(bucket_file(&lines).as_bytes())?;
-                if durable {
-                    f.sync_all()?;
-                }
-                Ok(())
-            })
+            .and_then(|mut f| f.write_all(bucket_file(&lines).as_bytes()))
             .and_then(|()| fs::rename(&temp, &path));
-        written.map_err(|e| Error::io("write owner index", &path, e))?;
-        if durable {
-            sync_path(self.index_dir())?;
-        }
-        Ok(())
+        written.map_err(|e| Error::io("write owner index", &path, e))
     }
 
     fn read_reservation(&self, ip: IpAddr) -> Option<Reservation> {
@@ -509,9 +497,9 @@ impl LockedStore for DiskStoreLock<'_> {
         self.ensure_index()?;
         let content = owner.file_content();
         // The index entry goes first (see the module doc).
-        self.update_owner(key_hash(&content), ip, true, true)?;
+        self.update_owner(key_hash(&content), ip, true)?;
         let target = self.dir().join(ip.to_string());
-        let temp = self.temp_path();
+        let temp = self.temp_path("reservation");
         self.write_temp(&temp, content.as_bytes())?;
         let linked = fs::hard_link(&temp, &target);
         let _ = fs::remove_file(&temp);
@@ -532,10 +520,11 @@ impl LockedStore for DiskStoreLock<'_> {
             return Ok(false);
         }
         let last = self.dir().join(format!("{LAST_IP_PREFIX}{range_set}"));
-        let temp = self.temp_path();
+        let temp = self.temp_path("last_reserved_ip");
         let written = OpenOptions::new()
             .write(true)
-            .create_new(true)
+            .create(true)
+            .truncate(true)
             .mode(0o600)
             .open(&temp)
             .and_then(|mut f| f.write_all(ip.to_string().as_bytes()))
@@ -575,7 +564,7 @@ impl LockedStore for DiskStoreLock<'_> {
                 self.sync_dir()?;
                 if let Some(r) = holder {
                     // A leftover entry would be harmless (entries are verified).
-                    self.update_owner(key_hash(&reservation_key(&r)), ip, false, false)?;
+                    self.update_owner(key_hash(&reservation_key(&r)), ip, false)?;
                 }
                 Ok(true)
             }
