@@ -337,13 +337,30 @@ fn ipv6_from_other_host_node_and_hairpin() {
         pod.path()
     );
     run(&pm, "ADD", "cid-v6", &pod, &c);
+    // Link-local addresses are still tentative (DAD) right after the links
+    // came up, and the node's neighbour solicitation for fd77::2 goes
+    // unanswered until they are not: wait, as a real pod start does.
+    for ns in [&n.node, &pod, &n.client] {
+        assert!(wait_until(Duration::from_secs(5), || ns
+            .ip(&["-6", "addr", "show", "tentative"])
+            .trim()
+            .is_empty()));
+    }
     for (from, addr) in [
         (&n.client, "[fd78::1]:8080"),
         (&n.node, "[fd78::1]:8080"),
         (&n.node, "[fd77::1]:8080"),
         (&pod, "[fd77::1]:8080"),
     ] {
-        let got = tcp_get(from, addr).unwrap_or_else(|e| panic!("{addr} from {}: {e}", from.name));
+        let got = tcp_get(from, addr).unwrap_or_else(|e| {
+            panic!(
+                "{addr} from {}: {e}\n{}\n{}\n{}",
+                from.name,
+                n.node.exec_ok(&["nft", "list", "ruleset"]),
+                pod.ip(&["-6", "addr"]),
+                n.node.ip(&["-6", "addr"])
+            )
+        });
         assert!(got.starts_with("pod1v6 "), "{got}");
     }
     // v6 only: no v4 path.
