@@ -290,7 +290,11 @@ fn udp_reaches_the_replacement_pod() {
 
     // Pod A goes, pod B takes the host port; the client never stops.
     run(&pm, "DEL", "cid-udp-a", &pod_a, &ca);
-    send("lost");
+    // DEL flushed the flow (beyond the reference, which only flushes on
+    // ADD): nothing reaches the deleted pod in between.
+    while udp_recv(&rx_a).is_some() {}
+    send("after-del");
+    assert_eq!(udp_recv(&rx_a), None, "the deleted pod still gets traffic");
     let cb = conf(&pod_b, "10.77.0.3", maps, "");
     run(&pm, "ADD", "cid-udp-b", &pod_b, &cb);
     assert!(
