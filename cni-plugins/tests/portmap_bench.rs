@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use nodenet::{is_root, Ns};
 
-const SAMPLES: usize = 21;
+const SAMPLES: usize = 31;
 
 fn conf(n: usize, pod: &Ns) -> String {
     // 10.77.0.0/16 on br0: container n gets 10.77.<n/250>.<n%250+2>
@@ -60,51 +60,81 @@ fn p50(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-/// (ADD p50, DEL p50) with `existing` other attachments installed.
-fn measure(plugin: &Path, existing: usize) -> (Duration, Duration) {
-    let node = Ns::new("pmbench");
-    let pod = Ns::new("pmbpod");
-    node.ip(&["link", "add", "br0", "type", "bridge"]);
-    node.ip(&["addr", "add", "10.77.255.254/16", "dev", "br0"]);
-    node.ip(&["link", "set", "br0", "up"]);
-    for n in 0..existing {
-        exec(&node, plugin, "ADD", n, &pod);
-    }
-    let (mut adds, mut dels) = (Vec::new(), Vec::new());
-    for i in 0..SAMPLES {
-        let n = existing + i;
-        adds.push(exec(&node, plugin, "ADD", n, &pod));
-        dels.push(exec(&node, plugin, "DEL", n, &pod));
-    }
-    (p50(adds), p50(dels))
+/// A node namespace holding `existing` attachments of `plugin`.
+struct Case {
+    name: &'static str,
+    plugin: &'static Path,
+    existing: usize,
+    node: Ns,
+    pod: Ns,
+    adds: Vec<Duration>,
+    dels: Vec<Duration>,
 }
 
+impl Case {
+    fn new(name: &'static str, plugin: &'static Path, existing: usize) -> Case {
+        let node = Ns::new("pmbench");
+        let pod = Ns::new("pmbpod");
+        node.ip(&["link", "add", "br0", "type", "bridge"]);
+        node.ip(&["addr", "add", "10.77.255.254/16", "dev", "br0"]);
+        node.ip(&["link", "set", "br0", "up"]);
+        for n in 0..existing {
+            exec(&node, plugin, "ADD", n, &pod);
+        }
+        Case {
+            name,
+            plugin,
+            existing,
+            node,
+            pod,
+            adds: Vec::new(),
+            dels: Vec::new(),
+        }
+    }
+
+    fn sample(&mut self, i: usize) {
+        let n = self.existing + i;
+        self.adds
+            .push(exec(&self.node, self.plugin, "ADD", n, &self.pod));
+        self.dels
+            .push(exec(&self.node, self.plugin, "DEL", n, &self.pod));
+    }
+}
+
+/// Cases are measured in rounds (one ADD and one DEL of each case per
+/// round) so a change of machine load hits all of them alike.
 #[test]
 #[ignore = "benchmark: run explicitly with --ignored --nocapture"]
 fn portmap_add_del_vs_go() {
     if !is_root() {
         return;
     }
-    let ours = Path::new(env!("CARGO_BIN_EXE_portmap"));
-    let go = Path::new("/usr/lib/cni/portmap");
-    let mut cases: Vec<(&str, &Path, usize)> = Vec::new();
+    let ours: &'static Path = Path::new(env!("CARGO_BIN_EXE_portmap"));
+    let go: &'static Path = Path::new("/usr/lib/cni/portmap");
+    let mut cases: Vec<Case> = Vec::new();
     for n in [50, 200] {
         if go.exists() {
-            cases.push(("go (iptables)", go, n));
+            cases.push(Case::new("go (iptables)", go, n));
         }
-        cases.push(("ours (nftables)", ours, n));
+        cases.push(Case::new("ours (nftables)", ours, n));
     }
-    cases.push(("ours (nftables)", ours, 1000));
+    cases.push(Case::new("ours (nftables)", ours, 1000));
+    for i in 0..SAMPLES {
+        for c in &mut cases {
+            c.sample(i);
+        }
+    }
     println!(
         "{:<16} {:>9} {:>12} {:>12}",
         "portmap", "existing", "ADD p50", "DEL p50"
     );
-    for (name, plugin, n) in cases {
-        let (add, del) = measure(plugin, n);
+    for c in cases {
         println!(
-            "{name:<16} {n:>9} {:>9.2} ms {:>9.2} ms",
-            add.as_secs_f64() * 1e3,
-            del.as_secs_f64() * 1e3
+            "{:<16} {:>9} {:>9.2} ms {:>9.2} ms",
+            c.name,
+            c.existing,
+            p50(c.adds).as_secs_f64() * 1e3,
+            p50(c.dels).as_secs_f64() * 1e3
         );
     }
 }
