@@ -374,3 +374,30 @@ fn ipv6_from_other_host_node_and_hairpin() {
     assert_eq!(owned_rules(&n.node, "cid-v6"), 0);
     assert!(tcp_get(&n.client, "[fd78::1]:8080").is_err());
 }
+
+#[test]
+fn conditions_and_masq_all() {
+    if !is_root() {
+        return;
+    }
+    let n = Node::new();
+    let pod = n.pod(1, "10.77.0.2");
+    let _srv = TcpServer::start(&pod, "0.0.0.0:80", "pod1");
+    let pm = n.portmap();
+    // Only clients of 10.78.0.0/24 are forwarded; everything masqueraded.
+    let c = conf(
+        &pod,
+        "10.77.0.2",
+        r#"[{"hostPort":8082,"containerPort":80,"protocol":"tcp"}]"#,
+        r#","masqAll":true,"conditionsV4":["ip","saddr","10.78.0.0/24"]"#,
+    );
+    run(&pm, "ADD", "cid-cond", &pod, &c);
+    let got = tcp_get(&n.client, "10.78.0.1:8082").unwrap();
+    // masqAll: the pod sees the node (its br0 address), not the client.
+    assert!(got.starts_with("pod1 10.77.0.1:"), "{got}");
+    // The condition keeps the node's own (127.0.0.1) traffic out.
+    assert!(tcp_get(&n.node, "127.0.0.1:8082").is_err());
+    run(&pm, "CHECK", "cid-cond", &pod, &c);
+    run(&pm, "DEL", "cid-cond", &pod, &c);
+    assert_eq!(owned_rules(&n.node, "cid-cond"), 0);
+}
