@@ -7,5 +7,6 @@ mod error;
 pub mod flannel;
 pub mod loopback;
 pub mod multus;
+pub mod portmap;
 
 pub use error::{Error, Result};
