@@ -1,11 +1,14 @@
 //! Host firewall for CNI attachments: IP masquerade, port mappings and the
 //! bridge MAC spoof check.
 //!
-//! Plugins talk to the [`Firewall`] trait; [`NftFirewall`] implements it with
-//! one atomic `nft -j -f -` batch per call. The tables, chains, maps and
-//! rules themselves are described by the backend-independent model in
-//! [`model`] and built by the pure functions in [`layout`], so a native
-//! nf_tables netlink backend can program the same state later.
+//! Plugins talk to the [`Firewall`] trait, implemented twice:
+//! [`NativeFirewall`] (the default) sends each call as one atomic nf_tables
+//! batch over `NETLINK_NETFILTER`, no process; [`NftFirewall`] runs one
+//! atomic `nft -j -f -` batch per call. [`Backend::select`] picks one
+//! (`CNI_FIREWALL_BACKEND=nft` or a plugin's configuration knob). The
+//! tables, chains, maps and rules themselves are described by the
+//! backend-independent model in [`model`] and built by the pure functions in
+//! [`layout`], so both program exactly the same state.
 //!
 //! Every rule an attachment owns carries a tag naming its network, container
 //! id and interface, so deleting or garbage collecting one attachment never

@@ -4,7 +4,6 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::time::Duration;
 
 use netlink_sys::{protocols::NETLINK_NETFILTER, Socket};
 
@@ -79,7 +78,6 @@ impl NfSocket {
                 std::mem::size_of::<libc::timeval>() as libc::socklen_t,
             );
         }
-        let _ = Duration::ZERO;
         let seq = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
@@ -197,7 +195,7 @@ impl NfSocket {
         let mut rbuf = vec![0u8; 1 << 17];
         loop {
             let n = self.socket.recv(&mut &mut rbuf[..], 0)?;
-            for (ty, _, s, body) in messages(&rbuf[..n]) {
+            for (ty, flags, s, body) in messages(&rbuf[..n]) {
                 if s != seq {
                     continue;
                 }
@@ -212,13 +210,11 @@ impl NfSocket {
                             c => Err(io::Error::from_raw_os_error(c)),
                         };
                     }
-                    _ if body.len() >= 4 => {
-                        out.push(body[4..].to_vec());
-                        if !dump {
-                            // A non-dump GET is answered by one message and
-                            // then its ACK.
-                        }
+                    // The dump raced a commit: the caller reads again.
+                    _ if flags & NLM_F_DUMP_INTR != 0 => {
+                        return Err(io::Error::from_raw_os_error(libc::EINTR))
                     }
+                    _ if body.len() >= 4 => out.push(body[4..].to_vec()),
                     _ => {}
                 }
             }
