@@ -185,6 +185,30 @@ fn each_shape_created_listed_found_by_tag_and_deleted() {
 }
 
 #[test]
+fn conditions_the_encoder_does_not_know_go_through_nft() {
+    if skip_unless_root() || !have("nft") {
+        return;
+    }
+    let a = TestNs::new("fwnfba");
+    let b = TestNs::new("fwnfbb");
+    let mut s = pm("fallback", 7);
+    // An anonymous set: not encoded natively.
+    s.conditions_v4 = vec!["ip saddr { 10.0.0.0/8, 192.168.0.0/16 }".into()];
+    let native = NativeFirewall::in_netns(a.path());
+    native.add_port_mappings(&s).unwrap();
+    NftFirewall::in_netns(b.path())
+        .add_port_mappings(&s)
+        .unwrap();
+    assert_eq!(normalized(&a), normalized(&b));
+    native.check_port_mappings(&s).unwrap();
+    native.del_port_mappings(&s).unwrap();
+    assert!(native
+        .list_attachments(RuleKind::PortMapping)
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
 fn kernel_errors_name_the_object() {
     if skip_unless_root() {
         return;
@@ -292,5 +316,18 @@ fn port_mapping_cost_native_vs_nft_with_50_and_1000_attachments() {
                 median(del).as_secs_f64() * 1e3
             );
         }
+        // GC of every attachment: one batch of a few thousand messages.
+        let t = Instant::now();
+        let removed = fw.gc(RuleKind::PortMapping, "perf", &[]).unwrap();
+        println!(
+            "{backend:>6}: gc of {} attachments {:.1} ms",
+            removed.len(),
+            t.elapsed().as_secs_f64() * 1e3
+        );
+        assert_eq!(removed.len(), present as usize);
+        assert!(fw
+            .list_attachments(RuleKind::PortMapping)
+            .unwrap()
+            .is_empty());
     }
 }

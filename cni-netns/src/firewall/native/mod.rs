@@ -9,6 +9,18 @@
 //! (`conditionsV4`/`conditionsV6`) use something the encoder does not know
 //! (anonymous sets `{ a, b }`, ranges, other header fields or meta keys):
 //! that ADD alone runs through the `nft` process, and is logged.
+//!
+//! # Cost
+//!
+//! A batch is one `sendmsg` and one read of the acknowledgements, so what
+//! remains is the kernel's own work. DEL removes the elements and the chain
+//! and stays constant (about 20 µs whatever the number of attachments). ADD
+//! adds rules, and since Linux validates the whole table on every commit
+//! that adds a rule (`nft_table_validate` walks every element of the
+//! verdict maps and every chain they reach: 85% of the ADD time at 1000
+//! attachments under `perf`), its cost grows by about 1 µs per attachment
+//! present: 0.15 ms with 50, 1.2 ms with 1000. Only a layout without
+//! per-attachment rules (data maps for DNAT and masquerade) would avoid it.
 
 mod encode;
 mod socket;
@@ -250,12 +262,18 @@ impl NativeFirewall {
     fn del(&self, kind: RuleKind, id: &AttachmentId, rules: &AttachmentRules) -> Result<()> {
         let op = FirewallOp::Delete(kind);
         let table = layout::table(kind, self.masq_mark);
-        match self.apply(
-            op,
-            &id.to_string(),
-            &table,
-            &layout::delete_batch(&table, rules),
-        )? {
+        // Unlike nft, a refused batch costs one round trip here, so DEL sends
+        // the plain removal (elements, then chain) rather than
+        // `layout::delete_batch`, whose `goto` elements would make the kernel
+        // re-validate every chain the maps reach, a cost growing with the
+        // number of attachments.
+        let elements: Vec<(String, Vec<Value>)> = rules
+            .elements
+            .iter()
+            .map(|e| (e.map.clone(), e.key.clone()))
+            .collect();
+        let batch = layout::remove_batch(&table, &rules.chain, true, &elements);
+        match self.apply(op, &id.to_string(), &table, &batch)? {
             Ok(()) => Ok(()),
             // Already gone, or the keys given are not exactly the owner's:
             // read the state once and remove precisely what it owns.
