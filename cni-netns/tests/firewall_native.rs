@@ -208,6 +208,57 @@ fn conditions_the_encoder_does_not_know_go_through_nft() {
         .is_empty());
 }
 
+/// Drops CAP_NET_ADMIN from the calling thread's effective set
+/// (capabilities are per thread, so the rest of the test process keeps it).
+fn drop_net_admin_in_this_thread() {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let mut h = Header {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let mut d = [Data::default(); 2];
+    // SAFETY: capget/capset read and write the header and two data structs
+    // of the v3 ABI they are given.
+    unsafe {
+        assert_eq!(libc::syscall(libc::SYS_capget, &mut h, d.as_mut_ptr()), 0);
+        d[0].effective &= !(1 << 12);
+        assert_eq!(libc::syscall(libc::SYS_capset, &mut h, d.as_ptr()), 0);
+    }
+}
+
+#[test]
+fn a_refused_batch_is_reported_not_waited_for() {
+    if skip_unless_root() {
+        return;
+    }
+    let ns = TestNs::new("fwneperm");
+    let path = ns.path();
+    let res = std::thread::spawn(move || {
+        drop_net_admin_in_this_thread();
+        let t = Instant::now();
+        let e = NativeFirewall::in_netns(path)
+            .add_masquerade(&masq("eperm", 1))
+            .unwrap_err();
+        (e.to_string(), t.elapsed())
+    })
+    .join()
+    .unwrap();
+    assert!(res.0.contains("Operation not permitted"), "{}", res.0);
+    assert!(res.0.contains("nf_tables batch"), "{}", res.0);
+    assert!(res.1 < Duration::from_secs(2), "{:?}", res.1);
+}
+
 #[test]
 fn kernel_errors_name_the_object() {
     if skip_unless_root() {
@@ -329,5 +380,82 @@ fn port_mapping_cost_native_vs_nft_with_50_and_1000_attachments() {
             .list_attachments(RuleKind::PortMapping)
             .unwrap()
             .is_empty());
+    }
+}
+
+/// One port-mapping ADD or DEL in a fresh process (driven by
+/// `exec_cost_of_one_add_and_del`): what a plugin exec pays, plus the test
+/// harness's own start.
+#[test]
+#[ignore = "child of exec_cost_of_one_add_and_del"]
+fn exec_child_one_port_mapping_call() {
+    let (Ok(netns), Ok(what), Ok(i)) = (
+        std::env::var("FWN_NETNS"),
+        std::env::var("FWN_WHAT"),
+        std::env::var("FWN_ID"),
+    ) else {
+        return;
+    };
+    let i: u32 = i.parse().unwrap();
+    let fw = cni_netns::firewall::default_backend(Some(std::path::Path::new(&netns)));
+    match what.as_str() {
+        "add" => fw.add_port_mappings(&pm("perf", i)).unwrap(),
+        "del" => fw.del_port_mappings(&pm("perf", i)).unwrap(),
+        _ => {}
+    }
+}
+
+#[test]
+#[ignore = "measurement; run with --ignored --nocapture as root"]
+fn exec_cost_of_one_add_and_del() {
+    if skip_unless_root() {
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let exec = |ns: &TestNs, backend: &str, what: &str, i: u32| {
+        let t = Instant::now();
+        let st = std::process::Command::new(&exe)
+            .args([
+                "--exact",
+                "exec_child_one_port_mapping_call",
+                "--ignored",
+                "--quiet",
+            ])
+            .env("FWN_NETNS", ns.path())
+            .env("FWN_WHAT", what)
+            .env("FWN_ID", i.to_string())
+            .env("CNI_FIREWALL_BACKEND", backend)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        t.elapsed()
+    };
+    for backend in ["native", "nft"] {
+        let ns = TestNs::new("fwnexec");
+        let filler = NativeFirewall::in_netns(ns.path());
+        let mut present = 0u32;
+        for target in [50u32, 1000] {
+            while present < target {
+                filler.add_port_mappings(&pm("perf", present)).unwrap();
+                present += 1;
+            }
+            let (mut add, mut del) = (Vec::new(), Vec::new());
+            for round in 0..11 {
+                add.push(exec(&ns, backend, "add", 20000 + round));
+                del.push(exec(&ns, backend, "del", 20000 + round));
+            }
+            // The harness alone: a child that does nothing.
+            let mut idle = Vec::new();
+            for _ in 0..11 {
+                idle.push(exec(&ns, backend, "none", 0));
+            }
+            println!(
+                "{backend:>6}: {present:>4} attachments, exec'd: add {:.2} ms, del {:.2} ms (process + harness alone {:.2} ms; medians of 11)",
+                median(add).as_secs_f64() * 1e3,
+                median(del).as_secs_f64() * 1e3,
+                median(idle).as_secs_f64() * 1e3,
+            );
+        }
     }
 }

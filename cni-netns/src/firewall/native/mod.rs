@@ -192,7 +192,7 @@ impl NativeFirewall {
                         }
                         let object = msgs
                             .get(index)
-                            .map_or_else(|| "batch".to_owned(), |m| m.what.clone());
+                            .map_or_else(|| "nf_tables batch".to_owned(), |m| m.what.clone());
                         return Err(Failure::Kernel { errno, object });
                     }
                     Err(BatchError::Io(e)) => return Err(Failure::Io(e)),

@@ -141,6 +141,19 @@ impl NfSocket {
                 if ty != NLMSG_ERROR {
                     continue;
                 }
+                // An error on the batch framing itself (no permission, a
+                // subsystem not loaded) comes on BATCH_BEGIN's sequence number
+                // and no message of the batch is acknowledged.
+                if seq == begin || seq == end {
+                    let code = error_code(body);
+                    if code != 0 {
+                        return Err(BatchError::Refused {
+                            index: msgs.len(),
+                            errno: code,
+                        });
+                    }
+                    continue;
+                }
                 let index = seq.wrapping_sub(first) as usize;
                 if index >= msgs.len() {
                     continue;
