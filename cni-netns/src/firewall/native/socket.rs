@@ -90,8 +90,13 @@ impl NfSocket {
         self.seq
     }
 
-    /// Sends `msgs` as one atomic batch (each with `NLM_F_ACK`) and waits for
-    /// every acknowledgement.
+    /// Sends `msgs` as one atomic batch and waits for the kernel's verdict.
+    ///
+    /// Only the last message asks for an acknowledgement: the kernel reports
+    /// every refused message anyway, keeps processing the batch after one,
+    /// and delivers all replies in order once the batch is done, so the
+    /// reply to the last message closes the answer. That saves one `recv`
+    /// per message (a GC of 1000 attachments sends some 4000).
     pub(crate) fn batch(&mut self, family: u8, msgs: &[Msg]) -> Result<(), BatchError> {
         if msgs.is_empty() {
             return Ok(());
@@ -107,17 +112,19 @@ impl NfSocket {
             &[],
         ));
         let first = begin.wrapping_add(1);
-        for m in msgs {
+        for (i, m) in msgs.iter().enumerate() {
             let seq = self.next_seq();
+            let ack = if i + 1 == msgs.len() { NLM_F_ACK } else { 0 };
             buf.extend(message(
                 nft_type(m.kind),
-                NLM_F_REQUEST | NLM_F_ACK | m.flags,
+                NLM_F_REQUEST | ack | m.flags,
                 seq,
                 family,
                 0,
                 &m.attrs,
             ));
         }
+        let last = self.seq;
         let end = self.next_seq();
         buf.extend(message(
             NFNL_MSG_BATCH_END,
@@ -129,10 +136,9 @@ impl NfSocket {
         ));
         self.socket.send(&buf, 0).map_err(BatchError::Io)?;
 
-        let mut pending = msgs.len();
         let mut first_error: Option<(usize, i32)> = None;
         let mut rbuf = vec![0u8; 1 << 16];
-        while pending > 0 {
+        loop {
             let n = self
                 .socket
                 .recv(&mut &mut rbuf[..], 0)
@@ -141,11 +147,11 @@ impl NfSocket {
                 if ty != NLMSG_ERROR {
                     continue;
                 }
-                // An error on the batch framing itself (no permission, a
-                // subsystem not loaded) comes on BATCH_BEGIN's sequence number
-                // and no message of the batch is acknowledged.
+                let code = error_code(body);
+                // An error on the batch itself (no permission, a failed
+                // commit) comes on BATCH_BEGIN's sequence number, and then
+                // no message of the batch is answered.
                 if seq == begin || seq == end {
-                    let code = error_code(body);
                     if code != 0 {
                         return Err(BatchError::Refused {
                             index: msgs.len(),
@@ -156,39 +162,20 @@ impl NfSocket {
                 }
                 let index = seq.wrapping_sub(first) as usize;
                 if index >= msgs.len() {
+                    // A late reply to an earlier request.
                     continue;
                 }
-                pending -= 1;
-                let code = error_code(body);
                 if code != 0 && first_error.is_none_or(|(i, _)| index < i) {
                     first_error = Some((index, code));
                 }
-            }
-            // The kernel stops acknowledging after a fatal error in the
-            // batch framing; one error is enough to report.
-            if first_error.is_some() && pending > 0 && !self.more_pending()? {
-                break;
+                if seq == last {
+                    return match first_error {
+                        Some((index, errno)) => Err(BatchError::Refused { index, errno }),
+                        None => Ok(()),
+                    };
+                }
             }
         }
-        match first_error {
-            Some((index, errno)) => Err(BatchError::Refused { index, errno }),
-            None => Ok(()),
-        }
-    }
-
-    /// Whether more replies are queued (without blocking).
-    fn more_pending(&self) -> Result<bool, BatchError> {
-        let mut probe = [0u8; 1];
-        // SAFETY: recv peeks into a 1-byte buffer it is given.
-        let n = unsafe {
-            libc::recv(
-                self.socket.as_raw_fd(),
-                probe.as_mut_ptr().cast(),
-                1,
-                libc::MSG_PEEK | libc::MSG_DONTWAIT,
-            )
-        };
-        Ok(n > 0)
     }
 
     /// A `GET` request: with `dump` all matching objects, else the one named.
