@@ -29,7 +29,11 @@ fn prefill(data_dir: &Path, n: u32) {
         let ip = Ipv4Addr::from(last);
         std::fs::write(dir.join(ip.to_string()), format!("prefill-{i}\r\neth0")).expect("write");
     }
-    std::fs::write(dir.join("last_reserved_ip.0"), Ipv4Addr::from(last).to_string()).expect("write");
+    std::fs::write(
+        dir.join("last_reserved_ip.0"),
+        Ipv4Addr::from(last).to_string(),
+    )
+    .expect("write");
 }
 
 fn bench(c: &mut Criterion) {

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cni_exec::{delegate_add, delegate_del, delegate_gc, delegate_status, Plugin, Request};
-use cni_netns::firewall::{AttachmentId, Firewall, MacSpoofCheckSpec, NftFirewall, RuleKind};
+use cni_netns::firewall::{default_backend, AttachmentId, Firewall, MacSpoofCheckSpec, RuleKind};
 use cni_netns::{
     configure_interface, sysctl, BridgePortOptions, BridgeSpec, BridgeVlan, Family, Handle,
     IpNetwork, Link, Netns, OperState, VethSpec, SCOPE_UNIVERSE,
@@ -89,9 +89,10 @@ struct Done {
 }
 
 impl Bridge {
-    /// The plugin with the nftables firewall of the namespace it runs in.
+    /// The plugin with the firewall of the namespace it runs in: native
+    /// nf_tables, or `nft` with `CNI_FIREWALL_BACKEND=nft`.
     pub fn new() -> Bridge {
-        Bridge::with_firewall(Arc::new(NftFirewall::new()))
+        Bridge::with_firewall(Arc::from(default_backend(None)))
     }
 
     /// The plugin with another firewall (a test double, or nftables in

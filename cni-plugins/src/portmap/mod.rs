@@ -37,7 +37,7 @@ use std::sync::Arc;
 
 use cni_exec::{Plugin, Request};
 use cni_netns::conntrack::{Conntrack, IpFamily};
-use cni_netns::firewall::{AttachmentId, Firewall, NftFirewall, PortMappingSpec, RuleKind};
+use cni_netns::firewall::{AttachmentId, Backend, Firewall, PortMappingSpec, RuleKind};
 use cni_netns::{sysctl, Family, Handle, Netns};
 use cni_types::{CniError, CniResult};
 
@@ -62,7 +62,8 @@ fn netns_err(e: cni_netns::Error) -> Error {
 }
 
 impl Portmap {
-    /// portmap acting on the current network namespace with `nft`.
+    /// portmap acting on the current network namespace, with the native
+    /// nf_tables backend (or `nft`, with `CNI_FIREWALL_BACKEND=nft`).
     pub fn new() -> Self {
         Portmap::default()
     }
@@ -76,7 +77,7 @@ impl Portmap {
         }
     }
 
-    /// Uses `firewall` instead of an [`NftFirewall`] (its masquerade mark is
+    /// Uses `firewall` instead of the selected backend (its masquerade mark is
     /// then its own business, `markMasqBit` is only validated).
     pub fn with_firewall(mut self, firewall: Arc<dyn Firewall>) -> Self {
         self.firewall = Some(firewall);
@@ -87,11 +88,8 @@ impl Portmap {
         if let Some(fw) = &self.firewall {
             return fw.clone();
         }
-        let fw = match &self.host_netns {
-            Some(p) => NftFirewall::in_netns(p),
-            None => NftFirewall::new(),
-        };
-        Arc::new(fw.with_masq_mark(conf.masq_mark()))
+        // Native nf_tables unless CNI_FIREWALL_BACKEND=nft.
+        Arc::from(Backend::select(None).firewall(self.host_netns.as_deref(), conf.masq_mark()))
     }
 
     fn conntrack(&self) -> cni_netns::Result<Conntrack> {
@@ -280,7 +278,8 @@ impl Portmap {
 
     fn do_status(&self, req: &Request) -> Result<()> {
         config::parse(&req.config)?;
-        if self.firewall.is_none() && !nft_available() {
+        // Only the `nft`-process backend needs a program; native needs none.
+        if self.firewall.is_none() && Backend::select(None) == Backend::Nft && !nft_available() {
             return Err(Error::NotAvailable(
                 "portmap: the nft program is not installed (nftables backend)".into(),
             ));

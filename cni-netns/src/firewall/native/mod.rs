@@ -30,6 +30,7 @@ mod encode;
 mod socket;
 mod wire;
 
+use ipnetwork::IpNetwork;
 use std::collections::{BTreeMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -440,6 +441,35 @@ impl Firewall for NativeFirewall {
             RuleKind::Masquerade,
             &spec.attachment,
             &layout::masquerade_rules(spec),
+        )
+    }
+
+    // All of an attachment's addresses in one chain: one call per address
+    // would rewrite the chain and keep only the last family (dual-stack).
+    fn add_masquerades(&self, attachment: &AttachmentId, addresses: &[IpNetwork]) -> Result<()> {
+        self.add(
+            RuleKind::Masquerade,
+            attachment,
+            &layout::masquerade_rules_all(attachment, addresses),
+        )
+    }
+
+    fn del_masquerades(&self, attachment: &AttachmentId, addresses: &[IpNetwork]) -> Result<()> {
+        if addresses.is_empty() {
+            return self.delete_attachment(RuleKind::Masquerade, attachment);
+        }
+        self.del(
+            RuleKind::Masquerade,
+            attachment,
+            &layout::masquerade_rules_all(attachment, addresses),
+        )
+    }
+
+    fn check_masquerades(&self, attachment: &AttachmentId, addresses: &[IpNetwork]) -> Result<()> {
+        self.check(
+            RuleKind::Masquerade,
+            attachment,
+            &layout::masquerade_rules_all(attachment, addresses),
         )
     }
 
