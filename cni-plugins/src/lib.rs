@@ -4,5 +4,7 @@
 
 mod error;
 pub mod flannel;
+pub mod host_local;
+pub mod static_ipam;
 
 pub use error::{Error, Result};

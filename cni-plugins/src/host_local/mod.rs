@@ -1,0 +1,134 @@
+//! The `host-local` IPAM plugin: maps each CNI command onto
+//! [`cni_ipam::host_local`], which holds the allocator and the on-disk
+//! store in the Go reference's layout (containernetworking/plugins
+//! `plugins/ipam/host-local/main.go`).
+//!
+//! Beyond Go, GC (spec 1.1) releases every reservation whose attachment is
+//! not in `cni.dev/valid-attachments`, and STATUS reports code 50 when the
+//! data directory cannot be locked and written.
+
+use cni_exec::{Plugin, Request};
+use cni_ipam::host_local::{self, HostLocalConfig};
+use cni_ipam::result::IpamResult;
+use cni_ipam::store::Owner;
+use cni_types::{CniError, CniResult, Dns, IpConfig, Route};
+
+use crate::error::{Error, Result};
+
+/// The `host-local` plugin. `main` is `cni_exec::run(&HostLocal)`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HostLocal;
+
+/// The request's host-local configuration (stdin and `CNI_ARGS`).
+pub fn load(req: &Request) -> Result<HostLocalConfig> {
+    Ok(HostLocalConfig::load(&req.stdin, &req.args_raw)?)
+}
+
+/// ADD: one address per range set, routes and DNS.
+pub fn add(req: &Request) -> Result<CniResult> {
+    let config = load(req)?;
+    let result = host_local::add(&config, &req.container_id, &req.ifname)?;
+    Ok(to_cni_result(result))
+}
+
+/// DEL: releases what the attachment holds; an unknown one is success.
+pub fn del(req: &Request) -> Result<()> {
+    let config = load(req)?;
+    Ok(host_local::del(&config, &req.container_id, &req.ifname)?)
+}
+
+/// CHECK: the attachment holds at least one reservation.
+pub fn check(req: &Request) -> Result<()> {
+    let config = load(req)?;
+    Ok(host_local::check(&config, &req.container_id, &req.ifname)?)
+}
+
+/// GC: releases every reservation of an attachment missing from
+/// `cni.dev/valid-attachments`. The key is required: without it every
+/// reservation would look stale, so its absence is a config error rather
+/// than a wipe.
+pub fn gc(req: &Request) -> Result<()> {
+    let config = load(req)?;
+    let valid = req.config.valid_attachments()?.ok_or_else(|| {
+        Error::Config(format!(
+            "GC needs the valid attachments list ({})",
+            cni_types::config::VALID_ATTACHMENTS_KEY
+        ))
+    })?;
+    let owners: Vec<Owner> = valid
+        .into_iter()
+        .map(|a| Owner::new(a.container_id, a.ifname))
+        .collect();
+    let released = host_local::gc(&config, &owners)?;
+    if !released.is_empty() {
+        tracing::info!(network = %config.name, released = ?released, "GC released stale reservations");
+    }
+    Ok(())
+}
+
+/// STATUS: the data directory can be locked and written (code 50 if not).
+pub fn status(req: &Request) -> Result<()> {
+    let config = load(req)?;
+    Ok(host_local::status(&config)?)
+}
+
+/// The IPAM result in the spec model (no interfaces, no interface indices).
+pub fn to_cni_result(r: IpamResult) -> CniResult {
+    CniResult {
+        interfaces: Vec::new(),
+        ips: r
+            .ips
+            .into_iter()
+            .map(|ip| IpConfig {
+                interface: None,
+                address: ip.address,
+                gateway: ip.gateway,
+            })
+            .collect(),
+        routes: r
+            .routes
+            .into_iter()
+            .map(|rt| Route {
+                dst: rt.dst,
+                gw: rt.gw,
+                mtu: rt.mtu,
+                advmss: rt.advmss,
+                priority: rt.priority,
+                table: rt.table,
+                scope: rt.scope,
+            })
+            .collect(),
+        dns: Dns {
+            nameservers: r.dns.nameservers,
+            domain: r.dns.domain,
+            search: r.dns.search,
+            options: r.dns.options,
+        },
+    }
+}
+
+impl Plugin for HostLocal {
+    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
+        Ok(add(req)?)
+    }
+
+    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
+        Ok(del(req)?)
+    }
+
+    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
+        Ok(check(req)?)
+    }
+
+    fn gc(&self, req: &Request) -> std::result::Result<(), CniError> {
+        Ok(gc(req)?)
+    }
+
+    fn status(&self, req: &Request) -> std::result::Result<(), CniError> {
+        Ok(status(req)?)
+    }
+
+    fn about(&self) -> String {
+        format!("CNI host-local plugin v{}", env!("CARGO_PKG_VERSION"))
+    }
+}

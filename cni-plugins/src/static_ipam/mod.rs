@@ -1,0 +1,65 @@
+//! The `static` IPAM plugin: addresses, routes and DNS from the
+//! configuration, with the Go reference's override order (config
+//! `addresses` plus `CNI_ARGS` `IP`/`GATEWAY`, replaced by `args.cni.ips`,
+//! replaced by `runtimeConfig.ips`); see [`cni_ipam::static_ipam`].
+//! Nothing is allocated, so DEL is a no-op.
+
+use cni_exec::{Plugin, Request};
+use cni_ipam::result::IpConfig as IpamIpConfig;
+use cni_ipam::static_ipam::{self, StaticConfig};
+use cni_types::{CniError, CniResult};
+
+use crate::error::{Error, Result};
+use crate::host_local::to_cni_result;
+
+/// The `static` plugin. `main` is `cni_exec::run(&Static)`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Static;
+
+/// The request's static configuration (stdin and `CNI_ARGS`).
+pub fn load(req: &Request) -> Result<StaticConfig> {
+    Ok(StaticConfig::load(&req.stdin, &req.args_raw)?)
+}
+
+/// ADD: the configured addresses, routes and DNS.
+pub fn add(req: &Request) -> Result<CniResult> {
+    Ok(to_cni_result(static_ipam::add(&load(req)?)))
+}
+
+/// CHECK: every configured address found in `prevResult` carries the
+/// configured gateway.
+pub fn check(req: &Request) -> Result<()> {
+    let config = load(req)?;
+    let prev = req
+        .config
+        .prev_result()?
+        .ok_or_else(|| Error::Config("Required prevResult missing".to_string()))?;
+    let prev_ips: Vec<IpamIpConfig> = prev
+        .ips
+        .into_iter()
+        .map(|ip| IpamIpConfig {
+            address: ip.address,
+            gateway: ip.gateway,
+        })
+        .collect();
+    Ok(static_ipam::check(&config, &req.ifname, &prev_ips)?)
+}
+
+impl Plugin for Static {
+    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
+        Ok(add(req)?)
+    }
+
+    /// Nothing was allocated: always succeeds, as Go's.
+    fn del(&self, _req: &Request) -> std::result::Result<(), CniError> {
+        Ok(())
+    }
+
+    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
+        Ok(check(req)?)
+    }
+
+    fn about(&self) -> String {
+        format!("CNI static plugin v{}", env!("CARGO_PKG_VERSION"))
+    }
+}
