@@ -1,7 +1,7 @@
 //! Shared helpers of the host-local and static plugin tests: run a plugin
 //! binary (ours or the Go reference) with a CNI environment and stdin.
 
-#![allow(dead_code)]
+#![allow(dead_code, unreachable_pub)]
 
 use std::collections::BTreeMap;
 use std::io::Write;
