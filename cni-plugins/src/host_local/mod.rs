@@ -11,7 +11,7 @@ use cni_exec::{Plugin, Request};
 use cni_ipam::host_local::{self, HostLocalConfig};
 use cni_ipam::result::IpamResult;
 use cni_ipam::store::Owner;
-use cni_types::{CniError, CniResult, Dns, IpConfig, Route};
+use cni_types::{CniError, CniResult, Dns, ErrorCode, IpConfig, Route};
 
 use crate::error::{Error, Result};
 
@@ -19,9 +19,46 @@ use crate::error::{Error, Result};
 #[derive(Clone, Copy, Debug, Default)]
 pub struct HostLocal;
 
-/// The request's host-local configuration (stdin and `CNI_ARGS`).
+/// The request's host-local configuration (stdin and `CNI_ARGS`). An
+/// invalid one keeps the Go reference's message (runtimes match on it) and
+/// names the offending field in `details`.
 pub fn load(req: &Request) -> Result<HostLocalConfig> {
-    Ok(HostLocalConfig::load(&req.stdin, &req.args_raw)?)
+    HostLocalConfig::load(&req.stdin, &req.args_raw).map_err(|e| {
+        match config_field(&e.to_string()) {
+            Some(field) => Error::Cni(CniError::new(
+                ErrorCode::from_u32(e.code()),
+                e.to_string(),
+                format!("check ipam field {field}"),
+            )),
+            None => e.into(),
+        }
+    })
+}
+
+/// The config field a Go host-local message is about; its texts name the
+/// problem but not always the key (`invalid CIDR address: x` is `subnet`).
+fn config_field(msg: &str) -> Option<&'static str> {
+    let msg = match msg.strip_prefix("invalid range set ") {
+        Some(rest) => rest.split_once(": ").map_or(rest, |(_, m)| m),
+        None => msg,
+    };
+    const TABLE: [(&str, &str); 11] = [
+        ("invalid CIDR address", "\"subnet\""),
+        ("Network ", "\"subnet\""),
+        ("IPNet IP and Mask", "\"subnet\""),
+        ("RangeStart ", "\"rangeStart\""),
+        ("RangeEnd ", "\"rangeEnd\""),
+        ("invalid IP address", "\"gateway\", \"rangeStart\" or \"rangeEnd\""),
+        ("mixed address families", "\"ranges\" (one family per range set)"),
+        ("subnets ", "\"ranges\" (ranges of a set overlap)"),
+        ("range set ", "\"ranges\" (range sets overlap)"),
+        ("no IP ranges specified", "\"ranges\" or \"subnet\""),
+        ("CNI version ", "\"ranges\" (one range set per family before 0.3.0)"),
+    ];
+    TABLE
+        .iter()
+        .find(|(prefix, _)| msg.starts_with(prefix))
+        .map(|(_, field)| *field)
 }
 
 /// ADD: one address per range set, routes and DNS.
