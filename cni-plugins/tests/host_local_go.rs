@@ -11,18 +11,6 @@ use host_local_support::*;
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 
-/// Debian's Go host-local (plugins 1.1.1) vendors libcni 1.1, whose 1.x
-/// result printer writes an empty `"dns": {}`; current libcni (and
-/// cni-types) omit it. That one key is the only allowed difference.
-fn without_empty_dns_1x(version: &str, go_out: &[u8]) -> Vec<u8> {
-    let text = String::from_utf8_lossy(go_out).into_owned();
-    if version.starts_with("1.") {
-        text.replace(",\n    \"dns\": {}\n}", "\n}").into_bytes()
-    } else {
-        text.into_bytes()
-    }
-}
-
 fn resolv_conf(dir: &Path) -> std::path::PathBuf {
     let path = dir.join("resolv.conf");
     std::fs::write(
