@@ -17,8 +17,10 @@
 //! because, like Go (which never syncs), a reservation only matters while
 //! its container runs, and no container survives a power cut (GC then
 //! clears what is left), while the syncs cost ~4 fsyncs per ADD.
-//! `last_reserved_ip.<n>` is replaced by rename; it is only a round-robin
-//! hint, so its data is not fsynced and an unreadable one is ignored.
+//! `last_reserved_ip.<n>` is overwritten in place like Go does; it is only a
+//! round-robin hint, so its data is not fsynced and an unreadable one is
+//! ignored. Nothing on the ADD/DEL path truncates or renames over a file:
+//! on ext4 either one forces a flush of delayed allocation (~1.5 ms each).
 //! Temporary files are created only under the lock, so any found while
 //! holding it were left by a crashed writer and are removed.
 //!
@@ -29,8 +31,10 @@
 //! a hash of each owner key to the addresses it may hold:
 //! - every entry is verified against the reservation file before use, so
 //!   stale entries (a release by Go, a wiped directory) are harmless;
-//! - an entry is written and synced *before* the reservation it describes,
-//!   so a crash can leave an extra entry but never a missing one;
+//! - an entry is appended (and, when durable, synced) *before* the
+//!   reservation it describes, so a crash can leave an extra entry but never
+//!   a missing one; releases leave entries behind, and a bucket that grows
+//!   past 512 lines is compacted to its verified entries;
 //! - `state` records a fingerprint (inode, size, times, content) of every
 //!   `last_reserved_ip.<n>` as of our last write. Go rewrites one of these on
 //!   every reservation, so a mismatch means a reservation we did not index:
@@ -110,6 +114,8 @@ const STATE_HEADER: &str = "cni-ipam index v1\n";
 const BUCKET_HEADER: &str = "cni-ipam owner index v1\n";
 /// `last_reserved_ip.<n>` files covered by the fingerprint.
 const FINGERPRINTED_SETS: usize = 32;
+/// A bucket with this many lines is compacted on the next append.
+const COMPACT_AT: usize = 512;
 
 /// FNV-1a: a stable hash of an owner key. Collisions only merge two owners'
 /// lists, which verification against the reservation files sorts out.
@@ -377,9 +383,9 @@ impl DiskStoreLock<'_> {
 
     fn write_state(&mut self) -> Result<()> {
         let state = self.index_dir().join(STATE_FILE);
-        let temp = self.index_dir().join(format!("{TEMP_PREFIX}state"));
-        fs::write(&temp, self.fingerprint())
-            .and_then(|()| fs::rename(&temp, &state))
+        // In place: a torn state never equals a fingerprint, so it only
+        // causes a rebuild.
+        write_in_place(&state, self.fingerprint().as_bytes())
             .map_err(|e| Error::io("write index state", &state, e))?;
         self.state_stale = false;
         Ok(())
@@ -389,8 +395,9 @@ impl DiskStoreLock<'_> {
         let Ok(text) = fs::read_to_string(self.index_dir().join(bucket)) else {
             return Vec::new();
         };
+        // The header line does not parse as `<hex hash> <ip>` and is skipped
+        // like any damaged line.
         text.lines()
-            .skip(1)
             .filter_map(|l| {
                 let (h, ip) = l.split_once(' ')?;
                 Some((u64::from_str_radix(h, 16).ok()?, ip.parse().ok()?))
@@ -406,21 +413,60 @@ impl DiskStoreLock<'_> {
             .collect()
     }
 
-    /// Adds (`add`) or removes an index entry; `durable` syncs it before
-    /// returning.
-    fn update_owner(&self, hash: u64, ip: IpAddr, add: bool, durable: bool) -> Result<()> {
+    /// Adds an index entry by appending one line (one `write(2)`, so a
+    /// killed process cannot leave half of it); `durable` syncs it before
+    /// returning. Entries are never removed one by one: stale ones are
+    /// verified away on lookup, and a bucket is compacted when it grows.
+    fn add_owner(&self, hash: u64, ip: IpAddr, durable: bool) -> Result<()> {
         let bucket = bucket_name(hash);
-        let mut lines = self.bucket_lines(&bucket);
-        let present = lines.contains(&(hash, ip));
-        if present == add {
+        let lines = self.bucket_lines(&bucket);
+        if lines.contains(&(hash, ip)) {
             return Ok(());
         }
-        if add {
-            lines.push((hash, ip));
-        } else {
-            lines.retain(|l| *l != (hash, ip));
-        }
         let path = self.index_dir().join(&bucket);
+        if lines.len() >= COMPACT_AT {
+            return self.compact_bucket(&bucket, lines, (hash, ip), durable);
+        }
+        // Rewriting the bucket (truncate or rename) makes ext4 flush its
+        // delayed allocation, ~1.5 ms per call on a virtual disk; an append
+        // does not.
+        let written = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(&path)
+            .and_then(|mut f| {
+                f.write_all(format!("{hash:016x} {ip}\n").as_bytes())?;
+                if durable {
+                    f.sync_all()?;
+                }
+                Ok(())
+            });
+        written.map_err(|e| Error::io("write owner index", &path, e))?;
+        if durable {
+            sync_path(self.index_dir())?;
+        }
+        Ok(())
+    }
+
+    /// Rewrites a bucket with only its verified entries plus `new`.
+    fn compact_bucket(
+        &self,
+        bucket: &str,
+        lines: Vec<(u64, IpAddr)>,
+        new: (u64, IpAddr),
+        durable: bool,
+    ) -> Result<()> {
+        let mut live: Vec<(u64, IpAddr)> = lines
+            .into_iter()
+            .filter(|(h, ip)| {
+                self.read_reservation(*ip)
+                    .is_some_and(|r| key_hash(&reservation_key(&r)) == *h)
+            })
+            .collect();
+        live.dedup();
+        live.push(new);
+        let path = self.index_dir().join(bucket);
         let temp = self.index_dir().join(format!("{TEMP_PREFIX}{bucket}"));
         let written = OpenOptions::new()
             .write(true)
@@ -429,7 +475,7 @@ impl DiskStoreLock<'_> {
             .mode(0o600)
             .open(&temp)
             .and_then(|mut f| {
-                f.write_all(bucket_file(&lines).as_bytes())?;
+                f.write_all(bucket_file(&live).as_bytes())?;
                 if durable {
                     f.sync_all()?;
                 }
@@ -547,7 +593,7 @@ impl LockedStore for DiskStoreLock<'_> {
         self.ensure_index()?;
         let content = owner.file_content();
         // The index entry goes first (see the module doc).
-        self.update_owner(key_hash(&content), ip, true, self.store.durable)?;
+        self.add_owner(key_hash(&content), ip, self.store.durable)?;
         let target = self.dir().join(ip.to_string());
         let temp = self.temp_path();
         self.write_temp(&temp, content.as_bytes())?;
@@ -570,16 +616,10 @@ impl LockedStore for DiskStoreLock<'_> {
             return Ok(false);
         }
         let last = self.dir().join(format!("{LAST_IP_PREFIX}{range_set}"));
-        let temp = self.temp_path();
-        let written = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temp)
-            .and_then(|mut f| f.write_all(ip.to_string().as_bytes()))
-            .and_then(|()| fs::rename(&temp, &last));
-        if let Err(e) = written {
-            let _ = fs::remove_file(&temp);
+        // Rewritten in place, as Go does (but without its truncate to zero,
+        // which costs an ext4 flush): it is only a round-robin hint, and a
+        // torn one is ignored or merely moves the starting point.
+        if let Err(e) = write_in_place(&last, ip.to_string().as_bytes()) {
             // Go reports this failure too, though the reservation stays.
             return Err(Error::io("write last reserved ip", &last, e));
         }
@@ -607,14 +647,11 @@ impl LockedStore for DiskStoreLock<'_> {
 
     fn release(&mut self, ip: IpAddr) -> Result<bool> {
         let path = self.dir().join(ip.to_string());
-        let holder = self.read_reservation(ip);
         match fs::remove_file(&path) {
             Ok(()) => {
+                // The owner's index entry stays: entries are verified against
+                // the reservation file, and compaction drops dead ones.
                 self.sync_dir()?;
-                if let Some(r) = holder {
-                    // A leftover entry would be harmless (entries are verified).
-                    self.update_owner(key_hash(&reservation_key(&r)), ip, false, false)?;
-                }
                 Ok(true)
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
@@ -633,6 +670,20 @@ impl Drop for DiskStoreLock<'_> {
             }
         }
     }
+}
+
+/// Overwrites `path` (created 0600 if missing) with `content` without
+/// truncating it to zero first.
+fn write_in_place(path: &Path, content: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all_at(content, 0)?;
+    file.set_len(content.len() as u64)
 }
 
 fn bucket_file(lines: &[(u64, IpAddr)]) -> String {

@@ -102,12 +102,8 @@ impl<'a> Call<'a> {
 
     pub fn run(&self, bin: &Path, stdin: &[u8]) -> Out {
         let mut child = self.command(bin).spawn().expect("spawn plugin");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(stdin)
-            .expect("write stdin");
+        // A plugin may exit without reading stdin (VERSION, early errors).
+        let _ = child.stdin.take().expect("stdin").write_all(stdin);
         let out = child.wait_with_output().expect("wait plugin");
         Out {
             code: out.status.code().unwrap_or(-1),
