@@ -116,6 +116,10 @@ const BUCKET_HEADER: &str = "cni-ipam owner index v1\n";
 const FINGERPRINTED_SETS: usize = 32;
 /// A bucket with this many lines is compacted on the next append.
 const COMPACT_AT: usize = 512;
+/// Released reservation files kept for reuse, under the index directory.
+const POOL_DIR: &str = "free";
+/// At most this many files wait in the pool; more releases unlink.
+const POOL_MAX: usize = 64;
 
 /// FNV-1a: a stable hash of an owner key. Collisions only merge two owners'
 /// lists, which verification against the reservation files sorts out.
@@ -155,7 +159,7 @@ impl DiskStore {
         validate_network_name(network)?;
         let dir = data_dir.as_ref().join(network);
         let index_dir = data_dir.as_ref().join(INDEX_DIR).join(network);
-        for d in [&dir, &index_dir] {
+        for d in [&dir, &index_dir, &index_dir.join(POOL_DIR)] {
             fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o755)
@@ -595,22 +599,9 @@ impl LockedStore for DiskStoreLock<'_> {
         // The index entry goes first (see the module doc).
         self.add_owner(key_hash(&content), ip, self.store.durable)?;
         let target = self.dir().join(ip.to_string());
-        let temp = self.temp_path();
-        self.write_temp(&temp, content.as_bytes())?;
-        let linked = fs::hard_link(&temp, &target);
-        let _ = fs::remove_file(&temp);
-        let reserved = match linked {
-            Ok(()) => true,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EPERM | libc::EOPNOTSUPP | libc::ENOSYS)
-                ) =>
-            {
-                self.reserve_direct(&target, content.as_bytes())?
-            }
-            Err(e) => return Err(Error::io("create reservation", &target, e)),
+        let reserved = match self.reserve_pooled(&target, content.as_bytes()) {
+            Some(reserved) => reserved,
+            None => self.reserve_new(&target, content.as_bytes())?,
         };
         if !reserved {
             return Ok(false);
@@ -647,7 +638,7 @@ impl LockedStore for DiskStoreLock<'_> {
 
     fn release(&mut self, ip: IpAddr) -> Result<bool> {
         let path = self.dir().join(ip.to_string());
-        match fs::remove_file(&path) {
+        match self.pool_or_remove(&path) {
             Ok(()) => {
                 // The owner's index entry stays: entries are verified against
                 // the reservation file, and compaction drops dead ones.
@@ -657,6 +648,88 @@ impl LockedStore for DiskStoreLock<'_> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(Error::io("remove reservation", &path, e)),
         }
+    }
+}
+
+impl DiskStoreLock<'_> {
+    fn pool_dir(&self) -> PathBuf {
+        self.index_dir().join(POOL_DIR)
+    }
+
+    /// Reuses a released file's inode: its content is rewritten while it
+    /// is still in the pool, then it is renamed to `target` with
+    /// `RENAME_NOREPLACE` (Go's `O_EXCL`). Creating an inode costs ~1 ms on
+    /// ext4 here, this ~25 µs. `None` when the pool is empty or the file
+    /// system refuses; `Some(false)` when `target` exists.
+    fn reserve_pooled(&self, target: &Path, content: &[u8]) -> Option<bool> {
+        use std::os::unix::fs::{FileExt, PermissionsExt};
+        let pooled = fs::read_dir(self.pool_dir())
+            .ok()?
+            .flatten()
+            .find(|e| e.file_type().is_ok_and(|t| t.is_file()))?
+            .path();
+        let file = OpenOptions::new().write(true).open(&pooled).ok()?;
+        file.write_all_at(content, 0).ok()?;
+        file.set_len(content.len() as u64).ok()?;
+        // A file Go released may carry Go's 0644.
+        file.set_permissions(fs::Permissions::from_mode(0o600)).ok()?;
+        if self.store.durable {
+            file.sync_all().ok()?;
+        }
+        drop(file);
+        match nix::fcntl::renameat2(
+            nix::fcntl::AT_FDCWD,
+            &pooled,
+            nix::fcntl::AT_FDCWD,
+            target,
+            nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+        ) {
+            Ok(()) => Some(true),
+            Err(nix::errno::Errno::EEXIST) => Some(false),
+            Err(_) => None,
+        }
+    }
+
+    /// A new reservation file: temporary file, then a hard link (Go's
+    /// `O_EXCL` without its window of an empty file).
+    fn reserve_new(&self, target: &Path, content: &[u8]) -> Result<bool> {
+        let temp = self.temp_path();
+        self.write_temp(&temp, content)?;
+        let linked = fs::hard_link(&temp, target);
+        let _ = fs::remove_file(&temp);
+        match linked {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EPERM | libc::EOPNOTSUPP | libc::ENOSYS)
+                ) =>
+            {
+                self.reserve_direct(target, content)
+            }
+            Err(e) => Err(Error::io("create reservation", target, e)),
+        }
+    }
+
+    /// Moves a released file into the pool (if it has room) instead of
+    /// unlinking it, so a later ADD skips creating an inode.
+    fn pool_or_remove(&self, path: &Path) -> std::io::Result<()> {
+        let pool = self.pool_dir();
+        let room = fs::read_dir(&pool).is_ok_and(|d| d.count() < POOL_MAX);
+        if room {
+            let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            let name = pool.join(format!("{}.{n}.{nanos}", std::process::id()));
+            match fs::rename(path, &name) {
+                Ok(()) => return Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(e),
+                Err(_) => {}
+            }
+        }
+        fs::remove_file(path)
     }
 }
 
