@@ -73,12 +73,21 @@ fn exec_add_del_ours_vs_go() {
                 .collect(),
         )
     };
-    eprintln!("exec floor (VERSION), median of 50: ours {:.2} ms", ms(version(Path::new(HOST_LOCAL))));
+    eprintln!(
+        "exec floor (VERSION), median of 50: ours {:.2} ms",
+        ms(version(Path::new(HOST_LOCAL)))
+    );
     if let Some(g) = &go_bin {
-        eprintln!("exec floor (VERSION), median of 50: Go   {:.2} ms", ms(version(g)));
+        eprintln!(
+            "exec floor (VERSION), median of 50: Go   {:.2} ms",
+            ms(version(g))
+        );
     }
     let o = median(ours);
-    eprintln!("host-local exec ADD+DEL (dual-stack), median of {n}: ours {:.2} ms", ms(o));
+    eprintln!(
+        "host-local exec ADD+DEL (dual-stack), median of {n}: ours {:.2} ms",
+        ms(o)
+    );
     if !theirs.is_empty() {
         let g = median(theirs);
         eprintln!(
@@ -118,7 +127,9 @@ fn exec_add_with_60k_reservations() {
     // The first ADD builds the owner index from a full scan (once per boot,
     // or after another plugin changed the directory).
     let t = Instant::now();
-    assert!(Call::new("ADD", "first").run(Path::new(HOST_LOCAL), stdin.as_bytes()).ok());
+    assert!(Call::new("ADD", "first")
+        .run(Path::new(HOST_LOCAL), stdin.as_bytes())
+        .ok());
     let first = t.elapsed();
     let mut adds = Vec::new();
     let mut dels = Vec::new();
@@ -129,7 +140,9 @@ fn exec_add_with_60k_reservations() {
         adds.push(t.elapsed());
         assert!(out.ok(), "{out:?}");
         let t = Instant::now();
-        assert!(Call::new("DEL", &id).run(Path::new(HOST_LOCAL), stdin.as_bytes()).ok());
+        assert!(Call::new("DEL", &id)
+            .run(Path::new(HOST_LOCAL), stdin.as_bytes())
+            .ok());
         dels.push(t.elapsed());
     }
     eprintln!(

@@ -58,8 +58,16 @@ fn add_results_and_files_match_go_for_every_version() {
             let go_dir = tmp.path().join(format!("go-{version}-{i}"));
             let our_dir = tmp.path().join(format!("ours-{version}-{i}"));
             let call = Call::new("ADD", "ctr-1").args(args);
-            let go_out = run(&go_bin, call.clone(), &host_local_conf(version, "net", &go_dir, ipam.clone()));
-            let ours = run(HOST_LOCAL, call, &host_local_conf(version, "net", &our_dir, ipam));
+            let go_out = run(
+                &go_bin,
+                call.clone(),
+                &host_local_conf(version, "net", &go_dir, ipam.clone()),
+            );
+            let ours = run(
+                HOST_LOCAL,
+                call,
+                &host_local_conf(version, "net", &our_dir, ipam),
+            );
             assert!(go_out.ok(), "Go {version}: {go_out:?}");
             assert!(ours.ok(), "ours {version}: {ours:?}");
             assert_eq!(
@@ -144,7 +152,11 @@ fn shared_data_dir_with_go_matches_go_alone() {
     step(ours, Call::new("ADD", "ctr-5"));
     step(go_bin.as_path(), Call::new("ADD", "ctr-6"));
     for id in ["ctr-3", "ctr-4", "ctr-5", "ctr-6"] {
-        let bin = if id == "ctr-4" { go_bin.as_path() } else { ours };
+        let bin = if id == "ctr-4" {
+            go_bin.as_path()
+        } else {
+            ours
+        };
         step(bin, Call::new("DEL", id));
     }
     // DEL of an unknown container succeeds for both.

@@ -54,7 +54,10 @@ fn four_processes_allocate_a_thousand_distinct_addresses() {
     let mut ips = BTreeSet::new();
     for out in &adds {
         assert!(out.ok(), "ADD failed: {out:?}");
-        let ip = out.json()["ips"][0]["address"].as_str().unwrap().to_string();
+        let ip = out.json()["ips"][0]["address"]
+            .as_str()
+            .unwrap()
+            .to_string();
         assert!(ips.insert(ip.clone()), "{ip} handed out twice");
     }
     assert_eq!(ips.len(), WORKERS * PER_WORKER);
@@ -130,7 +133,15 @@ fn sigkill_during_add_never_leaves_partial_reservations() {
                     .as_array()
                     .unwrap()
                     .iter()
-                    .map(|ip| ip["address"].as_str().unwrap().split('/').next().unwrap().to_string())
+                    .map(|ip| {
+                        ip["address"]
+                            .as_str()
+                            .unwrap()
+                            .split('/')
+                            .next()
+                            .unwrap()
+                            .to_string()
+                    })
                     .collect();
                 completed.insert(id, ips);
             } else {
@@ -141,7 +152,10 @@ fn sigkill_during_add_never_leaves_partial_reservations() {
             let (id, ifname) = content
                 .split_once("\r\n")
                 .unwrap_or_else(|| panic!("partial reservation {ip}: {content:?} (seed {seed})"));
-            assert!(id.starts_with("ctr-") && ifname == "eth0", "{ip}: {content:?}");
+            assert!(
+                id.starts_with("ctr-") && ifname == "eth0",
+                "{ip}: {content:?}"
+            );
         }
     }
     eprintln!("{} ADDs completed, {killed} killed", completed.len());
@@ -152,7 +166,10 @@ fn sigkill_during_add_never_leaves_partial_reservations() {
     for (id, ips) in &completed {
         for ip in ips {
             assert!(seen.insert(ip.clone()), "{ip} given twice");
-            assert_eq!(files.get(ip).map(String::as_str), Some(format!("{id}\r\neth0").as_str()));
+            assert_eq!(
+                files.get(ip).map(String::as_str),
+                Some(format!("{id}\r\neth0").as_str())
+            );
         }
     }
 

@@ -46,14 +46,25 @@ fn cases(version: &str) -> Vec<(Value, &'static str)> {
     });
     vec![
         (conf(version, base.clone()), ""),
-        (conf(version, json!({"routes": [{"dst": "10.0.0.0/8"}]})), "IP=10.10.0.7/24;GATEWAY=10.10.0.254"),
         (
-            with(conf(version, base.clone()), "args", json!({"cni": {"ips": ["10.20.0.9/16"]}})),
+            conf(version, json!({"routes": [{"dst": "10.0.0.0/8"}]})),
+            "IP=10.10.0.7/24;GATEWAY=10.10.0.254",
+        ),
+        (
+            with(
+                conf(version, base.clone()),
+                "args",
+                json!({"cni": {"ips": ["10.20.0.9/16"]}}),
+            ),
             "",
         ),
         (
             with(
-                with(conf(version, base), "args", json!({"cni": {"ips": ["10.20.0.9/16"]}})),
+                with(
+                    conf(version, base),
+                    "args",
+                    json!({"cni": {"ips": ["10.20.0.9/16"]}}),
+                ),
                 "runtimeConfig",
                 json!({"ips": ["10.30.0.3/24"]}),
             ),
@@ -74,7 +85,10 @@ fn add_results_match_go_for_every_version() {
             let call = Call::new("ADD", "c1").args(args);
             let theirs = run(&go_bin, call.clone(), &c);
             let ours = run(STATIC, call, &c);
-            assert_eq!(ours.code, theirs.code, "{version} case {i}: {ours:?} vs {theirs:?}");
+            assert_eq!(
+                ours.code, theirs.code,
+                "{version} case {i}: {ours:?} vs {theirs:?}"
+            );
             assert_eq!(
                 String::from_utf8_lossy(&ours.stdout),
                 String::from_utf8_lossy(&without_empty_dns_1x(version, &theirs.stdout)),
@@ -98,7 +112,10 @@ fn override_order_of_the_reference() {
     let s = |a: &str, g: Option<&str>| (a.to_string(), g.map(str::to_string));
     assert_eq!(
         get(0),
-        [s("10.10.0.1/24", Some("10.10.0.254")), s("3ffe:ffff:0:1ff::1/64", None)]
+        [
+            s("10.10.0.1/24", Some("10.10.0.254")),
+            s("3ffe:ffff:0:1ff::1/64", None)
+        ]
     );
     // CNI_ARGS IP is appended, GATEWAY set on the address whose subnet holds it.
     assert_eq!(get(1), [s("10.10.0.7/24", Some("10.10.0.254"))]);
@@ -131,9 +148,16 @@ fn check_compares_with_prev_result() {
 
     let mut wrong = added.json();
     wrong["ips"][0]["gateway"] = json!("10.10.0.1");
-    let out = run(STATIC, Call::new("CHECK", "c1"), &with(c.clone(), "prevResult", wrong));
+    let out = run(
+        STATIC,
+        Call::new("CHECK", "c1"),
+        &with(c.clone(), "prevResult", wrong),
+    );
     assert!(!out.ok());
-    assert_eq!(out.msg(), "static: Failed to match addr 10.10.0.1 on interface eth0");
+    assert_eq!(
+        out.msg(),
+        "static: Failed to match addr 10.10.0.1 on interface eth0"
+    );
 
     let out = run(STATIC, Call::new("CHECK", "c1"), c);
     assert_eq!(out.err_code(), 7);
@@ -143,22 +167,52 @@ fn check_compares_with_prev_result() {
 #[test]
 fn invalid_configs_name_the_field() {
     let bad = [
-        (conf("1.0.0", json!({"addresses": [{"address": "10.10.0.1"}]})), "", "'address'"),
-        (conf("1.0.0", json!({"addresses": [{"address": "10.10.0.1/24", "gateway": "x"}]})), "", "x"),
-        (conf("1.0.0", json!({})), "IP=10.1.1.1", "'ip'"),
-        (with(conf("1.0.0", json!({})), "runtimeConfig", json!({"ips": ["10.1.1.1"]})), "", "'ips'"),
         (
-            conf("0.2.0", json!({"addresses": [{"address": "10.0.0.1/24"}, {"address": "10.0.1.1/24"}]})),
+            conf("1.0.0", json!({"addresses": [{"address": "10.10.0.1"}]})),
+            "",
+            "'address'",
+        ),
+        (
+            conf(
+                "1.0.0",
+                json!({"addresses": [{"address": "10.10.0.1/24", "gateway": "x"}]}),
+            ),
+            "",
+            "x",
+        ),
+        (conf("1.0.0", json!({})), "IP=10.1.1.1", "'ip'"),
+        (
+            with(
+                conf("1.0.0", json!({})),
+                "runtimeConfig",
+                json!({"ips": ["10.1.1.1"]}),
+            ),
+            "",
+            "'ips'",
+        ),
+        (
+            conf(
+                "0.2.0",
+                json!({"addresses": [{"address": "10.0.0.1/24"}, {"address": "10.0.1.1/24"}]}),
+            ),
             "",
             "more than 1 address per family",
         ),
-        (json!({"cniVersion": "1.0.0", "name": "net", "type": "bridge"}), "", "'ipam'"),
+        (
+            json!({"cniVersion": "1.0.0", "name": "net", "type": "bridge"}),
+            "",
+            "'ipam'",
+        ),
     ];
     for (c, args, needle) in bad {
         let out = run(STATIC, Call::new("ADD", "c1").args(args), &c);
         assert_eq!(out.err_code(), 7, "{c}: {out:?}");
         assert!(out.msg().contains(needle), "{c}: {}", out.msg());
     }
-    let out = run(STATIC, Call::new("ADD", "c1").args("BOGUS=1"), &conf("1.0.0", json!({})));
+    let out = run(
+        STATIC,
+        Call::new("ADD", "c1").args("BOGUS=1"),
+        &conf("1.0.0", json!({})),
+    );
     assert_eq!(out.err_code(), 4, "{out:?}");
 }

@@ -24,6 +24,13 @@
 //! Temporary files are created only under the lock, so any found while
 //! holding it were left by a crashed writer and are removed.
 //!
+//! Inode pool, beyond Go: creating a file costs ~1 ms on ext4 (inode
+//! allocation), most of an ADD. A released reservation file is moved to
+//! `<dataDir>/.cni-ipam-index/<network>/free/` (at most 64 wait there), and
+//! a later reservation rewrites one of them while it is still out of sight,
+//! then renames it into place with `RENAME_NOREPLACE`, which fails on an
+//! existing name like Go's `O_EXCL`.
+//!
 //! Owner index, beyond Go: finding what a container holds (duplicate check,
 //! DEL, CHECK) means reading every reservation file in Go's layout, ~270 ms
 //! at 60,000 reservations. An index under `<dataDir>/.cni-ipam-index/<network>/`
@@ -672,7 +679,8 @@ impl DiskStoreLock<'_> {
         file.write_all_at(content, 0).ok()?;
         file.set_len(content.len() as u64).ok()?;
         // A file Go released may carry Go's 0644.
-        file.set_permissions(fs::Permissions::from_mode(0o600)).ok()?;
+        file.set_permissions(fs::Permissions::from_mode(0o600))
+            .ok()?;
         if self.store.durable {
             file.sync_all().ok()?;
         }

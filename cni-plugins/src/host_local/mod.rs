@@ -48,12 +48,21 @@ fn config_field(msg: &str) -> Option<&'static str> {
         ("IPNet IP and Mask", "\"subnet\""),
         ("RangeStart ", "\"rangeStart\""),
         ("RangeEnd ", "\"rangeEnd\""),
-        ("invalid IP address", "\"gateway\", \"rangeStart\" or \"rangeEnd\""),
-        ("mixed address families", "\"ranges\" (one family per range set)"),
+        (
+            "invalid IP address",
+            "\"gateway\", \"rangeStart\" or \"rangeEnd\"",
+        ),
+        (
+            "mixed address families",
+            "\"ranges\" (one family per range set)",
+        ),
         ("subnets ", "\"ranges\" (ranges of a set overlap)"),
         ("range set ", "\"ranges\" (range sets overlap)"),
         ("no IP ranges specified", "\"ranges\" or \"subnet\""),
-        ("CNI version ", "\"ranges\" (one range set per family before 0.3.0)"),
+        (
+            "CNI version ",
+            "\"ranges\" (one range set per family before 0.3.0)",
+        ),
     ];
     TABLE
         .iter()

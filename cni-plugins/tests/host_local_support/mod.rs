@@ -203,4 +203,3 @@ pub fn without_empty_dns_1x(version: &str, go_out: &[u8]) -> Vec<u8> {
         text.into_bytes()
     }
 }
-
