@@ -6,6 +6,33 @@
 //! Beyond Go, GC (spec 1.1) releases every reservation whose attachment is
 //! not in `cni.dev/valid-attachments`, and STATUS reports code 50 when the
 //! data directory cannot be locked and written.
+//!
+//! ```
+//! use cni_exec::{dispatch, Env};
+//! use cni_plugins::host_local::HostLocal;
+//!
+//! let data_dir = tempfile::tempdir()?;
+//! let conf = serde_json::json!({
+//!     "cniVersion": "1.1.0", "name": "mynet", "type": "bridge",
+//!     "ipam": {"type": "host-local", "dataDir": data_dir.path(),
+//!              "ranges": [[{"subnet": "10.1.2.0/24"}]]},
+//! });
+//! let env = |cmd: &str| Env::new([
+//!     ("CNI_COMMAND", cmd), ("CNI_CONTAINERID", "c1"), ("CNI_NETNS", "/run/netns/c1"),
+//!     ("CNI_IFNAME", "eth0"), ("CNI_PATH", "/opt/cni/bin"),
+//! ]);
+//! let out = dispatch(&HostLocal, &env("ADD"), conf.to_string().as_bytes());
+//! assert_eq!(out.exit_code, 0);
+//! let result: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+//! assert_eq!(result["ips"][0]["address"], "10.1.2.2/24");
+//!
+//! // GC with no valid attachment releases the reservation.
+//! let mut gc = conf.clone();
+//! gc["cni.dev/valid-attachments"] = serde_json::json!([]);
+//! assert_eq!(dispatch(&HostLocal, &env("GC"), gc.to_string().as_bytes()).exit_code, 0);
+//! assert!(!data_dir.path().join("mynet/10.1.2.2").exists());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use cni_exec::{Plugin, Request};
 use cni_ipam::host_local::{self, HostLocalConfig};

@@ -3,6 +3,22 @@
 //! `addresses` plus `CNI_ARGS` `IP`/`GATEWAY`, replaced by `args.cni.ips`,
 //! replaced by `runtimeConfig.ips`); see [`cni_ipam::static_ipam`].
 //! Nothing is allocated, so DEL is a no-op.
+//!
+//! ```
+//! use cni_exec::{dispatch, Env};
+//! use cni_plugins::static_ipam::Static;
+//!
+//! let conf = br#"{"cniVersion": "1.0.0", "name": "n", "type": "macvlan",
+//!     "ipam": {"type": "static", "addresses": [{"address": "10.10.0.1/24"}]}}"#;
+//! let env = Env::new([
+//!     ("CNI_COMMAND", "ADD"), ("CNI_CONTAINERID", "c1"), ("CNI_NETNS", "/run/netns/c1"),
+//!     ("CNI_IFNAME", "eth0"), ("CNI_PATH", "/opt/cni/bin"), ("CNI_ARGS", "IP=10.10.0.7/24"),
+//! ]);
+//! let out = dispatch(&Static, &env, conf);
+//! let result: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+//! assert_eq!(result["ips"][1]["address"], "10.10.0.7/24");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use cni_exec::{Plugin, Request};
 use cni_ipam::result::IpConfig as IpamIpConfig;
