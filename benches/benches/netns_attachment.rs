@@ -101,7 +101,16 @@ fn bench(c: &mut Criterion) {
     }
     let host_ns = OwnedNetns::new("cnibench-host").unwrap();
     let pod_ns = OwnedNetns::new("cnibench-pod").unwrap();
-    let host = Handle::in_netns(&host_ns).unwrap();
+    // Run where a plugin runs: in the "host" namespace, so the host handle
+    // is the current namespace (sysctls written inline). Criterion is not
+    // Send, so this benchmark process moves its own main thread there.
+    nix::sched::setns(&*host_ns, nix::sched::CloneFlags::CLONE_NEWNET)
+        .expect("enter bench host namespace");
+    measure(c, &host_ns, &pod_ns);
+}
+
+fn measure(c: &mut Criterion, host_ns: &OwnedNetns, pod_ns: &OwnedNetns) {
+    let host = Handle::current().unwrap();
     let bridge = host
         .ensure_bridge(&BridgeSpec {
             name: "cnibr0".into(),
@@ -115,7 +124,7 @@ fn bench(c: &mut Criterion) {
     g.sample_size(30).measurement_time(Duration::from_secs(8));
     g.bench_function("cni-netns", |b| {
         b.iter(|| {
-            let veth = attach_in_process(&host, &pod_ns, bridge.index);
+            let veth = attach_in_process(&host, pod_ns, bridge.index);
             host.delete_link(veth).unwrap();
         })
     });
@@ -135,7 +144,7 @@ fn bench(c: &mut Criterion) {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
                 let start = Instant::now();
-                let veth = attach_in_process(&host, &pod_ns, bridge.index);
+                let veth = attach_in_process(&host, pod_ns, bridge.index);
                 total += start.elapsed();
                 host.delete_link(veth).unwrap();
             }

@@ -191,6 +191,7 @@ impl<'a> Allocator<'a> {
 fn ip_config(ip: IpAddr, range: &Range) -> IpConfig {
     let prefix = range.subnet().prefix();
     IpConfig {
+        interface: None,
         // The prefix comes from a valid subnet of the same family.
         address: IpNetwork::new(ip, prefix).unwrap_or_else(|_| range.subnet()),
         gateway: Some(range.gateway()),

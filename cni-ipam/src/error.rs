@@ -2,24 +2,7 @@
 
 use std::path::PathBuf;
 
-/// CNI well-known error codes used by this crate (SPEC "Error" section, plus
-/// Go's `ErrInternal`).
-pub mod code {
-    /// Invalid or missing environment variables (`CNI_ARGS` is one).
-    pub const INVALID_ENVIRONMENT_VARIABLES: u32 = 4;
-    /// I/O failure.
-    pub const IO_FAILURE: u32 = 5;
-    /// Failed to decode content (malformed JSON).
-    pub const DECODING_FAILURE: u32 = 6;
-    /// Invalid network configuration.
-    pub const INVALID_NETWORK_CONFIG: u32 = 7;
-    /// Transient condition: the runtime should retry later.
-    pub const TRY_AGAIN_LATER: u32 = 11;
-    /// STATUS: the plugin cannot service ADD requests.
-    pub const PLUGIN_NOT_AVAILABLE: u32 = 50;
-    /// Generic failure (Go's `ErrInternal`).
-    pub const INTERNAL: u32 = 999;
-}
+use cni_types::{CniError, ErrorCode};
 
 /// Everything that can go wrong in address management.
 ///
@@ -113,6 +96,10 @@ pub enum Error {
         ifname: String,
     },
 
+    /// static CHECK without a `prevResult` in the configuration.
+    #[error("Required prevResult missing")]
+    MissingPrevResult,
+
     /// A file system operation on the store or a config file failed.
     #[error("{op} {}: {source}", path.display())]
     Io {
@@ -128,35 +115,37 @@ pub enum Error {
     /// STATUS: the plugin cannot serve ADD (the store is unusable).
     #[error("store unavailable: {0}")]
     Unavailable(#[source] Box<Error>),
-
-    /// Release failed in one or more range sets (Go joins them with `;`).
-    #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(";"))]
-    Multiple(Vec<Error>),
 }
 
 impl Error {
     /// The CNI error code a plugin should reply with.
-    pub fn code(&self) -> u32 {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            Error::DecodeConfig(_) => code::DECODING_FAILURE,
+            Error::DecodeConfig(_) => ErrorCode::DecodingFailure,
             Error::InvalidConfig(_)
             | Error::InvalidNetworkName { .. }
             | Error::RequestedGateway(_)
             | Error::NotInRangeSet { .. }
-            | Error::UnfulfilledRequests(_) => code::INVALID_NETWORK_CONFIG,
-            Error::InvalidArgs(_) => code::INVALID_ENVIRONMENT_VARIABLES,
+            | Error::UnfulfilledRequests(_) => ErrorCode::InvalidNetworkConfig,
+            Error::InvalidArgs(_) => ErrorCode::InvalidEnvironmentVariables,
             // Another container holds the address; it is commonly being torn
             // down (StatefulSet-style IP reuse), so a retry can succeed.
-            Error::RequestedUnavailable { .. } => code::TRY_AGAIN_LATER,
-            Error::Io { .. } => code::IO_FAILURE,
-            Error::Unavailable(_) => code::PLUGIN_NOT_AVAILABLE,
+            Error::RequestedUnavailable { .. } => ErrorCode::TryAgainLater,
+            Error::Io { .. } => ErrorCode::IoFailure,
+            Error::Unavailable(_) => ErrorCode::PluginNotAvailable,
             Error::AllocateRange { source, .. } => source.code(),
-            Error::Multiple(errors) => errors.first().map_or(code::INTERNAL, Error::code),
             Error::Duplicate { .. }
             | Error::Exhausted(_)
             | Error::NotFound(_)
-            | Error::StaticMismatch { .. } => code::INTERNAL,
+            | Error::StaticMismatch { .. }
+            | Error::MissingPrevResult => ErrorCode::Internal,
         }
+    }
+
+    /// The error reply a plugin prints: this error's code, and its message
+    /// as `msg` (the Go plugins put their error text there).
+    pub fn to_cni_error(&self) -> CniError {
+        CniError::new(self.code(), self.to_string(), "")
     }
 
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {

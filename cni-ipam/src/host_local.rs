@@ -6,14 +6,19 @@ use std::collections::HashSet;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use cni_types::NetworkConfig;
 use serde::Deserialize;
+use serde_json::Value;
 
 use crate::allocator::{release_owner, Allocator};
 use crate::dns::parse_resolv_conf;
 use crate::error::{Error, Result};
-use crate::parse::{load_args, parse_ip_or_cidr, version_at_least_0_3_0};
+use crate::parse::{
+    canonical_array, canonical_object, load_args, parse_ip_or_cidr, version_at_least_0_3_0,
+    ArgsConf, ROUTE_KEYS,
+};
 use crate::range::{Range, RangeConfig, RangeSet};
-use crate::result::{IpamResult, Route};
+use crate::result::{CniResult, Route};
 use crate::store::{DiskStore, LockedStore, Owner, Store, DEFAULT_DATA_DIR};
 
 /// A validated host-local configuration.
@@ -76,18 +81,6 @@ struct RuntimeConf {
     ips: Option<Vec<String>>,
 }
 
-#[derive(Deserialize)]
-struct ArgsConf {
-    #[serde(default)]
-    cni: Option<CniArgsConf>,
-}
-
-#[derive(Deserialize)]
-struct CniArgsConf {
-    #[serde(default)]
-    ips: Option<Vec<String>>,
-}
-
 /// Go's `ip.IP` text unmarshalling: `""` is "no address" (which Go then
 /// fails to canonicalise), anything else must be an IP or a CIDR.
 fn requested_ip(text: &str) -> Result<IpAddr> {
@@ -103,7 +96,54 @@ impl HostLocalConfig {
     /// Loads the configuration from the plugin's stdin and `CNI_ARGS`, with
     /// the Go reference's checks and messages.
     pub fn load(stdin: &[u8], cni_args: &str) -> Result<HostLocalConfig> {
-        let net: NetConf = serde_json::from_slice(stdin).map_err(Error::DecodeConfig)?;
+        let value: Value = serde_json::from_slice(stdin).map_err(Error::DecodeConfig)?;
+        Self::load_value(value, cni_args)
+    }
+
+    /// [`HostLocalConfig::load`] from a config `cni-types` already decoded.
+    pub fn from_network_config(config: &NetworkConfig, cni_args: &str) -> Result<HostLocalConfig> {
+        Self::load_value(Value::Object(config.raw().clone()), cni_args)
+    }
+
+    fn load_value(mut value: Value, cni_args: &str) -> Result<HostLocalConfig> {
+        const RANGE_KEYS: &[&str] = &["subnet", "rangeStart", "rangeEnd", "gateway"];
+        let canonical_sets = |sets: Option<&mut Value>| {
+            if let Some(sets) = sets.and_then(Value::as_array_mut) {
+                for set in sets {
+                    canonical_array(Some(set), RANGE_KEYS);
+                }
+            }
+        };
+        if let Some(root) = canonical_object(
+            Some(&mut value),
+            &["cniVersion", "name", "ipam", "runtimeConfig", "args"],
+        ) {
+            if let Some(ipam) = canonical_object(
+                root.get_mut("ipam"),
+                &[
+                    "type",
+                    "subnet",
+                    "rangeStart",
+                    "rangeEnd",
+                    "gateway",
+                    "routes",
+                    "dataDir",
+                    "resolvConf",
+                    "ranges",
+                ],
+            ) {
+                canonical_sets(ipam.get_mut("ranges"));
+                canonical_array(ipam.get_mut("routes"), ROUTE_KEYS);
+            }
+            if let Some(rc) = canonical_object(root.get_mut("runtimeConfig"), &["ipRanges", "ips"])
+            {
+                canonical_sets(rc.get_mut("ipRanges"));
+            }
+            if let Some(args) = canonical_object(root.get_mut("args"), &["cni"]) {
+                canonical_object(args.get_mut("cni"), &["ips"]);
+            }
+        }
+        let net: NetConf = serde_json::from_value(value).map_err(Error::DecodeConfig)?;
         let runtime = net.runtime_config.unwrap_or_default();
         let arg_ips = net.args.and_then(|a| a.cni).and_then(|c| c.ips);
         // Go decodes these with the JSON, before anything else is checked.
@@ -198,7 +238,7 @@ impl HostLocalConfig {
 /// ADD: one address per range set for (`container_id`, `ifname`), plus the
 /// configured routes and the DNS of `resolvConf`. On any failure, what was
 /// already reserved is released.
-pub fn add(config: &HostLocalConfig, container_id: &str, ifname: &str) -> Result<IpamResult> {
+pub fn add(config: &HostLocalConfig, container_id: &str, ifname: &str) -> Result<CniResult> {
     let store = config.open_store()?;
     add_with_store(config, &store, &Owner::new(container_id, ifname))
 }
@@ -208,7 +248,7 @@ pub fn add_with_store<S: Store>(
     config: &HostLocalConfig,
     store: &S,
     owner: &Owner,
-) -> Result<IpamResult> {
+) -> Result<CniResult> {
     let dns = match &config.resolv_conf {
         Some(path) => parse_resolv_conf(path)?,
         None => Default::default(),
@@ -246,7 +286,8 @@ pub fn add_with_store<S: Store>(
         rollback(&mut locked, owner, &ips);
         return Err(Error::UnfulfilledRequests(pending));
     }
-    Ok(IpamResult {
+    Ok(CniResult {
+        interfaces: Vec::new(),
         ips,
         routes: config.routes.clone(),
         dns,
@@ -354,8 +395,8 @@ pub fn status(config: &HostLocalConfig) -> Result<()> {
         .map_err(|e| Error::Unavailable(Box::new(e)))
 }
 
-/// The range of `set` that holds `ip`, for callers that need the prefix or
-/// gateway of an address they did not allocate.
+/// The configured range that holds `ip`, for callers that need the prefix or
+/// gateway of an address they did not allocate (e.g. CHECK).
 pub fn range_for(config: &HostLocalConfig, ip: IpAddr) -> Option<&Range> {
     config.range_sets.iter().find_map(|s| s.range_for(ip))
 }

@@ -7,63 +7,49 @@
 
 use std::net::IpAddr;
 
+use cni_types::{CniArgs, Version};
 use ipnetwork::IpNetwork;
+use serde_json::{Map, Value};
+
+use serde::Deserialize;
 
 use crate::error::{Error, Result};
 
+/// The `args` key of a config: the `args.cni.ips` convention
+/// (CONVENTIONS.md) that host-local and static read.
+#[derive(Deserialize)]
+pub(crate) struct ArgsConf {
+    #[serde(default)]
+    pub(crate) cni: Option<CniArgsConf>,
+}
+
+/// `args.cni`.
+#[derive(Deserialize)]
+pub(crate) struct CniArgsConf {
+    #[serde(default)]
+    pub(crate) ips: Option<Vec<String>>,
+}
+
 /// Parses `CNI_ARGS` (`K=V;K=V`) like Go's `types.LoadArgs` into a struct with
-/// the fields `known` (plus `IgnoreUnknown`): keys are matched case-sensitively,
-/// unknown keys are an error unless `IgnoreUnknown` is true.
+/// the fields `known` (plus `IgnoreUnknown`), with [`cni_types::CniArgs`].
 ///
 /// Returns the `(key, value)` pairs of known keys, in order.
 pub(crate) fn load_args(args: &str, known: &[&str]) -> Result<Vec<(String, String)>> {
-    let mut out = Vec::new();
-    if args.is_empty() {
-        return Ok(out);
-    }
-    let mut unknown = Vec::new();
-    let mut ignore_unknown = false;
-    for pair in args.split(';') {
-        let kv: Vec<&str> = pair.split('=').collect();
-        let [key, value] = kv[..] else {
-            return Err(Error::InvalidArgs(format!("ARGS: invalid pair {pair:?}")));
-        };
-        if key == "IgnoreUnknown" {
-            ignore_unknown = match value.to_lowercase().as_str() {
-                "1" | "true" => true,
-                "0" | "false" => false,
-                other => {
-                    return Err(Error::InvalidArgs(format!(
-                        "ARGS: error parsing value of pair {pair:?}: boolean unmarshal error: invalid input {other})"
-                    )))
-                }
-            };
-        } else if known.contains(&key) {
-            out.push((key.to_string(), value.to_string()));
-        } else {
-            unknown.push(pair);
-        }
-    }
-    if !unknown.is_empty() && !ignore_unknown {
-        let quoted: Vec<String> = unknown.iter().map(|p| format!("{p:?}")).collect();
-        return Err(Error::InvalidArgs(format!(
-            "ARGS: unknown args [{}]",
-            quoted.join(" ")
-        )));
-    }
-    Ok(out)
+    let parsed = CniArgs::parse(args).map_err(|e| Error::InvalidArgs(e.to_string()))?;
+    parsed
+        .check_known(known)
+        .map_err(|e| Error::InvalidArgs(e.to_string()))?;
+    Ok(parsed
+        .pairs()
+        .iter()
+        .filter(|(k, _)| known.contains(&k.as_str()))
+        .cloned()
+        .collect())
 }
 
-/// `net.ParseCIDR`: an address and a decimal prefix length, both required.
-/// Host bits are kept (`10.1.0.5/16` stays as written).
+/// `net.ParseCIDR` (host bits kept), from [`cni_types::json::parse_cidr`].
 pub(crate) fn parse_cidr(s: &str) -> Option<IpNetwork> {
-    let (addr, len) = s.split_once('/')?;
-    let addr: IpAddr = addr.parse().ok()?;
-    if len.is_empty() || len.len() > 3 || !len.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let len: u8 = len.parse().ok()?;
-    IpNetwork::new(addr, len).ok()
+    cni_types::json::parse_cidr(s).ok()
 }
 
 /// plugins `ip.ParseIP` + `ToIP`: an address, or a CIDR whose address part is
@@ -78,26 +64,35 @@ pub(crate) fn parse_ip_or_cidr(s: &str) -> Option<IpAddr> {
 }
 
 /// Go's `version.GreaterThanOrEqualTo(v, "0.3.0")`; an unparsable version
-/// (including the empty one) is "not greater", as in Go.
+/// is "not greater", as in Go.
 pub(crate) fn version_at_least_0_3_0(version: &str) -> bool {
-    let mut parts = version.split('.');
-    let (Some(major), Some(minor), Some(patch), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return false;
-    };
-    let num = |s: &str| -> Option<u64> {
-        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-            None
-        } else {
-            s.parse().ok()
+    Version::parse(version).is_ok_and(Version::supports_chaining)
+}
+
+/// Go's `encoding/json` matches keys to fields case-insensitively (an exact
+/// match wins); renames the keys of the object at `value`, if it is one, to
+/// the spelling in `known`, and returns it.
+pub(crate) fn canonical_object<'a>(
+    value: Option<&'a mut Value>,
+    known: &[&str],
+) -> Option<&'a mut Map<String, Value>> {
+    let map = value?.as_object_mut()?;
+    cni_types::json::canonicalize_keys(map, known);
+    Some(map)
+}
+
+/// [`canonical_object`] for every element of an array at `value`.
+pub(crate) fn canonical_array(value: Option<&mut Value>, known: &[&str]) {
+    if let Some(items) = value.and_then(Value::as_array_mut) {
+        for item in items {
+            canonical_object(Some(item), known);
         }
-    };
-    match (num(major), num(minor), num(patch)) {
-        (Some(major), Some(minor), Some(_)) => (major, minor) >= (0, 3),
-        _ => false,
     }
 }
+
+/// Route keys (`types.Route`).
+pub(crate) const ROUTE_KEYS: &[&str] =
+    &["dst", "gw", "mtu", "advmss", "priority", "table", "scope"];
 
 /// The family and numeric value of an address, for range arithmetic.
 pub(crate) fn ip_to_u128(ip: IpAddr) -> u128 {

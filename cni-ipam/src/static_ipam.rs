@@ -4,12 +4,17 @@
 
 use std::net::IpAddr;
 
+use cni_types::NetworkConfig;
 use ipnetwork::IpNetwork;
 use serde::Deserialize;
+use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::parse::{load_args, parse_cidr, version_at_least_0_3_0};
-use crate::result::{Dns, IpConfig, IpamResult, Route};
+use crate::parse::{
+    canonical_array, canonical_object, load_args, parse_cidr, version_at_least_0_3_0, ArgsConf,
+    ROUTE_KEYS,
+};
+use crate::result::{CniResult, Dns, IpConfig, Route};
 
 /// A validated static configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,18 +79,6 @@ struct RuntimeConf {
     ips: Option<Vec<String>>,
 }
 
-#[derive(Deserialize)]
-struct ArgsConf {
-    #[serde(default)]
-    cni: Option<CniArgsConf>,
-}
-
-#[derive(Deserialize)]
-struct CniArgsConf {
-    #[serde(default)]
-    ips: Option<Vec<String>>,
-}
-
 fn ips_entry(text: &str) -> Result<StaticAddress> {
     let address = parse_cidr(text).ok_or_else(|| {
         Error::InvalidConfig(format!(
@@ -117,7 +110,37 @@ impl StaticConfig {
     /// then `args.cni.ips` replaces them all; then `runtimeConfig.ips`
     /// replaces them all again.
     pub fn load(stdin: &[u8], cni_args: &str) -> Result<StaticConfig> {
-        let net: NetConf = serde_json::from_slice(stdin).map_err(Error::DecodeConfig)?;
+        let value: Value = serde_json::from_slice(stdin).map_err(Error::DecodeConfig)?;
+        Self::load_value(value, cni_args)
+    }
+
+    /// [`StaticConfig::load`] from a config `cni-types` already decoded.
+    pub fn from_network_config(config: &NetworkConfig, cni_args: &str) -> Result<StaticConfig> {
+        Self::load_value(Value::Object(config.raw().clone()), cni_args)
+    }
+
+    fn load_value(mut value: Value, cni_args: &str) -> Result<StaticConfig> {
+        if let Some(root) = canonical_object(
+            Some(&mut value),
+            &["cniVersion", "name", "ipam", "runtimeConfig", "args"],
+        ) {
+            if let Some(ipam) = canonical_object(
+                root.get_mut("ipam"),
+                &["type", "routes", "addresses", "dns"],
+            ) {
+                canonical_array(ipam.get_mut("addresses"), &["address", "gateway"]);
+                canonical_array(ipam.get_mut("routes"), ROUTE_KEYS);
+                canonical_object(
+                    ipam.get_mut("dns"),
+                    &["nameservers", "domain", "search", "options"],
+                );
+            }
+            canonical_object(root.get_mut("runtimeConfig"), &["ips"]);
+            if let Some(args) = canonical_object(root.get_mut("args"), &["cni"]) {
+                canonical_object(args.get_mut("cni"), &["ips"]);
+            }
+        }
+        let net: NetConf = serde_json::from_value(value).map_err(Error::DecodeConfig)?;
         let ipam = net
             .ipam
             .ok_or_else(|| Error::InvalidConfig("IPAM config missing 'ipam' key".to_string()))?;
@@ -232,12 +255,14 @@ impl StaticConfig {
 }
 
 /// ADD: the configured addresses, routes and DNS.
-pub fn add(config: &StaticConfig) -> IpamResult {
-    IpamResult {
+pub fn add(config: &StaticConfig) -> CniResult {
+    CniResult {
+        interfaces: Vec::new(),
         ips: config
             .addresses
             .iter()
             .map(|a| IpConfig {
+                interface: None,
                 address: a.address,
                 gateway: a.gateway,
             })
@@ -245,6 +270,17 @@ pub fn add(config: &StaticConfig) -> IpamResult {
         routes: config.routes.clone(),
         dns: config.dns.clone(),
     }
+}
+
+/// CHECK of a decoded request: the configuration (with `CNI_ARGS`) against
+/// its `prevResult`, as Go's `cmdCheck` does.
+pub fn check_network_config(config: &NetworkConfig, cni_args: &str, ifname: &str) -> Result<()> {
+    let static_config = StaticConfig::from_network_config(config, cni_args)?;
+    let prev = config
+        .prev_result()
+        .map_err(|e| Error::InvalidConfig(e.to_string()))?
+        .ok_or(Error::MissingPrevResult)?;
+    check(&static_config, ifname, &prev.ips)
 }
 
 /// CHECK against the previous result's addresses: an address present there

@@ -169,7 +169,7 @@ fn static_cni_args_ip_and_gateway() {
         "IP=10.10.0.1/24,11.11.0.1/24;GATEWAY=10.10.0.254",
     )
     .unwrap();
-    let r = serde_json::to_value(static_ipam::add(&c)).unwrap();
+    let r = wire(&static_ipam::add(&c));
     assert_eq!(
         r,
         json!({"ips": [{"address": "10.10.0.1/24", "gateway": "10.10.0.254"}, {"address": "11.11.0.1/24"}]})
@@ -198,7 +198,7 @@ fn static_override_order_and_messages() {
         }
     });
     let c = static_load(conf, "IP=10.10.0.3/24;GATEWAY=10.10.0.254").unwrap();
-    let r = serde_json::to_value(static_ipam::add(&c)).unwrap();
+    let r = wire(&static_ipam::add(&c));
     assert_eq!(
         r,
         json!({
@@ -270,13 +270,70 @@ fn static_check_gateways() {
 #[test]
 fn error_codes() {
     let e = HostLocalConfig::load(b"{", "").unwrap_err();
-    assert_eq!(e.code(), 6);
+    assert_eq!(e.code().as_u32(), 6);
     let e = HostLocalConfig::load(br#"{"name":"x","cniVersion":"1.0.0"}"#, "").unwrap_err();
-    assert_eq!(e.code(), 7);
+    assert_eq!(e.code().as_u32(), 7);
     let e = HostLocalConfig::load(
         br#"{"name":"x","cniVersion":"1.0.0","ipam":{"subnet":"10.0.0.0/24"}}"#,
         "A=b",
     )
     .unwrap_err();
-    assert_eq!(e.code(), 4);
+    assert_eq!(e.code().as_u32(), 4);
+}
+
+/// The 1.0.0 wire JSON of a result, without `cniVersion`.
+fn wire(r: &cni_types::CniResult) -> serde_json::Value {
+    let mut v = r.to_value(cni_types::Version::V1_0_0).unwrap();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("cniVersion");
+    }
+    v
+}
+
+#[test]
+fn from_network_config_and_case_insensitive_keys() {
+    // Go's encoding/json matches keys case-insensitively; its own tests use
+    // "RuntimeConfig".
+    let conf = json!({
+        "cniVersion": "1.0.0", "name": "mynet", "type": "bridge",
+        "RuntimeConfig": {"IPRanges": [[{"subnet": "12.1.3.0/24"}]], "ips": ["12.1.3.7"]},
+        "ipam": {"type": "host-local", "DataDir": "/tmp/x", "Ranges": [[{"subnet": "10.1.2.0/24", "RangeStart": "10.1.2.9"}]]}
+    });
+    let nc = cni_types::NetworkConfig::from_slice(conf.to_string().as_bytes()).unwrap();
+    let c = HostLocalConfig::from_network_config(&nc, "").unwrap();
+    assert_eq!(sets(&c), ["12.1.3.1-12.1.3.254", "10.1.2.9-10.1.2.254"]);
+    assert_eq!(c.data_dir.to_str(), Some("/tmp/x"));
+    assert_eq!(c.requested_ips[0].to_string(), "12.1.3.7");
+    assert_eq!(
+        c,
+        HostLocalConfig::load(conf.to_string().as_bytes(), "").unwrap()
+    );
+}
+
+#[test]
+fn static_check_from_network_config() {
+    let conf = json!({
+        "cniVersion": "1.0.0", "name": "mynet", "type": "bridge",
+        "ipam": {"type": "static", "addresses": [{"address": "10.10.0.1/24", "gateway": "10.10.0.254"}]},
+        "prevResult": {"cniVersion": "1.0.0", "ips": [{"address": "10.10.0.1/24", "gateway": "10.10.0.254"}]}
+    });
+    let nc = cni_types::NetworkConfig::from_slice(conf.to_string().as_bytes()).unwrap();
+    static_ipam::check_network_config(&nc, "", "eth0").unwrap();
+    let mut no_prev = conf.clone();
+    no_prev.as_object_mut().unwrap().remove("prevResult");
+    let nc = cni_types::NetworkConfig::from_slice(no_prev.to_string().as_bytes()).unwrap();
+    assert_eq!(
+        static_ipam::check_network_config(&nc, "", "eth0")
+            .unwrap_err()
+            .to_string(),
+        "Required prevResult missing"
+    );
+}
+
+#[test]
+fn range_keys_case_insensitive_from_stdin() {
+    let conf = json!({"cniVersion": "1.0.0", "name": "n", "runtimeConfig": {"ipRanges": [[{"Subnet": "12.1.3.0/24"}]]},
+        "IPAM": {"SUBNET": "10.1.2.0/24", "rangeend": "10.1.2.20"}});
+    let c = host_local(conf, "").unwrap();
+    assert_eq!(sets(&c), ["12.1.3.1-12.1.3.254", "10.1.2.1-10.1.2.20"]);
 }

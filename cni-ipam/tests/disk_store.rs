@@ -48,7 +48,7 @@ fn add_writes_go_layout_and_del_removes() {
 
     let r = host_local::add(&c, "dummy", "eth0").unwrap();
     assert_eq!(
-        serde_json::to_value(&r).unwrap(),
+        wire(&r),
         json!({
             "ips": [
                 {"address": "10.1.2.2/24", "gateway": "10.1.2.1"},
@@ -152,7 +152,7 @@ fn requested_ips_and_rollback() {
         e.to_string(),
         "failed to allocate for range 0: requested IP address 10.1.2.88 is not available in range set 10.1.2.1-10.1.2.254"
     );
-    assert_eq!(e.code(), 11);
+    assert_eq!(e.code().as_u32(), 11);
 
     let e = host_local::add(&mk("IP=10.9.9.9"), "b", "eth0").unwrap_err();
     assert_eq!(
@@ -176,14 +176,21 @@ fn stale_temp_file_is_ignored_and_removed() {
     let tmp = tempfile::tempdir().unwrap();
     let c = config(tmp.path(), json!({"subnet": "10.1.2.0/24"}));
     let net = tmp.path().join("mynet");
-    fs::create_dir_all(&net).unwrap();
-    // What a writer killed between write and link leaves behind.
-    fs::write(net.join(".cni-ipam-tmp.4242.7"), "dummy\r\neth0").unwrap();
-    host_local::check(&c, "dummy", "eth0").unwrap_err();
-    assert!(!net.join(".cni-ipam-tmp.4242.7").exists());
+    host_local::add(&c, "first", "eth0").unwrap();
+    // What a writer killed between write and link leaves behind (half
+    // written, another owner), and an old-style name from a full scan's era.
+    fs::write(net.join(".cni-ipam-tmp.reservation"), "dum").unwrap();
+    fs::write(net.join(".cni-ipam-tmp.last_reserved_ip"), "10.1.2.").unwrap();
+    host_local::check(&c, "dum", "eth0").unwrap_err();
     let r = host_local::add(&c, "dummy", "eth0").unwrap();
-    assert_eq!(r.ips[0].address.to_string(), "10.1.2.2/24");
+    assert_eq!(r.ips[0].address.to_string(), "10.1.2.3/24");
+    assert_eq!(read(net.join("10.1.2.3")), "dummy\r\neth0");
+    assert_eq!(read(net.join("last_reserved_ip.0")), "10.1.2.3");
     assert!(listing(&net).iter().all(|n| !n.starts_with('.')));
+    fs::write(net.join(".cni-ipam-tmp.4242.7"), "dummy\r\neth0").unwrap();
+    host_local::gc(&c, &[Owner::new("dummy", "eth0")]).unwrap();
+    assert!(listing(&net).iter().all(|n| !n.starts_with('.')));
+    host_local::check(&c, "dummy", "eth0").unwrap();
 }
 
 #[test]
@@ -207,7 +214,7 @@ fn network_names_cannot_escape_data_dir() {
             "type": "host-local", "dataDir": data, "subnet": "10.1.2.0/24"}});
         let c = HostLocalConfig::load(conf.to_string().as_bytes(), "").unwrap();
         let e = host_local::add(&c, "dummy", "eth0").unwrap_err();
-        assert_eq!(e.code(), 7, "{name:?}: {e}");
+        assert_eq!(e.code().as_u32(), 7, "{name:?}: {e}");
         assert!(DiskStore::open(&data, name).is_err());
     }
     assert_eq!(
@@ -262,7 +269,7 @@ fn status_reports_unusable_data_dir() {
     fs::write(&file, "").unwrap();
     let c = config(&file, json!({"subnet": "10.1.2.0/24"}));
     let e = host_local::status(&c).unwrap_err();
-    assert_eq!(e.code(), 50, "{e}");
+    assert_eq!(e.code().as_u32(), 50, "{e}");
 }
 
 #[test]
@@ -323,20 +330,32 @@ fn owner_index_survives_foreign_changes() {
     // Index lost: rebuilt from the reservations, duplicates still caught.
     fs::remove_dir_all(&index).unwrap();
     let e = host_local::add(&c, "a", "eth0").unwrap_err();
-    assert!(e.to_string().contains("10.1.2.2 has been allocated to a"), "{e}");
+    assert!(
+        e.to_string().contains("10.1.2.2 has been allocated to a"),
+        "{e}"
+    );
 
     // A reservation written behind our back (as Go does: file plus an
     // in-place rewrite of last_reserved_ip) is found.
     fs::write(net.join("10.1.2.9"), "go\r\neth0").unwrap();
     fs::write(net.join("last_reserved_ip.0"), "10.1.2.9").unwrap();
     let e = host_local::add(&c, "go", "eth0").unwrap_err();
-    assert!(e.to_string().contains("10.1.2.9 has been allocated to go"), "{e}");
+    assert!(
+        e.to_string().contains("10.1.2.9 has been allocated to go"),
+        "{e}"
+    );
     assert_eq!(host_local::lookup(&c, "go", "eth0").unwrap().len(), 1);
 
     // Released behind our back (Go's DEL, or a tmpfiles rule wiping
     // `networks/*/*`): the stale entries neither block a new ADD nor make
     // DEL fail.
-    for name in ["10.1.2.2", "10.1.2.3", "10.1.2.9", "last_reserved_ip.0", "lock"] {
+    for name in [
+        "10.1.2.2",
+        "10.1.2.3",
+        "10.1.2.9",
+        "last_reserved_ip.0",
+        "lock",
+    ] {
         fs::remove_file(net.join(name)).unwrap();
     }
     host_local::check(&c, "a", "eth0").unwrap_err();
@@ -370,6 +389,18 @@ fn go_layout_only_in_network_dir() {
     );
     assert_eq!(
         listing(tmp.path()),
-        [".cni-ipam-index", "mynet"].into_iter().map(String::from).collect()
+        [".cni-ipam-index", "mynet"]
+            .into_iter()
+            .map(String::from)
+            .collect()
     );
+}
+
+/// The 1.0.0 wire JSON of a result, without `cniVersion`.
+fn wire(r: &cni_types::CniResult) -> serde_json::Value {
+    let mut v = r.to_value(cni_types::Version::V1_0_0).unwrap();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("cniVersion");
+    }
+    v
 }

@@ -57,8 +57,8 @@ pub use handle::Handle;
 /// The CIDR type used throughout the API (re-exported so callers match versions).
 pub use ipnetwork::IpNetwork;
 pub use link::{
-    BridgePortOptions, BridgeSpec, BridgeVlan, Link, MacAddr, OperState, VethSpec,
-    VETH_NAME_ATTEMPTS,
+    BridgePortOptions, BridgeSpec, BridgeVlan, Link, MacAddr, MacvlanMode, MacvlanSpec, OperState,
+    VethSpec, VETH_NAME_ATTEMPTS,
 };
 pub use neigh::Neighbour;
 pub use netns::{Netns, OwnedNetns, NETNS_RUN_DIR};

@@ -7,7 +7,8 @@ use std::str::FromStr;
 use netlink_packet_core::{DefaultNla, NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::link::{
     AfSpecBridge, BridgeFlag, BridgeVlanInfo, BridgeVlanInfoFlags, InfoBridge, InfoData, InfoKind,
-    InfoVeth, LinkAttribute, LinkFlags, LinkInfo, LinkMessage, LinkProtoInfoBridge,
+    InfoMacVlan, InfoVeth, LinkAttribute, LinkFlags, LinkInfo, LinkMessage, LinkProtoInfoBridge,
+    MacVlanMode,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use std::os::fd::AsRawFd;
@@ -204,6 +205,81 @@ pub struct VethSpec<'a> {
     pub up: bool,
     /// Enslave the first end to this bridge at creation (`IFLA_MASTER`).
     pub master: Option<u32>,
+}
+
+/// macvlan modes (`MACVLAN_MODE_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MacvlanMode {
+    /// No traffic between macvlans of the same parent.
+    Private,
+    /// Traffic between macvlans goes through the external switch.
+    Vepa,
+    /// Macvlans of the same parent talk directly (the CNI default).
+    #[default]
+    Bridge,
+    /// One macvlan takes over the parent.
+    Passthru,
+}
+
+impl FromStr for MacvlanMode {
+    type Err = Error;
+    /// Parses the macvlan plugin's `mode` (`""` means bridge, as in Go).
+    fn from_str(s: &str) -> Result<MacvlanMode> {
+        match s {
+            "" | "bridge" => Ok(MacvlanMode::Bridge),
+            "private" => Ok(MacvlanMode::Private),
+            "vepa" => Ok(MacvlanMode::Vepa),
+            "passthru" => Ok(MacvlanMode::Passthru),
+            other => Err(Error::InvalidArgument {
+                op: "parse macvlan mode".into(),
+                reason: format!("unknown mode {other:?}"),
+            }),
+        }
+    }
+}
+
+/// A macvlan to create with [`Handle::add_macvlan`].
+#[derive(Debug, Clone, Default)]
+pub struct MacvlanSpec<'a> {
+    /// Name of the new link.
+    pub name: String,
+    /// Index of the parent (master) link, in the handle's namespace.
+    pub parent: u32,
+    /// Mode.
+    pub mode: MacvlanMode,
+    /// MTU.
+    pub mtu: Option<u32>,
+    /// MAC address.
+    pub mac: Option<MacAddr>,
+    /// Namespace the link is created in directly (by fd); `None` keeps it
+    /// in the handle's namespace.
+    pub netns: Option<&'a Netns>,
+}
+
+pub(crate) fn macvlan_message(spec: &MacvlanSpec<'_>) -> LinkMessage {
+    let mut m = LinkMessage::default();
+    m.attributes.push(LinkAttribute::IfName(spec.name.clone()));
+    m.attributes.push(LinkAttribute::Link(spec.parent));
+    if let Some(mtu) = spec.mtu {
+        m.attributes.push(LinkAttribute::Mtu(mtu));
+    }
+    if let Some(mac) = spec.mac {
+        m.attributes.push(LinkAttribute::Address(mac.0.to_vec()));
+    }
+    if let Some(ns) = spec.netns {
+        m.attributes.push(LinkAttribute::NetNsFd(ns.as_raw_fd()));
+    }
+    let mode = match spec.mode {
+        MacvlanMode::Private => MacVlanMode::Private,
+        MacvlanMode::Vepa => MacVlanMode::Vepa,
+        MacvlanMode::Bridge => MacVlanMode::Bridge,
+        MacvlanMode::Passthru => MacVlanMode::Passthrough,
+    };
+    m.attributes.push(LinkAttribute::LinkInfo(vec![
+        LinkInfo::Kind(InfoKind::MacVlan),
+        LinkInfo::Data(InfoData::MacVlan(vec![InfoMacVlan::Mode(mode)])),
+    ]));
+    m
 }
 
 /// A bridge to ensure with [`Handle::ensure_bridge`].
@@ -502,8 +578,8 @@ impl Handle {
     /// Go's `ip.SetupVeth`: creates a veth whose host end, in this
     /// namespace, is named `veth` + 8 random hex digits (retried on a name
     /// collision up to [`VETH_NAME_ATTEMPTS`] times) and whose peer
-    /// `peer_name` is created directly in `peer_netns`; the host end is up.
-    /// Returns the host end ([`Link::parent_index`] is the peer's index).
+    /// `peer_name` is created directly in `peer_netns`; the host end is up
+    /// and has `accept_ra=0`. Returns the host end ([`Link::parent_index`] is the peer's index).
     pub fn setup_veth(
         &self,
         peer_name: &str,
@@ -533,7 +609,16 @@ impl Handle {
                 ..spec.clone()
             };
             match self.add_veth(&spec) {
-                Ok(link) => return Ok(link),
+                Ok(link) => {
+                    // Go's SetupVethWithName: "we want to own the routes for
+                    // this interface"; like Go, a failure here is ignored.
+                    let key = crate::sysctl::accept_ra(&link.name);
+                    match self.run(|| crate::sysctl::set(&key, "0")) {
+                        Ok(Err(e)) | Err(e) => tracing::debug!("{e}"),
+                        Ok(Ok(_)) => {}
+                    }
+                    return Ok(link);
+                }
                 Err(e) if e.is_exists() => match self.link_by_name(&name) {
                     Ok(_) => continue,
                     Err(le) if le.is_not_found() => {
@@ -551,6 +636,28 @@ impl Handle {
             netns: self.netns_name().to_owned(),
             attempts: VETH_NAME_ATTEMPTS,
         })
+    }
+
+    /// Creates a macvlan on `spec.parent`, directly in `spec.netns` when
+    /// given (as Go's macvlan plugin does with `IFLA_NET_NS_FD`).
+    pub fn add_macvlan(&self, spec: &MacvlanSpec<'_>) -> Result<()> {
+        let op = || {
+            let ns = spec
+                .netns
+                .map(|n| format!(" in {}", n.path().display()))
+                .unwrap_or_default();
+            format!(
+                "add macvlan {}{ns} on {}",
+                spec.name,
+                self.ifname_for(spec.parent)
+            )
+        };
+        self.request(
+            RouteNetlinkMessage::NewLink(macvlan_message(spec)),
+            NLM_F_CREATE | NLM_F_EXCL,
+            op,
+        )
+        .map(drop)
     }
 
     /// Go's bridge plugin `ensureBridge`: creates the bridge if missing

@@ -82,7 +82,7 @@ impl Socket {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let seq = inner.send(msg, NLM_F_REQUEST | NLM_F_ACK | flags)?;
         let mut out = Vec::new();
-        inner.receive(seq, false, &mut out).map(|_| out)
+        inner.receive(seq, &mut out).map(|_| out)
     }
 
     /// Dumps with `NLM_F_REQUEST | NLM_F_DUMP`, retrying the whole dump when
@@ -95,7 +95,7 @@ impl Socket {
         for _ in 0..DUMP_ATTEMPTS {
             let seq = inner.send(msg.clone(), NLM_F_REQUEST | NLM_F_DUMP)?;
             let mut out = Vec::new();
-            if !inner.receive(seq, true, &mut out)? {
+            if !inner.receive(seq, &mut out)? {
                 return Ok(out);
             }
         }
@@ -132,67 +132,14 @@ impl Inner {
 
     /// Reads replies to `seq` until the ack (request) or NLMSG_DONE (dump).
     /// Returns whether a dump was flagged interrupted.
-    fn receive(
-        &mut self,
-        seq: u32,
-        dump: bool,
-        out: &mut Vec<RouteNetlinkMessage>,
-    ) -> Result<bool, NlError> {
+    fn receive(&mut self, seq: u32, out: &mut Vec<RouteNetlinkMessage>) -> Result<bool, NlError> {
         let mut interrupted = false;
         loop {
             let n = self.recv()?;
-            let mut off = 0;
-            while off < n {
-                let data = &self.buf[off..n];
-                let nl =
-                    NetlinkBuffer::new_checked(data).map_err(|e| NlError::Decode(e.to_string()))?;
-                let len = nl.length() as usize;
-                if len < 16 || len > data.len() {
-                    return Err(NlError::Decode(format!(
-                        "message length {len} out of range"
-                    )));
-                }
-                let raw = &data[..len];
-                off += (len + 3) & !3;
-                let hdr_seq = nl.sequence_number();
-                let hdr_flags = nl.flags();
-                if hdr_seq != seq {
-                    // A late reply to a request we gave up on.
-                    continue;
-                }
-                if hdr_flags & NLM_F_DUMP_INTR != 0 {
-                    interrupted = true;
-                }
-                let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(raw)
-                    .map_err(|e| NlError::Decode(e.to_string()))?;
-                match msg.payload {
-                    NetlinkPayload::Error(err) => {
-                        return match err.code {
-                            None => Ok(interrupted),
-                            Some(code) => Err(NlError::Kernel {
-                                errno: Errno::from_raw(-code.get()),
-                                message: ext_ack_message(raw, hdr_flags),
-                            }),
-                        };
-                    }
-                    NetlinkPayload::Done(done) => {
-                        if done.code < 0 {
-                            return Err(NlError::Kernel {
-                                errno: Errno::from_raw(-done.code),
-                                message: None,
-                            });
-                        }
-                        return Ok(interrupted);
-                    }
-                    NetlinkPayload::InnerMessage(m) => {
-                        out.push(m);
-                        if !dump && hdr_flags & NLM_F_MULTIPART == 0 {
-                            // The ack follows in its own message.
-                            continue;
-                        }
-                    }
-                    _ => {}
-                }
+            if let Progress::Finished =
+                process_datagram(&self.buf[..n], seq, out, &mut interrupted)?
+            {
+                return Ok(interrupted);
             }
         }
     }
@@ -226,6 +173,80 @@ impl Inner {
             return Ok(r);
         }
     }
+}
+
+/// Whether the reply to a request is complete.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Progress {
+    /// More datagrams follow.
+    Pending,
+    /// The ack, the error or NLMSG_DONE arrived.
+    Finished,
+}
+
+/// Consumes one datagram of replies to request `seq`: collects its
+/// messages into `out`, notes `NLM_F_DUMP_INTR`, and ends on the ack, an
+/// error or NLMSG_DONE. Messages for other sequence numbers (late replies
+/// to an abandoned request) are skipped.
+pub(crate) fn process_datagram(
+    data: &[u8],
+    seq: u32,
+    out: &mut Vec<RouteNetlinkMessage>,
+    interrupted: &mut bool,
+) -> Result<Progress, NlError> {
+    let mut off = 0;
+    while off < data.len() {
+        let rest = &data[off..];
+        let nl = NetlinkBuffer::new_checked(rest).map_err(|e| NlError::Decode(e.to_string()))?;
+        let len = nl.length() as usize;
+        if len < 16 || len > rest.len() {
+            return Err(NlError::Decode(format!(
+                "message length {len} out of range"
+            )));
+        }
+        let raw = &rest[..len];
+        off += (len + 3) & !3;
+        if nl.sequence_number() != seq {
+            continue;
+        }
+        let flags = nl.flags();
+        if flags & NLM_F_DUMP_INTR != 0 {
+            *interrupted = true;
+        }
+        let msg = match NetlinkMessage::<RouteNetlinkMessage>::deserialize(raw) {
+            Ok(m) => m,
+            // One object the parser does not understand (a newer kernel's
+            // attribute layout) must not fail a whole dump.
+            Err(e) if flags & NLM_F_MULTIPART != 0 => {
+                tracing::warn!("skipping undecodable netlink message in dump: {e}");
+                continue;
+            }
+            Err(e) => return Err(NlError::Decode(e.to_string())),
+        };
+        match msg.payload {
+            NetlinkPayload::Error(err) => {
+                return match err.code {
+                    None => Ok(Progress::Finished),
+                    Some(code) => Err(NlError::Kernel {
+                        errno: Errno::from_raw(-code.get()),
+                        message: ext_ack_message(raw, flags),
+                    }),
+                };
+            }
+            NetlinkPayload::Done(done) => {
+                if done.code < 0 {
+                    return Err(NlError::Kernel {
+                        errno: Errno::from_raw(-done.code),
+                        message: None,
+                    });
+                }
+                return Ok(Progress::Finished);
+            }
+            NetlinkPayload::InnerMessage(m) => out.push(m),
+            _ => {}
+        }
+    }
+    Ok(Progress::Pending)
 }
 
 /// Extracts `NLMSGERR_ATTR_MSG` from an NLMSG_ERROR reply.
@@ -282,5 +303,119 @@ mod tests {
             Some("Unknown device type")
         );
         assert_eq!(ext_ack_message(&raw, NLM_F_CAPPED), None);
+    }
+
+    /// An NLMSG_ERROR (code 0 = ack) or NLMSG_DONE message for `seq`.
+    fn control(kind: u16, seq: u32, code: i32) -> Vec<u8> {
+        let len = if kind == 2 { 16 + 4 + 16 } else { 16 + 4 };
+        let mut b = Vec::new();
+        b.extend_from_slice(&(len as u32).to_ne_bytes());
+        b.extend_from_slice(&kind.to_ne_bytes());
+        b.extend_from_slice(
+            &(if kind == 3 {
+                NLM_F_MULTIPART
+            } else {
+                NLM_F_CAPPED
+            })
+            .to_ne_bytes(),
+        );
+        b.extend_from_slice(&seq.to_ne_bytes());
+        b.extend_from_slice(&0u32.to_ne_bytes());
+        b.extend_from_slice(&code.to_ne_bytes());
+        b.resize(len, 0);
+        b
+    }
+
+    fn link(seq: u32, flags: u16, name: &str) -> Vec<u8> {
+        let mut m = LinkMessage::default();
+        m.attributes.push(LinkAttribute::IfName(name.into()));
+        serialize(RouteNetlinkMessage::NewLink(m), flags, seq)
+    }
+
+    use netlink_packet_route::link::{LinkAttribute, LinkMessage};
+
+    #[test]
+    fn dump_collects_messages_and_notices_interruption() {
+        let mut dgram = link(9, NLM_F_MULTIPART, "lo");
+        dgram.extend(link(9, NLM_F_MULTIPART | NLM_F_DUMP_INTR, "eth0"));
+        let (mut out, mut intr) = (Vec::new(), false);
+        assert_eq!(
+            process_datagram(&dgram, 9, &mut out, &mut intr).unwrap(),
+            Progress::Pending
+        );
+        assert_eq!(out.len(), 2);
+        assert!(intr);
+        let done = control(3, 9, 0);
+        assert_eq!(
+            process_datagram(&done, 9, &mut out, &mut intr).unwrap(),
+            Progress::Finished
+        );
+    }
+
+    #[test]
+    fn stale_replies_are_skipped_and_the_ack_finishes() {
+        let mut dgram = link(3, 0, "old");
+        dgram.extend(control(2, 3, -17));
+        dgram.extend(control(2, 4, 0));
+        let (mut out, mut intr) = (Vec::new(), false);
+        assert_eq!(
+            process_datagram(&dgram, 4, &mut out, &mut intr).unwrap(),
+            Progress::Finished
+        );
+        assert!(out.is_empty());
+        assert!(!intr);
+    }
+
+    #[test]
+    fn kernel_errors_map_to_errno() {
+        for (code, errno) in [
+            (-17, Errno::EEXIST),
+            (-19, Errno::ENODEV),
+            (-95, Errno::EOPNOTSUPP),
+        ] {
+            let (mut out, mut intr) = (Vec::new(), false);
+            match process_datagram(&control(2, 1, code), 1, &mut out, &mut intr) {
+                Err(NlError::Kernel { errno: e, message }) => {
+                    assert_eq!(e, errno);
+                    assert_eq!(message, None);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // A dump that fails reports the errno carried by NLMSG_DONE.
+        let (mut out, mut intr) = (Vec::new(), false);
+        assert!(matches!(
+            process_datagram(&control(3, 1, -16), 1, &mut out, &mut intr),
+            Err(NlError::Kernel {
+                errno: Errno::EBUSY,
+                ..
+            })
+        ));
+        // Garbage is a decode error, not a panic.
+        assert!(matches!(
+            process_datagram(&[0xff; 7], 1, &mut out, &mut intr),
+            Err(NlError::Decode(_))
+        ));
+        // An undecodable object inside a dump is skipped, elsewhere it fails.
+        let mut odd = link(1, NLM_F_MULTIPART, "x");
+        odd[16..32].fill(0xff);
+        odd[32..].fill(0xff);
+        out.clear();
+        assert_eq!(
+            process_datagram(&odd, 1, &mut out, &mut intr).unwrap(),
+            Progress::Pending
+        );
+        assert!(out.is_empty());
+        odd[6] = 0; // not multipart: a reply to a plain request
+        assert!(matches!(
+            process_datagram(&odd, 1, &mut out, &mut intr),
+            Err(NlError::Decode(_))
+        ));
+        let mut bad = control(2, 1, 0);
+        bad[0] = 200;
+        assert!(matches!(
+            process_datagram(&bad, 1, &mut out, &mut intr),
+            Err(NlError::Decode(_))
+        ));
     }
 }

@@ -91,13 +91,15 @@ impl Route {
     /// A default route (`0.0.0.0/0` or `::/0`, by the gateway's family)
     /// via `gateway`.
     pub fn default_via(gateway: IpAddr) -> Route {
-        let dst = match gateway {
-            IpAddr::V4(_) => IpNetwork::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
-            IpAddr::V6(_) => IpNetwork::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0),
+        let any = match gateway {
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
         };
+        // Prefix 0 is always valid; the fallback only satisfies the types.
+        let dst = IpNetwork::new(any, 0).unwrap_or_else(|_| IpNetwork::from(any));
         Route {
             gateway: Some(gateway),
-            ..Route::new(dst.unwrap_or_else(|_| unreachable!("prefix 0 is valid")))
+            ..Route::new(dst)
         }
     }
 

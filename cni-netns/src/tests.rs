@@ -53,8 +53,8 @@ fn veth_request_carries_peer_namespace_fd_and_macs() {
         mtu: Some(1400),
         mac: None,
         peer_mac: Some("02:00:00:00:00:2a".parse().unwrap()),
-        up: false,
-        master: None,
+        up: true,
+        master: Some(9),
     };
     let buf = serialize(
         RouteNetlinkMessage::NewLink(veth_message(&spec)),
@@ -63,8 +63,12 @@ fn veth_request_carries_peer_namespace_fd_and_macs() {
     );
     assert_eq!(u16::from_ne_bytes([buf[4], buf[5]]), RTM_NEWLINK);
     assert_eq!(u32::from_ne_bytes(buf[8..12].try_into().unwrap()), 7);
+    // ifinfomsg flags and change mask: IFF_UP.
+    assert_eq!(u32::from_ne_bytes(buf[24..28].try_into().unwrap()), 1);
+    assert_eq!(u32::from_ne_bytes(buf[28..32].try_into().unwrap()), 1);
     let top = nlas(&buf[32..]);
     assert_eq!(attr(&top, 3), b"vethabcd0123\0"); // IFLA_IFNAME
+    assert_eq!(attr(&top, 10), 9u32.to_ne_bytes()); // IFLA_MASTER
     assert_eq!(attr(&top, 4), 1400u32.to_ne_bytes()); // IFLA_MTU
     let info = nlas(&attr(&top, 18)); // IFLA_LINKINFO
     assert_eq!(attr(&info, 1), b"veth\0"); // IFLA_INFO_KIND

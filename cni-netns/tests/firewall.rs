@@ -288,7 +288,7 @@ fn mac_spoof_check_lifecycle() {
     let spec = MacSpoofCheckSpec {
         attachment: AttachmentId::new("net1", "aaaa", "eth0"),
         host_ifname: "veth1234".into(),
-        mac: [0x0a, 0x58, 0x0a, 0x01, 0x00, 0x05],
+        mac: "0a:58:0a:01:00:05".parse().unwrap(),
     };
     fw.add_mac_spoof_check(&spec).unwrap();
     fw.add_mac_spoof_check(&spec).unwrap();
@@ -342,9 +342,10 @@ fn errors_name_the_operation() {
         Err(Error::InvalidCondition { .. })
     ));
     // An nft-level failure (condition nft rejects) is a typed nft error.
-    bad.conditions_v4 = vec!["ip".into(), "saddr".into(), "notanaddress".into()];
+    bad.conditions_v4 = vec!["tcp".into(), "sport".into(), "70000".into()];
     let e = fw.add_port_mappings(&bad).unwrap_err();
     assert!(matches!(e, Error::Nft { .. }), "{e}");
+    assert!(e.to_string().contains("nft: Error: "), "{e}");
 }
 
 #[test]

@@ -153,15 +153,10 @@ fn mac_spoof_check_traffic() {
     let fw = NftFirewall::in_netns(t.node.path());
     let _srv = TcpServer::start(&t.node, 7002, "node");
     let mac = t.pods[0].exec(&["cat", "/sys/class/net/eth0/address"]);
-    let bytes: Vec<u8> = mac
-        .trim()
-        .split(':')
-        .map(|b| u8::from_str_radix(b, 16).unwrap())
-        .collect();
     let mut spec = MacSpoofCheckSpec {
         attachment: AttachmentId::new("trafficnet", "pod0", "eth0"),
         host_ifname: "v0".into(),
-        mac: bytes.try_into().unwrap(),
+        mac: mac.trim().parse().unwrap(),
     };
     fw.add_mac_spoof_check(&spec).unwrap();
     assert_eq!(
@@ -170,7 +165,7 @@ fn mac_spoof_check_traffic() {
     );
 
     // Spoofing: the pod changes its MAC; its frames are dropped.
-    spec.mac = [0x02, 0, 0, 0, 0, 0x42];
+    spec.mac = cni_netns::MacAddr([0x02, 0, 0, 0, 0, 0x42]);
     fw.del_mac_spoof_check(&spec).unwrap();
     fw.add_mac_spoof_check(&spec).unwrap();
     t.node.exec(&["ip", "neigh", "flush", "all"]);

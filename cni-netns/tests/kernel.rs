@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use cni_netns::{
     configure_interface, sysctl, AddressOptions, BridgePortOptions, BridgeSpec, BridgeVlan, Error,
-    Family, Handle, MacAddr, Netns, NextHop, OwnedNetns, Route, VethSpec,
+    Family, Handle, MacAddr, MacvlanMode, MacvlanSpec, Netns, NextHop, OwnedNetns, Route, VethSpec,
 };
 use common::*;
 use ipnetwork::IpNetwork;
@@ -39,7 +39,8 @@ fn netns_create_is_visible_to_ip_and_delete_removes_it() {
     if !root() {
         return;
     }
-    let name = format!("cnitest-create-{:08x}", std::process::id() ^ 0x5a5a);
+    let uuid = std::fs::read_to_string("/proc/sys/kernel/random/uuid").unwrap();
+    let name = format!("cnitest-create-{}", &uuid[..8]);
     let ns = Netns::create(&name).unwrap();
     let listed = run_ip_netns_list();
     assert!(listed.contains(&name), "{listed:?}");
@@ -135,6 +136,10 @@ fn setup_veth_creates_peer_directly_in_the_container() {
         hv.name
     );
     let host_link = link(&host_ns, &hv.name);
+    assert_eq!(
+        sysctl_in(&host_ns, &format!("net/ipv6/conf/{}/accept_ra", hv.name)),
+        "0"
+    );
     assert_eq!(host_link["mtu"], 1400);
     assert!(host_link["flags"]
         .as_array()
@@ -338,6 +343,43 @@ fn master_port_flags_and_vlans() {
 
     h.set_nomaster(port).unwrap();
     assert!(link(&ns, "port0").get("master").is_none());
+}
+
+#[test]
+fn macvlan_is_created_directly_in_the_pod() {
+    if !root() {
+        return;
+    }
+    let (_host_ns, host) = netns();
+    let (pod_ns, _pod) = netns();
+    let (parent, _) = local_veth(&host, "uplink0", "uplink0-p");
+    host.add_macvlan(&MacvlanSpec {
+        name: "mv0".into(),
+        parent,
+        mode: "bridge".parse().unwrap(),
+        mtu: Some(1400),
+        mac: Some("02:00:00:00:aa:01".parse().unwrap()),
+        netns: Some(&pod_ns),
+    })
+    .unwrap();
+    let j = link(&pod_ns, "mv0");
+    assert_eq!(j["linkinfo"]["info_kind"], "macvlan", "{j}");
+    assert_eq!(j["linkinfo"]["info_data"]["mode"], "bridge", "{j}");
+    assert_eq!(j["mtu"], 1400);
+    assert_eq!(j["address"], "02:00:00:00:aa:01");
+    assert!(host.link_by_name("mv0").unwrap_err().is_not_found());
+    assert!("nonsense".parse::<MacvlanMode>().is_err());
+    let e = host
+        .add_macvlan(&MacvlanSpec {
+            name: "mv1".into(),
+            parent: 9999,
+            ..Default::default()
+        })
+        .unwrap_err();
+    assert!(
+        e.to_string().starts_with("add macvlan mv1 on #9999 in "),
+        "{e}"
+    );
 }
 
 #[test]

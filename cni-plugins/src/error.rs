@@ -57,7 +57,7 @@ impl From<Error> for CniError {
             Error::Config(msg) => CniError::new(ErrorCode::InvalidNetworkConfig, msg, ""),
             Error::Types(e) => e.to_cni_error(),
             Error::Delegate(reply) | Error::Cni(reply) => reply,
-            Error::Ipam(e) => CniError::new(ErrorCode::from_u32(e.code()), e.to_string(), ""),
+            Error::Ipam(e) => e.to_cni_error(),
             Error::NotAvailable(msg) => CniError::new(ErrorCode::PluginNotAvailable, msg, ""),
             e @ (Error::Io { .. } | Error::Internal(_)) => CniError::internal(e.to_string()),
         }

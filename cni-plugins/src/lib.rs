@@ -5,6 +5,7 @@
 mod error;
 pub mod flannel;
 pub mod host_local;
+pub mod multus;
 pub mod static_ipam;
 
 pub use error::{Error, Result};

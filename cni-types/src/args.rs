@@ -77,8 +77,9 @@ impl CniArgs {
     {
         match self.get(key) {
             None => Ok(None),
+            // The stray `)` is the reference's (pkg/types/args.go).
             Some(v) => v.parse::<T>().map(Some).map_err(|e| {
-                Error::Args(format!("error parsing value of pair \"{key}={v}\": {e}"))
+                Error::Args(format!("error parsing value of pair \"{key}={v}\": {e})"))
             }),
         }
     }
@@ -99,7 +100,8 @@ impl CniArgs {
             None => Ok(false),
             Some(v) => parse_bool(v).ok_or_else(|| {
                 Error::Args(format!(
-                    "error parsing value of pair \"{IGNORE_UNKNOWN}={v}\": boolean unmarshal error: invalid input {v}"
+                    "error parsing value of pair \"{IGNORE_UNKNOWN}={v}\": boolean unmarshal error: invalid input {})",
+                    v.to_lowercase()
                 ))
             }),
         }
@@ -116,12 +118,13 @@ impl CniArgs {
             .pairs
             .iter()
             .filter(|(k, _)| k != IGNORE_UNKNOWN && !known.contains(&k.as_str()))
-            .map(|(k, v)| format!("{k}={v}"))
+            .map(|(k, v)| format!("{:?}", format!("{k}={v}")))
             .collect();
         if unknown.is_empty() {
             Ok(())
         } else {
-            Err(Error::Args(format!("unknown args {unknown:?}")))
+            // Go's `%q` of a []string: quoted items separated by spaces.
+            Err(Error::Args(format!("unknown args [{}]", unknown.join(" "))))
         }
     }
 

@@ -155,6 +155,40 @@ const RUNTIME_CONFIG_KEYS: &[&str] = &[
     "cgroupPath",
 ];
 
+/// Go matches keys case-insensitively at every level of a struct; do the
+/// same for the typed capabilities' inner objects.
+fn canonicalize_runtime_config(m: &mut Map<String, Value>) {
+    canonicalize_keys(m, RUNTIME_CONFIG_KEYS);
+    let objects = |v: Option<&mut Value>, keys: &[&str]| {
+        for item in v.and_then(Value::as_array_mut).into_iter().flatten() {
+            if let Some(o) = item.as_object_mut() {
+                canonicalize_keys(o, keys);
+            }
+        }
+    };
+    objects(
+        m.get_mut("portMappings"),
+        &["hostPort", "containerPort", "protocol", "hostIP"],
+    );
+    for set in m
+        .get_mut("ipRanges")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        objects(Some(set), &["subnet", "rangeStart", "rangeEnd", "gateway"]);
+    }
+    if let Some(o) = m.get_mut("bandwidth").and_then(Value::as_object_mut) {
+        canonicalize_keys(
+            o,
+            &["ingressRate", "ingressBurst", "egressRate", "egressBurst"],
+        );
+    }
+    if let Some(o) = m.get_mut("dns").and_then(Value::as_object_mut) {
+        canonicalize_keys(o, &["nameservers", "domain", "search", "options"]);
+    }
+}
+
 const NETWORK_CONFIG_KEYS: &[&str] = &[
     "cniVersion",
     "name",
@@ -255,7 +289,7 @@ impl NetworkConfig {
             None => None,
             Some(Value::Object(m)) => {
                 let mut m = m.clone();
-                canonicalize_keys(&mut m, RUNTIME_CONFIG_KEYS);
+                canonicalize_runtime_config(&mut m);
                 Some(
                     RuntimeConfig::deserialize(Value::Object(m))
                         .map_err(|e| decode("runtimeConfig", e))?,
@@ -636,7 +670,8 @@ mod tests {
         let c = NetworkConfig::from_slice(
             br#"{"cniVersion":"1.0.0","name":"n","type":"bridge","zeta":1,"ipMasq":true,
                 "ipam":{"type":"host-local","subnet":"10.0.0.0/24"},
-                "RuntimeConfig":{"portMappings":[{"hostPort":8080,"containerPort":80,"protocol":"tcp"}],"custom":{"a":1}},
+                "RuntimeConfig":{"portMappings":[{"HostPort":8080,"containerPort":80,"protocol":"tcp"}],"custom":{"a":1},
+                                 "ipRanges":[[{"Subnet":"10.0.0.0/24","RangeStart":"10.0.0.10"}]]},
                 "alpha":2}"#,
         )
         .unwrap();
@@ -646,6 +681,10 @@ mod tests {
         let rc = c.runtime_config.as_ref().unwrap();
         assert_eq!(rc.port_mappings[0].host_port, 8080);
         assert_eq!(rc.extra["custom"], json!({"a": 1}));
+        assert_eq!(
+            rc.ip_ranges[0][0].range_start.unwrap().to_string(),
+            "10.0.0.10"
+        );
         let keys: Vec<_> = c.raw().keys().cloned().collect();
         assert_eq!(keys[3], "zeta");
         #[derive(Deserialize)]

@@ -22,11 +22,15 @@ pub fn to_vec_pretty<T: serde::Serialize + ?Sized>(
 /// Parses a CIDR as Go's `types.ParseCIDR` does: the prefix is required and
 /// host bits are kept (`10.1.0.5/16` stays `10.1.0.5/16`).
 pub fn parse_cidr(s: &str) -> Result<IpNetwork, String> {
-    if !s.contains('/') {
-        return Err(format!("invalid CIDR address: {s}"));
+    let bad = || format!("invalid CIDR address: {s}");
+    let (addr, len) = s.split_once('/').ok_or_else(bad)?;
+    // Go accepts only decimal digits here (no sign, no spaces).
+    if len.is_empty() || len.len() > 3 || !len.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
     }
-    s.parse::<IpNetwork>()
-        .map_err(|_| format!("invalid CIDR address: {s}"))
+    let addr: IpAddr = addr.parse().map_err(|_| bad())?;
+    let len: u8 = len.parse().map_err(|_| bad())?;
+    IpNetwork::new(addr, len).map_err(|_| bad())
 }
 
 /// Serde adapter for an [`IpNetwork`] written as a CIDR string with host bits.
@@ -121,6 +125,8 @@ mod tests {
         );
         assert!(parse_cidr("10.1.0.5").is_err());
         assert!(parse_cidr("10.1.0.5/33").is_err());
+        assert!(parse_cidr("10.1.0.5/+8").is_err());
+        assert!(parse_cidr("10.1.0.5/ 8").is_err());
         assert_eq!(
             parse_cidr("2001:db8::5/64").unwrap().to_string(),
             "2001:db8::5/64"

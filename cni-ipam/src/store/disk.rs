@@ -46,9 +46,10 @@
 //!   `last_reserved_ip.<n>` as of our last write. Go rewrites one of these on
 //!   every reservation, so a mismatch means a reservation we did not index:
 //!   the index is then rebuilt from a full scan, as it is when `state` is
-//!   missing. The fingerprint includes the kernel's boot id, so an index
-//!   left by an earlier boot (possibly half-written to disk, unsynced) is
-//!   never trusted. Reservation files created by hand are the one thing it misses.
+//!   missing. A new boot id also rebuilds, so a power cut (which can lose
+//!   unsynced index writes) costs one full scan per network after the
+//!   reboot, and index writes need no fsync. Reservation files created by
+//!   hand are the one thing it misses.
 
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
@@ -72,7 +73,8 @@ const LOCK_FILE: &str = "lock";
 /// the directory and parses names as IPs, ignores these files.
 const TEMP_PREFIX: &str = ".cni-ipam-tmp.";
 
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+/// Makes pool names unique within a process (with its pid and the time).
+static POOL_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Checks a network name the way libcni does (`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`),
 /// which also guarantees a single path component that is neither `.` nor
@@ -153,6 +155,16 @@ fn reservation_key(r: &Reservation) -> String {
     }
 }
 
+/// The kernel's boot id: part of the index fingerprint, so that the first
+/// operation after a reboot rebuilds the index from the reservations.
+/// Index writes are then never synced: within one boot the page cache keeps
+/// them in write order, even when a process is killed.
+fn boot_id() -> String {
+    fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
 fn sync_path(path: &Path) -> Result<()> {
     File::open(path)
         .and_then(|d| d.sync_all())
@@ -197,7 +209,7 @@ impl DiskStore {
     /// can be synced and removed.
     pub fn check_usable(&self) -> Result<()> {
         let lock = self.lock()?;
-        let probe = lock.temp_path();
+        let probe = lock.temp_path("probe");
         lock.write_temp(&probe, b"status")?;
         fs::remove_file(&probe).map_err(|e| Error::io("remove probe file", &probe, e))
     }
@@ -242,14 +254,20 @@ impl DiskStoreLock<'_> {
         &self.store.dir
     }
 
-    fn temp_path(&self) -> PathBuf {
-        let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-        self.dir()
-            .join(format!("{TEMP_PREFIX}{}.{n}", std::process::id()))
+    /// A temporary file name for one purpose. Fixed names suffice because
+    /// temporary files are only written under the lock, and a fixed name is
+    /// reused (so cleaned up) by the next writer after a crash.
+    fn temp_path(&self, purpose: &str) -> PathBuf {
+        self.dir().join(format!("{TEMP_PREFIX}{purpose}"))
     }
 
-    /// Creates `path` exclusively with `content`, synced to disk.
+    /// Creates `path` (unlinking a leftover first) with `content`, synced to
+    /// disk when the store is durable.
     fn write_temp(&self, path: &Path, content: &[u8]) -> Result<()> {
+        // Never open a leftover: a writer killed between link and unlink
+        // leaves the temporary name as a second link to a live reservation,
+        // and truncating it would empty and rewrite that reservation.
+        let _ = fs::remove_file(path);
         let result = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -311,9 +329,7 @@ impl DiskStoreLock<'_> {
     /// The fingerprint of every `last_reserved_ip.<n>` (see the module doc).
     fn fingerprint(&self) -> String {
         use std::os::unix::fs::MetadataExt;
-        let mut out = String::from(STATE_HEADER);
-        let boot_id = fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-        out.push_str(&format!("boot {}\n", boot_id.trim()));
+        let mut out = format!("{STATE_HEADER}boot {}\n", boot_id());
         for i in 0..FINGERPRINTED_SETS {
             let path = self.dir().join(format!("{LAST_IP_PREFIX}{i}"));
             let Ok(meta) = fs::symlink_metadata(&path) else {
@@ -621,6 +637,8 @@ impl LockedStore for DiskStoreLock<'_> {
             // Go reports this failure too, though the reservation stays.
             return Err(Error::io("write last reserved ip", &last, e));
         }
+        // Left by a writer of the earlier rename scheme killed mid-write.
+        let _ = fs::remove_file(self.temp_path("last_reserved_ip"));
         self.state_stale = true;
         self.sync_dir()?;
         Ok(true)
@@ -701,7 +719,7 @@ impl DiskStoreLock<'_> {
     /// A new reservation file: temporary file, then a hard link (Go's
     /// `O_EXCL` without its window of an empty file).
     fn reserve_new(&self, target: &Path, content: &[u8]) -> Result<bool> {
-        let temp = self.temp_path();
+        let temp = self.temp_path("reservation");
         self.write_temp(&temp, content)?;
         let linked = fs::hard_link(&temp, target);
         let _ = fs::remove_file(&temp);
@@ -726,7 +744,7 @@ impl DiskStoreLock<'_> {
         let pool = self.pool_dir();
         let room = fs::read_dir(&pool).is_ok_and(|d| d.count() < POOL_MAX);
         if room {
-            let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+            let n = POOL_COUNTER.fetch_add(1, Ordering::Relaxed);
             let nanos = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.subsec_nanos());

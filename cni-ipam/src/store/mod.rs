@@ -37,6 +37,12 @@ impl Owner {
     }
 }
 
+impl From<&cni_types::Attachment> for Owner {
+    fn from(a: &cni_types::Attachment) -> Self {
+        Owner::new(a.container_id.clone(), a.ifname.clone())
+    }
+}
+
 /// One reserved address and who holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reservation {

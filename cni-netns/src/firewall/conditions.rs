@@ -84,9 +84,30 @@ pub fn parse_conditions(tokens: &[String]) -> Result<Vec<Stmt>> {
         }
         let (right, used) = parse_value(&words[i..]).map_err(err)?;
         i += used;
+        // nft resolves a host name given where an address is expected: a
+        // DNS query from inside a CNI call. Refuse anything but addresses.
+        if let Expr::Payload { protocol, field } = &left {
+            if matches!(protocol.as_str(), "ip" | "ip6")
+                && matches!(field.as_str(), "saddr" | "daddr")
+                && has_name(&right)
+            {
+                return Err(err(format!(
+                    "{protocol} {field} needs addresses, not names"
+                )));
+            }
+        }
         stmts.push(Stmt::Match { left, op, right });
     }
     Ok(stmts)
+}
+
+fn has_name(v: &Value) -> bool {
+    match v {
+        Value::Str(_) => true,
+        Value::Set(items) => items.iter().any(has_name),
+        Value::Range(a, b) => has_name(a) || has_name(b),
+        Value::Num(_) | Value::Addr(_) | Value::Prefix(_) => false,
+    }
 }
 
 fn parse_op(word: &str) -> Option<CmpOp> {
@@ -230,6 +251,8 @@ mod tests {
             vec!["ip", "saddr", "{", "1.2.3.4"],
             vec!["meta", "bogus", "1"],
             vec!["counter"],
+            vec!["ip", "saddr", "example.com"],
+            vec!["ip6", "daddr", "{", "::1,", "localhost", "}"],
         ] {
             let e = parse_conditions(&toks(&bad)).unwrap_err();
             assert!(matches!(e, Error::InvalidCondition { .. }), "{bad:?}: {e}");

@@ -1,6 +1,12 @@
 //! The tables and per-attachment rules of each firewall feature, as pure
 //! functions from specs to the [`model`](super::model). Backends only encode
 //! what these return.
+//!
+//! The shared objects of a table (maps, fixed chains and their rules) are
+//! written by the first ADD and then left alone (see [`attach_batch`]), so a
+//! future change of their shape must come with new map or table names: an
+//! ADD that misses a map rebuilds the shared objects, one that finds them
+//! does not look at them.
 
 use ipnetwork::IpNetwork;
 
@@ -406,11 +412,7 @@ pub fn mac_spoof_rules(spec: &MacSpoofCheckSpec) -> AttachmentRules {
     let table = mac_spoof_table();
     let tag = spec.attachment.tag();
     let chain = table.owner_chain(&spec.attachment.owner_hash());
-    let m = spec.mac;
-    let mac = format!(
-        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-        m[0], m[1], m[2], m[3], m[4], m[5]
-    );
+    let mac = spec.mac.to_string();
     AttachmentRules {
         rules: vec![
             Rule {
@@ -702,7 +704,7 @@ mod tests {
         let spec = MacSpoofCheckSpec {
             attachment: AttachmentId::new("net", "cid", "eth0"),
             host_ifname: "veth1".into(),
-            mac: [2, 0, 0, 0, 0, 1],
+            mac: crate::MacAddr([2, 0, 0, 0, 0, 1]),
         };
         let r = mac_spoof_rules(&spec);
         let b = delete_batch(&mac_spoof_table(), &r);

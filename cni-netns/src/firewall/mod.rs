@@ -7,6 +7,21 @@
 //! [`model`] and built by the pure functions in [`layout`], so a native
 //! nf_tables netlink backend can program the same state later.
 //!
+//! Every rule an attachment owns carries a tag naming its network, container
+//! id and interface, so deleting or garbage collecting one attachment never
+//! touches another's rules:
+//!
+//! ```
+//! use cni_netns::firewall::{AttachmentId, MasqueradeSpec};
+//!
+//! let spec = MasqueradeSpec {
+//!     attachment: AttachmentId::new("mynet", "0123456789abcdef", "eth0"),
+//!     address: "10.88.0.5/16".parse().unwrap(),
+//! };
+//! let tag = spec.attachment.tag();
+//! assert!(tag.contains("net: mynet, if: eth0, id: 0123456789abcdef"));
+//! ```
+//!
 //! # Layout and cost
 //!
 //! Each feature lives in its own table, distinct from the Go reference's
@@ -331,6 +346,31 @@ impl PortMappingSpec {
             conditions_v6: Vec::new(),
         }
     }
+
+    /// The UDP host ports mapped for the container's IPv4 (`ipv6` false) or
+    /// IPv6 address, deduplicated: the ports whose stale conntrack entries
+    /// the caller should delete after ADD and DEL
+    /// ([`Conntrack::delete_udp_by_dst_ports`](crate::conntrack::Conntrack::delete_udp_by_dst_ports)).
+    pub fn udp_host_ports(&self, ipv6: bool) -> Vec<u16> {
+        let has_address = if ipv6 {
+            self.container_v6.is_some()
+        } else {
+            self.container_v4.is_some()
+        };
+        if !has_address {
+            return Vec::new();
+        }
+        let mut ports: Vec<u16> = self
+            .mappings
+            .iter()
+            .filter(|m| m.protocol == Protocol::Udp)
+            .filter(|m| m.host_ip.is_none_or(|ip| ip.is_ipv6() == ipv6))
+            .map(|m| m.host_port)
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        ports
+    }
 }
 
 /// The bridge MAC spoof check of one attachment: frames entering the bridge
@@ -342,7 +382,7 @@ pub struct MacSpoofCheckSpec {
     /// The host side of the container's veth (the bridge port).
     pub host_ifname: String,
     /// The container interface's MAC address.
-    pub mac: [u8; 6],
+    pub mac: crate::MacAddr,
 }
 
 /// An attachment found owning firewall rules.
@@ -361,7 +401,10 @@ pub struct OwnedAttachment {
 /// (or none); deletes are idempotent (a missing table, chain or element is
 /// not an error). Implementations are cheap to share between threads.
 pub trait Firewall: Send + Sync + fmt::Debug {
-    /// Installs (or re-installs) the masquerade of one attachment.
+    /// Installs (or re-installs) the masquerade of one attachment. Fails
+    /// with [`Error::FirewallConflict`](crate::Error::FirewallConflict) when
+    /// another attachment already masquerades the same address (GC or DEL it
+    /// first).
     fn add_masquerade(&self, spec: &MasqueradeSpec) -> Result<()>;
     /// Removes what [`Firewall::add_masquerade`] installed for
     /// `spec.attachment`.
@@ -370,7 +413,12 @@ pub trait Firewall: Send + Sync + fmt::Debug {
     fn check_masquerade(&self, spec: &MasqueradeSpec) -> Result<()>;
 
     /// Installs (or re-installs) the port mappings of one attachment; no-op
-    /// when it has none.
+    /// when it has none. Fails with
+    /// [`Error::FirewallConflict`](crate::Error::FirewallConflict) when
+    /// another attachment already maps one of the host ports (same protocol
+    /// and host IP). A re-install with fewer mappings leaves the dropped
+    /// ports dispatching to the attachment's chain, where nothing matches
+    /// them any more, until its DEL.
     fn add_port_mappings(&self, spec: &PortMappingSpec) -> Result<()>;
     /// Removes the port mappings of `spec.attachment`; no-op when the spec
     /// has no mappings (as the Go reference).
@@ -418,6 +466,28 @@ mod tests {
         let (_, complete) = AttachmentId::from_tag(&tag).unwrap();
         assert!(!complete);
         assert!(tag.starts_with(&long.owner_hash()));
+    }
+
+    #[test]
+    fn udp_host_ports_per_family() {
+        let mut spec = PortMappingSpec::new(AttachmentId::new("n", "c", "eth0"));
+        spec.container_v4 = Some("10.0.0.2/24".parse().unwrap());
+        let m = |port, protocol, host_ip: Option<&str>| PortMapping {
+            host_port: port,
+            container_port: 1,
+            protocol,
+            host_ip: host_ip.map(|h| h.parse().unwrap()),
+        };
+        spec.mappings = vec![
+            m(53, Protocol::Udp, None),
+            m(53, Protocol::Udp, Some("10.1.1.1")),
+            m(54, Protocol::Udp, Some("fd00::1")),
+            m(80, Protocol::Tcp, None),
+        ];
+        assert_eq!(spec.udp_host_ports(false), vec![53]);
+        assert!(spec.udp_host_ports(true).is_empty());
+        spec.container_v6 = Some("fd00::2/64".parse().unwrap());
+        assert_eq!(spec.udp_host_ports(true), vec![53, 54]);
     }
 
     #[test]

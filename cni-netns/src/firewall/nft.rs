@@ -141,7 +141,10 @@ impl NftFirewall {
             Ok(Ok(out.stdout))
         } else {
             let msg = String::from_utf8_lossy(&out.stderr);
+            // nft prefixes its first line with a location
+            // (`internal:0:0-0: Error: ...`) that means nothing for JSON input.
             let msg = msg.lines().next().unwrap_or("").trim();
+            let msg = msg.find("Error: ").map_or(msg, |i| &msg[i..]);
             let msg = if msg.is_empty() {
                 format!("exited with {}", out.status)
             } else {

@@ -18,13 +18,36 @@ pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
-/// Skips (returns true) when not root, so `cargo test` as a user still passes.
+/// Skips (returns true) when not root, so `cargo test` as a user still
+/// passes; without an `nft` binary it checks the clean error path instead
+/// and skips the rest.
 pub fn skip_unless_root() -> bool {
     if !is_root() {
         eprintln!("skipped: needs root");
         return true;
     }
+    if !have("nft") {
+        let ns = TestNs::new("fwnonft");
+        let fw = cni_netns::firewall::NftFirewall::in_netns(ns.path());
+        let e = cni_netns::firewall::Firewall::list_attachments(
+            &fw,
+            cni_netns::firewall::RuleKind::Masquerade,
+        )
+        .unwrap_err();
+        assert!(matches!(e, cni_netns::Error::NftSpawn { .. }), "{e}");
+        eprintln!("skipped: no nft binary (checked the error path)");
+        return true;
+    }
     false
+}
+
+/// Whether `program` runs.
+pub fn have(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
 }
 
 fn suffix() -> String {
@@ -350,11 +373,15 @@ pub struct UdpServer {
 
 impl UdpServer {
     pub fn start(ns: &TestNs, port: u16, name: &'static str) -> UdpServer {
+        Self::start_on(ns, "0.0.0.0", port, name)
+    }
+
+    pub fn start_on(ns: &TestNs, host: &'static str, port: u16, name: &'static str) -> UdpServer {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let (tx, rx) = std::sync::mpsc::channel();
         let handle = ns.run_in(move || {
-            let s = UdpSocket::bind(("0.0.0.0", port)).expect("bind udp");
+            let s = UdpSocket::bind((host, port)).expect("bind udp");
             s.set_read_timeout(Some(Duration::from_millis(50))).ok();
             tx.send(()).ok();
             let deadline = Instant::now() + Duration::from_secs(120);

@@ -36,9 +36,8 @@
 
 use cni_exec::{Plugin, Request};
 use cni_ipam::host_local::{self, HostLocalConfig};
-use cni_ipam::result::IpamResult;
 use cni_ipam::store::Owner;
-use cni_types::{CniError, CniResult, Dns, ErrorCode, IpConfig, Route};
+use cni_types::{CniError, CniResult};
 
 use crate::error::{Error, Result};
 
@@ -50,16 +49,16 @@ pub struct HostLocal;
 /// invalid one keeps the Go reference's message (runtimes match on it) and
 /// names the offending field in `details`.
 pub fn load(req: &Request) -> Result<HostLocalConfig> {
-    HostLocalConfig::load(&req.stdin, &req.args_raw).map_err(|e| {
-        match config_field(&e.to_string()) {
-            Some(field) => Error::Cni(CniError::new(
-                ErrorCode::from_u32(e.code()),
-                e.to_string(),
-                format!("check ipam field {field}"),
-            )),
+    HostLocalConfig::from_network_config(&req.config, &req.args_raw).map_err(
+        |e| match config_field(&e.to_string()) {
+            Some(field) => {
+                let mut reply = e.to_cni_error();
+                reply.details = format!("check ipam field {field}");
+                Error::Cni(reply)
+            }
             None => e.into(),
-        }
-    })
+        },
+    )
 }
 
 /// The config field a Go host-local message is about; its texts name the
@@ -100,8 +99,7 @@ fn config_field(msg: &str) -> Option<&'static str> {
 /// ADD: one address per range set, routes and DNS.
 pub fn add(req: &Request) -> Result<CniResult> {
     let config = load(req)?;
-    let result = host_local::add(&config, &req.container_id, &req.ifname)?;
-    Ok(to_cni_result(result))
+    Ok(host_local::add(&config, &req.container_id, &req.ifname)?)
 }
 
 /// DEL: releases what the attachment holds; an unknown one is success.
@@ -128,10 +126,7 @@ pub fn gc(req: &Request) -> Result<()> {
             cni_types::config::VALID_ATTACHMENTS_KEY
         ))
     })?;
-    let owners: Vec<Owner> = valid
-        .into_iter()
-        .map(|a| Owner::new(a.container_id, a.ifname))
-        .collect();
+    let owners: Vec<Owner> = valid.iter().map(Owner::from).collect();
     let released = host_local::gc(&config, &owners)?;
     if !released.is_empty() {
         tracing::info!(network = %config.name, released = ?released, "GC released stale reservations");
@@ -143,41 +138,6 @@ pub fn gc(req: &Request) -> Result<()> {
 pub fn status(req: &Request) -> Result<()> {
     let config = load(req)?;
     Ok(host_local::status(&config)?)
-}
-
-/// The IPAM result in the spec model (no interfaces, no interface indices).
-pub fn to_cni_result(r: IpamResult) -> CniResult {
-    CniResult {
-        interfaces: Vec::new(),
-        ips: r
-            .ips
-            .into_iter()
-            .map(|ip| IpConfig {
-                interface: None,
-                address: ip.address,
-                gateway: ip.gateway,
-            })
-            .collect(),
-        routes: r
-            .routes
-            .into_iter()
-            .map(|rt| Route {
-                dst: rt.dst,
-                gw: rt.gw,
-                mtu: rt.mtu,
-                advmss: rt.advmss,
-                priority: rt.priority,
-                table: rt.table,
-                scope: rt.scope,
-            })
-            .collect(),
-        dns: Dns {
-            nameservers: r.dns.nameservers,
-            domain: r.dns.domain,
-            search: r.dns.search,
-            options: r.dns.options,
-        },
-    }
 }
 
 impl Plugin for HostLocal {

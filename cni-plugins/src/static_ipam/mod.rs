@@ -21,44 +21,36 @@
 //! ```
 
 use cni_exec::{Plugin, Request};
-use cni_ipam::result::IpConfig as IpamIpConfig;
 use cni_ipam::static_ipam::{self, StaticConfig};
 use cni_types::{CniError, CniResult};
 
-use crate::error::{Error, Result};
-use crate::host_local::to_cni_result;
+use crate::error::Result;
 
 /// The `static` plugin. `main` is `cni_exec::run(&Static)`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Static;
 
-/// The request's static configuration (stdin and `CNI_ARGS`).
+/// The request's static configuration (config and `CNI_ARGS`).
 pub fn load(req: &Request) -> Result<StaticConfig> {
-    Ok(StaticConfig::load(&req.stdin, &req.args_raw)?)
+    Ok(StaticConfig::from_network_config(
+        &req.config,
+        &req.args_raw,
+    )?)
 }
 
 /// ADD: the configured addresses, routes and DNS.
 pub fn add(req: &Request) -> Result<CniResult> {
-    Ok(to_cni_result(static_ipam::add(&load(req)?)))
+    Ok(static_ipam::add(&load(req)?))
 }
 
 /// CHECK: every configured address found in `prevResult` carries the
 /// configured gateway.
 pub fn check(req: &Request) -> Result<()> {
-    let config = load(req)?;
-    let prev = req
-        .config
-        .prev_result()?
-        .ok_or_else(|| Error::Config("Required prevResult missing".to_string()))?;
-    let prev_ips: Vec<IpamIpConfig> = prev
-        .ips
-        .into_iter()
-        .map(|ip| IpamIpConfig {
-            address: ip.address,
-            gateway: ip.gateway,
-        })
-        .collect();
-    Ok(static_ipam::check(&config, &req.ifname, &prev_ips)?)
+    Ok(static_ipam::check_network_config(
+        &req.config,
+        &req.args_raw,
+        &req.ifname,
+    )?)
 }
 
 impl Plugin for Static {

@@ -1,0 +1,546 @@
+//! End-to-end benchmark: the chain bridge + host-local + portmap (ipMasq
+//! on, one port mapping per pod, cniVersion 1.0.0) for N pods in fresh
+//! namespaces, run back to back three ways in one process:
+//!
+//! * `ours-exec`: this workspace's plugins, exec'd by our invoker;
+//! * `ours-inproc`: the same plugins called in-process (no fork/exec);
+//! * `go-exec`: the Go reference plugins (`/usr/lib/cni`), exec'd by our
+//!   invoker.
+//!
+//! Every mode runs inside its own throwaway "node" network namespace (the
+//! bridge, firewall rules and sysctls live there and vanish with it), so the
+//! machine's own network is never touched; traffic stays inside namespaces
+//! this program made. Run as root:
+//!
+//! ```text
+//! cargo build --release -p cni-plugins -p cni-benches --bins
+//! target/release/e2e --pods 200 --scaling 50,200,1000
+//! ```
+//!
+//! `--smoke` runs a few pods per mode and only checks that everything works
+//! (CI uses it). `--modes ours-exec,go-exec` picks modes; `--plugins DIR`
+//! and `--go DIR` set the plugin directories.
+
+// A command-line program: its report goes to stdout.
+#![allow(clippy::print_stdout)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cni_exec::{CniConfig, Exec, ProcessExec, RuntimeConf};
+use cni_netns::OwnedNetns;
+use cni_types::NetworkConfigList;
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+type Fallible<T> = Result<T, String>;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Mode {
+    OursExec,
+    OursInProcess,
+    GoExec,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::OursExec => "ours-exec",
+            Mode::OursInProcess => "ours-inproc",
+            Mode::GoExec => "go-exec",
+        }
+    }
+    fn parse(s: &str) -> Fallible<Mode> {
+        match s {
+            "ours-exec" => Ok(Mode::OursExec),
+            "ours-inproc" => Ok(Mode::OursInProcess),
+            "go-exec" => Ok(Mode::GoExec),
+            _ => Err(format!(
+                "unknown mode {s:?} (ours-exec, ours-inproc, go-exec)"
+            )),
+        }
+    }
+}
+
+struct Args {
+    pods: usize,
+    scaling: Vec<usize>,
+    modes: Vec<Mode>,
+    ours: PathBuf,
+    go: PathBuf,
+    smoke: bool,
+}
+
+fn parse_args() -> Fallible<Args> {
+    let exe_dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("."));
+    let mut a = Args {
+        pods: 50,
+        scaling: Vec::new(),
+        modes: vec![Mode::OursExec, Mode::OursInProcess, Mode::GoExec],
+        ours: exe_dir,
+        go: PathBuf::from("/usr/lib/cni"),
+        smoke: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
+        match arg.as_str() {
+            "--pods" => a.pods = val("--pods")?.parse().map_err(|e| format!("--pods: {e}"))?,
+            "--scaling" => {
+                a.scaling = val("--scaling")?
+                    .split(',')
+                    .map(|s| s.parse::<usize>().map_err(|e| format!("--scaling: {e}")))
+                    .collect::<Fallible<_>>()?
+            }
+            "--modes" => {
+                a.modes = val("--modes")?
+                    .split(',')
+                    .map(Mode::parse)
+                    .collect::<Fallible<_>>()?
+            }
+            "--plugins" => a.ours = PathBuf::from(val("--plugins")?),
+            "--go" => a.go = PathBuf::from(val("--go")?),
+            "--smoke" => a.smoke = true,
+            "-h" | "--help" => {
+                println!("usage: e2e [--pods N] [--scaling 50,200,1000] [--modes ours-exec,ours-inproc,go-exec] [--plugins DIR] [--go DIR] [--smoke]");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    if a.smoke {
+        a.pods = a.pods.min(4);
+        a.scaling.clear();
+    }
+    Ok(a)
+}
+
+/// Latencies of one phase, in seconds.
+#[derive(Default, Clone)]
+struct Samples(Vec<f64>);
+
+impl Samples {
+    fn pct(&self, p: f64) -> f64 {
+        if self.0.is_empty() {
+            return f64::NAN;
+        }
+        let mut v = self.0.clone();
+        v.sort_by(f64::total_cmp);
+        // nearest rank
+        let rank = ((p / 100.0) * v.len() as f64).ceil().max(1.0) as usize;
+        v[rank.min(v.len()) - 1]
+    }
+    fn max(&self) -> f64 {
+        self.0.iter().copied().fold(f64::NAN, f64::max)
+    }
+    fn row(&self) -> String {
+        format!(
+            "p50 {:7.2} ms  p95 {:7.2} ms  max {:7.2} ms",
+            self.pct(50.0) * 1e3,
+            self.pct(95.0) * 1e3,
+            self.max() * 1e3
+        )
+    }
+}
+
+#[derive(Default, Clone)]
+struct Phase {
+    add: Samples,
+    del: Samples,
+    add_total: Duration,
+    del_total: Duration,
+}
+
+struct ModeReport {
+    seq: Phase,
+    conc: Phase,
+}
+
+fn conflist(tag: &str, state: &Path, ipam_dir: &Path) -> Fallible<NetworkConfigList> {
+    let _ = state;
+    let v = serde_json::json!({
+        "cniVersion": "1.0.0",
+        "name": format!("bench-{tag}"),
+        "plugins": [
+            {"type": "bridge", "bridge": format!("cb{tag}"), "isGateway": true, "ipMasq": true,
+             "ipam": {"type": "host-local", "dataDir": ipam_dir,
+                      "ranges": [[{"subnet": "10.250.0.0/16"}]],
+                      "routes": [{"dst": "0.0.0.0/0"}]}},
+            {"type": "portmap", "capabilities": {"portMappings": true}}
+        ]
+    });
+    NetworkConfigList::from_slice(v.to_string().as_bytes()).map_err(|e| e.to_string())
+}
+
+fn runtime_conf(i: usize, pod: &OwnedNetns) -> RuntimeConf {
+    let mut rt = RuntimeConf {
+        container_id: format!("bench-{i:05}"),
+        netns: pod.netns().path().display().to_string(),
+        ifname: "eth0".into(),
+        ..Default::default()
+    };
+    rt.capability_args.insert(
+        "portMappings".into(),
+        serde_json::json!([{"hostPort": 20000 + i, "containerPort": 80, "protocol": "tcp"}]),
+    );
+    rt
+}
+
+fn random_tag() -> String {
+    let mut b = [0u8; 3];
+    // SAFETY: the buffer is valid for its length; getrandom only writes it.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != b.len() as isize {
+        let t = Instant::now().elapsed().subsec_nanos() ^ std::process::id();
+        b = [(t >> 16) as u8, (t >> 8) as u8, t as u8];
+    }
+    format!("{:02x}{:02x}{:02x}", b[0], b[1], b[2])
+}
+
+/// Runs ADD then DEL for `n` pods, `inflight` at a time, inside `node`.
+fn run_phase(
+    cni: &CniConfig,
+    list: &NetworkConfigList,
+    node: &OwnedNetns,
+    pods: &[OwnedNetns],
+    inflight: usize,
+) -> Fallible<Phase> {
+    let n = pods.len();
+    let run = |op: &str| -> Fallible<(Samples, Duration)> {
+        node.netns()
+            .run(|| {
+                let start = Instant::now();
+                let results: Vec<Fallible<Vec<f64>>> = std::thread::scope(|s| {
+                    let handles: Vec<_> = (0..inflight)
+                        .map(|w| {
+                            s.spawn(move || {
+                                let mut lat = Vec::new();
+                                for i in (w..n).step_by(inflight) {
+                                    if INTERRUPTED.load(Ordering::SeqCst) {
+                                        return Err("interrupted".to_string());
+                                    }
+                                    let rt = runtime_conf(i, &pods[i]);
+                                    let t = Instant::now();
+                                    match op {
+                                        "add" => cni
+                                            .add_network_list(list, &rt)
+                                            .map(|_| ())
+                                            .map_err(|e| format!("ADD pod {i}: {e}"))?,
+                                        _ => cni
+                                            .del_network_list(list, &rt)
+                                            .map_err(|e| format!("DEL pod {i}: {e}"))?,
+                                    }
+                                    lat.push(t.elapsed().as_secs_f64());
+                                }
+                                Ok(lat)
+                            })
+                        })
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| h.join().unwrap_or_else(|_| Err("worker panicked".into())))
+                        .collect()
+                });
+                let mut all = Vec::new();
+                for r in results {
+                    all.extend(r?);
+                }
+                Ok((Samples(all), start.elapsed()))
+            })
+            .map_err(|e| e.to_string())?
+    };
+    let (add, add_total) = run("add")?;
+    let (del, del_total) = run("del")?;
+    Ok(Phase {
+        add,
+        del,
+        add_total,
+        del_total,
+    })
+}
+
+fn make_exec(mode: Mode) -> Fallible<Arc<dyn Exec>> {
+    match mode {
+        Mode::OursExec | Mode::GoExec => Ok(Arc::new(ProcessExec::new())),
+        Mode::OursInProcess => in_process_exec(),
+    }
+}
+
+fn in_process_exec() -> Fallible<Arc<dyn Exec>> {
+    Err("in-process plugins are not registered yet".into())
+}
+
+fn run_mode(mode: Mode, dir: &Path, n: usize, with_concurrent: bool) -> Fallible<ModeReport> {
+    let exec = make_exec(mode)?;
+    let tag = random_tag();
+    let state = std::env::temp_dir().join(format!("cni-e2e-{tag}"));
+    std::fs::create_dir_all(&state).map_err(|e| e.to_string())?;
+    let _cleanup = RemoveDir(state.clone());
+    let node = OwnedNetns::new("cnibench-node").map_err(|e| e.to_string())?;
+    let mut pods = Vec::with_capacity(n);
+    for _ in 0..n {
+        pods.push(OwnedNetns::new("cnibench-pod").map_err(|e| e.to_string())?);
+    }
+    let list = conflist(&tag, &state, &state.join("ipam"))?;
+    let cni = CniConfig::new(vec![dir.to_path_buf()], exec).with_cache_dir(state.join("cache"));
+    let seq = run_phase(&cni, &list, &node, &pods, 1)?;
+    let conc = if with_concurrent {
+        run_phase(&cni, &list, &node, &pods, 2)?
+    } else {
+        Phase::default()
+    };
+    check_clean(&state.join("ipam"), &list.name)?;
+    Ok(ModeReport { seq, conc })
+}
+
+/// After every DEL, only `lock` and `last_reserved_ip.*` may remain.
+fn check_clean(ipam: &Path, net: &str) -> Fallible<()> {
+    let dir = ipam.join(net);
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return Ok(());
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if name != "lock" && !name.starts_with("last_reserved_ip") {
+            return Err(format!(
+                "reservation {name} left in {} after DEL",
+                dir.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Peak RSS (kB) of one process, from `wait4`.
+fn peak_rss_kb(program: &Path, env: &[(&str, &str)], stdin: &[u8]) -> Fallible<i64> {
+    use std::io::Write;
+    let mut child = Command::new(program)
+        .env_clear()
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("spawn {}: {e}", program.display()))?;
+    if let Some(mut s) = child.stdin.take() {
+        let _ = s.write_all(stdin);
+    }
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: rusage is plain data; wait4 fills it for our own child.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: pid is our child, status and ru are valid for writes.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    if r != pid {
+        return Err(format!(
+            "wait4 {}: {}",
+            program.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(ru.ru_maxrss)
+}
+
+/// Peak RSS of host-local ADD and of each plugin's VERSION call.
+fn rss_report(dir: &Path) -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    let tmp = std::env::temp_dir().join(format!("cni-e2e-rss-{}", random_tag()));
+    let _cleanup = RemoveDir(tmp.clone());
+    let conf = serde_json::json!({"cniVersion": "1.0.0", "name": "rss", "type": "host-local",
+        "ipam": {"type": "host-local", "dataDir": tmp, "ranges": [[{"subnet": "10.251.0.0/24"}]]}})
+    .to_string();
+    let path = dir.display().to_string();
+    let add = [
+        ("CNI_COMMAND", "ADD"),
+        ("CNI_CONTAINERID", "rss"),
+        ("CNI_NETNS", "/var/run/netns/none"),
+        ("CNI_IFNAME", "eth0"),
+        ("CNI_PATH", path.as_str()),
+    ];
+    if let Ok(kb) = peak_rss_kb(&dir.join("host-local"), &add, conf.as_bytes()) {
+        out.insert("host-local ADD".into(), kb);
+    }
+    for p in ["bridge", "host-local", "portmap", "loopback"] {
+        if let Ok(kb) = peak_rss_kb(&dir.join(p), &[("CNI_COMMAND", "VERSION")], b"{}") {
+            out.insert(format!("{p} VERSION"), kb);
+        }
+    }
+    out
+}
+
+/// Median wall time of `runs` executions of `program` with CNI_COMMAND=VERSION.
+fn version_time(program: &Path, runs: usize) -> Option<f64> {
+    let mut s = Samples::default();
+    for _ in 0..runs {
+        let t = Instant::now();
+        let ok = Command::new(program)
+            .env("CNI_COMMAND", "VERSION")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .ok()?
+            .success();
+        if !ok && !program.ends_with("true") {
+            return None;
+        }
+        s.0.push(t.elapsed().as_secs_f64());
+    }
+    Some(s.pct(50.0))
+}
+
+fn size_kb(p: &Path) -> Option<u64> {
+    std::fs::metadata(p).ok().map(|m| m.len() / 1024)
+}
+
+fn main() -> ExitCode {
+    match real_main() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("e2e: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main() -> Fallible<()> {
+    let args = parse_args()?;
+    if !nix_root() {
+        return Err("run as root (the benchmark creates network namespaces)".into());
+    }
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    println!(
+        "# e2e: bridge + host-local + portmap, cniVersion 1.0.0, {} pods",
+        args.pods
+    );
+    println!("# ours: {}  go: {}", args.ours.display(), args.go.display());
+    println!(
+        "# load: {}",
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
+    let mut reports: BTreeMap<Mode, ModeReport> = BTreeMap::new();
+    for &mode in &args.modes {
+        let dir = if mode == Mode::GoExec {
+            &args.go
+        } else {
+            &args.ours
+        };
+        if mode != Mode::OursInProcess && !dir.join("bridge").is_file() {
+            println!(
+                "\n## {}: skipped (no bridge in {})",
+                mode.name(),
+                dir.display()
+            );
+            continue;
+        }
+        println!("\n## {}", mode.name());
+        match run_mode(mode, dir, args.pods, true) {
+            Ok(r) => {
+                for (label, ph) in [("sequential", &r.seq), ("2 in flight", &r.conc)] {
+                    println!(
+                        "  {label:12} ADD {}  total {:.2} s",
+                        ph.add.row(),
+                        ph.add_total.as_secs_f64()
+                    );
+                    println!(
+                        "  {label:12} DEL {}  total {:.2} s",
+                        ph.del.row(),
+                        ph.del_total.as_secs_f64()
+                    );
+                }
+                reports.insert(mode, r);
+            }
+            Err(e) if args.smoke || mode == Mode::OursInProcess => {
+                if args.smoke && mode != Mode::OursInProcess {
+                    return Err(format!("{}: {e}", mode.name()));
+                }
+                println!("  skipped: {e}");
+            }
+            Err(e) => return Err(format!("{}: {e}", mode.name())),
+        }
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            return Err("interrupted (everything created was removed)".into());
+        }
+    }
+    if let (Some(go), Some(ours)) = (reports.get(&Mode::GoExec), reports.get(&Mode::OursExec)) {
+        println!("\n## ratios Go/ours (exec'd, p50, sequential)");
+        println!(
+            "  ADD {:.1}x   DEL {:.1}x",
+            go.seq.add.pct(50.0) / ours.seq.add.pct(50.0),
+            go.seq.del.pct(50.0) / ours.seq.del.pct(50.0)
+        );
+        println!(
+            "  2 in flight: ADD {:.1}x   DEL {:.1}x",
+            go.conc.add.pct(50.0) / ours.conc.add.pct(50.0),
+            go.conc.del.pct(50.0) / ours.conc.del.pct(50.0)
+        );
+    }
+    if args.smoke {
+        println!("\nsmoke: ok");
+        return Ok(());
+    }
+    println!("\n## process start (VERSION, median of 200) and peak RSS");
+    let tru = version_time(Path::new("/bin/true"), 200).unwrap_or(f64::NAN);
+    println!("  /bin/true          {:.2} ms", tru * 1e3);
+    for (who, dir) in [("ours", &args.ours), ("go", &args.go)] {
+        for p in ["bridge", "host-local", "portmap", "loopback"] {
+            if let Some(t) = version_time(&dir.join(p), 200) {
+                println!(
+                    "  {who:4} {p:12} {:.2} ms ({:.2}x /bin/true), size {} kB",
+                    t * 1e3,
+                    t / tru,
+                    size_kb(&dir.join(p)).unwrap_or(0)
+                );
+            }
+        }
+        for (what, kb) in rss_report(dir) {
+            println!("  {who:4} peak RSS {what:18} {kb} kB");
+        }
+    }
+    if !args.scaling.is_empty() {
+        println!("\n## scaling (ours-exec, sequential ADD p50)");
+        let mut first = None;
+        for &n in &args.scaling {
+            let r = run_mode(Mode::OursExec, &args.ours, n, false)?;
+            let p50 = r.seq.add.pct(50.0);
+            let base = *first.get_or_insert(p50);
+            println!(
+                "  {n:5} pods: ADD p50 {:.2} ms ({:.2}x of the first), DEL p50 {:.2} ms",
+                p50 * 1e3,
+                p50 / base,
+                r.seq.del.pct(50.0) * 1e3
+            );
+        }
+    }
+    Ok(())
+}
+
+fn nix_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+struct RemoveDir(PathBuf);
+
+impl Drop for RemoveDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

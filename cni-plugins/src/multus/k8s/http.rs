@@ -1,0 +1,213 @@
+//! A blocking HTTPS client for the API server (ureq + rustls with the
+//! `ring` provider): no async runtime in a short-lived plugin process.
+
+use std::collections::BTreeMap;
+
+use ureq::tls::{Certificate, ClientCert, PemItem, PrivateKey, RootCerts, TlsConfig};
+use ureq::Agent;
+
+use super::{annotations_patch, ClientConfig, KubeClient, NetworkAttachmentDefinition, Pod};
+use crate::multus::error::Error;
+
+/// A [`KubeClient`] over HTTPS.
+pub struct HttpKubeClient {
+    agent: Agent,
+    server: String,
+    token: Option<String>,
+}
+
+impl std::fmt::Debug for HttpKubeClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the token.
+        f.debug_struct("HttpKubeClient")
+            .field("server", &self.server)
+            .finish_non_exhaustive()
+    }
+}
+
+fn cfg_err(reason: String) -> Error {
+    Error::KubeConfig {
+        source_name: "client".into(),
+        reason,
+    }
+}
+
+fn certificates(pem: &[u8], what: &str) -> Result<Vec<Certificate<'static>>, Error> {
+    let mut certs = Vec::new();
+    for item in ureq::tls::parse_pem(pem) {
+        match item.map_err(|e| cfg_err(format!("parse {what}: {e}")))? {
+            PemItem::Certificate(c) => certs.push(c),
+            _ => continue,
+        }
+    }
+    if certs.is_empty() {
+        return Err(cfg_err(format!("{what}: no PEM certificate found")));
+    }
+    Ok(certs)
+}
+
+impl HttpKubeClient {
+    /// Builds a client; every call is bounded by `config.timeout`.
+    pub fn new(config: &ClientConfig) -> Result<HttpKubeClient, Error> {
+        if !config.server.starts_with("https://") && !config.server.starts_with("http://") {
+            return Err(cfg_err(format!(
+                "server {:?} is not an http(s) URL",
+                config.server
+            )));
+        }
+        let mut tls = TlsConfig::builder();
+        if let Some(ca) = &config.ca_pem {
+            let roots = certificates(ca, "certificate-authority")?;
+            tls = tls.root_certs(RootCerts::new_with_certs(&roots));
+        }
+        if config.insecure_skip_tls_verify {
+            tls = tls.disable_verification(true);
+        }
+        if let (Some(cert), Some(key)) = (&config.client_cert_pem, &config.client_key_pem) {
+            let chain = certificates(cert, "client-certificate")?;
+            let key =
+                PrivateKey::from_pem(key).map_err(|e| cfg_err(format!("parse client-key: {e}")))?;
+            tls = tls.client_cert(Some(ClientCert::new_with_certs(&chain, key)));
+        }
+        let agent: Agent = Agent::config_builder()
+            .tls_config(tls.build())
+            .timeout_global(Some(config.timeout))
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .user_agent("multus-rs")
+            .build()
+            .into();
+        Ok(HttpKubeClient {
+            agent,
+            server: config.server.clone(),
+            token: config.token.clone(),
+        })
+    }
+
+    fn call(
+        &self,
+        op: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        path: &str,
+        patch: Option<Vec<u8>>,
+    ) -> Result<Vec<u8>, Error> {
+        let url = format!("{}{path}", self.server);
+        let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
+        let result = match patch {
+            None => {
+                let mut req = self.agent.get(&url).header("Accept", "application/json");
+                if let Some(a) = &auth {
+                    req = req.header("Authorization", a);
+                }
+                req.call()
+            }
+            Some(body) => {
+                let mut req = self
+                    .agent
+                    .patch(&url)
+                    .header("Accept", "application/json")
+                    .content_type("application/merge-patch+json");
+                if let Some(a) = &auth {
+                    req = req.header("Authorization", a);
+                }
+                req.send(&body[..])
+            }
+        };
+        let mut resp = result.map_err(|e| Error::ApiUnreachable {
+            op: format!("{op} {namespace}/{name} at {}", self.server),
+            reason: e.to_string(),
+        })?;
+        let status = resp.status().as_u16();
+        let body = resp
+            .body_mut()
+            .with_config()
+            .limit(16 << 20)
+            .read_to_vec()
+            .map_err(|e| Error::ApiUnreachable {
+                op: format!("{op} {namespace}/{name}: read the response"),
+                reason: e.to_string(),
+            })?;
+        match status {
+            200..=299 => Ok(body),
+            404 => Err(Error::ApiNotFound {
+                op: op.into(),
+                kind: kind.into(),
+                namespace: namespace.into(),
+                name: name.into(),
+            }),
+            _ => {
+                let message = serde_json::from_slice::<serde_json::Value>(&body)
+                    .ok()
+                    .and_then(|v| {
+                        v.get("message")
+                            .and_then(|m| m.as_str())
+                            .map(str::to_string)
+                    })
+                    .unwrap_or_else(|| String::from_utf8_lossy(&body).chars().take(200).collect());
+                Err(Error::ApiStatus {
+                    op: format!("{op} {namespace}/{name}"),
+                    status,
+                    message,
+                })
+            }
+        }
+    }
+}
+
+impl KubeClient for HttpKubeClient {
+    fn get_pod(&self, namespace: &str, name: &str) -> Result<Pod, Error> {
+        let body = self.call(
+            "get pod",
+            "pod",
+            namespace,
+            name,
+            &format!("/api/v1/namespaces/{namespace}/pods/{name}"),
+            None,
+        )?;
+        Pod::from_json(&body)
+    }
+
+    fn get_network_attachment_definition(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<NetworkAttachmentDefinition, Error> {
+        let body = self.call(
+            "get network-attachment-definition",
+            "network-attachment-definition",
+            namespace,
+            name,
+            &format!(
+                "/apis/k8s.cni.cncf.io/v1/namespaces/{namespace}/network-attachment-definitions/{name}"
+            ),
+            None,
+        )?;
+        NetworkAttachmentDefinition::from_json(&body)
+    }
+
+    fn patch_pod_annotations(
+        &self,
+        namespace: &str,
+        name: &str,
+        annotations: &BTreeMap<String, Option<String>>,
+    ) -> Result<(), Error> {
+        let body =
+            serde_json::to_vec(&annotations_patch(annotations)).map_err(|e| Error::Decode {
+                what: "annotation patch".into(),
+                reason: e.to_string(),
+            })?;
+        // The status subresource: what multus's RBAC grants (`pods/status`),
+        // and what the Go plugin writes through (UpdateStatus).
+        self.call(
+            "patch pod",
+            "pod",
+            namespace,
+            name,
+            &format!("/api/v1/namespaces/{namespace}/pods/{name}/status"),
+            Some(body),
+        )
+        .map(|_| ())
+    }
+}

@@ -1,0 +1,66 @@
+//! multus (thin plugin): attaches a pod to several networks by delegating
+//! to other CNI configurations, chosen by the multus config (cluster
+//! network, default networks) and by the pod's annotations, read from the
+//! Kubernetes API.
+//!
+//! Behaviour follows k8snetworkplumbingwg/multus-cni (`pkg/types/conf.go`,
+//! `pkg/k8sclient/k8sclient.go`, `pkg/multus/multus.go`).
+//!
+//! The pieces, in the order ADD uses them:
+//! * [`NetConf`]: the configuration, defaults and validation ([`conf`]).
+//! * [`k8s`]: the [`k8s::KubeClient`] trait, kubeconfig / in-cluster
+//!   config, and a blocking HTTPS client ([`k8s::HttpKubeClient`]).
+//! * [`selection`]: the pod's network selection annotations.
+//! * [`lookup`]: cluster network and default networks (NAD, file in
+//!   `confDir`, directory, path) and NAD to delegate conversion.
+//! * [`delegate`]: one [`Delegate`] per attachment, interface names,
+//!   `default-route` rules; [`runtime`]: what each delegate runs with.
+//! * [`cache`]: the delegate list saved for DEL (Go-compatible, atomic).
+//! * [`flow`]: ADD, DEL, CHECK, STATUS, GC over a [`DelegateExec`];
+//!   [`LibcniDelegates`] is the one on cni-exec's `CniConfig` (so an
+//!   embedding runtime's in-process registry carries over to delegates).
+//! * [`status`]: the `network-status` annotation; [`podnet`]: interface
+//!   checks and default routes in the pod's namespace.
+//! * [`Multus`]: the `cni_exec::Plugin` the `multus` binary runs.
+//!
+//! ```
+//! use cni_plugins::multus::{delegate::plan_ifnames, selection, NetConf};
+//!
+//! let conf = NetConf::from_slice(br#"{"name":"multus","type":"multus",
+//!     "delegates":[{"name":"cluster","type":"bridge"}]}"#)?;
+//! assert_eq!(conf.cni_dir.to_str(), Some("/var/lib/cni/multus"));
+//!
+//! let nets = selection::parse_networks(selection::NETWORKS_ANNOTATION,
+//!     "net-a, other/net-b@data0", "default")?;
+//! assert_eq!((nets[1].namespace.as_str(), nets[1].interface.as_str()), ("other", "data0"));
+//!
+//! let mut delegates = conf.delegates.clone();
+//! for n in &nets {
+//!     let cfg = serde_json::json!({"name": n.name, "type": "macvlan"});
+//!     delegates.push(cni_plugins::multus::Delegate::from_value(cfg, Some(n))?);
+//! }
+//! assert_eq!(plan_ifnames(&delegates, "eth0")?, ["eth0", "net1", "data0"]);
+//! # Ok::<(), cni_plugins::multus::Error>(())
+//! ```
+
+pub mod cache;
+pub mod conf;
+pub mod delegate;
+mod error;
+pub mod flow;
+pub mod invoke;
+pub mod k8s;
+pub mod lookup;
+mod plugin;
+pub mod podnet;
+pub mod runtime;
+pub mod selection;
+pub mod status;
+
+pub use conf::NetConf;
+pub use delegate::Delegate;
+pub use error::Error;
+pub use flow::{cmd_add, cmd_check, cmd_del, cmd_gc, cmd_status, DelegateExec};
+pub use invoke::LibcniDelegates;
+pub use plugin::{kube_client, Multus};
+pub use runtime::{DelegateRuntime, PodRequest};

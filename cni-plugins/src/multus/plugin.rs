@@ -1,0 +1,115 @@
+//! multus as a [`Plugin`]: what the `multus` binary runs, and what an
+//! embedding runtime registers in-process.
+
+use cni_exec::{Plugin, Request};
+use cni_types::{CniError, CniResult, Version};
+
+use super::conf::NetConf;
+use super::error::Error;
+use super::flow::{cmd_add, cmd_check, cmd_del, cmd_gc, cmd_status};
+use super::invoke::LibcniDelegates;
+use super::k8s::{ClientConfig, HttpKubeClient, KubeClient};
+use super::runtime::PodRequest;
+
+/// The multus thin plugin.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Multus;
+
+/// The API client multus's configuration asks for: the `kubeconfig`, else
+/// the in-cluster service account, else none (delegates only).
+pub fn kube_client(conf: &NetConf) -> Result<Option<HttpKubeClient>, Error> {
+    let cfg = match &conf.kubeconfig {
+        Some(p) => Some(ClientConfig::from_kubeconfig(p, conf.api_timeout)?),
+        None => ClientConfig::in_cluster(conf.api_timeout)?,
+    };
+    cfg.map(|c| HttpKubeClient::new(&c)).transpose()
+}
+
+struct Ctx {
+    conf: NetConf,
+    kube: Option<HttpKubeClient>,
+    exec: LibcniDelegates,
+}
+
+impl Ctx {
+    fn new(req: &Request, need_kube: bool) -> Result<Ctx, Error> {
+        let conf = NetConf::from_slice(&req.stdin)?;
+        for w in &conf.warnings {
+            tracing::warn!("{w}");
+        }
+        let kube = match kube_client(&conf) {
+            Ok(k) => k,
+            // DEL never depends on the API: an unusable kubeconfig is logged.
+            Err(e) if !need_kube => {
+                tracing::error!("kubernetes client unavailable: {e}");
+                None
+            }
+            Err(e) => return Err(e),
+        };
+        let exec = LibcniDelegates::new(
+            conf.bin_dir.clone(),
+            &req.path,
+            conf.cni_dir.clone(),
+            req.exec().clone(),
+        );
+        Ok(Ctx { conf, kube, exec })
+    }
+
+    fn kube(&self) -> Option<&dyn KubeClient> {
+        self.kube.as_ref().map(|k| k as &dyn KubeClient)
+    }
+}
+
+fn pod_request(req: &Request) -> Result<PodRequest, Error> {
+    PodRequest::new(&req.container_id, &req.netns, &req.ifname, &req.args_raw)
+}
+
+impl Plugin for Multus {
+    fn add(&self, req: &Request) -> Result<CniResult, CniError> {
+        let ctx = Ctx::new(req, true)?;
+        Ok(cmd_add(
+            &ctx.conf,
+            &pod_request(req)?,
+            ctx.kube(),
+            &ctx.exec,
+        )?)
+    }
+
+    fn del(&self, req: &Request) -> Result<(), CniError> {
+        let ctx = Ctx::new(req, false)?;
+        Ok(cmd_del(
+            &ctx.conf,
+            &pod_request(req)?,
+            ctx.kube(),
+            &ctx.exec,
+        )?)
+    }
+
+    fn check(&self, req: &Request) -> Result<(), CniError> {
+        let ctx = Ctx::new(req, true)?;
+        Ok(cmd_check(
+            &ctx.conf,
+            &pod_request(req)?,
+            ctx.kube(),
+            &ctx.exec,
+        )?)
+    }
+
+    fn status(&self, req: &Request) -> Result<(), CniError> {
+        let ctx = Ctx::new(req, true)?;
+        Ok(cmd_status(&ctx.conf, ctx.kube(), &ctx.exec)?)
+    }
+
+    fn gc(&self, req: &Request) -> Result<(), CniError> {
+        let ctx = Ctx::new(req, true)?;
+        Ok(cmd_gc(&ctx.conf, ctx.kube(), &ctx.exec)?)
+    }
+
+    fn supported_versions(&self) -> Vec<Version> {
+        Version::ALL.to_vec()
+    }
+
+    fn about(&self) -> String {
+        "multus (thin) meta-plugin, Rust implementation".into()
+    }
+}
