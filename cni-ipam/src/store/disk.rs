@@ -16,7 +16,9 @@
 //! reservation or a release survives a power cut; it is off by default
 //! because, like Go (which never syncs), a reservation only matters while
 //! its container runs, and no container survives a power cut (GC then
-//! clears what is left), while the syncs cost ~4 fsyncs per ADD.
+//! clears what is left), while the syncs cost ~4 fsyncs per ADD. A
+//! reservation caught unsynced by a power cut may come back empty: it then
+//! belongs to no attachment, blocks only its own address, and GC frees it.
 //! `last_reserved_ip.<n>` is overwritten in place like Go does; it is only a
 //! round-robin hint, so its data is not fsynced and an unreadable one is
 //! ignored. Nothing on the ADD/DEL path truncates or renames over a file:
