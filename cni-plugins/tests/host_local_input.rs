@@ -376,3 +376,29 @@ fn grown_index_bucket_is_compacted_and_still_finds_owners() {
         .collect();
     assert_eq!(left, ["first\r\neth0"]);
 }
+
+#[test]
+fn durable_store_syncs_and_behaves_the_same() {
+    use cni_ipam::store::{DiskStore, LockedStore, Owner, Store};
+    let tmp = tempfile::tempdir().unwrap();
+    let store = DiskStore::open(tmp.path(), "net").unwrap().durable(true);
+    let owner = Owner::new("c1", "eth0");
+    let ip: std::net::IpAddr = "10.9.0.2".parse().unwrap();
+    {
+        let mut locked = store.lock().unwrap();
+        assert!(locked.reserve(ip, &owner, 0).unwrap());
+        assert!(!locked.reserve(ip, &Owner::new("c2", "eth0"), 0).unwrap());
+        assert_eq!(locked.held_by(&owner).unwrap().len(), 1);
+        assert!(locked.release(ip).unwrap());
+        // The released file is pooled, and reused durably.
+        assert!(locked.reserve(ip, &Owner::new("c3", "eth0"), 0).unwrap());
+    }
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("net/10.9.0.2")).unwrap(),
+        "c3\r\neth0"
+    );
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("net/last_reserved_ip.0")).unwrap(),
+        "10.9.0.2"
+    );
+}

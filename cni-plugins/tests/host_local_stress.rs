@@ -179,9 +179,14 @@ fn sigkill_during_add_never_leaves_partial_reservations() {
         .keys()
         .map(|id| json!({"containerID": id, "ifname": "eth0"}))
         .collect();
+    let before = reservations(&dir).len();
     let out = run(HOST_LOCAL, Call::new("GC", ""), &gc_conf);
     assert!(out.ok(), "GC: {out:?}");
     let after: BTreeSet<String> = reservations(&dir).into_keys().collect();
+    eprintln!(
+        "GC released {} reservations of killed ADDs",
+        before - after.len()
+    );
     assert_eq!(after, seen, "GC left exactly the completed reservations");
     let others: Vec<String> = snapshot(&dir)
         .into_keys()
