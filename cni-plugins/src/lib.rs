@@ -2,10 +2,13 @@
 //! as its plugin's algorithm on top of `cni-exec`, `cni-netns` and
 //! `cni-ipam`; `src/bin/<plugin>.rs` is a one-line `main`.
 
+pub mod bridge;
 mod error;
 pub mod flannel;
 pub mod host_local;
+pub mod loopback;
 pub mod multus;
+pub mod portmap;
 pub mod static_ipam;
 
 pub use error::{Error, Result};
