@@ -5,8 +5,10 @@
 pub mod bridge;
 mod error;
 pub mod flannel;
+pub mod host_local;
 pub mod loopback;
 pub mod multus;
 pub mod portmap;
+pub mod static_ipam;
 
 pub use error::{Error, Result};
