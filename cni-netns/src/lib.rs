@@ -42,6 +42,7 @@ mod netlink;
 mod netns;
 mod route;
 pub mod sysctl;
+pub mod tc;
 
 #[cfg(test)]
 mod tests;

@@ -2,8 +2,10 @@
 //! as its plugin's algorithm on top of `cni-exec`, `cni-netns` and
 //! `cni-ipam`; `src/bin/<plugin>.rs` is a one-line `main`.
 
+pub mod bandwidth;
 mod error;
 pub mod flannel;
 pub mod multus;
+pub mod tuning;
 
 pub use error::{Error, Result};
