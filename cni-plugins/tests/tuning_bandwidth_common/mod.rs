@@ -152,6 +152,20 @@ pub fn run_plugin(
     extra_env: &[(&str, &str)],
     stdin: &Value,
 ) -> Run {
+    let input = serde_json::to_vec(stdin).unwrap();
+    run_plugin_bytes(bin, netns, command, cid, pod_path, extra_env, input)
+}
+
+/// [`run_plugin`] with raw stdin bytes.
+pub fn run_plugin_bytes(
+    bin: &str,
+    netns: &OwnedNetns,
+    command: &str,
+    cid: &str,
+    pod_path: &str,
+    extra_env: &[(&str, &str)],
+    input: Vec<u8>,
+) -> Run {
     let bin = bin.to_owned();
     let env: Vec<(String, String)> = [
         ("CNI_COMMAND", command),
@@ -164,7 +178,6 @@ pub fn run_plugin(
     .chain(extra_env)
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
-    let input = serde_json::to_vec(stdin).unwrap();
     netns
         .run(move || {
             let start = Instant::now();
