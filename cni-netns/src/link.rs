@@ -844,7 +844,11 @@ impl Handle {
             index,
             LinkFlags::Allmulti,
             on,
-            if on { "allmulticast on" } else { "allmulticast off" },
+            if on {
+                "allmulticast on"
+            } else {
+                "allmulticast off"
+            },
         )
     }
 

@@ -167,7 +167,8 @@ impl Tbf {
             let v = nla.value();
             match nla.kind() {
                 TCA_TBF_PARMS if v.len() >= TBF_QOPT_LEN => {
-                    let u32_at = |o: usize| u32::from_ne_bytes([v[o], v[o + 1], v[o + 2], v[o + 3]]);
+                    let u32_at =
+                        |o: usize| u32::from_ne_bytes([v[o], v[o + 1], v[o + 2], v[o + 3]]);
                     tbf = Some(Tbf {
                         rate: u32_at(8) as u64,
                         limit: u32_at(24),
@@ -618,7 +619,13 @@ mod tests {
 
     #[test]
     fn filter_message_carries_priority_protocol_and_actions() {
-        let m = filter_message(5, INGRESS_QDISC_HANDLE, 1, 9, RedirectFilterKind::U32GoCompatible);
+        let m = filter_message(
+            5,
+            INGRESS_QDISC_HANDLE,
+            1,
+            9,
+            RedirectFilterKind::U32GoCompatible,
+        );
         let f = filter_from_message(&m);
         assert_eq!(f.priority, 1);
         assert_eq!(f.protocol, ETH_P_ALL);

@@ -39,10 +39,19 @@ fn skip() -> bool {
 /// `tc -j qdisc show` of the node namespace, with interface names replaced
 /// by roles and counters dropped.
 fn qdiscs(topo: &Topo, ifb: &str) -> Vec<Value> {
-    let mut v: Vec<Value> = json(&["ip", "netns", "exec", topo.node.name(), "tc", "-j", "qdisc", "show"])
-        .as_array()
-        .unwrap()
-        .clone();
+    let mut v: Vec<Value> = json(&[
+        "ip",
+        "netns",
+        "exec",
+        topo.node.name(),
+        "tc",
+        "-j",
+        "qdisc",
+        "show",
+    ])
+    .as_array()
+    .unwrap()
+    .clone();
     for q in &mut v {
         let o = q.as_object_mut().unwrap();
         o.remove("refcnt");
@@ -59,8 +68,18 @@ fn qdiscs(topo: &Topo, ifb: &str) -> Vec<Value> {
 
 fn filters(topo: &Topo) -> Value {
     json(&[
-        "ip", "netns", "exec", topo.node.name(), "tc", "-j", "filter", "show", "dev",
-        &topo.host_veth, "parent", "ffff:",
+        "ip",
+        "netns",
+        "exec",
+        topo.node.name(),
+        "tc",
+        "-j",
+        "filter",
+        "show",
+        "dev",
+        &topo.host_veth,
+        "parent",
+        "ffff:",
     ])
 }
 
@@ -98,15 +117,30 @@ fn differential_against_go() {
         return;
     }
     let cases = [
-        ("1.0.0", json!({"ingressRate": 8_000_000, "ingressBurst": 80_000,
-                          "egressRate": 16_000_000, "egressBurst": 160_000})),
-        ("0.4.0", json!({"egressRate": 1_000_000, "egressBurst": 100_000})),
-        ("0.3.1", json!({"ingressRate": 123_456_789, "ingressBurst": 999_999})),
-        ("1.0.0", json!({"runtimeConfig": {"bandwidth": {"ingressRate": 5_000_000,
-                          "ingressBurst": 50_000, "egressRate": 6_000_000, "egressBurst": 60_000}}})),
+        (
+            "1.0.0",
+            json!({"ingressRate": 8_000_000, "ingressBurst": 80_000,
+                          "egressRate": 16_000_000, "egressBurst": 160_000}),
+        ),
+        (
+            "0.4.0",
+            json!({"egressRate": 1_000_000, "egressBurst": 100_000}),
+        ),
+        (
+            "0.3.1",
+            json!({"ingressRate": 123_456_789, "ingressBurst": 999_999}),
+        ),
+        (
+            "1.0.0",
+            json!({"runtimeConfig": {"bandwidth": {"ingressRate": 5_000_000,
+                          "ingressBurst": 50_000, "egressRate": 6_000_000, "egressBurst": 60_000}}}),
+        ),
         // Rates past 32 bits of bytes per second need TCA_TBF_RATE64.
-        ("1.0.0", json!({"ingressRate": 40_000_000_000u64, "ingressBurst": 4_000_000,
-                          "egressRate": 40_000_000_000u64, "egressBurst": 4_000_000})),
+        (
+            "1.0.0",
+            json!({"ingressRate": 40_000_000_000u64, "ingressBurst": 4_000_000,
+                          "egressRate": 40_000_000_000u64, "egressBurst": 4_000_000}),
+        ),
         // All zero: prevResult passed through, nothing touched.
         ("1.0.0", json!({"ingressRate": 0, "ingressBurst": 0})),
     ];
@@ -140,7 +174,10 @@ fn differential_against_go() {
             }
             seen.push((result, after_add));
         }
-        assert_eq!(seen[0], seen[1], "{version} {limits}: Go (left) and ours differ");
+        assert_eq!(
+            seen[0], seen[1],
+            "{version} {limits}: Go (left) and ours differ"
+        );
     }
 }
 
@@ -196,8 +233,13 @@ fn transfer(topo: &Topo, pod_sends: bool, bytes: usize) -> f64 {
         }
         Instant::now()
     });
-    let mut stream = cli_ns.run(move || TcpStream::connect(addr)).unwrap().unwrap();
-    stream.set_write_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut stream = cli_ns
+        .run(move || TcpStream::connect(addr))
+        .unwrap()
+        .unwrap();
+    stream
+        .set_write_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
     let chunk = vec![0x5au8; 1 << 16];
     let start = Instant::now();
     let mut sent = 0;
@@ -235,7 +277,10 @@ fn transfer_is_limited_to_the_rate_and_unlimited_after_del() {
     );
     for (dir, r) in [("ingress", ingress), ("egress", egress)] {
         let ratio = r / RATE as f64;
-        assert!((0.8..=1.2).contains(&ratio), "{dir}: {r} bit/s is not within 20 % of {RATE}");
+        assert!(
+            (0.8..=1.2).contains(&ratio),
+            "{dir}: {r} bit/s is not within 20 % of {RATE}"
+        );
     }
     let mut del = c.clone();
     del["prevResult"] = add.json();
@@ -247,7 +292,10 @@ fn transfer_is_limited_to_the_rate_and_unlimited_after_del() {
         ingress / 1e6,
         egress / 1e6
     );
-    assert!(ingress > 3.0 * RATE as f64, "ingress still limited: {ingress}");
+    assert!(
+        ingress > 3.0 * RATE as f64,
+        "ingress still limited: {ingress}"
+    );
     assert!(egress > 3.0 * RATE as f64, "egress still limited: {egress}");
 }
 
@@ -269,7 +317,10 @@ fn check_notices_a_changed_rate_and_a_missing_ifb() {
     other["ingressRate"] = json!(9_000_000);
     let msg = run_plugin(OURS, &topo.node, "CHECK", "cc", &p, &[], &other).msg();
     assert_eq!(msg, "Rate doesn't match");
-    let ifb = ifb_link(&topo).unwrap()["ifname"].as_str().unwrap().to_owned();
+    let ifb = ifb_link(&topo).unwrap()["ifname"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     sh(&["ip", "-n", topo.node.name(), "link", "del", &ifb]);
     let msg = run_plugin(OURS, &topo.node, "CHECK", "cc", &p, &[], &c).msg();
     assert!(msg.starts_with("get ifb device"), "{msg}");
@@ -283,7 +334,18 @@ fn failed_add_rolls_back() {
     let topo = Topo::new("bwr");
     let p = topo.pod_path();
     // Somebody else's ingress qdisc: the egress half cannot be set up.
-    sh(&["ip", "netns", "exec", topo.node.name(), "tc", "qdisc", "add", "dev", &topo.host_veth, "ingress"]);
+    sh(&[
+        "ip",
+        "netns",
+        "exec",
+        topo.node.name(),
+        "tc",
+        "qdisc",
+        "add",
+        "dev",
+        &topo.host_veth,
+        "ingress",
+    ]);
     let c = conf(
         "1.0.0",
         &topo,
@@ -299,7 +361,11 @@ fn failed_add_rolls_back() {
         .iter()
         .map(|q| q["kind"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, ["noqueue", "ingress"], "the TBF stayed or the foreign qdisc went");
+    assert_eq!(
+        kinds,
+        ["noqueue", "ingress"],
+        "the TBF stayed or the foreign qdisc went"
+    );
 }
 
 #[test]
@@ -309,7 +375,11 @@ fn del_is_idempotent_and_tolerates_a_vanished_netns() {
     }
     let topo = Topo::new("bwg");
     let p = topo.pod_path();
-    let c = conf("1.0.0", &topo, json!({"egressRate": 8_000_000, "egressBurst": 80_000}));
+    let c = conf(
+        "1.0.0",
+        &topo,
+        json!({"egressRate": 8_000_000, "egressBurst": 80_000}),
+    );
     let add = run_plugin(OURS, &topo.node, "ADD", "cg", &p, &[], &c).ok();
     let mut del = c.clone();
     del["prevResult"] = add.json();
@@ -323,7 +393,11 @@ fn del_is_idempotent_and_tolerates_a_vanished_netns() {
     run_plugin(OURS, &node, "DEL", "cg", "", &[], &del).ok();
     let links = json(&["ip", "-n", node.name(), "-j", "link", "show"]);
     assert!(
-        links.as_array().unwrap().iter().all(|l| !l["ifname"].as_str().unwrap().starts_with("bwp")),
+        links
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| !l["ifname"].as_str().unwrap().starts_with("bwp")),
         "{links}"
     );
 }
@@ -357,7 +431,10 @@ fn gc_deletes_only_dead_ifbs_of_its_own_network() {
         .map(|l| l["ifname"].as_str().unwrap().to_owned())
         .collect();
     names.sort();
-    assert_eq!(names, ["bwpalive000000", "bwpgo000000000", "bwpother000000"]);
+    assert_eq!(
+        names,
+        ["bwpalive000000", "bwpgo000000000", "bwpother000000"]
+    );
 }
 
 /// ADD and DEL time of Go's binary and ours, same machine, same run:
@@ -389,10 +466,30 @@ fn timing_against_go() {
             // Go leaves its qdiscs on the veth: clear them for the next ADD.
             let n = topo.node.name();
             let _ = std::process::Command::new("ip")
-                .args(["netns", "exec", n, "tc", "qdisc", "del", "dev", &topo.host_veth, "root"])
+                .args([
+                    "netns",
+                    "exec",
+                    n,
+                    "tc",
+                    "qdisc",
+                    "del",
+                    "dev",
+                    &topo.host_veth,
+                    "root",
+                ])
                 .output();
             let _ = std::process::Command::new("ip")
-                .args(["netns", "exec", n, "tc", "qdisc", "del", "dev", &topo.host_veth, "ingress"])
+                .args([
+                    "netns",
+                    "exec",
+                    n,
+                    "tc",
+                    "qdisc",
+                    "del",
+                    "dev",
+                    &topo.host_veth,
+                    "ingress",
+                ])
                 .output();
             adds.push(add.elapsed);
             dels.push(d.elapsed);

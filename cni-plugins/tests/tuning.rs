@@ -46,7 +46,16 @@ fn conf(version: &str, topo: &Topo, data_dir: &Path, extra: Value) -> Value {
 
 /// eth0 in the pod as `ip -j -d link` shows it: what tuning may change.
 fn pod_link(topo: &Topo) -> Value {
-    let l = &json(&["ip", "-n", topo.pod.name(), "-j", "-d", "link", "show", "eth0"])[0];
+    let l = &json(&[
+        "ip",
+        "-n",
+        topo.pod.name(),
+        "-j",
+        "-d",
+        "link",
+        "show",
+        "eth0",
+    ])[0];
     let mut flags: Vec<String> = l["flags"]
         .as_array()
         .unwrap()
@@ -68,9 +77,16 @@ fn sysctls(topo: &Topo) -> Vec<String> {
     SYSCTLS
         .iter()
         .map(|k| {
-            sh(&["ip", "netns", "exec", topo.pod.name(), "cat", &format!("/proc/sys/{k}")])
-                .trim_end()
-                .to_owned()
+            sh(&[
+                "ip",
+                "netns",
+                "exec",
+                topo.pod.name(),
+                "cat",
+                &format!("/proc/sys/{k}"),
+            ])
+            .trim_end()
+            .to_owned()
         })
         .collect()
 }
@@ -94,7 +110,9 @@ fn tuned_explicit() -> Value {
 
 fn backup_file(dir: &Path, cid: &str) -> Option<Value> {
     let p = dir.join(format!("{cid}_eth0.json"));
-    std::fs::read(p).ok().map(|b| serde_json::from_slice(&b).unwrap())
+    std::fs::read(p)
+        .ok()
+        .map(|b| serde_json::from_slice(&b).unwrap())
 }
 
 #[test]
@@ -106,16 +124,35 @@ fn differential_against_go() {
     if skip() {
         return;
     }
-    let cases: Vec<(&str, Value, Vec<(&str, &str)>)> = vec![
+    type Case = (&'static str, Value, Vec<(&'static str, &'static str)>);
+    let cases: Vec<Case> = vec![
         ("1.0.0", tuned_explicit(), vec![]),
         ("0.4.0", tuned_explicit(), vec![]),
-        ("0.3.1", json!({"mac": "C2:AA:BB:CC:DD:EE", "allmulti": false}), vec![]),
-        ("0.2.0", json!({"mtu": 1280, "sysctl": {"net.core.somaxconn": "256"}}), vec![]),
+        (
+            "0.3.1",
+            json!({"mac": "C2:AA:BB:CC:DD:EE", "allmulti": false}),
+            vec![],
+        ),
+        (
+            "0.2.0",
+            json!({"mtu": 1280, "sysctl": {"net.core.somaxconn": "256"}}),
+            vec![],
+        ),
         // Overrides: CNI_ARGS MAC < runtimeConfig.mac < args.cni.
-        ("1.0.0", json!({"mac": "c2:00:00:00:00:01", "runtimeConfig": {"mac": "c2:00:00:00:00:02"},
+        (
+            "1.0.0",
+            json!({"mac": "c2:00:00:00:00:01", "runtimeConfig": {"mac": "c2:00:00:00:00:02"},
                          "args": {"cni": {"mtu": 1300, "promisc": true}}}),
-         vec![("CNI_ARGS", "IgnoreUnknown=1;MAC=c2:00:00:00:00:03;K8S_POD_NAME=p")]),
-        ("1.0.0", json!({"mac": "c2:00:00:00:00:01"}), vec![("CNI_ARGS", "MAC=c2:00:00:00:00:04")]),
+            vec![(
+                "CNI_ARGS",
+                "IgnoreUnknown=1;MAC=c2:00:00:00:00:03;K8S_POD_NAME=p",
+            )],
+        ),
+        (
+            "1.0.0",
+            json!({"mac": "c2:00:00:00:00:01"}),
+            vec![("CNI_ARGS", "MAC=c2:00:00:00:00:04")],
+        ),
         // Nothing to change: prevResult passed through.
         ("1.0.0", json!({}), vec![]),
     ];
@@ -151,16 +188,26 @@ fn differential_against_go() {
             run_plugin(bin, &topo.node, "DEL", &cid, &p, &env, &c).ok();
             let (link2, sys2) = (pod_link(&topo), sysctls(&topo));
             assert_eq!(link2, link0, "{bin}: link not restored");
-            assert!(backup_file(dir.path(), &cid).is_none(), "{bin}: backup left");
+            assert!(
+                backup_file(dir.path(), &cid).is_none(),
+                "{bin}: backup left"
+            );
             if bin == OURS {
                 assert_eq!(sys2, sys0, "ours: sysctls not restored");
             }
             let mut link1 = link1;
             let addr = link1["address"].as_str().unwrap().to_lowercase();
-            link1["address"] = if addr == orig_mac { json!("<original>") } else { json!(addr) };
+            link1["address"] = if addr == orig_mac {
+                json!("<original>")
+            } else {
+                json!(addr)
+            };
             seen.push((result, link1, sys1, backup));
         }
-        assert_eq!(seen[0], seen[1], "{version} {extra}: Go (left) and ours differ");
+        assert_eq!(
+            seen[0], seen[1],
+            "{version} {extra}: Go (left) and ours differ"
+        );
     }
 }
 
@@ -179,16 +226,33 @@ fn errors_match_go() {
     no_prev.as_object_mut().unwrap().remove("prevResult");
     for (c, env) in [
         (no_prev, vec![]),
-        (conf("1.0.0", &topo, dir.path(), json!({"sysctl": {"kernel.hostname": "x"}})), vec![]),
-        (conf("1.0.0", &topo, dir.path(), json!({"mac": "c2:11"})), vec![]),
-        (conf("1.0.0", &topo, dir.path(), json!({})), vec![("CNI_ARGS", "FOO=bar")]),
+        (
+            conf(
+                "1.0.0",
+                &topo,
+                dir.path(),
+                json!({"sysctl": {"kernel.hostname": "x"}}),
+            ),
+            vec![],
+        ),
+        (
+            conf("1.0.0", &topo, dir.path(), json!({"mac": "c2:11"})),
+            vec![],
+        ),
+        (
+            conf("1.0.0", &topo, dir.path(), json!({})),
+            vec![("CNI_ARGS", "FOO=bar")],
+        ),
     ] {
         let go_run = run_plugin(&go, &topo.node, "ADD", "ce", &p, &env, &c);
         let ours = run_plugin(OURS, &topo.node, "ADD", "ce", &p, &env, &c);
         let (g, o) = (go_run.msg(), ours.msg());
         // Same failure; ours names the parse error its own way for a MAC.
         // Current Go names the key with slashes, as ours; 1.1.1 with dots.
-        let same = g.replace('/', ".") == o.replace('/', ".") || (g.contains("invalid args c2:11 for MAC addr") && o.contains("invalid args c2:11 for MAC addr")) || (g.contains("unknown args") && o.contains("unknown args"));
+        let same = g.replace('/', ".") == o.replace('/', ".")
+            || (g.contains("invalid args c2:11 for MAC addr")
+                && o.contains("invalid args c2:11 for MAC addr"))
+            || (g.contains("unknown args") && o.contains("unknown args"));
         assert!(same, "Go: {g:?}, ours: {o:?}");
     }
     // The MAC failure came after nothing else was changed: no backup left.
@@ -213,8 +277,14 @@ fn sysctls_mac_and_txqlen_are_restored_after_del() {
     assert_eq!(link1["address"], "c2:11:22:33:44:55");
     assert_eq!(link1["mtu"], 1400);
     assert_eq!(link1["txqlen"], 321);
-    assert!(link1["flags"].as_array().unwrap().contains(&json!("PROMISC")));
-    assert!(link1["flags"].as_array().unwrap().contains(&json!("ALLMULTI")));
+    assert!(link1["flags"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("PROMISC")));
+    assert!(link1["flags"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("ALLMULTI")));
     assert_eq!(sysctls(&topo), ["1", "512", "1"]);
     run_plugin(OURS, &topo.node, "CHECK", "cr", &p, &[], &c).ok();
     let mut other = c.clone();
@@ -241,7 +311,12 @@ fn go_restores_our_backup_and_we_restore_gos() {
         let topo = Topo::new("tux");
         let dir = tempfile::tempdir().unwrap();
         let p = topo.pod_path();
-        let c = conf("1.0.0", &topo, dir.path(), json!({"mac": "c2:11:22:33:44:56", "mtu": 1300, "promisc": true}));
+        let c = conf(
+            "1.0.0",
+            &topo,
+            dir.path(),
+            json!({"mac": "c2:11:22:33:44:56", "mtu": 1300, "promisc": true}),
+        );
         let link0 = pod_link(&topo);
         run_plugin(adder, &topo.node, "ADD", "cx", &p, &[], &c).ok();
         run_plugin(deleter, &topo.node, "DEL", "cx", &p, &[], &c).ok();
@@ -298,7 +373,12 @@ fn duplicated_sysctls_and_bad_ifnames_are_refused() {
     );
     let r = run_plugin_bytes(OURS, &topo.node, "ADD", "cq", &p, &[], raw.into_bytes());
     assert_eq!(r.msg(), "duplicated sysctl keys are not allowed");
-    let c = conf("1.0.0", &topo, dir.path(), json!({"sysctl": {"net.core.somaxconn": "1"}}));
+    let c = conf(
+        "1.0.0",
+        &topo,
+        dir.path(),
+        json!({"sysctl": {"net.core.somaxconn": "1"}}),
+    );
     let env = Env::new([
         ("CNI_COMMAND", "ADD"),
         ("CNI_CONTAINERID", "cq"),
@@ -318,7 +398,11 @@ fn allowlist_is_enforced() {
     let topo = Topo::new("tua");
     let dir = tempfile::tempdir().unwrap();
     let list = dir.path().join("allowlist.conf");
-    std::fs::write(&list, "^net\\.ipv4\\.conf\\.IFNAME\\.[a-z_]+$\n^net\\.core\\.somaxconn$\n").unwrap();
+    std::fs::write(
+        &list,
+        "^net\\.ipv4\\.conf\\.IFNAME\\.[a-z_]+$\n^net\\.core\\.somaxconn$\n",
+    )
+    .unwrap();
     let p = topo.pod_path();
     let env = |cmd: &'static str| {
         Env::new([
@@ -331,11 +415,19 @@ fn allowlist_is_enforced() {
     };
     let plugin = Tuning::with_allowlist(&list);
     let data = dir.path().join("data");
-    let c = conf("1.0.0", &topo, &data, json!({"sysctl": {"net.ipv4.ip_forward": "1"}}));
+    let c = conf(
+        "1.0.0",
+        &topo,
+        &data,
+        json!({"sysctl": {"net.ipv4.ip_forward": "1"}}),
+    );
     let out = dispatch(&plugin, &env("ADD"), &serde_json::to_vec(&c).unwrap());
     let reply: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(
-        reply["msg"].as_str().unwrap().starts_with("Sysctl net.ipv4.ip_forward is not allowed"),
+        reply["msg"]
+            .as_str()
+            .unwrap()
+            .starts_with("Sysctl net.ipv4.ip_forward is not allowed"),
         "{reply}"
     );
     assert_eq!(sysctls(&topo)[2], "0");
@@ -390,8 +482,16 @@ fn timing_against_go() {
         let (mut adds, mut dels) = (Vec::new(), Vec::new());
         for i in 0..21 {
             let cid = format!("t{i}");
-            adds.push(run_plugin(bin, &topo.node, "ADD", &cid, &p, &[], &c).ok().elapsed);
-            dels.push(run_plugin(bin, &topo.node, "DEL", &cid, &p, &[], &c).ok().elapsed);
+            adds.push(
+                run_plugin(bin, &topo.node, "ADD", &cid, &p, &[], &c)
+                    .ok()
+                    .elapsed,
+            );
+            dels.push(
+                run_plugin(bin, &topo.node, "DEL", &cid, &p, &[], &c)
+                    .ok()
+                    .elapsed,
+            );
         }
         eprintln!(
             "tuning {label}: ADD median {:?}, DEL median {:?}",

@@ -198,8 +198,7 @@ impl Bandwidth {
         let limits = match conf.limits {
             Some(l) if !is_zero(&l) => l,
             _ => {
-                return prev
-                    .ok_or_else(|| Error::Config("must be called as chained plugin".into()))
+                return prev.ok_or_else(|| Error::Config("must be called as chained plugin".into()))
             }
         };
         let mut result =
@@ -233,8 +232,12 @@ impl Bandwidth {
                 host.add_ingress_qdisc(veth.index)
                     .map_err(|e| Error::Internal(format!("create ingress qdisc: {e}")))?;
                 undo.ingress = true;
-                host.add_redirect_filter(veth.index, ifb.index, RedirectFilterKind::U32GoCompatible)
-                    .map_err(|e| Error::Internal(format!("add filter: {e}")))?;
+                host.add_redirect_filter(
+                    veth.index,
+                    ifb.index,
+                    RedirectFilterKind::U32GoCompatible,
+                )
+                .map_err(|e| Error::Internal(format!("add filter: {e}")))?;
                 let tbf = Tbf::from_rate_and_burst(limits.egress_rate, limits.egress_burst, clock);
                 host.add_tbf(ifb.index, &tbf)
                     .map_err(|e| Error::Internal(format!("create ifb qdisc: create qdisc: {e}")))?;
@@ -287,7 +290,8 @@ impl Bandwidth {
 
     fn do_check(&self, req: &Request) -> Result<()> {
         let (conf, prev) = load(req)?;
-        let prev = prev.ok_or_else(|| Error::Config("must be called as a chained plugin".into()))?;
+        let prev =
+            prev.ok_or_else(|| Error::Config("must be called as a chained plugin".into()))?;
         let Some(limits) = conf.limits else {
             return Ok(());
         };
@@ -364,9 +368,9 @@ fn host_interface(host: &Handle, pod: &Netns, result: &CniResult, ifname: &str) 
                 "container interface {ifname} has no veth peer: {e}"
             ))
         })?;
-    let link = host.link_by_index(peer).map_err(|_| {
-        Error::Internal(format!("veth peer with index {peer} is not in host ns"))
-    })?;
+    let link = host
+        .link_by_index(peer)
+        .map_err(|_| Error::Internal(format!("veth peer with index {peer} is not in host ns")))?;
     if result
         .interfaces
         .iter()
@@ -533,7 +537,10 @@ mod tests {
             "runtimeConfig":{"bandwidth":{"ingressRate":8,"ingressBurst":8}}}"#,
         )
         .unwrap();
-        assert_eq!(parse_config(&c).unwrap().limits, Some(BandwidthEntry::default()));
+        assert_eq!(
+            parse_config(&c).unwrap().limits,
+            Some(BandwidthEntry::default())
+        );
         let c = cni_types::NetworkConfig::from_slice(
             br#"{"cniVersion":"1.0.0","name":"n","type":"bandwidth",
             "runtimeConfig":{"bandwidth":{"ingressRate":8,"ingressBurst":8}}}"#,

@@ -236,7 +236,8 @@ pub(crate) fn check_allowlist(path: &Path, sysctl: &[(String, String)]) -> Resul
     let res = list
         .iter()
         .map(|p| {
-            regex::Regex::new(p).map_err(|e| Error::Config(format!("error parsing regexp {p:?}: {e}")))
+            regex::Regex::new(p)
+                .map_err(|e| Error::Config(format!("error parsing regexp {p:?}: {e}")))
         })
         .collect::<Result<Vec<_>>>()?;
     for (key, _) in sysctl {
@@ -264,7 +265,12 @@ mod tests {
             sysctl_file_name("net/ipv6/conf/all/forwarding", "eth0").unwrap(),
             "/proc/sys/net/ipv6/conf/all/forwarding"
         );
-        for bad in ["kernel.hostname", "net/../kernel/x", "net", "../../etc/passwd"] {
+        for bad in [
+            "kernel.hostname",
+            "net/../kernel/x",
+            "net",
+            "../../etc/passwd",
+        ] {
             let e = sysctl_file_name(bad, "eth0").unwrap_err().to_string();
             assert!(e.contains("invalid net sysctl key"), "{bad}: {e}");
         }
@@ -283,12 +289,21 @@ mod tests {
     fn allowlist_matches_unanchored_regexes() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("allowlist.conf");
-        let keys = vec![("net.ipv4.conf.IFNAME.rp_filter".to_string(), "1".to_string())];
-        assert!(check_allowlist(&p, &keys).is_ok(), "no file, no restriction");
+        let keys = vec![(
+            "net.ipv4.conf.IFNAME.rp_filter".to_string(),
+            "1".to_string(),
+        )];
+        assert!(
+            check_allowlist(&p, &keys).is_ok(),
+            "no file, no restriction"
+        );
         std::fs::write(&p, "^net\\.ipv4\\.conf\\.IFNAME\\.[a-z_]+$\n\n").unwrap();
         assert!(check_allowlist(&p, &keys).is_ok());
         let other = vec![("net.core.somaxconn".to_string(), "1".to_string())];
         let e = check_allowlist(&p, &other).unwrap_err().to_string();
-        assert!(e.starts_with("Sysctl net.core.somaxconn is not allowed"), "{e}");
+        assert!(
+            e.starts_with("Sysctl net.core.somaxconn is not allowed"),
+            "{e}"
+        );
     }
 }

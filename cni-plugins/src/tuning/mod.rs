@@ -286,7 +286,10 @@ fn restore(handle: &Handle, index: u32, b: &Backup) -> Vec<String> {
             })
             .map_err(netns_err);
         match r {
-            Ok(e) => errs.extend(e.into_iter().map(|e| format!("failed to restore sysctl {e}"))),
+            Ok(e) => errs.extend(
+                e.into_iter()
+                    .map(|e| format!("failed to restore sysctl {e}")),
+            ),
             Err(e) => errs.push(format!("failed to restore sysctls: {e}")),
         }
     }
@@ -390,7 +393,11 @@ impl Tuning {
         }
         if !conf.mac.is_empty() {
             // Go writes the configured string, not a normalised one.
-            for i in result.interfaces.iter_mut().filter(|i| i.name == req.ifname) {
+            for i in result
+                .interfaces
+                .iter_mut()
+                .filter(|i| i.name == req.ifname)
+            {
                 i.mac = conf.mac.clone();
             }
         }

@@ -1,7 +1,7 @@
 //! Helpers shared by the tuning and bandwidth tests: a node namespace and a
 //! pod namespace joined by a veth, plugin runs (ours and Go's) inside the
 //! node namespace, and the `ip`/`tc` oracles.
-#![allow(dead_code)]
+#![allow(dead_code, unreachable_pub)]
 
 use std::io::Write;
 use std::path::Path;
@@ -70,14 +70,34 @@ impl Topo {
         let node_ip = format!("10.{a}.{b}.1");
         let pod_ip = format!("10.{a}.{b}.2");
         sh(&[
-            "ip", "-n", node.name(), "link", "add", &host_veth, "type", "veth", "peer", "name",
-            "eth0", "netns", pod.name(),
+            "ip",
+            "-n",
+            node.name(),
+            "link",
+            "add",
+            &host_veth,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            pod.name(),
         ]);
         for (ns, dev, ip) in [
             (node.name(), host_veth.as_str(), &node_ip),
             (pod.name(), "eth0", &pod_ip),
         ] {
-            sh(&["ip", "-n", ns, "addr", "add", &format!("{ip}/24"), "dev", dev]);
+            sh(&[
+                "ip",
+                "-n",
+                ns,
+                "addr",
+                "add",
+                &format!("{ip}/24"),
+                "dev",
+                dev,
+            ]);
             sh(&["ip", "-n", ns, "link", "set", dev, "up"]);
             sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
         }
