@@ -118,6 +118,19 @@ fn netns_err(e: cni_netns::Error) -> Error {
     Error::Internal(e.to_string())
 }
 
+/// Runs `f` on one thread inside the pod namespace with a handle opened
+/// there: one thread and one socket for the whole command, where separate
+/// entries per step cost a thread each.
+fn in_pod<T: Send>(path: &str, f: impl FnOnce(&Handle) -> Result<T> + Send) -> Result<T> {
+    let netns = Netns::open(path).map_err(netns_err)?;
+    netns
+        .run(|| {
+            let handle = Handle::current().map_err(netns_err)?;
+            f(&handle)
+        })
+        .map_err(netns_err)?
+}
+
 fn backup_path(data_dir: &str, container_id: &str, ifname: &str) -> PathBuf {
     Path::new(data_dir).join(format!("{container_id}_{ifname}.json"))
 }
@@ -335,22 +348,34 @@ impl Tuning {
                 req.ifname
             )));
         }
-        let mut result = self.prev(req)?;
+        let result = self.prev(req)?;
         let files: Vec<(String, String)> = conf
             .sysctl
             .iter()
             .map(|(k, v)| Ok((sysctl_file_name(k, &req.ifname)?, v.clone())))
             .collect::<Result<_>>()?;
 
-        let netns = Netns::open(&req.netns).map_err(netns_err)?;
-        let handle = Handle::in_netns(&netns).map_err(netns_err)?;
+        in_pod(&req.netns, |handle| {
+            self.add_in_pod(handle, req, &conf, files, result)
+        })
+    }
+
+    fn add_in_pod(
+        &self,
+        handle: &Handle,
+        req: &Request,
+        conf: &TuningConf,
+        files: Vec<(String, String)>,
+        mut result: CniResult,
+    ) -> Result<CniResult> {
         let touches_link = !conf.mac.is_empty()
             || conf.mtu != 0
             || conf.promisc
             || conf.allmulti.is_some()
             || conf.txqlen.is_some();
-        let (index, mut backup) = if touches_link || !files.is_empty() {
-            snapshot(&handle, &req.ifname, &conf)?
+        // Sysctls alone do not need the link (Go does not look it up then).
+        let (index, mut backup) = if touches_link {
+            snapshot(handle, &req.ifname, conf)?
         } else {
             (0, Backup::default())
         };
@@ -374,7 +399,7 @@ impl Tuning {
             .map_err(netns_err)?;
         backup.sysctl = originals;
         let fail = |backup: &Backup, e: Error| -> Error {
-            for msg in restore(&handle, index, backup) {
+            for msg in restore(handle, index, backup) {
                 tracing::warn!("rollback: {msg}");
             }
             let _ = remove_backup(&path);
@@ -388,7 +413,7 @@ impl Tuning {
                 return Err(fail(&backup, e));
             }
         }
-        if let Err(e) = apply_link(&handle, index, &conf) {
+        if let Err(e) = apply_link(handle, index, conf) {
             return Err(fail(&backup, e));
         }
         if !conf.mac.is_empty() {
@@ -416,101 +441,127 @@ impl Tuning {
         let Ok(backup) = serde_json::from_slice::<Backup>(&data) else {
             return Ok(());
         };
-        let handle = match Netns::open(&req.netns).and_then(|n| Handle::in_netns(&n)) {
-            Ok(h) => h,
+        let netns = match Netns::open(&req.netns) {
+            Ok(n) => n,
             // Beyond Go: with the namespace gone there is nothing to
             // restore, and the backup would leak.
             Err(e) if e.is_not_found() || req.netns.is_empty() => return remove_backup(&path),
             Err(e) => return Err(netns_err(e)),
         };
-        let index = match handle.link_by_name(&req.ifname) {
-            Ok(l) => l.index,
-            Err(e) if e.is_not_found() => return remove_backup(&path),
-            Err(e) => return Err(netns_err(e)),
-        };
-        let errs = restore(&handle, index, &backup);
-        if errs.is_empty() {
-            remove_backup(&path)
-        } else {
-            // Go keeps the backup and still succeeds.
-            tracing::warn!("{}", errs.join("; "));
-            Ok(())
-        }
-    }
-
-    fn do_check(&self, req: &Request) -> Result<()> {
-        let (conf, _) = self.load(req)?;
-        let netns = Netns::open(&req.netns).map_err(netns_err)?;
-        let handle = Handle::in_netns(&netns).map_err(netns_err)?;
-        let files: Vec<(String, String)> = conf
-            .sysctl
-            .iter()
-            .map(|(k, v)| Ok((sysctl_file_name(k, &req.ifname)?, v.clone())))
-            .collect::<Result<_>>()?;
-        let mismatch = handle
-            .run(move || {
-                for (file, want) in &files {
-                    let cur = match std::fs::read_to_string(file) {
-                        Ok(c) => c,
-                        Err(e) => return Some(format!("open {file}: {e}")),
-                    };
-                    let cur = cur.strip_suffix('\n').unwrap_or(&cur);
-                    if cur != want {
-                        return Some(format!(
-                            "Error: Tuning configured value of {file} is {want}, current value is {cur}"
-                        ));
-                    }
-                }
-                None
+        netns
+            .run(|| {
+                let handle = Handle::current().map_err(netns_err)?;
+                restore_in_pod(&handle, &req.ifname, backup, &path)
             })
-            .map_err(netns_err)?;
-        if let Some(m) = mismatch {
-            return Err(Error::Internal(m));
-        }
-        let ifname = &req.ifname;
-        let link = handle
-            .link_by_name(ifname)
-            .map_err(|_| Error::Internal(format!("Cannot find container link {ifname}")))?;
-        if !conf.mac.is_empty() {
-            let cur = mac_str(link.mac);
-            if parse_mac(&conf.mac)?.to_string() != cur {
-                return Err(Error::Internal(format!(
-                    "Error: Tuning configured Ethernet of {ifname} is {}, current value is {cur}",
-                    conf.mac
-                )));
+            .map_err(netns_err)?
+    }
+}
+
+/// DEL's work inside the pod namespace.
+fn restore_in_pod(handle: &Handle, ifname: &str, backup: Backup, path: &Path) -> Result<()> {
+    let index = match handle.link_by_name(ifname) {
+        Ok(l) => l.index,
+        Err(e) if e.is_not_found() => {
+            // The namespace-wide sysctls can still be put back; the
+            // interface's own went with it.
+            let sysctls = Backup {
+                sysctl: backup.sysctl,
+                ..Backup::default()
+            };
+            for msg in restore(handle, 0, &sysctls) {
+                tracing::debug!("{msg}");
             }
+            return remove_backup(path);
         }
-        if conf.promisc != link.is_promisc() {
-            return Err(Error::Internal(format!(
-                "Error: Tuning link {ifname} configured promisc is {}, current value is {}",
-                conf.promisc,
-                u8::from(link.is_promisc())
-            )));
-        }
-        if conf.mtu != 0 && conf.mtu != link.mtu as i64 {
-            return Err(Error::Internal(format!(
-                "Error: Tuning configured MTU of {ifname} is {}, current value is {}",
-                conf.mtu, link.mtu
-            )));
-        }
-        if let Some(want) = conf.allmulti {
-            if want != link.is_allmulti() {
-                return Err(Error::Internal(format!(
-                    "Error: Tuning configured all-multicast mode of {ifname} is {want}, current value is {}",
-                    link.is_allmulti()
-                )));
-            }
-        }
-        if let Some(want) = conf.txqlen {
-            let cur = handle.link_txqlen(link.index).map_err(netns_err)?;
-            if want != cur as i64 {
-                return Err(Error::Internal(format!(
-                    "Error: Tuning configured Transmit Queue Length of {ifname} is {want}, current value is {cur}"
-                )));
-            }
-        }
+        Err(e) => return Err(netns_err(e)),
+    };
+    let errs = restore(handle, index, &backup);
+    if errs.is_empty() {
+        remove_backup(path)
+    } else {
+        // Go keeps the backup and still succeeds.
+        tracing::warn!("{}", errs.join("; "));
         Ok(())
     }
+}
+
+impl Tuning {
+    fn do_check(&self, req: &Request) -> Result<()> {
+        let (conf, _) = self.load(req)?;
+        in_pod(&req.netns, |handle| check_in_pod(handle, req, &conf))
+    }
+}
+
+/// CHECK's work inside the pod namespace.
+fn check_in_pod(handle: &Handle, req: &Request, conf: &TuningConf) -> Result<()> {
+    let files: Vec<(String, String)> = conf
+        .sysctl
+        .iter()
+        .map(|(k, v)| Ok((sysctl_file_name(k, &req.ifname)?, v.clone())))
+        .collect::<Result<_>>()?;
+    let mismatch = handle
+        .run(move || {
+            for (file, want) in &files {
+                let cur = match std::fs::read_to_string(file) {
+                    Ok(c) => c,
+                    Err(e) => return Some(format!("open {file}: {e}")),
+                };
+                let cur = cur.strip_suffix('\n').unwrap_or(&cur);
+                if cur != want {
+                    return Some(format!(
+                        "Error: Tuning configured value of {file} is {want}, current value is {cur}"
+                    ));
+                }
+            }
+            None
+        })
+        .map_err(netns_err)?;
+    if let Some(m) = mismatch {
+        return Err(Error::Internal(m));
+    }
+    let ifname = &req.ifname;
+    let link = handle
+        .link_by_name(ifname)
+        .map_err(|_| Error::Internal(format!("Cannot find container link {ifname}")))?;
+    if !conf.mac.is_empty() {
+        let cur = mac_str(link.mac);
+        if parse_mac(&conf.mac)?.to_string() != cur {
+            return Err(Error::Internal(format!(
+                "Error: Tuning configured Ethernet of {ifname} is {}, current value is {cur}",
+                conf.mac
+            )));
+        }
+    }
+    if conf.promisc != link.is_promisc() {
+        return Err(Error::Internal(format!(
+            "Error: Tuning link {ifname} configured promisc is {}, current value is {}",
+            conf.promisc,
+            u8::from(link.is_promisc())
+        )));
+    }
+    if conf.mtu != 0 && conf.mtu != link.mtu as i64 {
+        return Err(Error::Internal(format!(
+            "Error: Tuning configured MTU of {ifname} is {}, current value is {}",
+            conf.mtu, link.mtu
+        )));
+    }
+    if let Some(want) = conf.allmulti {
+        if want != link.is_allmulti() {
+            return Err(Error::Internal(format!(
+                "Error: Tuning configured all-multicast mode of {ifname} is {want}, current value is {}",
+                link.is_allmulti()
+            )));
+        }
+    }
+    if let Some(want) = conf.txqlen {
+        let cur = handle.link_txqlen(link.index).map_err(netns_err)?;
+        if want != cur as i64 {
+            return Err(Error::Internal(format!(
+                "Error: Tuning configured Transmit Queue Length of {ifname} is {want}, current value is {cur}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 impl Plugin for Tuning {
