@@ -478,6 +478,7 @@ fn timing_against_go() {
     let dir = tempfile::tempdir().unwrap();
     let p = topo.pod_path();
     let c = conf("1.0.0", &topo, dir.path(), tuned());
+    let sys0 = sysctls(&topo);
     for (label, bin) in [("go", go.as_str()), ("ours", OURS)] {
         let (mut adds, mut dels) = (Vec::new(), Vec::new());
         for i in 0..21 {
@@ -492,6 +493,13 @@ fn timing_against_go() {
                     .ok()
                     .elapsed,
             );
+            // Go does not restore sysctls: put them back (untimed) so that
+            // every ADD of both really changes them, as on a fresh pod
+            // (writing ip_forward is costly only when it changes).
+            for (k, v) in SYSCTLS.iter().zip(&sys0) {
+                let cmd = format!("echo {v} > /proc/sys/{k}");
+                sh(&["ip", "netns", "exec", topo.pod.name(), "sh", "-c", &cmd]);
+            }
         }
         eprintln!(
             "tuning {label}: ADD median {:?}, DEL median {:?}",
