@@ -18,6 +18,10 @@ if [ "${SKIP_APT:-0}" != 1 ]; then
         iputils-ping curl ca-certificates procps kmod >/dev/null
 fi
 
+# The bandwidth plugin's IFB devices: loading the module with its defaults
+# would also create ifb0/ifb1 in the host namespace.
+modprobe ifb numifbs=0 2>/dev/null || true
+
 export CARGO_TERM_COLOR=never
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings

@@ -2,6 +2,7 @@
 //! as its plugin's algorithm on top of `cni-exec`, `cni-netns` and
 //! `cni-ipam`; `src/bin/<plugin>.rs` is a one-line `main`.
 
+pub mod bandwidth;
 pub mod bridge;
 mod error;
 pub mod flannel;
@@ -10,5 +11,6 @@ pub mod loopback;
 pub mod multus;
 pub mod portmap;
 pub mod static_ipam;
+pub mod tuning;
 
 pub use error::{Error, Result};
