@@ -56,7 +56,14 @@ pub struct DaemonHandle {
     shared: Arc<Shared>,
     socket: PathBuf,
     metrics_addr: Option<SocketAddr>,
-    threads: Vec<JoinHandle<()>>,
+    threads: Vec<(Role, JoinHandle<()>)>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Role {
+    Socket,
+    Metrics,
+    Background,
 }
 
 impl std::fmt::Debug for DaemonHandle {
@@ -101,17 +108,24 @@ pub fn start_with(
         let l = TcpListener::bind(&addr).map_err(|e| Error::io("bind metrics", addr.clone(), e))?;
         metrics_addr = l.local_addr().ok();
         let s = shared.clone();
-        threads.push(std::thread::spawn(move || serve_metrics(l, s)));
+        threads.push((
+            Role::Metrics,
+            std::thread::spawn(move || serve_metrics(l, s)),
+        ));
     }
     if shared.config.auto_config() {
         let s = shared.clone();
         let cfg = super::autoconf::AutoConfig::from_daemon(&s.config);
-        threads.push(std::thread::spawn(move || {
-            cfg.run(&s.configured, &|| s.stop.load(Ordering::SeqCst))
-        }));
+        threads.push((
+            Role::Background,
+            std::thread::spawn(move || cfg.run(&s.configured, &|| s.stop.load(Ordering::SeqCst))),
+        ));
     }
     let s = shared.clone();
-    threads.push(std::thread::spawn(move || serve_socket(listener, s)));
+    threads.push((
+        Role::Socket,
+        std::thread::spawn(move || serve_socket(listener, s)),
+    ));
     tracing::info!(socket = %socket.display(), "multus daemon serving");
     Ok(DaemonHandle {
         shared,
@@ -166,7 +180,7 @@ impl DaemonHandle {
     /// Blocks until the daemon is stopped from another thread (never, for
     /// the binary: it runs until killed).
     pub fn wait(mut self) {
-        for t in self.threads.drain(..) {
+        for (_, t) in self.threads.drain(..) {
             let _ = t.join();
         }
     }
@@ -181,13 +195,22 @@ impl DaemonHandle {
         if self.shared.stop.swap(true, Ordering::SeqCst) {
             return;
         }
-        // Wake the blocking accept calls.
-        let _ = UnixStream::connect(&self.socket);
-        if let Some(a) = self.metrics_addr {
-            let _ = TcpStream::connect_timeout(&a, Duration::from_secs(1));
-        }
-        for t in self.threads.drain(..) {
-            let _ = t.join();
+        // Wake the blocking accept calls. When the socket file is already
+        // gone (its directory removed under us) nothing can reach the
+        // listener: its thread is left blocked rather than waited for.
+        let socket_woken = UnixStream::connect(&self.socket).is_ok();
+        let metrics_woken = self
+            .metrics_addr
+            .is_some_and(|a| TcpStream::connect_timeout(&a, Duration::from_secs(1)).is_ok());
+        for (role, t) in self.threads.drain(..) {
+            let woken = match role {
+                Role::Socket => socket_woken,
+                Role::Metrics => metrics_woken,
+                Role::Background => true,
+            };
+            if woken {
+                let _ = t.join();
+            }
         }
         let _ = std::fs::remove_file(&self.socket);
     }
