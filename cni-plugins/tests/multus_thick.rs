@@ -29,6 +29,14 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// A binary under test: from `MULTUS_BIN_DIR` (e.g. a release build) when
+/// set, else this profile's.
+fn bin(name: &str, built: &str) -> String {
+    std::env::var("MULTUS_BIN_DIR")
+        .map(|d| format!("{d}/{name}"))
+        .unwrap_or_else(|_| built.to_string())
+}
+
 fn can_run() -> bool {
     let plugins = Path::new(GO_PLUGINS).join("bridge").exists()
         && Path::new(GO_PLUGINS).join("host-local").exists();
@@ -818,7 +826,7 @@ fn auto_configuration_follows_the_primary() {
 
 /// Per-pod ADD through shim + daemon vs the thin plugin, both with the API
 /// test server and 3 Go bridge delegates; medians of 15.
-/// `cargo test -p cni-plugins --test multus_thick -- --ignored --nocapture`
+/// `MULTUS_BIN_DIR=target/release cargo test -p cni-plugins --test multus_thick -- --ignored --nocapture`
 #[test]
 #[ignore]
 fn measure_add_shim_daemon_vs_thin() {
