@@ -212,7 +212,7 @@ impl Env {
                 "netns",
                 "exec",
                 &self.node.0,
-                env!("CARGO_BIN_EXE_multus-daemon"),
+                &bin("multus-daemon", env!("CARGO_BIN_EXE_multus-daemon")),
                 "--config",
             ])
             .arg(&path)
@@ -290,7 +290,7 @@ impl Env {
 
     fn shim(&self, command: &str, cid: &str, pod: &str) -> (bool, Value, Duration) {
         self.run(
-            env!("CARGO_BIN_EXE_multus-shim"),
+            &bin("multus-shim", env!("CARGO_BIN_EXE_multus-shim")),
             &self.shim_conf(),
             command,
             cid,
@@ -300,7 +300,7 @@ impl Env {
 
     fn thin(&self, command: &str, cid: &str, pod: &str) -> (bool, Value, Duration) {
         self.run(
-            env!("CARGO_BIN_EXE_multus"),
+            &bin("multus", env!("CARGO_BIN_EXE_multus")),
             &self.thin_conf(),
             command,
             cid,
@@ -378,12 +378,31 @@ fn shim_and_daemon_attach_a_pod_then_del_without_the_daemon() {
         0o600
     );
 
+    // The daemon lists and watches pods and NADs.
+    let gets = |path: &str| {
+        env.server
+            .requests()
+            .iter()
+            .filter(|r| r.method == "GET" && r.path == path)
+            .count()
+    };
+    let nads = "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while gets("/api/v1/pods") < 2 || gets(nads) < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "daemon never watched: {:?}",
+            env.server.requests()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     env.server.add_pod(
         "ns1",
         "web",
         "uid-web",
         &[("k8s.v1.cni.cncf.io/networks", TWO_NADS)],
     );
+    std::thread::sleep(Duration::from_millis(200));
     let (ok, result, took) = env.shim("ADD", "cid-web", "web");
     assert!(ok, "ADD failed: {result}");
     eprintln!("shim + daemon ADD (3 delegates): {took:?}");
@@ -438,6 +457,15 @@ fn shim_and_daemon_attach_a_pod_then_del_without_the_daemon() {
         "{:?}",
         env.ipam_reservations()
     );
+    // Served from the watch cache: no GET of the pod or its NADs.
+    let object_gets: Vec<String> = env
+        .server
+        .requests()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.contains("/namespaces/"))
+        .map(|r| r.path.clone())
+        .collect();
+    assert!(object_gets.is_empty(), "{object_gets:?}");
     // CHECK goes through the daemon too.
     assert!(env.shim("CHECK", "cid-web", "web").0);
 
@@ -453,7 +481,7 @@ fn shim_and_daemon_attach_a_pod_then_del_without_the_daemon() {
         )],
     );
     let thin_pod = Netns::new("tpodthin");
-    let thin = env!("CARGO_BIN_EXE_multus");
+    let thin = &bin("multus", env!("CARGO_BIN_EXE_multus"));
     let (ok, thin_result, _) = env.run_in(
         &thin_pod.path(),
         thin,

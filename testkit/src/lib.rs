@@ -9,6 +9,11 @@
 //! - `PATCH /api/v1/namespaces/{ns}/pods/{name}[/status]` with
 //!   `application/merge-patch+json` (RFC 7386 applied to the stored object)
 //! - `GET /apis/k8s.cni.cncf.io/v1/namespaces/{ns}/network-attachment-definitions/{name}`
+//! - lists across namespaces, `GET /api/v1/pods` and
+//!   `GET /apis/k8s.cni.cncf.io/v1/network-attachment-definitions`, and
+//!   their watches (`?watch=1&resourceVersion=N`: newline-delimited
+//!   `{"type","object"}` events after N, streamed until `timeoutSeconds`
+//!   or the server stops)
 //!
 //! Objects live in memory; the test seeds them. The server writes a
 //! kubeconfig for the test and stops when asked (or dropped).
@@ -110,6 +115,8 @@ struct State {
     objects: BTreeMap<(String, String, String), Value>,
     requests: Vec<RecordedRequest>,
     delay: Duration,
+    /// (kind, resourceVersion, event type, object) in order.
+    events: Vec<(String, u64, &'static str, Value)>,
 }
 
 struct Shared {
@@ -407,17 +414,26 @@ impl KubeApiServer {
     }
 
     fn put(&self, kind: &str, mut obj: Value) {
-        let rv = self.shared.resource_version.fetch_add(1, Ordering::SeqCst);
-        obj["metadata"]["resourceVersion"] = Value::String(rv.to_string());
         let ns = obj["metadata"]["namespace"]
             .as_str()
             .unwrap_or("")
             .to_string();
         let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
-        self.shared
-            .lock()
+        let mut state = self.shared.lock();
+        // Versions are handed out under the lock: events are in version
+        // order, so a list's version is exact.
+        let rv = self.shared.resource_version.fetch_add(1, Ordering::SeqCst);
+        obj["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+        let event = if state
             .objects
-            .insert((kind.to_string(), ns, name), obj);
+            .contains_key(&(kind.to_string(), ns.clone(), name.clone()))
+        {
+            "MODIFIED"
+        } else {
+            "ADDED"
+        };
+        state.events.push((kind.to_string(), rv, event, obj.clone()));
+        state.objects.insert((kind.to_string(), ns, name), obj);
     }
 
     /// The stored pod object.
@@ -434,11 +450,17 @@ impl KubeApiServer {
 
     /// Removes a stored pod.
     pub fn remove_pod(&self, namespace: &str, name: &str) {
-        self.shared.lock().objects.remove(&(
+        let mut state = self.shared.lock();
+        let rv = self.shared.resource_version.fetch_add(1, Ordering::SeqCst);
+        let removed = state.objects.remove(&(
             POD_KIND.to_string(),
             namespace.to_string(),
             name.to_string(),
         ));
+        if let Some(mut obj) = removed {
+            obj["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+            state.events.push((POD_KIND.to_string(), rv, "DELETED", obj));
+        }
     }
 
     fn get(&self, kind: &str, namespace: &str, name: &str) -> Option<Value> {
@@ -550,6 +572,7 @@ fn accept_loop(
 struct Request {
     method: String,
     path: String,
+    query: String,
     headers: Vec<(String, String)>,
     body: Vec<u8>,
 }
@@ -569,7 +592,8 @@ fn read_request(r: &mut impl BufRead) -> Option<Request> {
     let mut parts = line.split_whitespace();
     let method = parts.next()?.to_string();
     let target = parts.next()?;
-    let path = target.split('?').next().unwrap_or("").to_string();
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let (path, query) = (path.to_string(), query.to_string());
     let mut headers = Vec::new();
     loop {
         let mut h = String::new();
@@ -597,6 +621,7 @@ fn read_request(r: &mut impl BufRead) -> Option<Request> {
     Some(Request {
         method,
         path,
+        query,
         headers,
         body,
     })
@@ -622,6 +647,18 @@ fn serve(stream: StreamOwned<ServerConnection, TcpStream>, shared: &Shared, stop
             .conn
             .peer_certificates()
             .is_some_and(|c| !c.is_empty());
+        if let Some((kind, from, timeout)) = watch_request(&req) {
+            if authorized(&req, shared, has_client_cert) {
+                shared.lock().requests.push(RecordedRequest {
+                    method: req.method.clone(),
+                    path: req.path.clone(),
+                    content_type: None,
+                    status: 200,
+                });
+                stream_watch(reader.get_mut(), shared, stop, kind, from, timeout);
+                return;
+            }
+        }
         let (status, body) = handle(&req, shared, has_client_cert);
         shared.lock().requests.push(RecordedRequest {
             method: req.method.clone(),
@@ -667,13 +704,104 @@ fn status(code: u16, reason: &str, message: String) -> (u16, Value) {
     )
 }
 
-fn handle(req: &Request, shared: &Shared, has_client_cert: bool) -> (u16, Value) {
+fn authorized(req: &Request, shared: &Shared, has_client_cert: bool) -> bool {
     let bearer_ok = req
         .header("authorization")
         .and_then(|v| v.strip_prefix("Bearer "))
         .is_some_and(|t| t == shared.token);
-    if !bearer_ok && !has_client_cert {
+    bearer_ok || has_client_cert
+}
+
+fn query_param<'a>(query: &'a str, key: &str) -> Option<&'a str> {
+    query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v)
+}
+
+/// The resource kind a cluster-wide list path names.
+fn list_kind(path: &str) -> Option<&'static str> {
+    match path.trim_matches('/') {
+        "api/v1/pods" => Some(POD_KIND),
+        "apis/k8s.cni.cncf.io/v1/network-attachment-definitions" => Some(NAD_KIND),
+        _ => None,
+    }
+}
+
+/// (kind, resourceVersion to start after, timeout) of a watch request.
+fn watch_request(req: &Request) -> Option<(&'static str, u64, Duration)> {
+    let kind = list_kind(&req.path)?;
+    let w = query_param(&req.query, "watch")?;
+    if req.method != "GET" || !(w == "1" || w == "true") {
+        return None;
+    }
+    let from = query_param(&req.query, "resourceVersion")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let timeout = query_param(&req.query, "timeoutSeconds")
+        .and_then(|v| v.parse().ok())
+        .map_or(Duration::from_secs(300), Duration::from_secs);
+    Some((kind, from, timeout))
+}
+
+fn stream_watch(
+    stream: &mut StreamOwned<ServerConnection, TcpStream>,
+    shared: &Shared,
+    stop: &AtomicBool,
+    kind: &str,
+    mut from: u64,
+    timeout: Duration,
+) {
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n";
+    if stream.write_all(head.as_bytes()).and_then(|_| stream.flush()).is_err() {
+        return;
+    }
+    let deadline = std::time::Instant::now() + timeout;
+    while !stop.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+        let batch: Vec<(u64, Value)> = shared
+            .lock()
+            .events
+            .iter()
+            .filter(|(k, rv, _, _)| k == kind && *rv > from)
+            .map(|(_, rv, t, o)| (*rv, json!({"type": t, "object": o})))
+            .collect();
+        for (rv, ev) in batch {
+            let mut line = serde_json::to_vec(&ev).unwrap_or_default();
+            line.push(b'\n');
+            if stream.write_all(&line).and_then(|_| stream.flush()).is_err() {
+                return;
+            }
+            from = rv;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    stream.conn.send_close_notify();
+    let _ = stream.flush();
+}
+
+fn handle(req: &Request, shared: &Shared, has_client_cert: bool) -> (u16, Value) {
+    if !authorized(req, shared, has_client_cert) {
         return status(401, "Unauthorized", "Unauthorized".into());
+    }
+    if let (Some(kind), "GET") = (list_kind(&req.path), req.method.as_str()) {
+        let state = shared.lock();
+        let rv = shared.resource_version.load(Ordering::SeqCst).saturating_sub(1);
+        let items: Vec<Value> = state
+            .objects
+            .iter()
+            .filter(|((k, _, _), _)| k == kind)
+            .map(|(_, o)| o.clone())
+            .collect();
+        let list_kind = if kind == POD_KIND {
+            "PodList"
+        } else {
+            "NetworkAttachmentDefinitionList"
+        };
+        return (
+            200,
+            json!({"kind": list_kind, "metadata": {"resourceVersion": rv.to_string()}, "items": items}),
+        );
     }
     let segs: Vec<&str> = req.path.trim_matches('/').split('/').collect();
     let (kind, ns, name, sub) = match segs.as_slice() {
@@ -731,7 +859,11 @@ fn handle(req: &Request, shared: &Shared, has_client_cert: bool) -> (u16, Value)
             merge_patch(obj, &patch);
             let rv = shared.resource_version.fetch_add(1, Ordering::SeqCst);
             obj["metadata"]["resourceVersion"] = Value::String(rv.to_string());
-            (200, obj.clone())
+            let obj = obj.clone();
+            state
+                .events
+                .push((kind.to_string(), rv, "MODIFIED", obj.clone()));
+            (200, obj)
         }
         m => status(405, "MethodNotAllowed", format!("method {m} not allowed")),
     }

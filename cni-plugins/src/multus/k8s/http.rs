@@ -156,6 +156,47 @@ impl HttpKubeClient {
     }
 }
 
+impl HttpKubeClient {
+    /// `GET path` (a list, for the daemon's watch cache): the body.
+    pub fn get_path(&self, op: &str, path: &str) -> Result<Vec<u8>, Error> {
+        self.call(op, "list", "", "", path, None)
+    }
+
+    /// `GET path` as a stream (a watch): the open body, read as events
+    /// arrive, bounded by `timeout` instead of the client's API timeout.
+    pub fn stream(
+        &self,
+        op: &str,
+        path: &str,
+        timeout: std::time::Duration,
+    ) -> Result<impl std::io::Read, Error> {
+        let url = format!("{}{path}", self.server);
+        let mut req = self
+            .agent
+            .get(&url)
+            .config()
+            .timeout_global(Some(timeout))
+            .build()
+            .header("Accept", "application/json");
+        if let Some(t) = &self.token {
+            req = req.header("Authorization", format!("Bearer {t}"));
+        }
+        let resp = req.call().map_err(|e| Error::ApiUnreachable {
+            op: format!("{op} at {}", self.server),
+            reason: e.to_string(),
+        })?;
+        let status = resp.status().as_u16();
+        if status != 200 {
+            return Err(Error::ApiStatus {
+                op: op.into(),
+                status,
+                message: String::new(),
+            });
+        }
+        Ok(resp.into_body().into_reader())
+    }
+}
+
 impl KubeClient for HttpKubeClient {
     fn get_pod(&self, namespace: &str, name: &str) -> Result<Pod, Error> {
         let body = self.call(

@@ -11,6 +11,7 @@
 //! * [`shim`]: the shim plugin, with an in-process DEL fallback.
 //! * [`autoconf`]: `00-multus.conf` generated from the primary CNI config.
 //! * [`metrics`]: Prometheus counters and histograms.
+//! * [`watch`]: pods and NADs cached by list + watch, GET on a miss.
 //! * [`api`], [`http`]: the wire format.
 //!
 //! ```
@@ -37,6 +38,7 @@ pub mod metrics;
 pub mod plugin;
 pub mod server;
 pub mod shim;
+pub mod watch;
 
 pub use config::DaemonConfig;
 pub use error::Error;

@@ -76,10 +76,11 @@ impl std::fmt::Debug for DaemonHandle {
 }
 
 /// Starts the daemon with the API client its configuration asks for (the
-/// `kubeconfig` key; none: the in-cluster account, else each request's).
+/// `kubeconfig` key; none: the in-cluster account, else each request's),
+/// behind a list+watch cache of pods and NADs.
 pub fn start(config: DaemonConfig) -> Result<DaemonHandle, Error> {
     let base = conf_for_cached_del(b"{}", &config.netconf_overrides)?;
-    let kube = kube_client(&base)?.map(|k| Arc::new(k) as SharedKube);
+    let kube = kube_client(&base)?.map(|k| super::watch::WatchCache::start(k) as SharedKube);
     start_with(config, kube, Arc::new(ProcessExec::new()))
 }
 
