@@ -11,6 +11,7 @@
 //! * [`shim`]: the shim plugin, with an in-process DEL fallback.
 //! * [`autoconf`]: `00-multus.conf` generated from the primary CNI config.
 //! * [`metrics`]: Prometheus counters and histograms.
+//! * [`certs`]: per-node client certificates (CSR, rotation).
 //! * [`watch`]: pods and NADs cached by list + watch, GET on a miss.
 //! * [`api`], [`http`]: the wire format.
 //!
@@ -31,6 +32,7 @@
 
 pub mod api;
 pub mod autoconf;
+pub mod certs;
 pub mod config;
 mod error;
 pub mod http;

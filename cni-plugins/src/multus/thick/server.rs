@@ -10,22 +10,27 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use cni_exec::{Command, Env, Exec, OwnNetnsGuard, ProcessExec};
 use cni_types::{CniError, ErrorCode};
 use serde_json::Value;
 
 use super::api::{self, CniRequest, CniResponse};
-use super::config::DaemonConfig;
+use super::certs::{node_name, CertManager};
+use super::config::{DaemonConfig, PerNodeCertificate};
 use super::error::Error;
 use super::http::{self, ReadError};
 use super::metrics::Metrics;
 use super::plugin::{conf_for_cached_del, DaemonPlugin, SharedKube};
+use super::watch::WatchCache;
+use crate::multus::k8s::ClientConfig;
 use crate::multus::kube_client;
 
 /// How long a connection may take to send its request.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the daemon waits at start for its certificate to be issued.
+const CERT_WAIT: Duration = Duration::from_secs(300);
 /// Connections served at once; more wait in the listen backlog.
 const MAX_CONNECTIONS: usize = 256;
 
@@ -80,8 +85,30 @@ impl std::fmt::Debug for DaemonHandle {
 /// behind a list+watch cache of pods and NADs.
 pub fn start(config: DaemonConfig) -> Result<DaemonHandle, Error> {
     let base = conf_for_cached_del(b"{}", &config.netconf_overrides)?;
-    let kube = kube_client(&base)?.map(|k| super::watch::WatchCache::start(k) as SharedKube);
+    let kube = match config.per_node_certificate.as_ref().filter(|p| p.enabled) {
+        Some(p) => Some(per_node_client(p, base.api_timeout)? as SharedKube),
+        None => kube_client(&base)?.map(|k| WatchCache::start(k) as SharedKube),
+    };
     start_with(config, kube, Arc::new(ProcessExec::new()))
+}
+
+/// The watch cache on a client with this node's own certificate, renewed
+/// before it expires for as long as the cache lives.
+fn per_node_client(p: &PerNodeCertificate, timeout: Duration) -> Result<Arc<WatchCache>, Error> {
+    let boot_path = p.bootstrap_kubeconfig.clone().unwrap_or_default();
+    let boot = ClientConfig::from_kubeconfig(&boot_path, timeout)?;
+    let mgr = CertManager::new(boot, &p.cert_dir, p.cert_duration, &node_name(), CERT_WAIT);
+    let issued = SystemTime::now();
+    let cache = WatchCache::start(mgr.client()?);
+    let weak = Arc::downgrade(&cache);
+    mgr.spawn_rotation(issued, move |c| match weak.upgrade() {
+        Some(cache) => {
+            cache.set_client(c);
+            true
+        }
+        None => false,
+    });
+    Ok(cache)
 }
 
 /// Starts the daemon with a given API client and delegate executor.

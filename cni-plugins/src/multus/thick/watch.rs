@@ -23,7 +23,7 @@ type Key = (String, String);
 
 /// A [`KubeClient`] answering reads from watched caches.
 pub struct WatchCache {
-    http: HttpKubeClient,
+    http: RwLock<Arc<HttpKubeClient>>,
     pods: RwLock<HashMap<Key, Pod>>,
     nads: RwLock<HashMap<Key, NetworkAttachmentDefinition>>,
     pods_synced: AtomicBool,
@@ -35,7 +35,6 @@ pub struct WatchCache {
 impl std::fmt::Debug for WatchCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WatchCache")
-            .field("http", &self.http)
             .field("synced", &self.is_synced())
             .finish_non_exhaustive()
     }
@@ -75,7 +74,7 @@ impl WatchCache {
     /// (at the latest when their current watch request ends).
     pub fn start(http: HttpKubeClient) -> Arc<WatchCache> {
         let cache = Arc::new(WatchCache {
-            http,
+            http: RwLock::new(Arc::new(http)),
             pods: RwLock::default(),
             nads: RwLock::default(),
             pods_synced: AtomicBool::new(false),
@@ -88,6 +87,21 @@ impl WatchCache {
             std::thread::spawn(move || watch_loop(&weak, kind));
         }
         cache
+    }
+
+    /// Replaces the API client (a rotated certificate); watches switch
+    /// when their current request ends.
+    pub fn set_client(&self, http: HttpKubeClient) {
+        if let Ok(mut h) = self.http.write() {
+            *h = Arc::new(http);
+        }
+    }
+
+    fn client(&self) -> Arc<HttpKubeClient> {
+        match self.http.read() {
+            Ok(h) => h.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
     }
 
     /// True once both lists have been loaded.
@@ -168,7 +182,7 @@ impl WatchCache {
 /// version (410) asks for a relist.
 fn list_and_watch(cache: &WatchCache, kind: Kind) -> Result<(), MultusError> {
     let body = cache
-        .http
+        .client()
         .get_path(&format!("list {}", kind.name()), kind.path())?;
     let list: Value = serde_json::from_slice(&body).map_err(|e| MultusError::Decode {
         what: format!("{} list", kind.name()),
@@ -187,7 +201,7 @@ fn list_and_watch(cache: &WatchCache, kind: Kind) -> Result<(), MultusError> {
             "{}?watch=1&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds={WATCH_SECONDS}",
             kind.path()
         );
-        let stream = cache.http.stream(
+        let stream = cache.client().stream(
             &format!("watch {}", kind.name()),
             &path,
             Duration::from_secs(WATCH_SECONDS + 10),
@@ -229,7 +243,7 @@ impl KubeClient for WatchCache {
             return Ok(p);
         }
         self.misses.fetch_add(1, Ordering::SeqCst);
-        self.http.get_pod(namespace, name)
+        self.client().get_pod(namespace, name)
     }
 
     fn get_network_attachment_definition(
@@ -247,7 +261,8 @@ impl KubeClient for WatchCache {
             return Ok(n);
         }
         self.misses.fetch_add(1, Ordering::SeqCst);
-        self.http.get_network_attachment_definition(namespace, name)
+        self.client()
+            .get_network_attachment_definition(namespace, name)
     }
 
     fn patch_pod_annotations(
@@ -256,7 +271,7 @@ impl KubeClient for WatchCache {
         name: &str,
         annotations: &BTreeMap<String, Option<String>>,
     ) -> Result<(), MultusError> {
-        self.http
+        self.client()
             .patch_pod_annotations(namespace, name, annotations)
     }
 }
