@@ -888,3 +888,41 @@ fn measure_add_shim_daemon_vs_thin() {
         thick_t[7], thick_t[0], thin_t[7], thin_t[0]
     );
 }
+
+/// `chrootDir`: delegates are found under the root and run chrooted
+/// (root "/" runs the real Go plugin; a root without its dynamic loader
+/// fails with the plugin error, not a panic or a hang).
+#[test]
+fn chrooted_delegates() {
+    use cni_exec::Exec;
+    use cni_plugins::multus::thick::chroot::ChrootExec;
+    if !can_run() {
+        return;
+    }
+    let e = ChrootExec::new("/");
+    let p = e
+        .find_plugin("bridge", &[PathBuf::from(GO_PLUGINS)])
+        .unwrap();
+    let v = cni_exec::invoke::get_version_info(&e, &p).unwrap();
+    assert!(
+        v.supported_versions
+            .iter()
+            .any(|v| v.to_string() == "1.0.0"),
+        "{v:?}"
+    );
+
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("opt/cni/bin")).unwrap();
+    std::fs::copy(
+        Path::new(GO_PLUGINS).join("bridge"),
+        root.path().join("opt/cni/bin/bridge"),
+    )
+    .unwrap();
+    let e = ChrootExec::new(root.path());
+    let p = e
+        .find_plugin("bridge", &[PathBuf::from("/opt/cni/bin")])
+        .unwrap();
+    assert_eq!(p, Path::new("/opt/cni/bin/bridge"));
+    let err = cni_exec::invoke::get_version_info(&e, &p).unwrap_err();
+    assert!(!err.to_string().is_empty());
+}

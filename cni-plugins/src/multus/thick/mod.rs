@@ -11,6 +11,7 @@
 //! * [`shim`]: the shim plugin, with an in-process DEL fallback.
 //! * [`autoconf`]: `00-multus.conf` generated from the primary CNI config.
 //! * [`metrics`]: Prometheus counters and histograms.
+//! * [`chroot`]: delegates run chrooted into `chrootDir`.
 //! * [`certs`]: per-node client certificates (CSR, rotation).
 //! * [`watch`]: pods and NADs cached by list + watch, GET on a miss.
 //! * [`api`], [`http`]: the wire format.
@@ -33,6 +34,7 @@
 pub mod api;
 pub mod autoconf;
 pub mod certs;
+pub mod chroot;
 pub mod config;
 mod error;
 pub mod http;

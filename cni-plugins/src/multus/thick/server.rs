@@ -89,7 +89,11 @@ pub fn start(config: DaemonConfig) -> Result<DaemonHandle, Error> {
         Some(p) => Some(per_node_client(p, base.api_timeout)? as SharedKube),
         None => kube_client(&base)?.map(|k| WatchCache::start(k) as SharedKube),
     };
-    start_with(config, kube, Arc::new(ProcessExec::new()))
+    let exec: Arc<dyn Exec> = match &config.chroot_dir {
+        Some(root) => Arc::new(super::chroot::ChrootExec::new(root)),
+        None => Arc::new(ProcessExec::new()),
+    };
+    start_with(config, kube, exec)
 }
 
 /// The watch cache on a client with this node's own certificate, renewed
