@@ -907,7 +907,7 @@ fn chrooted_delegates() {
     assert!(
         v.supported_versions
             .iter()
-            .any(|v| v.to_string() == "1.0.0"),
+            .any(|v| v == "1.0.0"),
         "{v:?}"
     );
 
