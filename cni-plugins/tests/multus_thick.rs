@@ -508,6 +508,51 @@ fn shim_and_daemon_attach_a_pod_then_del_without_the_daemon() {
         ["eth0", "net1", "data0"]
     );
 
+    // `/delegate`: one more attachment for the running pod, then its removal.
+    let mut extra: Value = serde_json::from_str(&bridge_nad(
+        "tbx0",
+        "10.223.0.0/24",
+        &env.dir.path().join("ipam"),
+        true,
+    ))
+    .unwrap();
+    extra["name"] = json!("extra");
+    let extra = extra.to_string();
+    let mut dreq = CniRequest {
+        config: extra.into_bytes(),
+        interface_attributes: Some(thick::api::InterfaceAttributes {
+            ip_request: vec!["10.223.0.9/24".into()],
+            mac_request: String::new(),
+        }),
+        ..Default::default()
+    };
+    for (k, v) in [
+        ("CNI_COMMAND", "ADD"),
+        ("CNI_CONTAINERID", "cid-web"),
+        ("CNI_NETNS", env.pod.path().to_str().unwrap()),
+        ("CNI_IFNAME", "extra9"),
+        ("CNI_PATH", GO_PLUGINS),
+        ("CNI_ARGS", "K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=web"),
+    ] {
+        dreq.env.insert(k.into(), v.into());
+    }
+    let reply = thick::shim::send(&sock, "/delegate", &dreq)
+        .unwrap()
+        .unwrap();
+    assert!(reply.result.is_some(), "{reply:?}");
+    let extra_addrs = env.pod.addrs();
+    assert!(
+        extra_addrs
+            .iter()
+            .any(|(n, a)| n == "extra9" && a == &["10.223.0.9/24".to_string()]),
+        "{extra_addrs:?}"
+    );
+    dreq.env.insert("CNI_COMMAND".into(), "DEL".into());
+    thick::shim::send(&sock, "/delegate", &dreq)
+        .unwrap()
+        .unwrap();
+    assert!(!env.pod.links().contains(&"extra9".to_string()));
+
     // The daemon goes away: DEL still removes everything, from the cache.
     daemon.stop();
     assert!(UnixStream::connect(&sock).is_err());
@@ -904,12 +949,7 @@ fn chrooted_delegates() {
         .find_plugin("bridge", &[PathBuf::from(GO_PLUGINS)])
         .unwrap();
     let v = cni_exec::invoke::get_version_info(&e, &p).unwrap();
-    assert!(
-        v.supported_versions
-            .iter()
-            .any(|v| v == "1.0.0"),
-        "{v:?}"
-    );
+    assert!(v.supported_versions.iter().any(|v| v == "1.0.0"), "{v:?}");
 
     let root = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(root.path().join("opt/cni/bin")).unwrap();
