@@ -9,6 +9,15 @@
 //! - `PATCH /api/v1/namespaces/{ns}/pods/{name}[/status]` with
 //!   `application/merge-patch+json` (RFC 7386 applied to the stored object)
 //! - `GET /apis/k8s.cni.cncf.io/v1/namespaces/{ns}/network-attachment-definitions/{name}`
+//! - lists across namespaces, `GET /api/v1/pods` and
+//!   `GET /apis/k8s.cni.cncf.io/v1/network-attachment-definitions`, and
+//!   their watches (`?watch=1&resourceVersion=N`: newline-delimited
+//!   `{"type","object"}` events after N, streamed until `timeoutSeconds`
+//!   or the server stops)
+//! - `certificates.k8s.io/v1` CertificateSigningRequests: create, get,
+//!   `PUT …/{name}/approval`; an approved request is issued at once,
+//!   signed by the test CA (see [`KubeApiServer::approve_csr`] and
+//!   [`KubeApiServer::set_csr_auto_approve`])
 //!
 //! Objects live in memory; the test seeds them. The server writes a
 //! kubeconfig for the test and stops when asked (or dropped).
@@ -110,12 +119,16 @@ struct State {
     objects: BTreeMap<(String, String, String), Value>,
     requests: Vec<RecordedRequest>,
     delay: Duration,
+    /// (kind, resourceVersion, event type, object) in order.
+    events: Vec<(String, u64, &'static str, Value)>,
 }
 
 struct Shared {
     state: Mutex<State>,
     token: String,
     resource_version: AtomicU64,
+    issuer: Issuer<'static, KeyPair>,
+    csr_auto_approve: AtomicBool,
 }
 
 impl Shared {
@@ -140,6 +153,7 @@ pub struct KubeApiServer {
 
 const POD_KIND: &str = "pods";
 const NAD_KIND: &str = "network-attachment-definitions";
+const CSR_KIND: &str = "certificatesigningrequests";
 
 fn random_token() -> String {
     use std::collections::hash_map::RandomState;
@@ -187,6 +201,7 @@ impl KubeApiServer {
         ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
         let ca_cert = ca_params.self_signed(&ca_key).map_err(cert_err("CA"))?;
         let issuer = Issuer::new(ca_params, ca_key);
+        let ca_pem = ca_cert.pem();
 
         let server_key = KeyPair::generate().map_err(cert_err("server key"))?;
         let server_params = CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])
@@ -235,6 +250,8 @@ impl KubeApiServer {
             state: Mutex::new(State::default()),
             token: random_token(),
             resource_version: AtomicU64::new(1),
+            issuer,
+            csr_auto_approve: AtomicBool::new(false),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -254,7 +271,7 @@ impl KubeApiServer {
             stop,
             thread: Some(thread),
             dir,
-            ca_pem: ca_cert.pem(),
+            ca_pem,
             client_cert_pem: client_cert.pem(),
             client_key_pem: client_key.serialize_pem(),
             kubeconfig: PathBuf::new(),
@@ -407,17 +424,28 @@ impl KubeApiServer {
     }
 
     fn put(&self, kind: &str, mut obj: Value) {
-        let rv = self.shared.resource_version.fetch_add(1, Ordering::SeqCst);
-        obj["metadata"]["resourceVersion"] = Value::String(rv.to_string());
         let ns = obj["metadata"]["namespace"]
             .as_str()
             .unwrap_or("")
             .to_string();
         let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
-        self.shared
-            .lock()
+        let mut state = self.shared.lock();
+        // Versions are handed out under the lock: events are in version
+        // order, so a list's version is exact.
+        let rv = self.shared.resource_version.fetch_add(1, Ordering::SeqCst);
+        obj["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+        let event = if state
             .objects
-            .insert((kind.to_string(), ns, name), obj);
+            .contains_key(&(kind.to_string(), ns.clone(), name.clone()))
+        {
+            "MODIFIED"
+        } else {
+            "ADDED"
+        };
+        state
+            .events
+            .push((kind.to_string(), rv, event, obj.clone()));
+        state.objects.insert((kind.to_string(), ns, name), obj);
     }
 
     /// The stored pod object.
@@ -434,11 +462,19 @@ impl KubeApiServer {
 
     /// Removes a stored pod.
     pub fn remove_pod(&self, namespace: &str, name: &str) {
-        self.shared.lock().objects.remove(&(
+        let mut state = self.shared.lock();
+        let rv = self.shared.resource_version.fetch_add(1, Ordering::SeqCst);
+        let removed = state.objects.remove(&(
             POD_KIND.to_string(),
             namespace.to_string(),
             name.to_string(),
         ));
+        if let Some(mut obj) = removed {
+            obj["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+            state
+                .events
+                .push((POD_KIND.to_string(), rv, "DELETED", obj));
+        }
     }
 
     fn get(&self, kind: &str, namespace: &str, name: &str) -> Option<Value> {
@@ -447,6 +483,34 @@ impl KubeApiServer {
             .objects
             .get(&(kind.to_string(), namespace.to_string(), name.to_string()))
             .cloned()
+    }
+
+    /// Every CertificateSigningRequest, in name order.
+    pub fn csrs(&self) -> Vec<Value> {
+        self.shared
+            .lock()
+            .objects
+            .iter()
+            .filter(|((k, _, _), _)| k == CSR_KIND)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    /// Approves a CertificateSigningRequest (as an admin or a controller
+    /// would) and issues its certificate; false when there is none.
+    pub fn approve_csr(&self, name: &str) -> bool {
+        let mut state = self.shared.lock();
+        let key = (CSR_KIND.to_string(), String::new(), name.to_string());
+        let Some(obj) = state.objects.get_mut(&key) else {
+            return false;
+        };
+        approve_and_issue(&self.shared, obj);
+        true
+    }
+
+    /// Approves and issues every new CertificateSigningRequest at creation.
+    pub fn set_csr_auto_approve(&self, on: bool) {
+        self.shared.csr_auto_approve.store(on, Ordering::SeqCst);
     }
 
     /// The requests received so far.
@@ -489,6 +553,113 @@ fn bind_in_netns(netns: &Path) -> Result<TcpListener, Error> {
         .unwrap_or_else(|_| Err(std::io::Error::other("bind thread panicked")))
     })
     .map_err(io_err(what))
+}
+
+fn b64_decode(s: &str) -> Option<Vec<u8>> {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = Vec::new();
+    let (mut acc, mut bits) = (0u32, 0);
+    for c in s.bytes().filter(|c| !c.is_ascii_whitespace() && *c != b'=') {
+        let v = T.iter().position(|t| *t == c)? as u32;
+        acc = (acc << 6) | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+/// Marks a CSR approved and, if its request parses, issues the
+/// certificate (signed by the test CA) into `status.certificate`.
+fn approve_and_issue(shared: &Shared, obj: &mut Value) {
+    obj["status"]["conditions"] = json!([{"type": "Approved", "status": "True",
+        "reason": "TestApprove", "message": "approved by the test"}]);
+    let pem = obj["spec"]["request"]
+        .as_str()
+        .and_then(b64_decode)
+        .and_then(|b| String::from_utf8(b).ok());
+    let cert = pem
+        .and_then(|p| rcgen::CertificateSigningRequestParams::from_pem(&p).ok())
+        .and_then(|csr| csr.signed_by(&shared.issuer).ok());
+    match cert {
+        Some(c) => obj["status"]["certificate"] = Value::String(b64(&c.pem())),
+        None => {
+            obj["status"]["conditions"] = json!([{"type": "Failed", "status": "True",
+                "reason": "BadRequest", "message": "spec.request is not a valid PEM CSR"}]);
+        }
+    }
+    let rv = shared.resource_version.fetch_add(1, Ordering::SeqCst);
+    obj["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+}
+
+fn handle_csr(req: &Request, shared: &Shared, segs: &[&str]) -> (u16, Value) {
+    match (req.method.as_str(), segs) {
+        ("POST", []) => {
+            let mut obj: Value = match serde_json::from_slice(&req.body) {
+                Ok(v) => v,
+                Err(e) => return status(400, "BadRequest", format!("invalid object: {e}")),
+            };
+            if obj["spec"]["request"].as_str().is_none() {
+                return status(422, "Invalid", "spec.request: Required value".into());
+            }
+            let mut name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
+            if name.is_empty() {
+                let prefix = obj["metadata"]["generateName"].as_str().unwrap_or("csr-");
+                let n = shared.resource_version.load(Ordering::SeqCst);
+                name = format!("{prefix}{n:05}");
+            }
+            obj["metadata"]["name"] = Value::String(name.clone());
+            let mut state = shared.lock();
+            let key = (CSR_KIND.to_string(), String::new(), name.clone());
+            if state.objects.contains_key(&key) {
+                return status(
+                    409,
+                    "AlreadyExists",
+                    format!(
+                        "certificatesigningrequests.certificates.k8s.io \"{name}\" already exists"
+                    ),
+                );
+            }
+            let rv = shared.resource_version.fetch_add(1, Ordering::SeqCst);
+            obj["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+            obj["status"] = json!({});
+            if shared.csr_auto_approve.load(Ordering::SeqCst) {
+                approve_and_issue(shared, &mut obj);
+            }
+            state.objects.insert(key, obj.clone());
+            (201, obj)
+        }
+        ("GET", [name]) => {
+            let key = (CSR_KIND.to_string(), String::new(), name.to_string());
+            match shared.lock().objects.get(&key) {
+                Some(o) => (200, o.clone()),
+                None => status(
+                    404,
+                    "NotFound",
+                    format!("certificatesigningrequests.certificates.k8s.io \"{name}\" not found"),
+                ),
+            }
+        }
+        ("PUT", [name, "approval"]) => {
+            let mut state = shared.lock();
+            let key = (CSR_KIND.to_string(), String::new(), name.to_string());
+            match state.objects.get_mut(&key) {
+                Some(o) => {
+                    approve_and_issue(shared, o);
+                    (200, o.clone())
+                }
+                None => status(
+                    404,
+                    "NotFound",
+                    format!("certificatesigningrequests.certificates.k8s.io \"{name}\" not found"),
+                ),
+            }
+        }
+        (m, _) => status(405, "MethodNotAllowed", format!("method {m} not allowed")),
+    }
 }
 
 fn b64(s: &str) -> String {
@@ -550,6 +721,7 @@ fn accept_loop(
 struct Request {
     method: String,
     path: String,
+    query: String,
     headers: Vec<(String, String)>,
     body: Vec<u8>,
 }
@@ -569,7 +741,8 @@ fn read_request(r: &mut impl BufRead) -> Option<Request> {
     let mut parts = line.split_whitespace();
     let method = parts.next()?.to_string();
     let target = parts.next()?;
-    let path = target.split('?').next().unwrap_or("").to_string();
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let (path, query) = (path.to_string(), query.to_string());
     let mut headers = Vec::new();
     loop {
         let mut h = String::new();
@@ -597,6 +770,7 @@ fn read_request(r: &mut impl BufRead) -> Option<Request> {
     Some(Request {
         method,
         path,
+        query,
         headers,
         body,
     })
@@ -622,6 +796,18 @@ fn serve(stream: StreamOwned<ServerConnection, TcpStream>, shared: &Shared, stop
             .conn
             .peer_certificates()
             .is_some_and(|c| !c.is_empty());
+        if let Some((kind, from, timeout)) = watch_request(&req) {
+            if authorized(&req, shared, has_client_cert) {
+                shared.lock().requests.push(RecordedRequest {
+                    method: req.method.clone(),
+                    path: req.path.clone(),
+                    content_type: None,
+                    status: 200,
+                });
+                stream_watch(reader.get_mut(), shared, stop, kind, from, timeout);
+                return;
+            }
+        }
         let (status, body) = handle(&req, shared, has_client_cert);
         shared.lock().requests.push(RecordedRequest {
             method: req.method.clone(),
@@ -635,6 +821,7 @@ fn serve(stream: StreamOwned<ServerConnection, TcpStream>, shared: &Shared, stop
         let body = serde_json::to_vec(&body).unwrap_or_default();
         let reason = match status {
             200 => "OK",
+            201 => "Created",
             401 => "Unauthorized",
             404 => "Not Found",
             415 => "Unsupported Media Type",
@@ -667,15 +854,122 @@ fn status(code: u16, reason: &str, message: String) -> (u16, Value) {
     )
 }
 
-fn handle(req: &Request, shared: &Shared, has_client_cert: bool) -> (u16, Value) {
+fn authorized(req: &Request, shared: &Shared, has_client_cert: bool) -> bool {
     let bearer_ok = req
         .header("authorization")
         .and_then(|v| v.strip_prefix("Bearer "))
         .is_some_and(|t| t == shared.token);
-    if !bearer_ok && !has_client_cert {
+    bearer_ok || has_client_cert
+}
+
+fn query_param<'a>(query: &'a str, key: &str) -> Option<&'a str> {
+    query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v)
+}
+
+/// The resource kind a cluster-wide list path names.
+fn list_kind(path: &str) -> Option<&'static str> {
+    match path.trim_matches('/') {
+        "api/v1/pods" => Some(POD_KIND),
+        "apis/k8s.cni.cncf.io/v1/network-attachment-definitions" => Some(NAD_KIND),
+        _ => None,
+    }
+}
+
+/// (kind, resourceVersion to start after, timeout) of a watch request.
+fn watch_request(req: &Request) -> Option<(&'static str, u64, Duration)> {
+    let kind = list_kind(&req.path)?;
+    let w = query_param(&req.query, "watch")?;
+    if req.method != "GET" || !(w == "1" || w == "true") {
+        return None;
+    }
+    let from = query_param(&req.query, "resourceVersion")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let timeout = query_param(&req.query, "timeoutSeconds")
+        .and_then(|v| v.parse().ok())
+        .map_or(Duration::from_secs(300), Duration::from_secs);
+    Some((kind, from, timeout))
+}
+
+fn stream_watch(
+    stream: &mut StreamOwned<ServerConnection, TcpStream>,
+    shared: &Shared,
+    stop: &AtomicBool,
+    kind: &str,
+    mut from: u64,
+    timeout: Duration,
+) {
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n";
+    if stream
+        .write_all(head.as_bytes())
+        .and_then(|_| stream.flush())
+        .is_err()
+    {
+        return;
+    }
+    let deadline = std::time::Instant::now() + timeout;
+    while !stop.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+        let batch: Vec<(u64, Value)> = shared
+            .lock()
+            .events
+            .iter()
+            .filter(|(k, rv, _, _)| k == kind && *rv > from)
+            .map(|(_, rv, t, o)| (*rv, json!({"type": t, "object": o})))
+            .collect();
+        for (rv, ev) in batch {
+            let mut line = serde_json::to_vec(&ev).unwrap_or_default();
+            line.push(b'\n');
+            if stream
+                .write_all(&line)
+                .and_then(|_| stream.flush())
+                .is_err()
+            {
+                return;
+            }
+            from = rv;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    stream.conn.send_close_notify();
+    let _ = stream.flush();
+}
+
+fn handle(req: &Request, shared: &Shared, has_client_cert: bool) -> (u16, Value) {
+    if !authorized(req, shared, has_client_cert) {
         return status(401, "Unauthorized", "Unauthorized".into());
     }
+    if let (Some(kind), "GET") = (list_kind(&req.path), req.method.as_str()) {
+        let state = shared.lock();
+        let rv = shared
+            .resource_version
+            .load(Ordering::SeqCst)
+            .saturating_sub(1);
+        let items: Vec<Value> = state
+            .objects
+            .iter()
+            .filter(|((k, _, _), _)| k == kind)
+            .map(|(_, o)| o.clone())
+            .collect();
+        let list_kind = if kind == POD_KIND {
+            "PodList"
+        } else {
+            "NetworkAttachmentDefinitionList"
+        };
+        return (
+            200,
+            json!({"kind": list_kind, "metadata": {"resourceVersion": rv.to_string()}, "items": items}),
+        );
+    }
     let segs: Vec<&str> = req.path.trim_matches('/').split('/').collect();
+    if let ["apis", "certificates.k8s.io", "v1", "certificatesigningrequests", rest @ ..] =
+        segs.as_slice()
+    {
+        return handle_csr(req, shared, rest);
+    }
     let (kind, ns, name, sub) = match segs.as_slice() {
         ["api", "v1", "namespaces", ns, "pods", name] => (POD_KIND, *ns, *name, None),
         ["api", "v1", "namespaces", ns, "pods", name, "status"] => {
@@ -731,7 +1025,11 @@ fn handle(req: &Request, shared: &Shared, has_client_cert: bool) -> (u16, Value)
             merge_patch(obj, &patch);
             let rv = shared.resource_version.fetch_add(1, Ordering::SeqCst);
             obj["metadata"]["resourceVersion"] = Value::String(rv.to_string());
-            (200, obj.clone())
+            let obj = obj.clone();
+            state
+                .events
+                .push((kind.to_string(), rv, "MODIFIED", obj.clone()));
+            (200, obj)
         }
         m => status(405, "MethodNotAllowed", format!("method {m} not allowed")),
     }

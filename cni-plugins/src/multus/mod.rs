@@ -56,6 +56,7 @@ pub mod podnet;
 pub mod runtime;
 pub mod selection;
 pub mod status;
+pub mod thick;
 
 pub use conf::NetConf;
 pub use delegate::Delegate;

@@ -156,6 +156,112 @@ impl HttpKubeClient {
     }
 }
 
+impl HttpKubeClient {
+    /// `GET path` (a list, for the daemon's watch cache): the body.
+    pub fn get_path(&self, op: &str, path: &str) -> Result<Vec<u8>, Error> {
+        self.call(op, "list", "", "", path, None)
+    }
+
+    /// `method path` with an optional JSON body (create and read
+    /// CertificateSigningRequests): the response body of a 2xx answer.
+    pub fn request_json(
+        &self,
+        method: &str,
+        op: &str,
+        path: &str,
+        body: Option<&[u8]>,
+    ) -> Result<Vec<u8>, Error> {
+        let url = format!("{}{path}", self.server);
+        let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
+        let result = match (method, body) {
+            ("GET", _) => {
+                let mut req = self.agent.get(&url).header("Accept", "application/json");
+                if let Some(a) = &auth {
+                    req = req.header("Authorization", a);
+                }
+                req.call()
+            }
+            (m, b) => {
+                let builder = match m {
+                    "POST" => self.agent.post(&url),
+                    _ => self.agent.put(&url),
+                };
+                let mut req = builder
+                    .header("Accept", "application/json")
+                    .content_type("application/json");
+                if let Some(a) = &auth {
+                    req = req.header("Authorization", a);
+                }
+                req.send(b.unwrap_or(b"{}"))
+            }
+        };
+        let mut resp = result.map_err(|e| Error::ApiUnreachable {
+            op: format!("{op} at {}", self.server),
+            reason: e.to_string(),
+        })?;
+        let status = resp.status().as_u16();
+        let bytes = resp
+            .body_mut()
+            .with_config()
+            .limit(16 << 20)
+            .read_to_vec()
+            .map_err(|e| Error::ApiUnreachable {
+                op: format!("{op}: read the response"),
+                reason: e.to_string(),
+            })?;
+        if (200..300).contains(&status) {
+            return Ok(bytes);
+        }
+        let message = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|v| {
+                v.get("message")
+                    .and_then(|m| m.as_str())
+                    .map(str::to_string)
+            })
+            .unwrap_or_default();
+        Err(Error::ApiStatus {
+            op: op.into(),
+            status,
+            message,
+        })
+    }
+
+    /// `GET path` as a stream (a watch): the open body, read as events
+    /// arrive, bounded by `timeout` instead of the client's API timeout.
+    pub fn stream(
+        &self,
+        op: &str,
+        path: &str,
+        timeout: std::time::Duration,
+    ) -> Result<impl std::io::Read, Error> {
+        let url = format!("{}{path}", self.server);
+        let mut req = self
+            .agent
+            .get(&url)
+            .config()
+            .timeout_global(Some(timeout))
+            .build()
+            .header("Accept", "application/json");
+        if let Some(t) = &self.token {
+            req = req.header("Authorization", format!("Bearer {t}"));
+        }
+        let resp = req.call().map_err(|e| Error::ApiUnreachable {
+            op: format!("{op} at {}", self.server),
+            reason: e.to_string(),
+        })?;
+        let status = resp.status().as_u16();
+        if status != 200 {
+            return Err(Error::ApiStatus {
+                op: op.into(),
+                status,
+                message: String::new(),
+            });
+        }
+        Ok(resp.into_body().into_reader())
+    }
+}
+
 impl KubeClient for HttpKubeClient {
     fn get_pod(&self, namespace: &str, name: &str) -> Result<Pod, Error> {
         let body = self.call(

@@ -1,0 +1,272 @@
+//! Automatic configuration (`multusConfigFile: "auto"`, multus-cni
+//! `pkg/server/config/generator.go` and `manager.go`): the primary CNI
+//! configuration is the first conf/conflist of `cniConfigDir` in libcni's
+//! order that is not multus's own; `00-multus.conf` names it as the cluster
+//! network, in its `cniVersion`, and is rewritten whenever it changes.
+
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+
+use super::config::{DaemonConfig, AUTO_CONFIG_NAME};
+use super::error::Error;
+
+/// How often the directory is rescanned (a stat of a handful of files).
+pub const POLL: Duration = Duration::from_millis(200);
+
+/// The NetConf keys of the daemon configuration copied into the shim's
+/// generated configuration (what the shim's DEL fallback needs, and what
+/// the runtime should see).
+const COPIED_KEYS: &[&str] = &["cniDir", "binDir", "logFile", "logLevel", "logToStderr"];
+
+/// What auto-configuration watches and writes.
+#[derive(Clone, Debug)]
+pub struct AutoConfig {
+    /// Where the primary configuration is looked for.
+    pub cni_config_dir: PathBuf,
+    /// Where `00-multus.conf` is written.
+    pub out_dir: PathBuf,
+    /// Nothing is written while this file is missing.
+    pub readiness_indicator_file: Option<PathBuf>,
+    /// The daemon's socket directory (written for the shim).
+    pub socket_dir: PathBuf,
+    /// Keys copied verbatim into the generated configuration.
+    pub extra: Map<String, Value>,
+}
+
+/// The primary configuration: its path and parsed content.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Primary {
+    /// The file.
+    pub path: PathBuf,
+    /// Its JSON.
+    pub config: Map<String, Value>,
+}
+
+fn is_multus(config: &Map<String, Value>) -> bool {
+    let t = |v: &Value| {
+        v.get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| t == "multus" || t == "multus-shim")
+    };
+    t(&Value::Object(config.clone()))
+        || config
+            .get("plugins")
+            .and_then(Value::as_array)
+            .and_then(|p| p.first())
+            .is_some_and(t)
+}
+
+impl AutoConfig {
+    /// The settings of a daemon configuration.
+    pub fn from_daemon(c: &DaemonConfig) -> AutoConfig {
+        let extra = COPIED_KEYS
+            .iter()
+            .filter_map(|k| {
+                c.netconf_overrides
+                    .get(*k)
+                    .map(|v| (k.to_string(), v.clone()))
+            })
+            .collect();
+        AutoConfig {
+            cni_config_dir: c.cni_config_dir.clone(),
+            out_dir: c.multus_autoconfig_dir.clone(),
+            readiness_indicator_file: c.readiness_indicator_file.clone(),
+            socket_dir: c.socket_dir.clone(),
+            extra,
+        }
+    }
+
+    /// The generated file's path.
+    pub fn output(&self) -> PathBuf {
+        self.out_dir.join(AUTO_CONFIG_NAME)
+    }
+
+    /// The primary configuration now, if any: files in CNI order
+    /// (`.conf`, `.conflist`, `.json` sorted by name), skipping multus's own
+    /// and files that do not parse.
+    pub fn primary(&self) -> Option<Primary> {
+        let files =
+            cni_exec::conf::conf_files(&self.cni_config_dir, &[".conf", ".conflist", ".json"])
+                .ok()?;
+        let out = self.output();
+        for path in files {
+            if path == out {
+                continue;
+            }
+            let Ok(bytes) = std::fs::read(&path) else {
+                continue;
+            };
+            let Ok(config) = serde_json::from_slice::<Map<String, Value>>(&bytes) else {
+                tracing::warn!(file = %path.display(), "skipping unparsable CNI configuration");
+                continue;
+            };
+            if is_multus(&config) {
+                continue;
+            }
+            return Some(Primary { path, config });
+        }
+        None
+    }
+
+    /// The configuration written for `primary`.
+    pub fn generate(&self, primary: &Primary) -> Value {
+        let version = primary
+            .config
+            .get("cniVersion")
+            .cloned()
+            .unwrap_or_else(|| json!("1.0.0"));
+        let mut v = json!({
+            "cniVersion": version,
+            "name": "multus-cni-network",
+            "type": "multus-shim",
+            "socketDir": self.socket_dir,
+            "clusterNetwork": primary.path,
+        });
+        // The runtime hands capability arguments only to what declares
+        // them: multus declares the primary's so they reach it.
+        let mut caps = Map::new();
+        let plugins = match primary.config.get("plugins").and_then(Value::as_array) {
+            Some(p) => p.clone(),
+            None => vec![Value::Object(primary.config.clone())],
+        };
+        for p in plugins {
+            if let Some(Value::Object(c)) = p.get("capabilities") {
+                for (k, b) in c {
+                    if b.as_bool() == Some(true) {
+                        caps.insert(k.clone(), Value::Bool(true));
+                    }
+                }
+            }
+        }
+        if let Value::Object(m) = &mut v {
+            if !caps.is_empty() {
+                m.insert("capabilities".into(), Value::Object(caps));
+            }
+            if let Some(r) = &self.readiness_indicator_file {
+                m.insert("readinessindicatorfile".into(), json!(r));
+            }
+            for (k, e) in &self.extra {
+                m.insert(k.clone(), e.clone());
+            }
+        }
+        v
+    }
+
+    fn ready(&self) -> bool {
+        self.readiness_indicator_file
+            .as_ref()
+            .is_none_or(|f| f.exists())
+    }
+
+    /// One pass: writes, rewrites or removes `00-multus.conf` to match the
+    /// directory. Returns whether a configuration is in place.
+    pub fn sync(&self) -> Result<bool, Error> {
+        let out = self.output();
+        let primary = self.primary().filter(|_| self.ready());
+        let Some(primary) = primary else {
+            // No primary (or not ready): a multus configuration pointing at
+            // nothing would fail every pod, so none is better.
+            match std::fs::remove_file(&out) {
+                Ok(()) => {
+                    tracing::info!(file = %out.display(), "primary CNI configuration gone: removed")
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("remove multus configuration", out, e)),
+            }
+            return Ok(false);
+        };
+        let mut bytes = serde_json::to_vec_pretty(&self.generate(&primary)).unwrap_or_default();
+        bytes.push(b'\n');
+        if std::fs::read(&out).ok().as_deref() != Some(&bytes[..]) {
+            write_atomic_private(&out, &bytes)?;
+            tracing::info!(file = %out.display(), primary = %primary.path.display(), "wrote multus configuration");
+        }
+        Ok(true)
+    }
+
+    /// Keeps the configuration in step until `stop` says so; `configured`
+    /// tells whether one is in place.
+    pub fn run(&self, configured: &AtomicBool, stop: &dyn Fn() -> bool) {
+        while !stop() {
+            match self.sync() {
+                Ok(ok) => configured.store(ok, Ordering::SeqCst),
+                Err(e) => {
+                    tracing::error!("auto-configuration: {e}");
+                    configured.store(false, Ordering::SeqCst);
+                }
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+}
+
+/// Writes `data` to `path` through a temporary file in the same directory
+/// (mode 0600), then renames it: a reader sees the old file or the new one,
+/// never half of one.
+pub fn write_atomic_private(path: &Path, data: &[u8]) -> Result<(), Error> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    // A leading dot and no .conf suffix: libcni never loads the temp file.
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let res = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    res.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::io("write", path, e)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn primary_in_cni_order_skipping_multus() {
+        let d = tempfile::tempdir().unwrap();
+        let w = |n: &str, s: &str| std::fs::write(d.path().join(n), s).unwrap();
+        w(
+            "05-multus.conf",
+            r#"{"cniVersion":"1.0.0","name":"m","type":"multus-shim"}"#,
+        );
+        w("07-broken.conf", "{");
+        w(
+            "10-flannel.conflist",
+            r#"{"cniVersion":"0.3.1","name":"cbr0","plugins":[{"type":"flannel","capabilities":{"portMappings":true}}]}"#,
+        );
+        w(
+            "20-other.conf",
+            r#"{"cniVersion":"1.0.0","name":"o","type":"bridge"}"#,
+        );
+        let a = AutoConfig {
+            cni_config_dir: d.path().into(),
+            out_dir: d.path().into(),
+            readiness_indicator_file: None,
+            socket_dir: "/run/multus".into(),
+            extra: Map::new(),
+        };
+        let p = a.primary().unwrap();
+        assert!(p.path.ends_with("10-flannel.conflist"));
+        let g = a.generate(&p);
+        assert_eq!(g["cniVersion"], "0.3.1");
+        assert_eq!(g["type"], "multus-shim");
+        assert_eq!(g["capabilities"], json!({"portMappings": true}));
+        assert!(a.sync().unwrap());
+        // The generated file itself is never the primary.
+        assert!(a.primary().unwrap().path.ends_with("10-flannel.conflist"));
+    }
+}

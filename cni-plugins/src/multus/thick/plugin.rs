@@ -1,0 +1,216 @@
+//! What the daemon runs for each request: the thin plugin's ADD, DEL,
+//! CHECK, STATUS and GC ([`crate::multus::flow`]) with the daemon's
+//! configuration keys laid over the shim's, one long-lived API client, and
+//! delegates run through cni-exec's libcni ([`LibcniDelegates`]).
+
+use std::sync::Arc;
+
+use cni_exec::{Plugin, Request};
+use cni_types::{CniError, CniResult, Version};
+use serde_json::{Map, Value};
+
+use crate::multus::delegate::Delegate;
+use crate::multus::k8s::KubeClient;
+use crate::multus::runtime::{delegate_runtime, PodRequest};
+use crate::multus::{
+    cmd_add, cmd_check, cmd_del, cmd_gc, cmd_status, kube_client, DelegateExec,
+    Error as MultusError, LibcniDelegates, NetConf,
+};
+
+use super::api::InterfaceAttributes;
+use super::error::Error;
+
+/// A shareable API client.
+pub type SharedKube = Arc<dyn KubeClient + Send + Sync>;
+
+/// The thin multus plugin as the daemon serves it.
+pub struct DaemonPlugin {
+    overrides: Map<String, Value>,
+    kube: Option<SharedKube>,
+}
+
+impl std::fmt::Debug for DaemonPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DaemonPlugin")
+            .field("overrides", &self.overrides)
+            .field("kube", &self.kube.is_some())
+            .finish()
+    }
+}
+
+/// A placeholder cluster network for configurations that name none: DEL
+/// from the cache and `/delegate` never look it up.
+const NO_CLUSTER_NETWORK: &str = "multus-daemon-no-cluster-network";
+
+/// The shim's (or a client's) configuration with `overrides` laid over it,
+/// as multus-cni's `overrideCNIConfigWithServerConfig` does.
+pub fn merged_conf(stdin: &[u8], overrides: &Map<String, Value>) -> Result<NetConf, MultusError> {
+    let mut raw: Map<String, Value> =
+        serde_json::from_slice(stdin).map_err(|e| MultusError::Decode {
+            what: "CNI configuration".into(),
+            reason: e.to_string(),
+        })?;
+    for (k, v) in overrides {
+        raw.insert(k.clone(), v.clone());
+    }
+    NetConf::from_map(raw)
+}
+
+/// A configuration good enough for DEL from the delegate cache: the given
+/// one, with a placeholder cluster network when it names none (the shim's
+/// own minimal configuration).
+pub fn conf_for_cached_del(
+    stdin: &[u8],
+    overrides: &Map<String, Value>,
+) -> Result<NetConf, MultusError> {
+    let mut raw: Map<String, Value> =
+        serde_json::from_slice(stdin).map_err(|e| MultusError::Decode {
+            what: "CNI configuration".into(),
+            reason: e.to_string(),
+        })?;
+    for (k, v) in overrides {
+        raw.insert(k.clone(), v.clone());
+    }
+    if raw.get("clusterNetwork").is_none_or(Value::is_null)
+        && raw.get("delegates").is_none_or(Value::is_null)
+    {
+        raw.insert(
+            "clusterNetwork".into(),
+            Value::String(NO_CLUSTER_NETWORK.into()),
+        );
+    }
+    NetConf::from_map(raw)
+}
+
+fn pod_request(req: &Request) -> Result<PodRequest, MultusError> {
+    PodRequest::new(&req.container_id, &req.netns, &req.ifname, &req.args_raw)
+}
+
+impl DaemonPlugin {
+    /// Serves with `overrides` (the daemon file's NetConf keys) and one API
+    /// client for every request (`None`: each request's own `kubeconfig`,
+    /// as the thin plugin).
+    pub fn new(overrides: Map<String, Value>, kube: Option<SharedKube>) -> Self {
+        DaemonPlugin { overrides, kube }
+    }
+
+    /// The NetConf keys laid over every request.
+    pub fn overrides(&self) -> &Map<String, Value> {
+        &self.overrides
+    }
+
+    fn ctx(
+        &self,
+        req: &Request,
+        need_kube: bool,
+    ) -> Result<(NetConf, Option<SharedKube>, LibcniDelegates), MultusError> {
+        let conf = if req.command == cni_exec::Command::Del {
+            conf_for_cached_del(&req.stdin, &self.overrides)?
+        } else {
+            merged_conf(&req.stdin, &self.overrides)?
+        };
+        for w in &conf.warnings {
+            tracing::warn!("{w}");
+        }
+        let kube = match &self.kube {
+            Some(k) => Some(k.clone()),
+            None => match kube_client(&conf) {
+                Ok(k) => k.map(|k| Arc::new(k) as SharedKube),
+                Err(e) if !need_kube => {
+                    tracing::error!("kubernetes client unavailable: {e}");
+                    None
+                }
+                Err(e) => return Err(e),
+            },
+        };
+        let exec = LibcniDelegates::new(
+            conf.bin_dir.clone(),
+            &req.path,
+            conf.cni_dir.clone(),
+            req.exec().clone(),
+        );
+        Ok((conf, kube, exec))
+    }
+
+    /// `/delegate`: ADD or DEL of one extra attachment (stdin's `delegate`
+    /// key: a conf or conflist) for a running pod, with the requested addresses and MAC.
+    pub fn delegate(
+        &self,
+        req: &Request,
+        attrs: Option<&InterfaceAttributes>,
+    ) -> Result<Option<CniResult>, Error> {
+        let conf = conf_for_cached_del(b"{}", &self.overrides)?;
+        let mut envelope: Map<String, Value> =
+            serde_json::from_slice(&req.stdin).map_err(|e| MultusError::Decode {
+                what: "delegate configuration".into(),
+                reason: e.to_string(),
+            })?;
+        let value = envelope
+            .remove("delegate")
+            .unwrap_or(Value::Object(envelope));
+        let mut d = Delegate::from_value(value, None)?;
+        d.default_cni_version(&conf.cni_version);
+        if let Some(a) = attrs {
+            d.mac_request = a.mac_request.clone();
+            if !a.ip_request.is_empty() {
+                d.ip_request = Some(a.ip_request.clone());
+            }
+        }
+        let pod = pod_request(req)?;
+        let rt = delegate_runtime(&pod, &req.ifname, &conf.runtime_config, &d);
+        let exec = LibcniDelegates::new(
+            conf.bin_dir.clone(),
+            &req.path,
+            conf.cni_dir.clone(),
+            req.exec().clone(),
+        );
+        match req.command {
+            cni_exec::Command::Add => Ok(Some(exec.add(&d, &rt)?)),
+            cni_exec::Command::Del => exec.del(&d, &rt).map(|()| None).map_err(Error::from),
+            other => Err(Error::Protocol {
+                op: "serve /delegate",
+                reason: format!("command {other} is not ADD or DEL"),
+            }),
+        }
+    }
+}
+
+fn kube_ref(k: &Option<SharedKube>) -> Option<&dyn KubeClient> {
+    k.as_deref().map(|k| k as &dyn KubeClient)
+}
+
+impl Plugin for DaemonPlugin {
+    fn add(&self, req: &Request) -> Result<CniResult, CniError> {
+        let (conf, kube, exec) = self.ctx(req, true)?;
+        Ok(cmd_add(&conf, &pod_request(req)?, kube_ref(&kube), &exec)?)
+    }
+
+    fn del(&self, req: &Request) -> Result<(), CniError> {
+        let (conf, kube, exec) = self.ctx(req, false)?;
+        Ok(cmd_del(&conf, &pod_request(req)?, kube_ref(&kube), &exec)?)
+    }
+
+    fn check(&self, req: &Request) -> Result<(), CniError> {
+        let (conf, kube, exec) = self.ctx(req, true)?;
+        Ok(cmd_check(
+            &conf,
+            &pod_request(req)?,
+            kube_ref(&kube),
+            &exec,
+        )?)
+    }
+
+    fn status(&self, req: &Request) -> Result<(), CniError> {
+        let (conf, kube, exec) = self.ctx(req, true)?;
+        Ok(cmd_status(&conf, kube_ref(&kube), &exec)?)
+    }
+
+    fn gc(&self, req: &Request) -> Result<(), CniError> {
+        let (conf, kube, exec) = self.ctx(req, true)?;
+        Ok(cmd_gc(&conf, kube_ref(&kube), &exec)?)
+    }
+
+    fn supported_versions(&self) -> Vec<Version> {
+        Version::ALL.to_vec()
+    }
+}

@@ -1,0 +1,167 @@
+//! The shim (multus-cni `cmd/multus-shim`, `pkg/server/api/shim.go`): a CNI
+//! plugin that forwards every command to the daemon over its socket and
+//! returns the daemon's reply. Beyond the reference: when the daemon cannot
+//! be reached, DEL runs the thin plugin's DEL in-process from the on-disk
+//! delegate cache, so a pod can always be torn down.
+
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use cni_exec::{Plugin, Request};
+use cni_types::{CniError, CniResult, ErrorCode, Version};
+use serde_json::{Map, Value};
+
+use super::api::{self, CniRequest, CniResponse};
+use super::config::{DEFAULT_SOCKET_DIR, SOCKET_NAME};
+use super::error::Error;
+use super::http;
+use super::plugin::conf_for_cached_del;
+use crate::multus::runtime::PodRequest;
+use crate::multus::{cmd_del, LibcniDelegates};
+
+/// How long the shim waits for the daemon's reply (an ADD may wait for the
+/// readiness indicator and the API).
+pub const REPLY_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The shim plugin.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Shim;
+
+/// The daemon's socket named by a shim configuration (`socketDir`).
+pub fn socket_path(stdin: &[u8]) -> PathBuf {
+    let dir = serde_json::from_slice::<Map<String, Value>>(stdin)
+        .ok()
+        .and_then(|m| {
+            m.get("socketDir")
+                .and_then(Value::as_str)
+                .map(PathBuf::from)
+        })
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET_DIR));
+    dir.join(SOCKET_NAME)
+}
+
+/// The request the shim sends for `req`.
+pub fn cni_request(req: &Request) -> CniRequest {
+    let mut r = CniRequest {
+        config: req.stdin.clone(),
+        ..Default::default()
+    };
+    for (k, v) in [
+        ("CNI_COMMAND", req.command.as_str()),
+        ("CNI_CONTAINERID", req.container_id.as_str()),
+        ("CNI_NETNS", req.netns.as_str()),
+        ("CNI_IFNAME", req.ifname.as_str()),
+        ("CNI_ARGS", req.args_raw.as_str()),
+        ("CNI_PATH", req.path_raw.as_str()),
+    ] {
+        r.env.insert(k.into(), v.into());
+    }
+    r
+}
+
+/// Sends `request` to the daemon at `socket`; `Ok` is the daemon's
+/// successful reply, a daemon failure is its CNI error.
+pub fn send(
+    socket: &std::path::Path,
+    endpoint: &str,
+    request: &CniRequest,
+) -> Result<Result<CniResponse, CniError>, Error> {
+    let stream = UnixStream::connect(socket).map_err(|source| Error::Unreachable {
+        path: socket.to_path_buf(),
+        source,
+    })?;
+    let _ = stream.set_read_timeout(Some(REPLY_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
+    let (status, body) = http::post(&stream, endpoint, &request.to_vec())?;
+    if status == 200 {
+        let resp = serde_json::from_slice(&body).map_err(|e| Error::Protocol {
+            op: "decode the multus daemon's reply",
+            reason: e.to_string(),
+        })?;
+        return Ok(Ok(resp));
+    }
+    Ok(Err(serde_json::from_slice::<CniError>(&body)
+        .unwrap_or_else(|_| {
+            CniError::internal(format!(
+                "multus daemon answered {status}: {}",
+                String::from_utf8_lossy(&body)
+                    .chars()
+                    .take(300)
+                    .collect::<String>()
+            ))
+        })))
+}
+
+fn forward(req: &Request) -> Result<Result<CniResponse, CniError>, Error> {
+    send(
+        &socket_path(&req.stdin),
+        api::CNI_ENDPOINT,
+        &cni_request(req),
+    )
+}
+
+fn answer(req: &Request) -> Result<CniResponse, CniError> {
+    forward(req).map_err(CniError::from)?
+}
+
+/// DEL without the daemon: the thin plugin's DEL from the delegate cache
+/// (no API client: DEL never needs one when the cache is there).
+pub fn fallback_del(req: &Request) -> Result<(), CniError> {
+    let conf = conf_for_cached_del(&req.stdin, &Map::new())?;
+    let pod = PodRequest::new(&req.container_id, &req.netns, &req.ifname, &req.args_raw)?;
+    let exec = LibcniDelegates::new(
+        conf.bin_dir.clone(),
+        &req.path,
+        conf.cni_dir.clone(),
+        req.exec().clone(),
+    );
+    Ok(cmd_del(&conf, &pod, None, &exec)?)
+}
+
+impl Plugin for Shim {
+    fn add(&self, req: &Request) -> Result<CniResult, CniError> {
+        let resp = answer(req)?;
+        let Some(v) = resp.result else {
+            return Err(CniError::new(
+                ErrorCode::DecodingFailure,
+                "multus daemon sent no result for ADD",
+                "",
+            ));
+        };
+        let (_, r) = CniResult::from_value(&v, req.version).map_err(|e| e.to_cni_error())?;
+        Ok(r)
+    }
+
+    fn del(&self, req: &Request) -> Result<(), CniError> {
+        match forward(req) {
+            Ok(r) => r.map(|_| ()),
+            Err(e @ Error::Unreachable { .. }) => {
+                tracing::warn!("{e}; deleting from the delegate cache in-process");
+                fallback_del(req)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn check(&self, req: &Request) -> Result<(), CniError> {
+        answer(req).map(|_| ())
+    }
+
+    fn status(&self, req: &Request) -> Result<(), CniError> {
+        answer(req).map(|_| ())
+    }
+
+    fn gc(&self, req: &Request) -> Result<(), CniError> {
+        answer(req).map(|_| ())
+    }
+
+    fn supported_versions(&self) -> Vec<Version> {
+        Version::ALL.to_vec()
+    }
+
+    fn about(&self) -> String {
+        "multus-shim: forwards CNI requests to the multus daemon, Rust implementation".into()
+    }
+}
