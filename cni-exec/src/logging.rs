@@ -134,7 +134,7 @@ impl Rotation {
             .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
             .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
             .collect();
-        backups.sort_by(|a, b| b.0.cmp(&a.0)); // newest first
+        backups.sort_by_key(|b| std::cmp::Reverse(b.0)); // newest first
         for (i, (mtime, p)) in backups.iter().enumerate() {
             let too_many = self.max_backups > 0 && i >= self.max_backups;
             let too_old = !self.max_age.is_zero()
