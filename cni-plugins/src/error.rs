@@ -29,6 +29,10 @@ pub enum Error {
     /// The plugin cannot serve requests now (STATUS, code 50).
     #[error("{0}")]
     NotAvailable(String),
+    /// A kernel operation (namespace, link, address, route, sysctl,
+    /// firewall) failed; the error names the operation and the object.
+    #[error(transparent)]
+    Kernel(#[from] cni_netns::Error),
     /// Any other failure (code 999).
     #[error("{0}")]
     Internal(String),
@@ -52,7 +56,9 @@ impl From<Error> for CniError {
             Error::Types(e) => e.to_cni_error(),
             Error::Delegate(reply) => reply,
             Error::NotAvailable(msg) => CniError::new(ErrorCode::PluginNotAvailable, msg, ""),
-            e @ (Error::Io { .. } | Error::Internal(_)) => CniError::internal(e.to_string()),
+            e @ (Error::Io { .. } | Error::Kernel(_) | Error::Internal(_)) => {
+                CniError::internal(e.to_string())
+            }
         }
     }
 }

@@ -4,6 +4,10 @@
 
 mod error;
 pub mod flannel;
+pub mod host_device;
+pub mod ipvlan;
+pub mod macvlan;
 pub mod multus;
+pub mod ptp;
 
 pub use error::{Error, Result};
