@@ -1,5 +1,5 @@
 //! The `ipvlan` CNI plugin binary.
 
 fn main() {
-    cni_exec::run(&cni_plugins::ipvlan::Ipvlan::default());
+    cni_exec::run(&cni_plugins::ipvlan::Ipvlan);
 }
