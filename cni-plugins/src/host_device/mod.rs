@@ -31,7 +31,7 @@ use cni_types::{CniError, CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
 use crate::macvlan::common::{self, fail, interface};
-use crate::{Error, Result};
+use crate::Result;
 
 /// Where PCI devices are listed (Go's `sysBusPCI`).
 pub const SYS_BUS_PCI: &str = "/sys/bus/pci/devices";
@@ -93,7 +93,8 @@ impl HostDeviceConf {
         } else if !pci.is_empty() {
             Selector::Pci(pci)
         } else {
-            return Err(Error::Config(
+            // A plain error in Go (code 999), not a config error.
+            return Err(fail(
                 r#"specify either "device", "hwaddr", "kernelpath" or "pciBusID""#.into(),
             ));
         };

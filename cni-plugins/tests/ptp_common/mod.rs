@@ -420,6 +420,19 @@ pub fn differential(sc: &Scenario<'_>) -> Run {
     ours
 }
 
+/// [`differential`] for a plugin whose Go 1.1.1 version fails a repeated
+/// DEL (host-device: "failed to find eth0"); ours must succeed, as the
+/// spec asks of DEL.
+#[track_caller]
+pub fn differential_idempotent_del(sc: &Scenario<'_>) -> Run {
+    let mut go = run_scenario(Impl::Go, sc);
+    let ours = run_scenario(Impl::Ours, sc);
+    assert!(ours.del_again_ok, "repeated DEL: {ours:?}");
+    go.del_again_ok = true;
+    pretty_assertions::assert_eq!(go, ours, "Go (left) vs ours (right) for {}", sc.conf);
+    ours
+}
+
 /// Median of durations.
 pub fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
