@@ -15,7 +15,7 @@ use crate::dns::parse_resolv_conf;
 use crate::error::{Error, Result};
 use crate::parse::{
     canonical_array, canonical_object, load_args, parse_ip_or_cidr, version_at_least_0_3_0,
-    ROUTE_KEYS,
+    ArgsConf, ROUTE_KEYS,
 };
 use crate::range::{Range, RangeConfig, RangeSet};
 use crate::result::{CniResult, Route};
@@ -77,18 +77,6 @@ struct IpamConf {
 struct RuntimeConf {
     #[serde(default)]
     ip_ranges: Option<Vec<Vec<RangeConfig>>>,
-    #[serde(default)]
-    ips: Option<Vec<String>>,
-}
-
-#[derive(Deserialize)]
-struct ArgsConf {
-    #[serde(default)]
-    cni: Option<CniArgsConf>,
-}
-
-#[derive(Deserialize)]
-struct CniArgsConf {
     #[serde(default)]
     ips: Option<Vec<String>>,
 }

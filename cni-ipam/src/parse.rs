@@ -11,7 +11,24 @@ use cni_types::{CniArgs, Version};
 use ipnetwork::IpNetwork;
 use serde_json::{Map, Value};
 
+use serde::Deserialize;
+
 use crate::error::{Error, Result};
+
+/// The `args` key of a config: the `args.cni.ips` convention
+/// (CONVENTIONS.md) that host-local and static read.
+#[derive(Deserialize)]
+pub(crate) struct ArgsConf {
+    #[serde(default)]
+    pub(crate) cni: Option<CniArgsConf>,
+}
+
+/// `args.cni`.
+#[derive(Deserialize)]
+pub(crate) struct CniArgsConf {
+    #[serde(default)]
+    pub(crate) ips: Option<Vec<String>>,
+}
 
 /// Parses `CNI_ARGS` (`K=V;K=V`) like Go's `types.LoadArgs` into a struct with
 /// the fields `known` (plus `IgnoreUnknown`), with [`cni_types::CniArgs`].

@@ -11,7 +11,8 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::parse::{
-    canonical_array, canonical_object, load_args, parse_cidr, version_at_least_0_3_0, ROUTE_KEYS,
+    canonical_array, canonical_object, load_args, parse_cidr, version_at_least_0_3_0, ArgsConf,
+    ROUTE_KEYS,
 };
 use crate::result::{CniResult, Dns, IpConfig, Route};
 
@@ -74,18 +75,6 @@ struct AddressConf {
 
 #[derive(Deserialize)]
 struct RuntimeConf {
-    #[serde(default)]
-    ips: Option<Vec<String>>,
-}
-
-#[derive(Deserialize)]
-struct ArgsConf {
-    #[serde(default)]
-    cni: Option<CniArgsConf>,
-}
-
-#[derive(Deserialize)]
-struct CniArgsConf {
     #[serde(default)]
     ips: Option<Vec<String>>,
 }

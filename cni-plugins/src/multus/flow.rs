@@ -17,7 +17,7 @@ use super::delegate::{plan_ifnames, Delegate};
 use super::error::Error;
 use super::k8s::{KubeClient, Pod};
 use super::lookup::{add_pod_delegates, cluster_delegates, conf_files};
-use super::runtime::{delegate_runtime, DelegateRuntime, PodRequest};
+use super::runtime::{delegate_runtime, device_info_file, DelegateRuntime, PodRequest};
 use super::selection::NETWORK_STATUS_ANNOTATION;
 use super::status::{annotation_value, network_statuses, NetworkStatus};
 
@@ -251,8 +251,7 @@ pub fn cmd_add(
             }
         };
         if pod.is_some() {
-            let info = rt
-                .device_info_file()
+            let info = device_info_file(&rt)
                 .and_then(|f| std::fs::read(f).ok())
                 .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
             statuses.extend(network_statuses(&r, &d.name, d.master, info.as_ref()));

@@ -48,13 +48,7 @@ impl LibcniDelegates {
 }
 
 fn rt(r: &DelegateRuntime) -> RuntimeConf {
-    RuntimeConf {
-        container_id: r.container_id.clone(),
-        netns: r.netns.clone(),
-        ifname: r.ifname.clone(),
-        args: r.args.clone(),
-        capability_args: r.capability_args.clone(),
-    }
+    r.clone()
 }
 
 fn failed(d: &Delegate, ifname: &str, e: cni_exec::Error) -> Error {

@@ -3,7 +3,7 @@
 //! interface, `CNI_ARGS` and capability arguments (libcni's `RuntimeConf`,
 //! multus-cni `CreateCNIRuntimeConf`).
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::conf::RuntimeConfig;
 use super::delegate::Delegate;
@@ -58,38 +58,15 @@ impl PodRequest {
     }
 }
 
-/// What one delegate is run with (libcni's `RuntimeConf`).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct DelegateRuntime {
-    /// Container id.
-    pub container_id: String,
-    /// Netns path.
-    pub netns: String,
-    /// The delegate's interface name.
-    pub ifname: String,
-    /// `CNI_ARGS` pairs, in order.
-    pub args: Vec<(String, String)>,
-    /// Capability arguments (`runtimeConfig` keys), injected by the invoker
-    /// for the capabilities the delegate's plugins declare.
-    pub capability_args: Map<String, Value>,
-}
+/// What one delegate is run with: libcni's `RuntimeConf`, as the invoker
+/// takes it.
+pub type DelegateRuntime = cni_exec::RuntimeConf;
 
-impl DelegateRuntime {
-    /// `CNI_ARGS` as a `K=V;K=V` string.
-    pub fn args_string(&self) -> String {
-        self.args
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(";")
-    }
-
-    /// The `CNIDeviceInfoFile` capability, if set.
-    pub fn device_info_file(&self) -> Option<&str> {
-        self.capability_args
-            .get("CNIDeviceInfoFile")
-            .and_then(Value::as_str)
-    }
+/// The `CNIDeviceInfoFile` capability of a delegate's runtime, if set.
+pub fn device_info_file(rt: &DelegateRuntime) -> Option<&str> {
+    rt.capability_args
+        .get("CNIDeviceInfoFile")
+        .and_then(Value::as_str)
 }
 
 /// Builds the runtime configuration of `delegate` attached as `ifname`.
@@ -220,7 +197,7 @@ mod tests {
         );
         assert_eq!(rt.capability_args["deviceID"], "0000:00:00.1");
         assert_eq!(
-            rt.device_info_file(),
+            device_info_file(&rt),
             Some("/var/run/k8s.cni.cncf.io/devinfo/cni/ns-sriov-123456789_net1")
         );
         assert!(rt

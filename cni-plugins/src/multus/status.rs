@@ -6,22 +6,8 @@ use cni_types::{CniResult, Route};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// DNS settings as the annotation spells them.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StatusDns {
-    /// Name servers.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub nameservers: Vec<String>,
-    /// Domain.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub domain: String,
-    /// Search domains.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub search: Vec<String>,
-    /// Options.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub options: Vec<String>,
-}
+/// DNS settings of an attachment, as in results.
+pub type StatusDns = cni_types::Dns;
 
 /// One entry of the network-status annotation.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -82,12 +68,7 @@ pub fn network_statuses(
         .filter(|r| is_default_route(r))
         .filter_map(|r| r.gw.map(|g| g.to_string()))
         .collect();
-    let dns = StatusDns {
-        nameservers: result.dns.nameservers.clone(),
-        domain: result.dns.domain.clone(),
-        search: result.dns.search.clone(),
-        options: result.dns.options.clone(),
-    };
+    let dns = result.dns.clone();
     let base = NetworkStatus {
         name: network.to_string(),
         dns,
