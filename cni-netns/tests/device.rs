@@ -48,7 +48,10 @@ fn ipvlan_is_created_in_the_target_netns_or_refused_cleanly() {
             assert!(e.is_unsupported());
             let msg = e.to_string();
             assert!(msg.starts_with("add ipvlan ipv0 in "), "{msg}");
-            assert!(msg.contains("ipvlan is not supported by this kernel"), "{msg}");
+            assert!(
+                msg.contains("ipvlan is not supported by this kernel"),
+                "{msg}"
+            );
             assert_eq!(link_names(&pod_ns), ["lo"]);
             assert_eq!(link_names(&host_ns).len(), 3);
         }

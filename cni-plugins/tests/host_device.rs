@@ -12,7 +12,16 @@ use serde_json::{json, Value};
 const DEV_MAC: &str = "02:42:00:00:00:07";
 
 fn setup(node: &Node) {
-    node.ip(&["link", "add", "hostdev0", "type", "veth", "peer", "name", "hostdev0p"]);
+    node.ip(&[
+        "link",
+        "add",
+        "hostdev0",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "hostdev0p",
+    ]);
     node.ip(&["link", "set", "hostdev0", "address", DEV_MAC]);
 }
 
@@ -59,10 +68,18 @@ fn host_device_matches_go() {
             "{:#?}",
             run.pod_after_add
         );
-        assert!(run.pod_after_add.contains(&"addr eth0 10.86.0.2/24 scope=global".to_string()));
+        assert!(run
+            .pod_after_add
+            .contains(&"addr eth0 10.86.0.2/24 scope=global".to_string()));
         // Back on the node under its own name.
-        assert!(run.node_after_del.iter().any(|l| l.starts_with("link hostdev0 ")));
-        assert!(!run.node_after_add.iter().any(|l| l.starts_with("link hostdev0 ")));
+        assert!(run
+            .node_after_del
+            .iter()
+            .any(|l| l.starts_with("link hostdev0 ")));
+        assert!(!run
+            .node_after_add
+            .iter()
+            .any(|l| l.starts_with("link hostdev0 ")));
     }
     // By MAC, without IPAM.
     let run = differential_idempotent_del(&sc(conf(
@@ -119,7 +136,9 @@ fn host_device_del_is_idempotent_and_rollback_moves_the_link_back() {
     node.exec(&bin, "CHECK", &env, &chk).expect_ok("CHECK");
     node.exec(&bin, "DEL", &env, &c).expect_ok("DEL");
     node.exec(&bin, "DEL", &env, &c).expect_ok("DEL again");
-    assert!(kernel_state(node.name()).iter().any(|l| l.starts_with("link hostdev0 ")));
+    assert!(kernel_state(node.name())
+        .iter()
+        .any(|l| l.starts_with("link hostdev0 ")));
 
     // A netns that is gone: the veth went with it; DEL still succeeds.
     let pod2 = node.pod();

@@ -40,7 +40,17 @@ fn sc(conf: Value) -> Scenario<'static> {
 fn kernel_has_ipvlan() -> bool {
     let node = Node::new();
     let ok = std::process::Command::new("ip")
-        .args(["-n", node.name(), "link", "add", "ipvprobe", "link", "uplink0", "type", "ipvlan"])
+        .args([
+            "-n",
+            node.name(),
+            "link",
+            "add",
+            "ipvprobe",
+            "link",
+            "uplink0",
+            "type",
+            "ipvlan",
+        ])
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false);
@@ -71,7 +81,8 @@ fn ipvlan_matches_go() {
         assert!(
             run.pod_after_add
                 .iter()
-                .any(|l| l.starts_with("link eth0 kind=ipvlan mtu=1400") && l.contains(&format!("mode={mode}"))),
+                .any(|l| l.starts_with("link eth0 kind=ipvlan mtu=1400")
+                    && l.contains(&format!("mode={mode}"))),
             "{:#?}",
             run.pod_after_add
         );
@@ -98,17 +109,28 @@ fn ipvlan_without_kernel_support_is_a_clean_error() {
     let err = out.json();
     assert_eq!(err["code"], 999, "{err}");
     let msg = err["msg"].as_str().unwrap();
-    assert!(msg.contains("ipvlan is not supported by this kernel"), "{msg}");
+    assert!(
+        msg.contains("ipvlan is not supported by this kernel"),
+        "{msg}"
+    );
     assert!(msg.contains("uplink0"), "{msg}");
-    assert_eq!((kernel_state(node.name()), kernel_state(ns_name(&pod))), before);
+    assert_eq!(
+        (kernel_state(node.name()), kernel_state(ns_name(&pod))),
+        before
+    );
     // Nothing allocated: the link is made before IPAM runs.
     let dir = node.data.path().join("ipam").join("ipvnet");
     let leases = std::fs::read_dir(dir)
-        .map(|rd| rd.filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with("10.")).count())
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().starts_with("10."))
+                .count()
+        })
         .unwrap_or(0);
     assert_eq!(leases, 0);
     // DEL of the failed attachment succeeds.
-    node.exec(&plugin_path(Impl::Ours, "ipvlan"), "DEL", &env, &c).expect_ok("DEL");
+    node.exec(&plugin_path(Impl::Ours, "ipvlan"), "DEL", &env, &c)
+        .expect_ok("DEL");
 }
 
 #[test]
@@ -124,7 +146,12 @@ fn ipvlan_chained_master_comes_from_the_previous_result() {
     let mut c = conf("1.0.0", json!({"master": null, "ipam": null}));
     c["prevResult"] = json!({"cniVersion": "1.0.0", "interfaces": [{"name": "a"}, {"name": "b"}]});
     let out = node.exec(&bin, "ADD", &env, &c);
-    assert!(out.stdout.contains("PrevResult lacks a single named interface"), "{out:?}");
-    let st = json!({"cniVersion": "1.1.0", "name": "ipvnet", "type": "ipvlan", "master": "uplink0"});
+    assert!(
+        out.stdout
+            .contains("PrevResult lacks a single named interface"),
+        "{out:?}"
+    );
+    let st =
+        json!({"cniVersion": "1.1.0", "name": "ipvnet", "type": "ipvlan", "master": "uplink0"});
     node.exec(&bin, "STATUS", &env, &st).expect_ok("STATUS");
 }

@@ -57,7 +57,10 @@ fn macvlan_matches_go_in_every_version_and_mode() {
     }
     for mode in ["bridge", "private", "vepa", "passthru"] {
         let run = differential(&sc(conf("1.0.0", json!({"mode": mode}))));
-        assert!(pod_link(&run, "eth0").contains(&format!("mode={mode}")), "{run:?}");
+        assert!(
+            pod_link(&run, "eth0").contains(&format!("mode={mode}")),
+            "{run:?}"
+        );
     }
 }
 
@@ -95,9 +98,15 @@ fn macvlan_options_match_go() {
         // Go 1.1.1 re-validates the config in DEL and so cannot DEL a
         // config it refused; ours DELs it (nothing to remove): compare ADD.
         let scenario = sc(conf("1.0.0", bad.clone()));
-        let (go, ours) = (run_scenario(Impl::Go, &scenario), run_scenario(Impl::Ours, &scenario));
+        let (go, ours) = (
+            run_scenario(Impl::Go, &scenario),
+            run_scenario(Impl::Ours, &scenario),
+        );
         assert_eq!(go.add, ours.add, "{bad}");
-        assert_eq!((&go.node_after_add, &go.pod_after_add), (&ours.node_after_add, &ours.pod_after_add));
+        assert_eq!(
+            (&go.node_after_add, &go.pod_after_add),
+            (&ours.node_after_add, &ours.pod_after_add)
+        );
         assert!(ours.add.is_err(), "{bad}: {ours:?}");
         assert!(ours.del_ok && ours.del_again_ok, "{bad}: {ours:?}");
         assert!(!ours.pod_after_add.iter().any(|l| l.contains("eth0")));
@@ -147,7 +156,12 @@ fn macvlan_link_in_container_and_bcqueuelen() {
     let mut node = Node::new();
     let pod = node.pod();
     let pod_ns = ns_name(&pod).to_owned();
-    ip_in(&pod_ns, &["link", "add", "inner0", "type", "veth", "peer", "name", "inner0p"]);
+    ip_in(
+        &pod_ns,
+        &[
+            "link", "add", "inner0", "type", "veth", "peer", "name", "inner0p",
+        ],
+    );
     ip_in(&pod_ns, &["link", "set", "inner0", "up"]);
     let bin = plugin_path(Impl::Ours, "macvlan");
     let env = CniEnv::new(&pod);
@@ -160,7 +174,10 @@ fn macvlan_link_in_container_and_bcqueuelen() {
     let link = ip_json_in(&pod_ns, &["-d", "link", "show", "eth0"]);
     assert_eq!(link[0]["link"], "inner0", "{link}");
     assert_eq!(link[0]["linkinfo"]["info_kind"], "macvlan");
-    assert_eq!(link[0]["linkinfo"]["info_data"]["bcqueuelen"], 2000, "{link}");
+    assert_eq!(
+        link[0]["linkinfo"]["info_data"]["bcqueuelen"], 2000,
+        "{link}"
+    );
     let mut chk = c.clone();
     chk["prevResult"] = r;
     node.exec(&bin, "CHECK", &env, &chk).expect_ok("CHECK");
@@ -175,7 +192,9 @@ fn macvlan_link_in_container_and_bcqueuelen() {
         .iter()
         .all(|l| l["ifname"] != "eth0"));
     // Nothing was created on the node.
-    assert!(!kernel_state(node.name()).iter().any(|l| l.contains("macvlan")));
+    assert!(!kernel_state(node.name())
+        .iter()
+        .any(|l| l.contains("macvlan")));
 }
 
 #[test]
@@ -202,7 +221,10 @@ fn macvlan_failed_add_leaves_nothing_and_del_survives_a_vanished_netns() {
         })
         .unwrap_or(0);
     assert_eq!(leases, 0);
-    assert_eq!(kernel_state(ns_name(&pod)), vec!["link lo kind=- mtu=65536 up=false mode=- master=- alias=-"]);
+    assert_eq!(
+        kernel_state(ns_name(&pod)),
+        vec!["link lo kind=- mtu=65536 up=false mode=- master=- alias=-"]
+    );
 
     c["ipam"] = node.host_local("10.83.0.0/24");
     node.exec(&bin, "ADD", &env, &c).expect_ok("ADD");
@@ -212,6 +234,8 @@ fn macvlan_failed_add_leaves_nothing_and_del_survives_a_vanished_netns() {
         .unwrap();
     node.exec(&bin, "DEL", &env, &c).expect_ok("DEL");
     node.exec(&bin, "DEL", &env, &c).expect_ok("DEL again");
-    let st = json!({"cniVersion": "1.1.0", "name": "mvnet", "type": "macvlan", "master": "uplink0"});
-    node.exec(&bin, "STATUS", &CniEnv::new(""), &st).expect_ok("STATUS");
+    let st =
+        json!({"cniVersion": "1.1.0", "name": "mvnet", "type": "macvlan", "master": "uplink0"});
+    node.exec(&bin, "STATUS", &CniEnv::new(""), &st)
+        .expect_ok("STATUS");
 }

@@ -72,7 +72,10 @@ fn ptp_options_match_go() {
     )));
     let add = run.add.unwrap();
     assert_eq!(add["dns"]["nameservers"], json!(["10.77.0.53"]));
-    assert!(run.pod_after_add.iter().any(|l| l.starts_with("link eth0 kind=veth mtu=1400")));
+    assert!(run
+        .pod_after_add
+        .iter()
+        .any(|l| l.starts_with("link eth0 kind=veth mtu=1400")));
     // ipMasq: the kernel state outside the firewall is the same; each
     // implementation's own rules are checked below.
     differential(&sc(conf("1.0.0", json!({"ipMasq": true}))));
@@ -128,7 +131,10 @@ fn ptp_masquerade_is_removed_by_del_and_gc() {
         .map(|e| node.exec(&bin, "ADD", e, &c).expect_ok("ADD").json())
         .collect();
     let rules = nft_ruleset(&node);
-    assert!(rules.contains("ctr-0") && rules.contains("ctr-1"), "{rules}");
+    assert!(
+        rules.contains("ctr-0") && rules.contains("ctr-1"),
+        "{rules}"
+    );
     assert!(rules.contains("masquerade"), "{rules}");
     // CHECK sees the rules.
     let mut chk = c.clone();
@@ -142,11 +148,14 @@ fn ptp_masquerade_is_removed_by_del_and_gc() {
         container_id: String::new(),
         netns: String::new(),
         ifname: String::new(),
-        args: String::new(),
+        ..CniEnv::new("")
     };
     node.exec(&bin, "GC", &gce, &gc).expect_ok("GC");
     let rules = nft_ruleset(&node);
-    assert!(!rules.contains("ctr-0") && rules.contains("ctr-1"), "{rules}");
+    assert!(
+        !rules.contains("ctr-0") && rules.contains("ctr-1"),
+        "{rules}"
+    );
     node.exec(&bin, "DEL", &envs[1], &c).expect_ok("DEL");
     assert!(!nft_ruleset(&node).contains("ctr-1"));
     node.exec(&bin, "DEL", &envs[0], &c).expect_ok("DEL");
@@ -176,7 +185,10 @@ fn ptp_failed_add_leaves_nothing_and_del_survives_a_vanished_netns() {
     let pod = node.pod();
     let env = CniEnv::new(&pod);
     // eth0 taken in the pod: the veth cannot be created after IPAM ran.
-    ip_in(ns_name(&pod), &["link", "add", "eth0", "type", "veth", "peer", "name", "x0"]);
+    ip_in(
+        ns_name(&pod),
+        &["link", "add", "eth0", "type", "veth", "peer", "name", "x0"],
+    );
     let before = kernel_state(node.name());
     let out = node.exec(&bin, "ADD", &env, &c);
     assert!(!out.ok, "{out:?}");

@@ -4,6 +4,8 @@
 //!
 //! `cargo test --release -p cni-plugins --test ptp_perf -- --ignored --nocapture`
 
+#![allow(clippy::print_stdout)] // the figures are the test's output
+
 mod ptp_common;
 
 use std::time::Duration;
@@ -12,6 +14,9 @@ use ptp_common::*;
 use serde_json::{json, Value};
 
 const ROUNDS: usize = 21;
+
+/// A plugin, its config and the node setup it needs.
+type Case<'a> = (&'a str, &'a Value, &'a dyn Fn(&Node));
 
 fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
@@ -61,19 +66,44 @@ fn add_del_time_next_to_go() {
                          "device": "hostdev0", "ipam": ipam});
     let no_setup = |_: &Node| {};
     let hd_setup = |n: &Node| {
-        n.ip(&["link", "add", "hostdev0", "type", "veth", "peer", "name", "hostdev0p"]);
+        n.ip(&[
+            "link",
+            "add",
+            "hostdev0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "hostdev0p",
+        ]);
     };
     let has_ipvlan = {
         let n = Node::new();
         std::process::Command::new("ip")
-            .args(["-n", n.name(), "link", "add", "p", "link", "uplink0", "type", "ipvlan"])
+            .args([
+                "-n",
+                n.name(),
+                "link",
+                "add",
+                "p",
+                "link",
+                "uplink0",
+                "type",
+                "ipvlan",
+            ])
             .output()
             .map(|o| o.status.success())
             .unwrap_or(false)
     };
-    println!("median of {} rounds, Go {GO_DIR} vs ours (debug/release as built)", ROUNDS - 1);
-    println!("{:<12} {:>10} {:>10} {:>10} {:>10}", "plugin", "Go ADD", "ours ADD", "Go DEL", "ours DEL");
-    let cases: [(&str, &Value, &dyn Fn(&Node)); 4] = [
+    println!(
+        "median of {} rounds, Go {GO_DIR} vs ours (debug/release as built)",
+        ROUNDS - 1
+    );
+    println!(
+        "{:<12} {:>10} {:>10} {:>10} {:>10}",
+        "plugin", "Go ADD", "ours ADD", "Go DEL", "ours DEL"
+    );
+    let cases: [Case<'_>; 4] = [
         ("ptp", &ptp, &no_setup),
         ("macvlan", &macvlan, &no_setup),
         ("ipvlan", &ipvlan, &no_setup),

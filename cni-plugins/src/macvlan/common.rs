@@ -213,7 +213,11 @@ pub(crate) fn check_container_link(
 
 /// Go's `ip.ValidateExpectedInterfaceIPs` and `ip.ValidateExpectedRoute`
 /// for the pod interface `link`.
-pub(crate) fn check_addresses_and_routes(pod: &Handle, link: &Link, prev: &CniResult) -> Result<()> {
+pub(crate) fn check_addresses_and_routes(
+    pod: &Handle,
+    link: &Link,
+    prev: &CniResult,
+) -> Result<()> {
     let present = pod.addresses(Some(link.index), Family::All)?;
     for ip in &prev.ips {
         if !present.iter().any(|a| a.address == ip.address) {
@@ -258,7 +262,9 @@ pub(crate) fn find_master(
     }
     ns.link_by_name(master).map_err(|e| {
         if e.is_not_found() {
-            fail(format!("failed to lookup master {master:?}: Link not found"))
+            fail(format!(
+                "failed to lookup master {master:?}: Link not found"
+            ))
         } else {
             e.into()
         }

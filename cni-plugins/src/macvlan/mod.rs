@@ -91,7 +91,9 @@ impl MacvlanConf {
         let mac = match mac.as_str() {
             "" => None,
             m => Some(m.parse().map_err(|_| {
-                Error::Config(format!("invalid args {m} for MAC addr: invalid MAC address"))
+                Error::Config(format!(
+                    "invalid args {m} for MAC addr: invalid MAC address"
+                ))
             })?),
         };
         Ok(MacvlanConf {

@@ -126,15 +126,12 @@ impl Ptp {
         for ip in &mut result.ips {
             ip.interface = Some(1);
         }
-        result.interfaces = vec![
-            interface(&host_veth, ""),
-            interface(&container, &req.netns),
-        ];
+        result.interfaces = vec![interface(&host_veth, ""), interface(&container, &req.netns)];
         common::configure(pod, &req.ifname, &result)?;
         for ip in &result.ips {
-            let gw = ip.gateway.ok_or_else(|| {
-                fail(format!("IPAM result for {} has no gateway", ip.address))
-            })?;
+            let gw = ip
+                .gateway
+                .ok_or_else(|| fail(format!("IPAM result for {} has no gateway", ip.address)))?;
             point_to_point(pod, &container, ip.address, gw)?;
             gateway_on_host(host, &host_veth, ip.address, gw)?;
         }

@@ -13,9 +13,9 @@ use cni_netns::OwnedNetns;
 use serde_json::{json, Value};
 
 /// Go reference plugins.
-pub const GO_DIR: &str = "/usr/lib/cni";
+pub(crate) const GO_DIR: &str = "/usr/lib/cni";
 
-pub fn root() -> bool {
+pub(crate) fn root() -> bool {
     let ok = nix_is_root();
     if !ok {
         eprintln!("skipped: needs root");
@@ -34,12 +34,12 @@ fn nix_is_root() -> bool {
 
 /// Which implementation runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Impl {
+pub(crate) enum Impl {
     Go,
     Ours,
 }
 
-pub fn plugin_path(imp: Impl, plugin: &str) -> PathBuf {
+pub(crate) fn plugin_path(imp: Impl, plugin: &str) -> PathBuf {
     match imp {
         Impl::Go => Path::new(GO_DIR).join(plugin),
         Impl::Ours => PathBuf::from(match plugin {
@@ -52,7 +52,7 @@ pub fn plugin_path(imp: Impl, plugin: &str) -> PathBuf {
     }
 }
 
-pub fn have_go(plugin: &str) -> bool {
+pub(crate) fn have_go(plugin: &str) -> bool {
     let ok = Path::new(GO_DIR).join(plugin).exists();
     if !ok {
         eprintln!("skipped: no Go reference {GO_DIR}/{plugin}");
@@ -62,21 +62,21 @@ pub fn have_go(plugin: &str) -> bool {
 
 /// The outcome of one plugin run.
 #[derive(Debug)]
-pub struct Out {
-    pub ok: bool,
-    pub stdout: String,
-    pub stderr: String,
-    pub elapsed: Duration,
+pub(crate) struct Out {
+    pub(crate) ok: bool,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+    pub(crate) elapsed: Duration,
 }
 
 impl Out {
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("stdout not JSON ({e}): {self:?}"))
     }
 
     #[track_caller]
-    pub fn expect_ok(&self, what: &str) -> &Self {
+    pub(crate) fn expect_ok(&self, what: &str) -> &Self {
         assert!(self.ok, "{what} failed: {self:?}");
         self
     }
@@ -84,14 +84,14 @@ impl Out {
 
 /// A node: its own namespace with `lo` up and a master link `uplink0`
 /// (a veth whose peer `uplink0p` stays in the node), and an IPAM data dir.
-pub struct Node {
-    pub ns: OwnedNetns,
-    pub data: tempfile::TempDir,
+pub(crate) struct Node {
+    pub(crate) ns: OwnedNetns,
+    pub(crate) data: tempfile::TempDir,
     pods: Vec<OwnedNetns>,
 }
 
 impl Node {
-    pub fn new() -> Node {
+    pub(crate) fn new() -> Node {
         let ns = OwnedNetns::new("p14node").expect("node netns");
         let node = Node {
             ns,
@@ -107,12 +107,12 @@ impl Node {
         node
     }
 
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         self.ns.name()
     }
 
     /// A new pod namespace (deleted with the node).
-    pub fn pod(&mut self) -> String {
+    pub(crate) fn pod(&mut self) -> String {
         let pod = OwnedNetns::new("p14pod").expect("pod netns");
         let path = pod.path().display().to_string();
         self.pods.push(pod);
@@ -120,17 +120,17 @@ impl Node {
     }
 
     /// `ip -n <node> args`, panicking on failure.
-    pub fn ip(&self, args: &[&str]) -> String {
+    pub(crate) fn ip(&self, args: &[&str]) -> String {
         ip_in(self.name(), args)
     }
 
     /// `ip -j -n <node> args` parsed.
-    pub fn ip_json(&self, args: &[&str]) -> Value {
+    pub(crate) fn ip_json(&self, args: &[&str]) -> Value {
         ip_json_in(self.name(), args)
     }
 
     /// Runs `bin` with `CNI_COMMAND=cmd` from a thread inside the node.
-    pub fn exec(&self, bin: &Path, cmd: &str, env: &CniEnv, stdin: &Value) -> Out {
+    pub(crate) fn exec(&self, bin: &Path, cmd: &str, env: &CniEnv, stdin: &Value) -> Out {
         let input = serde_json::to_vec(stdin).expect("config");
         self.ns
             .run(|| run_plugin(bin, cmd, env, &input))
@@ -138,7 +138,7 @@ impl Node {
     }
 
     /// A config with the node's host-local dataDir filled in.
-    pub fn host_local(&self, subnet: &str) -> Value {
+    pub(crate) fn host_local(&self, subnet: &str) -> Value {
         json!({
             "type": "host-local",
             "dataDir": self.data.path().join("ipam"),
@@ -150,25 +150,28 @@ impl Node {
 
 /// The CNI environment of one attachment.
 #[derive(Debug, Clone)]
-pub struct CniEnv {
-    pub container_id: String,
-    pub netns: String,
-    pub ifname: String,
-    pub args: String,
+pub(crate) struct CniEnv {
+    pub(crate) container_id: String,
+    pub(crate) netns: String,
+    pub(crate) ifname: String,
+    pub(crate) args: String,
+    /// `CNI_PATH` (default: the Go reference directory, for host-local).
+    pub(crate) cni_path: String,
 }
 
 impl CniEnv {
-    pub fn new(netns: &str) -> CniEnv {
+    pub(crate) fn new(netns: &str) -> CniEnv {
         CniEnv {
             container_id: "ctr-p14".into(),
             netns: netns.into(),
             ifname: "eth0".into(),
             args: String::new(),
+            cni_path: GO_DIR.into(),
         }
     }
 }
 
-pub fn run_plugin(bin: &Path, cmd: &str, env: &CniEnv, input: &[u8]) -> Out {
+pub(crate) fn run_plugin(bin: &Path, cmd: &str, env: &CniEnv, input: &[u8]) -> Out {
     use std::io::Write;
     let start = Instant::now();
     let mut child = Command::new(bin)
@@ -178,7 +181,7 @@ pub fn run_plugin(bin: &Path, cmd: &str, env: &CniEnv, input: &[u8]) -> Out {
         .env("CNI_NETNS", &env.netns)
         .env("CNI_IFNAME", &env.ifname)
         .env("CNI_ARGS", &env.args)
-        .env("CNI_PATH", GO_DIR)
+        .env("CNI_PATH", &env.cni_path)
         .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -200,7 +203,7 @@ pub fn run_plugin(bin: &Path, cmd: &str, env: &CniEnv, input: &[u8]) -> Out {
     }
 }
 
-pub fn ip_in(ns: &str, args: &[&str]) -> String {
+pub(crate) fn ip_in(ns: &str, args: &[&str]) -> String {
     let out = Command::new("ip")
         .arg("-n")
         .arg(ns)
@@ -215,7 +218,7 @@ pub fn ip_in(ns: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-pub fn ip_json_in(ns: &str, args: &[&str]) -> Value {
+pub(crate) fn ip_json_in(ns: &str, args: &[&str]) -> Value {
     let mut full = vec!["-j"];
     full.extend_from_slice(args);
     let s = ip_in(ns, &full);
@@ -226,14 +229,12 @@ pub fn ip_json_in(ns: &str, args: &[&str]) -> Value {
 }
 
 /// The name under /run/netns of a namespace path.
-pub fn ns_name(path: &str) -> &str {
+pub(crate) fn ns_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
 fn is_random_veth(name: &str) -> bool {
-    name.len() == 12
-        && name.starts_with("veth")
-        && name[4..].chars().all(|c| c.is_ascii_hexdigit())
+    name.len() == 12 && name.starts_with("veth") && name[4..].chars().all(|c| c.is_ascii_hexdigit())
 }
 
 fn norm_name(name: &str) -> String {
@@ -247,7 +248,7 @@ fn norm_name(name: &str) -> String {
 /// The kernel state of a namespace as sorted lines: links (kind, MTU, up,
 /// mode, master, alias), addresses (link-local IPv6 left out: it follows
 /// the random MAC) and routes of every table.
-pub fn kernel_state(ns: &str) -> Vec<String> {
+pub(crate) fn kernel_state(ns: &str) -> Vec<String> {
     let mut lines = Vec::new();
     for l in ip_json_in(ns, &["-d", "link", "show"]).as_array().unwrap() {
         let flags = l["flags"].as_array().cloned().unwrap_or_default();
@@ -283,7 +284,11 @@ pub fn kernel_state(ns: &str) -> Vec<String> {
             .unwrap()
         {
             let dst = r["dst"].as_str().unwrap_or("");
-            if fam == "-6" && (dst.starts_with("fe80") || dst.starts_with("ff00") || dst.starts_with("multicast")) {
+            if fam == "-6"
+                && (dst.starts_with("fe80")
+                    || dst.starts_with("ff00")
+                    || dst.starts_with("multicast"))
+            {
                 continue;
             }
             lines.push(format!(
@@ -304,13 +309,15 @@ pub fn kernel_state(ns: &str) -> Vec<String> {
 
 /// A result with random parts replaced: MACs, random veth names, sandbox
 /// paths.
-pub fn normalise(v: &Value) -> Value {
+pub(crate) fn normalise(v: &Value) -> Value {
     match v {
         // Go 1.1.1 prints an empty `"dns":{}` in 1.0.0 results; newer Go
         // (and cni-types) omit it.
         Value::Object(m) => Value::Object(
             m.iter()
-                .filter(|(k, v)| !(k.as_str() == "dns" && v.as_object().is_some_and(|o| o.is_empty())))
+                .filter(|(k, v)| {
+                    !(k.as_str() == "dns" && v.as_object().is_some_and(|o| o.is_empty()))
+                })
                 .map(|(k, v)| {
                     let v = match (k.as_str(), v) {
                         ("mac", Value::String(s)) if !s.is_empty() => json!("MAC"),
@@ -330,29 +337,29 @@ pub fn normalise(v: &Value) -> Value {
 /// What one implementation did with one config: ADD's result, CHECK's
 /// outcome, the state after ADD and after DEL, and the DEL outcomes.
 #[derive(Debug, PartialEq)]
-pub struct Run {
-    pub add: Result<Value, String>,
-    pub check: Option<bool>,
-    pub node_after_add: Vec<String>,
-    pub pod_after_add: Vec<String>,
-    pub del_ok: bool,
-    pub del_again_ok: bool,
-    pub node_after_del: Vec<String>,
-    pub pod_after_del: Vec<String>,
+pub(crate) struct Run {
+    pub(crate) add: Result<Value, String>,
+    pub(crate) check: Option<bool>,
+    pub(crate) node_after_add: Vec<String>,
+    pub(crate) pod_after_add: Vec<String>,
+    pub(crate) del_ok: bool,
+    pub(crate) del_again_ok: bool,
+    pub(crate) node_after_del: Vec<String>,
+    pub(crate) pod_after_del: Vec<String>,
 }
 
 /// A scenario: the plugin config (without IPAM's dataDir, which the node
 /// fills in when `ipam` is a host-local section), a node setup, and the
 /// attachment's `CNI_ARGS`.
-pub struct Scenario<'a> {
-    pub plugin: &'a str,
-    pub conf: Value,
-    pub setup: &'a dyn Fn(&Node),
-    pub args: &'a str,
+pub(crate) struct Scenario<'a> {
+    pub(crate) plugin: &'a str,
+    pub(crate) conf: Value,
+    pub(crate) setup: &'a dyn Fn(&Node),
+    pub(crate) args: &'a str,
 }
 
 /// Runs a scenario with one implementation in a fresh node.
-pub fn run_scenario(imp: Impl, sc: &Scenario<'_>) -> Run {
+pub(crate) fn run_scenario(imp: Impl, sc: &Scenario<'_>) -> Run {
     let mut node = Node::new();
     (sc.setup)(&node);
     let pod = node.pod();
@@ -413,7 +420,7 @@ fn error_msg(out: &Out) -> String {
 /// Runs the scenario with the Go reference and ours, and asserts that they
 /// did the same.
 #[track_caller]
-pub fn differential(sc: &Scenario<'_>) -> Run {
+pub(crate) fn differential(sc: &Scenario<'_>) -> Run {
     let go = run_scenario(Impl::Go, sc);
     let ours = run_scenario(Impl::Ours, sc);
     pretty_assertions::assert_eq!(go, ours, "Go (left) vs ours (right) for {}", sc.conf);
@@ -424,7 +431,7 @@ pub fn differential(sc: &Scenario<'_>) -> Run {
 /// DEL (host-device: "failed to find eth0"); ours must succeed, as the
 /// spec asks of DEL.
 #[track_caller]
-pub fn differential_idempotent_del(sc: &Scenario<'_>) -> Run {
+pub(crate) fn differential_idempotent_del(sc: &Scenario<'_>) -> Run {
     let mut go = run_scenario(Impl::Go, sc);
     let ours = run_scenario(Impl::Ours, sc);
     assert!(ours.del_again_ok, "repeated DEL: {ours:?}");
@@ -434,7 +441,7 @@ pub fn differential_idempotent_del(sc: &Scenario<'_>) -> Run {
 }
 
 /// Median of durations.
-pub fn median(mut v: Vec<Duration>) -> Duration {
+pub(crate) fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
 }
