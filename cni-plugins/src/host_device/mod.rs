@@ -128,6 +128,7 @@ impl HostDevice {
         let netns = Netns::open(&req.netns)?;
         let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
         let mut result = CniResult::default();
+        // The node link's original name, once it is in the pod.
         let moved = if dpdk {
             None
         } else {
@@ -135,7 +136,7 @@ impl HostDevice {
                 .map_err(|e| fail(format!("failed to find host device: {e}")))?;
             let link = move_in(&host, &dev, &netns, &pod, &req.ifname)?;
             result.interfaces = vec![interface(&link, &req.netns)];
-            Some(link)
+            Some(dev.name)
         };
         if req.config.ipam_type().is_empty() {
             return Ok(result);
@@ -146,8 +147,12 @@ impl HostDevice {
             if ipam_done {
                 common::undo_ipam(req);
             }
-            if moved.is_some() {
-                if let Err(e) = move_out(&pod, &host, &req.ifname) {
+            if let Some(original) = &moved {
+                // Back as it came: its name, and no alias.
+                let back = move_out(&pod, &host, &req.ifname)
+                    .and_then(|()| Ok(host.link_by_name(original)?))
+                    .and_then(|l| Ok(host.set_alias(l.index, "")?));
+                if let Err(e) = back {
                     tracing::warn!("undo ADD: {e}");
                 }
             }

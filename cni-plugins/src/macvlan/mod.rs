@@ -26,7 +26,7 @@ use cni_netns::{Handle, Link, MacAddr, MacvlanMode, MacvlanSpec, Netns};
 use cni_types::{CniArgs, CniError, CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
-use crate::{Error, Result};
+use crate::Result;
 use common::{fail, interface};
 
 /// The macvlan plugin's configuration.
@@ -91,7 +91,7 @@ impl MacvlanConf {
         let mac = match mac.as_str() {
             "" => None,
             m => Some(m.parse().map_err(|_| {
-                Error::Config(format!(
+                fail(format!(
                     "invalid args {m} for MAC addr: invalid MAC address"
                 ))
             })?),
