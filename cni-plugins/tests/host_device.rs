@@ -58,7 +58,7 @@ fn host_device_matches_go() {
     if !root() || !have_go("host-device") {
         return;
     }
-    for v in ["0.3.1", "0.4.0", "1.0.0"] {
+    for v in ["0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0"] {
         let run = differential_idempotent_del(&sc(conf(v, json!({}))));
         assert!(run.add.is_ok(), "{run:?}");
         assert!(

@@ -65,14 +65,14 @@ fn ipvlan_matches_go() {
     }
     if !kernel_has_ipvlan() {
         // Both refuse; the state is what it was.
-        for v in ["0.3.1", "0.4.0", "1.0.0"] {
+        for v in ["0.2.0", "0.3.1", "0.4.0", "1.0.0"] {
             let run = differential(&sc(conf(v, json!({}))));
             assert!(run.add.is_err());
             assert!(run.del_ok && run.del_again_ok);
         }
         return;
     }
-    for v in ["0.3.1", "0.4.0", "1.0.0"] {
+    for v in ["0.2.0", "0.3.1", "0.4.0", "1.0.0"] {
         let run = differential(&sc(conf(v, json!({}))));
         assert!(run.add.is_ok(), "{run:?}");
     }

@@ -49,7 +49,7 @@ fn macvlan_matches_go_in_every_version_and_mode() {
     if !root() || !have_go("macvlan") {
         return;
     }
-    for v in ["0.3.1", "0.4.0", "1.0.0"] {
+    for v in ["0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0"] {
         let run = differential(&sc(conf(v, json!({}))));
         assert!(pod_link(&run, "eth0").contains("kind=macvlan mtu=1500 up=true mode=bridge"));
         assert!(run.del_ok && run.del_again_ok);

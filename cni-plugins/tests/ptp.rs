@@ -35,7 +35,7 @@ fn ptp_matches_go_in_every_version() {
     if !root() || !have_go("ptp") {
         return;
     }
-    for v in ["0.3.0", "0.3.1", "0.4.0", "1.0.0"] {
+    for v in ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0"] {
         let run = differential(&sc(conf(v, json!({}))));
         assert!(run.add.is_ok(), "{v}: {run:?}");
         assert!(run.del_ok && run.del_again_ok);
