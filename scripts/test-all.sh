@@ -23,3 +23,8 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 cargo test --workspace --locked
+# The nft-process firewall backend keeps full coverage (native is the default).
+CNI_FIREWALL_BACKEND=nft cargo test --locked -p cni-netns --test firewall --test firewall_traffic
+# Tests on the node's default paths (cni0, /run/flannel/subnet.env): they save
+# and restore what was there, and must run alone.
+cargo test --locked -p cni-plugins --test flannel_e2e -- --ignored --test-threads=1

@@ -295,6 +295,46 @@ pub enum Error {
         source: io::Error,
     },
     // ---- end firewall / conntrack ----
+    // ---- native nf_tables (nftnative) ----
+    /// The kernel refused a native nf_tables request (or its socket failed).
+    #[error("{op} for {attachment}: {object}: {source}")]
+    NftNetlink {
+        /// What was being done.
+        op: FirewallOp,
+        /// The attachment (or table) the operation was for.
+        attachment: String,
+        /// The nf_tables object the refused message was about
+        /// (`add element hostports tcp . 8080 : goto pm-... in inet cni_rs_hostport`).
+        object: String,
+        /// The kernel's error.
+        #[source]
+        source: io::Error,
+    },
+    /// The nf_tables netlink socket could not be opened.
+    #[error("{op} for {attachment}: open nf_tables netlink socket in {netns}: {source}")]
+    NftNetlinkOpen {
+        /// What was being done.
+        op: FirewallOp,
+        /// The attachment (or table) the operation was for.
+        attachment: String,
+        /// The namespace (path, or "the current network namespace").
+        netns: String,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// A rule cannot be expressed by the native encoder (an extra condition
+    /// it does not know); the `nft` backend can.
+    #[error("{op} for {attachment}: not expressible natively: {what}")]
+    NftUnsupported {
+        /// What was being done.
+        op: FirewallOp,
+        /// The attachment the rule was for.
+        attachment: String,
+        /// What the encoder does not know.
+        what: String,
+    },
+    // ---- end native nf_tables ----
 }
 
 fn fmt_ext(message: &Option<String>) -> String {

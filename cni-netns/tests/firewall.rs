@@ -40,7 +40,7 @@ fn masquerade_lifecycle() {
         return;
     }
     let ns = TestNs::new("fwmasq");
-    let fw = NftFirewall::in_netns(ns.path());
+    let fw = firewall_for(&ns.path());
     let a = masq("net1", "aaaa", "10.1.0.5/24");
     let b = masq("net1", "bbbb", "fd00::6/64");
 
@@ -106,7 +106,7 @@ fn gc_removes_only_dead_attachments_of_the_network() {
         return;
     }
     let ns = TestNs::new("fwgc");
-    let fw = NftFirewall::in_netns(ns.path());
+    let fw = firewall_for(&ns.path());
     let live = masq("net1", "live", "10.1.0.2/24");
     let dead = masq("net1", "dead", "10.1.0.3/24");
     let other = masq("net2", "other", "10.2.0.3/24");
@@ -174,7 +174,7 @@ fn port_mappings_lifecycle_conflicts_and_double_delete() {
         return;
     }
     let ns = TestNs::new("fwpm");
-    let fw = NftFirewall::in_netns(ns.path());
+    let fw = firewall_for(&ns.path());
     let mut a = ports(
         "aaaa",
         "10.1.0.5/24",
@@ -267,7 +267,7 @@ fn delete_attachment_without_spec() {
         return;
     }
     let ns = TestNs::new("fwdelid");
-    let fw = NftFirewall::in_netns(ns.path());
+    let fw = firewall_for(&ns.path());
     let a = ports("aaaa", "10.1.0.5/24", &[(8080, Protocol::Tcp)]);
     fw.add_port_mappings(&a).unwrap();
     fw.delete_attachment(RuleKind::PortMapping, &a.attachment)
@@ -284,7 +284,7 @@ fn mac_spoof_check_lifecycle() {
         return;
     }
     let ns = TestNs::new("fwmac");
-    let fw = NftFirewall::in_netns(ns.path());
+    let fw = firewall_for(&ns.path());
     let spec = MacSpoofCheckSpec {
         attachment: AttachmentId::new("net1", "aaaa", "eth0"),
         host_ifname: "veth1234".into(),
@@ -334,7 +334,7 @@ fn errors_name_the_operation() {
         "{e}"
     );
 
-    let fw = NftFirewall::in_netns(ns.path());
+    let fw = firewall_for(&ns.path());
     let mut bad = ports("c", "10.0.0.2/24", &[(80, Protocol::Tcp)]);
     bad.conditions_v4 = vec!["jump".into(), "somewhere".into()];
     assert!(matches!(
@@ -383,7 +383,7 @@ fn concurrent_first_adds_are_safe() {
     assert_eq!(count("cni_rs_masq", "postrouting"), 4);
     assert_eq!(count("cni_rs_hostport", "dispatch"), 3);
     assert_eq!(count("cni_rs_hostport", "prerouting"), 1);
-    let fw = NftFirewall::in_netns(ns.path());
+    let fw = firewall_for(&ns.path());
     assert_eq!(fw.list_attachments(RuleKind::PortMapping).unwrap().len(), 8);
 }
 

@@ -5,8 +5,7 @@
 mod firewall_common;
 
 use cni_netns::firewall::{
-    AttachmentId, Firewall, MacSpoofCheckSpec, MasqueradeSpec, NftFirewall, PortMapping,
-    PortMappingSpec, Protocol,
+    AttachmentId, MacSpoofCheckSpec, MasqueradeSpec, PortMapping, PortMappingSpec, Protocol,
 };
 use firewall_common::*;
 
@@ -32,7 +31,7 @@ fn port_mapping_traffic() {
         return;
     }
     let t = Topology::new(2);
-    let fw = NftFirewall::in_netns(t.node.path());
+    let fw = firewall_for(&t.node.path());
     let _s0 = TcpServer::start(&t.pods[0], 80, "pod0");
     let _s1 = TcpServer::start(&t.pods[1], 81, "pod1");
 
@@ -88,7 +87,7 @@ fn snat_off_and_masq_all() {
         return;
     }
     let t = Topology::new(1);
-    let fw = NftFirewall::in_netns(t.node.path());
+    let fw = firewall_for(&t.node.path());
     let _s0 = TcpServer::start(&t.pods[0], 80, "pod0");
 
     let mut s = spec(0, vec![tcp(8080, 80, None)]);
@@ -113,7 +112,7 @@ fn masquerade_traffic() {
         return;
     }
     let t = Topology::new(1);
-    let fw = NftFirewall::in_netns(t.node.path());
+    let fw = firewall_for(&t.node.path());
     // A server on the "other host"; the pod reaches it through the node.
     let _srv = TcpServer::start(&t.ext, 7000, "ext");
     assert_eq!(
@@ -150,7 +149,7 @@ fn mac_spoof_check_traffic() {
         return;
     }
     let t = Topology::new(1);
-    let fw = NftFirewall::in_netns(t.node.path());
+    let fw = firewall_for(&t.node.path());
     let _srv = TcpServer::start(&t.node, 7002, "node");
     let mac = t.pods[0].exec(&["cat", "/sys/class/net/eth0/address"]);
     let mut spec = MacSpoofCheckSpec {
@@ -183,7 +182,7 @@ fn port_mapping_traffic_ipv6() {
         return;
     }
     let t = Topology::new(1);
-    let fw = NftFirewall::in_netns(t.node.path());
+    let fw = firewall_for(&t.node.path());
     let _s0 = TcpServer::start_v6(&t.pods[0], 88, "pod0");
     let mut s = spec(
         0,

@@ -2,12 +2,15 @@
 //! as its plugin's algorithm on top of `cni-exec`, `cni-netns` and
 //! `cni-ipam`; `src/bin/<plugin>.rs` is a one-line `main`.
 
+pub mod bridge;
 mod error;
 pub mod flannel;
 pub mod host_device;
 pub mod ipvlan;
+pub mod loopback;
 pub mod macvlan;
 pub mod multus;
+pub mod portmap;
 pub mod ptp;
 
 pub use error::{Error, Result};

@@ -15,7 +15,9 @@ use super::model::{
     AttachmentRules, BaseChain, Batch, Chain, ChainType, CmpOp, Command, Element, Expr, Family,
     Hook, KeyType, Map, Rule, Stmt, Value, PRIORITY_DSTNAT, PRIORITY_SRCNAT,
 };
-use super::{FirewallOp, MacSpoofCheckSpec, MasqueradeSpec, PortMappingSpec, RuleKind};
+use super::{
+    AttachmentId, FirewallOp, MacSpoofCheckSpec, MasqueradeSpec, PortMappingSpec, RuleKind,
+};
 use crate::{Error, Result};
 
 /// The masquerade table (`inet`); distinct from the Go reference's
@@ -238,28 +240,42 @@ pub fn mac_spoof_table() -> super::model::Table {
 
 /// The rules and elements of one attachment's masquerade.
 pub fn masquerade_rules(spec: &MasqueradeSpec) -> AttachmentRules {
+    masquerade_rules_all(&spec.attachment, &[spec.address])
+}
+
+/// The rules and elements of one attachment's masquerade of several
+/// addresses (a dual-stack pod): the attachment owns one chain, so all its
+/// addresses must be installed together or a later add would flush the
+/// rules of the earlier ones.
+pub fn masquerade_rules_all(attachment: &AttachmentId, addresses: &[IpNetwork]) -> AttachmentRules {
     let table = masquerade_table();
-    let tag = spec.attachment.tag();
-    let chain = table.owner_chain(&spec.attachment.owner_hash());
-    let v6 = spec.address.is_ipv6();
-    AttachmentRules {
-        rules: vec![Rule {
+    let tag = attachment.tag();
+    let chain = table.owner_chain(&attachment.owner_hash());
+    let mut rules = Vec::new();
+    let mut elements = Vec::new();
+    for address in addresses {
+        let v6 = address.is_ipv6();
+        rules.push(Rule {
             stmts: vec![
                 Stmt::Match {
                     left: Expr::payload(ipx(v6), "daddr"),
                     op: CmpOp::Ne,
-                    right: Value::Prefix(masked(spec.address)),
+                    right: Value::Prefix(masked(*address)),
                 },
                 Stmt::Masquerade,
             ],
             comment: Some(tag.clone()),
-        }],
-        elements: vec![Element {
+        });
+        elements.push(Element {
             map: if v6 { MASQ_MAP_V6 } else { MASQ_MAP_V4 }.into(),
-            key: vec![Value::Addr(spec.address.ip())],
+            key: vec![Value::Addr(address.ip())],
             target: chain.clone(),
-            comment: Some(tag),
-        }],
+            comment: Some(tag.clone()),
+        });
+    }
+    AttachmentRules {
+        rules,
+        elements,
         chain,
     }
 }
@@ -697,6 +713,30 @@ mod tests {
             r.elements[0].key,
             vec![Value::Addr("10.88.3.4".parse().unwrap())]
         );
+    }
+
+    #[test]
+    fn dual_stack_masquerade_is_one_chain_with_a_rule_per_family() {
+        let id = AttachmentId::new("net", "cid", "eth0");
+        let r = masquerade_rules_all(
+            &id,
+            &[
+                "10.88.3.4/16".parse().unwrap(),
+                "fd00:88::4/64".parse().unwrap(),
+            ],
+        );
+        assert_eq!(r.rules.len(), 2);
+        assert_eq!(
+            r.rules[1].stmts[0],
+            Stmt::Match {
+                left: Expr::payload("ip6", "daddr"),
+                op: CmpOp::Ne,
+                right: Value::Prefix("fd00:88::/64".parse().unwrap()),
+            }
+        );
+        let maps: Vec<&str> = r.elements.iter().map(|e| e.map.as_str()).collect();
+        assert_eq!(maps, [MASQ_MAP_V4, MASQ_MAP_V6]);
+        assert!(r.elements.iter().all(|e| e.target == r.chain));
     }
 
     #[test]

@@ -1,11 +1,14 @@
 //! Host firewall for CNI attachments: IP masquerade, port mappings and the
 //! bridge MAC spoof check.
 //!
-//! Plugins talk to the [`Firewall`] trait; [`NftFirewall`] implements it with
-//! one atomic `nft -j -f -` batch per call. The tables, chains, maps and
-//! rules themselves are described by the backend-independent model in
-//! [`model`] and built by the pure functions in [`layout`], so a native
-//! nf_tables netlink backend can program the same state later.
+//! Plugins talk to the [`Firewall`] trait, implemented twice:
+//! [`NativeFirewall`] (the default) sends each call as one atomic nf_tables
+//! batch over `NETLINK_NETFILTER`, no process; [`NftFirewall`] runs one
+//! atomic `nft -j -f -` batch per call. [`Backend::select`] picks one
+//! (`CNI_FIREWALL_BACKEND=nft` or a plugin's configuration knob). The
+//! tables, chains, maps and rules themselves are described by the
+//! backend-independent model in [`model`] and built by the pure functions in
+//! [`layout`], so both program exactly the same state.
 //!
 //! Every rule an attachment owns carries a tag naming its network, container
 //! id and interface, so deleting or garbage collecting one attachment never
@@ -55,6 +58,7 @@
 mod conditions;
 pub mod layout;
 pub mod model;
+mod native;
 mod nft;
 mod recording;
 
@@ -64,10 +68,67 @@ use std::net::IpAddr;
 use ipnetwork::{IpNetwork, Ipv4Network, Ipv6Network};
 
 pub use conditions::parse_conditions;
+pub use native::NativeFirewall;
 pub use nft::NftFirewall;
 pub use recording::{FirewallCall, RecordingFirewall};
 
 use crate::Result;
+
+/// Which [`Firewall`] implementation programs the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// nf_tables over netlink, no process ([`NativeFirewall`]); the default.
+    #[default]
+    Native,
+    /// The `nft` binary with JSON batches ([`NftFirewall`]), for kernels or
+    /// environments where the native encoding is refused.
+    Nft,
+}
+
+/// The environment variable that picks the backend (`native` or `nft`).
+pub const BACKEND_ENV: &str = "CNI_FIREWALL_BACKEND";
+
+impl Backend {
+    /// Parses `native` or `nft` (case-insensitive).
+    pub fn from_name(name: &str) -> Option<Backend> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "native" | "netlink" => Some(Backend::Native),
+            "nft" => Some(Backend::Nft),
+            _ => None,
+        }
+    }
+
+    /// The backend named by [`BACKEND_ENV`], else `configured` (a plugin's
+    /// configuration knob), else [`Backend::Native`].
+    pub fn select(configured: Option<&str>) -> Backend {
+        std::env::var(BACKEND_ENV)
+            .ok()
+            .and_then(|v| Backend::from_name(&v))
+            .or_else(|| configured.and_then(Backend::from_name))
+            .unwrap_or_default()
+    }
+
+    /// A firewall of this backend for `netns` (`None`: the current
+    /// namespace) using `masq_mark` (0: the default mark).
+    pub fn firewall(self, netns: Option<&std::path::Path>, masq_mark: u32) -> Box<dyn Firewall> {
+        tracing::debug!(backend = ?self, "firewall backend");
+        match (self, netns) {
+            (Backend::Native, Some(p)) => {
+                Box::new(NativeFirewall::in_netns(p).with_masq_mark(masq_mark))
+            }
+            (Backend::Native, None) => Box::new(NativeFirewall::new().with_masq_mark(masq_mark)),
+            (Backend::Nft, Some(p)) => Box::new(NftFirewall::in_netns(p).with_masq_mark(masq_mark)),
+            (Backend::Nft, None) => Box::new(NftFirewall::new().with_masq_mark(masq_mark)),
+        }
+    }
+}
+
+/// The firewall plugins should use: [`Backend::select`] with no
+/// configured choice (so native unless `CNI_FIREWALL_BACKEND=nft`), for
+/// `netns` and the default masquerade mark.
+pub fn default_backend(netns: Option<&std::path::Path>) -> Box<dyn Firewall> {
+    Backend::select(None).firewall(netns, 0)
+}
 
 /// One attachment of a container to a network: the key CNI uses for
 /// everything a plugin creates (`CNI_CONTAINERID`, `CNI_IFNAME` and the
@@ -411,6 +472,37 @@ pub trait Firewall: Send + Sync + fmt::Debug {
     fn del_masquerade(&self, spec: &MasqueradeSpec) -> Result<()>;
     /// Verifies that the masquerade of `spec` is installed as specified.
     fn check_masquerade(&self, spec: &MasqueradeSpec) -> Result<()>;
+    /// Installs (or re-installs) the masquerade of every address of one
+    /// attachment (a dual-stack pod) as one change. Calling
+    /// [`Firewall::add_masquerade`] once per address is not the same: each
+    /// call re-installs the attachment's rules with only its own address.
+    /// The default suits backends whose rules are per address.
+    fn add_masquerades(&self, attachment: &AttachmentId, addresses: &[IpNetwork]) -> Result<()> {
+        for &address in addresses {
+            self.add_masquerade(&MasqueradeSpec {
+                attachment: attachment.clone(),
+                address,
+            })?;
+        }
+        Ok(())
+    }
+    /// Removes what [`Firewall::add_masquerades`] installed; `addresses`
+    /// may be empty or stale (the pod is gone), the attachment's rules
+    /// are removed all the same.
+    fn del_masquerades(&self, attachment: &AttachmentId, addresses: &[IpNetwork]) -> Result<()> {
+        let _ = addresses;
+        self.delete_attachment(RuleKind::Masquerade, attachment)
+    }
+    /// Verifies what [`Firewall::add_masquerades`] installed.
+    fn check_masquerades(&self, attachment: &AttachmentId, addresses: &[IpNetwork]) -> Result<()> {
+        for &address in addresses {
+            self.check_masquerade(&MasqueradeSpec {
+                attachment: attachment.clone(),
+                address,
+            })?;
+        }
+        Ok(())
+    }
 
     /// Installs (or re-installs) the port mappings of one attachment; no-op
     /// when it has none. Fails with

@@ -18,6 +18,7 @@ use super::{
     PortMappingSpec, RuleKind,
 };
 use crate::{Error, Result};
+use ipnetwork::IpNetwork;
 
 /// [`Firewall`] implemented by running the `nft` binary with JSON batches.
 ///
@@ -370,6 +371,35 @@ impl Firewall for NftFirewall {
             RuleKind::Masquerade,
             &spec.attachment,
             &layout::masquerade_rules(spec),
+        )
+    }
+
+    fn add_masquerades(&self, attachment: &AttachmentId, addresses: &[IpNetwork]) -> Result<()> {
+        self.add(
+            RuleKind::Masquerade,
+            attachment,
+            &layout::masquerade_rules_all(attachment, addresses),
+        )
+    }
+
+    fn del_masquerades(&self, attachment: &AttachmentId, addresses: &[IpNetwork]) -> Result<()> {
+        if addresses.is_empty() {
+            return self.delete_attachment(RuleKind::Masquerade, attachment);
+        }
+        // One batch when the addresses are exactly the owner's; `del`
+        // falls back to reading the table otherwise.
+        self.del(
+            RuleKind::Masquerade,
+            attachment,
+            &layout::masquerade_rules_all(attachment, addresses),
+        )
+    }
+
+    fn check_masquerades(&self, attachment: &AttachmentId, addresses: &[IpNetwork]) -> Result<()> {
+        self.check(
+            RuleKind::Masquerade,
+            attachment,
+            &layout::masquerade_rules_all(attachment, addresses),
         )
     }
 

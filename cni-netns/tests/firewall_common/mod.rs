@@ -408,3 +408,11 @@ impl Drop for UdpServer {
         }
     }
 }
+
+/// The firewall backend under test for the namespace at `path`:
+/// `CNI_FIREWALL_BACKEND` (`native`, the default, or `nft`) picks it, so the
+/// same tests run against both (`CNI_FIREWALL_BACKEND=nft cargo test ...`).
+#[allow(dead_code)]
+pub fn firewall_for(path: &std::path::Path) -> Box<dyn cni_netns::firewall::Firewall> {
+    cni_netns::firewall::Backend::select(None).firewall(Some(path), 0)
+}

@@ -1,8 +1,16 @@
 //! The flannel meta-plugin: renders a delegate config (bridge by default)
 //! from its own config and flanneld's `subnet.env`, saves it, and delegates.
+//!
+//! [`Flannel`] is the plugin; [`delegate::render`] and [`subnet_env`] are
+//! its pure parts. Saved delegate configs live in `dataDir` as
+//! `<containerID>@<ifname>` ([`saved_config_path`]), plus the reference's
+//! `<containerID>` ([`legacy_config_path`]) for a Go flannel's DEL.
 
 pub mod delegate;
+mod plugin;
 pub mod subnet_env;
+
+pub use plugin::{legacy_config_path, saved_config_path, Flannel};
 
 use std::path::PathBuf;
 

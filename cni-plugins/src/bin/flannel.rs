@@ -1,0 +1,5 @@
+//! The flannel plugin binary.
+
+fn main() {
+    cni_exec::run(&cni_plugins::flannel::Flannel::new())
+}

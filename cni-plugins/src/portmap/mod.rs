@@ -1,0 +1,325 @@
+//! The portmap meta-plugin (chained only): forwards host ports to the
+//! container address found in `prevResult`, with nftables rules owned by the
+//! attachment (network, container id, interface), one atomic batch per
+//! call, and one map lookup per packet whatever the number of pods.
+//!
+//! Beyond the Go reference (containernetworking/plugins
+//! `plugins/meta/portmap`): UDP conntrack entries of the mapped host ports
+//! are flushed on DEL as well as ADD (a replaced pod otherwise stays
+//! blackholed, kubernetes/kubernetes#58336), GC removes the rules of
+//! attachments not in the valid list, and STATUS reports whether `nft` can
+//! be run.
+//!
+//! ```
+//! use cni_exec::{dispatch, Env};
+//! use cni_plugins::portmap::Portmap;
+//!
+//! // No mappings: nothing is touched and prevResult is passed through.
+//! let env = Env::new([
+//!     ("CNI_COMMAND", "ADD"),
+//!     ("CNI_CONTAINERID", "c1"),
+//!     ("CNI_NETNS", "/run/netns/c1"),
+//!     ("CNI_IFNAME", "eth0"),
+//!     ("CNI_PATH", "/opt/cni/bin"),
+//! ]);
+//! let stdin = br#"{"cniVersion":"1.0.0","name":"net","type":"portmap",
+//!     "prevResult":{"cniVersion":"1.0.0","ips":[{"address":"10.1.0.5/24"}]}}"#;
+//! let out = dispatch(&Portmap::new(), &env, stdin);
+//! assert_eq!(out.exit_code, 0);
+//! assert!(String::from_utf8(out.stdout).unwrap().contains("10.1.0.5/24"));
+//! ```
+
+pub mod config;
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cni_exec::{Plugin, Request};
+use cni_netns::conntrack::{Conntrack, IpFamily};
+use cni_netns::firewall::{AttachmentId, Backend, Firewall, PortMappingSpec, RuleKind};
+use cni_netns::{sysctl, Family, Handle, Netns};
+use cni_types::{CniError, CniResult};
+
+pub use config::{container_ips, PortmapConf, DEFAULT_MARK_BIT};
+
+use crate::{Error, Result};
+
+/// The portmap plugin.
+///
+/// By default it programs the network namespace it runs in (the node's),
+/// as an exec'd plugin does. [`Portmap::in_netns`] points it at another
+/// namespace (a runtime embedding it, or a test's node namespace), and
+/// [`Portmap::with_firewall`] replaces the nftables backend.
+#[derive(Debug, Clone, Default)]
+pub struct Portmap {
+    host_netns: Option<PathBuf>,
+    firewall: Option<Arc<dyn Firewall>>,
+}
+
+fn netns_err(e: cni_netns::Error) -> Error {
+    Error::Internal(e.to_string())
+}
+
+impl Portmap {
+    /// portmap acting on the current network namespace, with the native
+    /// nf_tables backend (or `nft`, with `CNI_FIREWALL_BACKEND=nft`).
+    pub fn new() -> Self {
+        Portmap::default()
+    }
+
+    /// portmap acting on the network namespace at `path` (rules, conntrack,
+    /// `route_localnet`).
+    pub fn in_netns(path: impl Into<PathBuf>) -> Self {
+        Portmap {
+            host_netns: Some(path.into()),
+            firewall: None,
+        }
+    }
+
+    /// Uses `firewall` instead of the selected backend (its masquerade mark is
+    /// then its own business, `markMasqBit` is only validated).
+    pub fn with_firewall(mut self, firewall: Arc<dyn Firewall>) -> Self {
+        self.firewall = Some(firewall);
+        self
+    }
+
+    fn firewall(&self, conf: &PortmapConf) -> Arc<dyn Firewall> {
+        if let Some(fw) = &self.firewall {
+            return fw.clone();
+        }
+        // Native nf_tables unless CNI_FIREWALL_BACKEND=nft.
+        Arc::from(Backend::select(None).firewall(self.host_netns.as_deref(), conf.masq_mark()))
+    }
+
+    fn conntrack(&self) -> cni_netns::Result<Conntrack> {
+        match &self.host_netns {
+            Some(p) => Conntrack::open_in(p),
+            None => Conntrack::open(),
+        }
+    }
+
+    /// Deletes the UDP conntrack entries of the mapped UDP host ports for
+    /// each family. Failures are logged only, as in the reference: the
+    /// rules are already in place and a stale entry expires eventually.
+    fn flush_udp(&self, conf: &PortmapConf, families: &[IpFamily]) {
+        let ports = conf.udp_host_ports();
+        if ports.is_empty() {
+            return;
+        }
+        let mut ct = match self.conntrack() {
+            Ok(ct) => ct,
+            Err(e) => {
+                tracing::warn!("failed to delete stale UDP conntrack entries: {e}");
+                return;
+            }
+        };
+        for &family in families {
+            if let Err(e) = ct.delete_udp_by_dst_ports(family, &ports) {
+                tracing::warn!("failed to delete stale UDP conntrack entries ({family:?}): {e}");
+            }
+        }
+    }
+
+    /// Go's `getRoutableHostIF` + `enableLocalnetRouting`: sets
+    /// `route_localnet=1` on the interface the node routes `ip` through, so
+    /// `127.0.0.1:<hostPort>` DNATed to the container may leave loopback.
+    fn enable_route_localnet(&self, ip: IpAddr) -> Result<()> {
+        let netns = match &self.host_netns {
+            Some(p) => Netns::open(p),
+            None => Netns::current(),
+        }
+        .map_err(netns_err)?;
+        let handle = Handle::in_netns(&netns).map_err(netns_err)?;
+        let Some(ifname) = routable_host_if(&handle, ip)? else {
+            return Ok(());
+        };
+        let key = sysctl::route_localnet(&ifname);
+        handle
+            .run(move || sysctl::set(&key, "1"))
+            .and_then(|r| r)
+            .map_err(|e| Error::Internal(format!("unable to enable route_localnet: {e}")))?;
+        Ok(())
+    }
+}
+
+/// The interface of the most specific main-table route to `ip` (lowest
+/// metric among equals); `None` when there is no such route, which the
+/// reference also skips silently.
+fn routable_host_if(handle: &Handle, ip: IpAddr) -> Result<Option<String>> {
+    let family = if ip.is_ipv4() { Family::V4 } else { Family::V6 };
+    let routes = handle.routes(family).map_err(netns_err)?;
+    let best = routes
+        .iter()
+        .filter(|r| r.table == Some(cni_netns::TABLE_MAIN) && r.dst.contains(ip))
+        .filter_map(|r| Some((r.dst.prefix(), r.priority.unwrap_or(0), r.oif?)))
+        .min_by_key(|&(prefix, metric, _)| (std::cmp::Reverse(prefix), metric));
+    match best {
+        Some((_, _, oif)) => match handle.link_by_index(oif) {
+            Ok(link) => Ok(Some(link.name)),
+            Err(_) => Ok(None),
+        },
+        None => Ok(None),
+    }
+}
+
+fn spec(conf: &PortmapConf, req: &Request, prev: Option<&CniResult>) -> PortMappingSpec {
+    let mut spec = PortMappingSpec::new(AttachmentId::new(
+        conf.network.clone(),
+        req.container_id.clone(),
+        req.ifname.clone(),
+    ));
+    if let Some(prev) = prev {
+        let (v4, v6) = container_ips(prev, &req.ifname);
+        spec.container_v4 = v4;
+        spec.container_v6 = v6;
+    }
+    spec.mappings = conf.mappings.clone();
+    spec.snat = conf.snat;
+    spec.masq_all = conf.masq_all;
+    spec.conditions_v4 = conf.conditions_v4.clone();
+    spec.conditions_v6 = conf.conditions_v6.clone();
+    spec
+}
+
+fn load(req: &Request) -> Result<(PortmapConf, Option<CniResult>)> {
+    let wrap = |e: Error| match e {
+        Error::Config(m) => Error::Config(format!("failed to parse config: {m}")),
+        other => other,
+    };
+    let conf = config::parse(&req.config).map_err(wrap)?;
+    let prev = req.config.prev_result().map_err(|e| {
+        Error::Config(format!(
+            "failed to parse config: could not parse prevResult: {e}"
+        ))
+    })?;
+    Ok((conf, prev))
+}
+
+impl Portmap {
+    fn do_add(&self, req: &Request) -> Result<CniResult> {
+        let (conf, prev) = load(req)?;
+        let prev = prev.ok_or_else(|| Error::Config("must be called as chained plugin".into()))?;
+        if conf.mappings.is_empty() {
+            return Ok(prev);
+        }
+        let spec = spec(&conf, req, Some(&prev));
+        if spec.container_v4.is_none() && spec.container_v6.is_none() {
+            return Ok(prev);
+        }
+        self.firewall(&conf)
+            .add_port_mappings(&spec)
+            .map_err(netns_err)?;
+        let families: Vec<IpFamily> = [
+            spec.container_v4.map(|_| IpFamily::V4),
+            spec.container_v6.map(|_| IpFamily::V6),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        self.flush_udp(&conf, &families);
+        if let (true, Some(v4)) = (conf.snat, spec.container_v4) {
+            self.enable_route_localnet(IpAddr::V4(v4.ip()))?;
+        }
+        Ok(prev)
+    }
+
+    fn do_del(&self, req: &Request) -> Result<()> {
+        let (conf, prev) = load(req)?;
+        if conf.mappings.is_empty() {
+            return Ok(());
+        }
+        // Without prevResult (or with one an ADD would refuse) the firewall
+        // removes whatever the attachment owns, so DEL stays idempotent.
+        let spec = spec(&conf, req, prev.as_ref());
+        self.firewall(&conf)
+            .del_port_mappings(&spec)
+            .map_err(netns_err)?;
+        // Beyond the reference: the pod's UDP flows die with it, so the
+        // next owner of the host port is reached at once.
+        self.flush_udp(&conf, &[IpFamily::V4, IpFamily::V6]);
+        Ok(())
+    }
+
+    fn do_check(&self, req: &Request) -> Result<()> {
+        let (conf, prev) = load(req)?;
+        let prev = prev.ok_or_else(|| Error::Config("Required prevResult missing".into()))?;
+        if conf.mappings.is_empty() {
+            return Ok(());
+        }
+        let spec = spec(&conf, req, Some(&prev));
+        if spec.container_v4.is_none() && spec.container_v6.is_none() {
+            return Ok(());
+        }
+        self.firewall(&conf)
+            .check_port_mappings(&spec)
+            .map_err(netns_err)
+    }
+
+    fn do_gc(&self, req: &Request) -> Result<()> {
+        let conf = config::parse(&req.config)?;
+        // Without a valid list nothing is known to be dead.
+        let Some(valid) = req.config.valid_attachments()? else {
+            return Ok(());
+        };
+        let valid: Vec<AttachmentId> = valid
+            .into_iter()
+            .map(|a| AttachmentId::new(conf.network.clone(), a.container_id, a.ifname))
+            .collect();
+        let removed = self
+            .firewall(&conf)
+            .gc(RuleKind::PortMapping, &conf.network, &valid)
+            .map_err(netns_err)?;
+        for o in removed {
+            tracing::info!("gc: removed port mappings of {}", o.attachment);
+        }
+        Ok(())
+    }
+
+    fn do_status(&self, req: &Request) -> Result<()> {
+        config::parse(&req.config)?;
+        // Only the `nft`-process backend needs a program; native needs none.
+        if self.firewall.is_none() && Backend::select(None) == Backend::Nft && !nft_available() {
+            return Err(Error::NotAvailable(
+                "portmap: the nft program is not installed (nftables backend)".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn nft_available() -> bool {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into());
+    std::env::split_paths(&path).any(|d| is_executable(&d.join("nft")))
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+impl Plugin for Portmap {
+    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
+        self.do_add(req).map_err(CniError::from)
+    }
+
+    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
+        self.do_del(req).map_err(CniError::from)
+    }
+
+    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
+        self.do_check(req).map_err(CniError::from)
+    }
+
+    fn gc(&self, req: &Request) -> std::result::Result<(), CniError> {
+        self.do_gc(req).map_err(CniError::from)
+    }
+
+    fn status(&self, req: &Request) -> std::result::Result<(), CniError> {
+        self.do_status(req).map_err(CniError::from)
+    }
+
+    fn about(&self) -> String {
+        format!("CNI portmap plugin v{}", env!("CARGO_PKG_VERSION"))
+    }
+}

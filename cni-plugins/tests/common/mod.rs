@@ -1,0 +1,232 @@
+//! Helpers for the plugins' root integration tests: fresh namespaces, plugin
+//! processes run inside a "node" namespace, and the independent `ip -j` /
+//! `bridge -j` / `nft -j` oracles.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use cni_netns::OwnedNetns;
+use serde_json::Value;
+
+/// Where Debian's containernetworking-plugins installs the Go reference.
+pub(crate) const GO_PLUGINS: &str = "/usr/lib/cni";
+
+/// False (with the reason on stderr) when the test cannot run here: it
+/// needs root and the Go plugins.
+pub(crate) fn usable() -> bool {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false);
+    let go = Path::new(GO_PLUGINS).join("host-local").is_file();
+    if !(root && go) {
+        eprintln!("skipped: needs root and the Go plugins in {GO_PLUGINS}");
+    }
+    root && go
+}
+
+/// Six random hex digits.
+pub(crate) fn hex6() -> String {
+    let mut b = [0u8; 3];
+    getrandom_fill(&mut b);
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn getrandom_fill(b: &mut [u8]) {
+    use std::io::Read;
+    let _ = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(b));
+}
+
+/// A unique test bridge name (`tb` + 6 hex digits): never `cni0`.
+pub(crate) fn bridge_name() -> String {
+    format!("tb{}", hex6())
+}
+
+/// A fresh namespace (deleted on drop) with `lo` up.
+pub(crate) fn netns(prefix: &str) -> OwnedNetns {
+    let ns = OwnedNetns::new(prefix).expect("create test netns");
+    sh(&["ip", "-n", ns.name(), "link", "set", "lo", "up"]);
+    ns
+}
+
+/// Runs a command, panicking with its stderr when it fails; returns stdout.
+pub(crate) fn sh(args: &[&str]) -> String {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .expect("spawn");
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs a command, returning whether it succeeded.
+pub(crate) fn sh_ok(args: &[&str]) -> bool {
+    Command::new(args[0])
+        .args(&args[1..])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+fn json_of(args: &[&str]) -> Value {
+    let text = sh(args);
+    if text.trim().is_empty() {
+        return Value::Array(vec![]);
+    }
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: {e}: {text}"))
+}
+
+/// `ip -j -n <ns> <args>`.
+pub(crate) fn ip(ns: &OwnedNetns, args: &[&str]) -> Value {
+    let mut a = vec!["ip", "-j", "-n", ns.name()];
+    a.extend_from_slice(args);
+    json_of(&a)
+}
+
+/// `bridge -j -n <ns> <args>`.
+pub(crate) fn bridge(ns: &OwnedNetns, args: &[&str]) -> Value {
+    let mut a = vec!["bridge", "-j", "-n", ns.name()];
+    a.extend_from_slice(args);
+    json_of(&a)
+}
+
+/// A command's text output run inside `ns` (`ip netns exec`).
+pub(crate) fn exec_in(ns: &OwnedNetns, args: &[&str]) -> String {
+    let mut a = vec!["ip", "netns", "exec", ns.name()];
+    a.extend_from_slice(args);
+    sh(&a)
+}
+
+/// A sysctl read inside `ns`.
+pub(crate) fn sysctl(ns: &OwnedNetns, key: &str) -> String {
+    exec_in(ns, &["sysctl", "-n", key]).trim().to_owned()
+}
+
+/// The names of the links in `ns`, `lo` excepted.
+pub(crate) fn link_names(ns: &OwnedNetns) -> Vec<String> {
+    ip(ns, &["link", "show"])
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|l| l["ifname"].as_str())
+        .filter(|n| *n != "lo")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A directory for `CNI_PATH` holding symlinks to plugin binaries.
+pub(crate) struct CniPath {
+    pub(crate) dir: tempfile::TempDir,
+}
+
+impl CniPath {
+    /// `plugins`: (type name, binary).
+    pub(crate) fn new(plugins: &[(&str, &Path)]) -> CniPath {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for (name, bin) in plugins {
+            std::os::unix::fs::symlink(bin, dir.path().join(name)).expect("symlink");
+        }
+        CniPath { dir }
+    }
+
+    /// The directory.
+    pub(crate) fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// One plugin invocation's outcome.
+#[derive(Debug)]
+pub(crate) struct Reply {
+    pub(crate) ok: bool,
+    pub(crate) json: Value,
+    pub(crate) stderr: String,
+}
+
+impl Reply {
+    /// The error message (`msg`) of a failed call.
+    pub(crate) fn msg(&self) -> String {
+        self.json["msg"].as_str().unwrap_or_default().to_owned()
+    }
+}
+
+/// A plugin invocation: command, container, netns path, ifname.
+pub(crate) struct Call<'a> {
+    pub(crate) plugin: &'a Path,
+    pub(crate) cni_path: &'a Path,
+    pub(crate) command: &'a str,
+    pub(crate) container_id: &'a str,
+    pub(crate) netns: &'a str,
+    pub(crate) ifname: &'a str,
+    pub(crate) args: &'a str,
+}
+
+/// Runs `call` as a process started from a thread inside `node` (so the
+/// plugin's "host" is the node namespace), with `stdin`.
+pub(crate) fn run(node: &OwnedNetns, call: &Call<'_>, stdin: &Value) -> Reply {
+    let input = serde_json::to_vec(stdin).expect("encode config");
+    let out = node
+        .run(|| {
+            let mut child = Command::new(call.plugin)
+                .env_clear()
+                .env("CNI_COMMAND", call.command)
+                .env("CNI_CONTAINERID", call.container_id)
+                .env("CNI_NETNS", call.netns)
+                .env("CNI_IFNAME", call.ifname)
+                .env("CNI_PATH", call.cni_path)
+                .env("CNI_ARGS", call.args)
+                .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn plugin");
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(&input)
+                .expect("write stdin");
+            child.wait_with_output().expect("wait plugin")
+        })
+        .expect("enter node netns");
+    let text = String::from_utf8_lossy(&out.stdout);
+    Reply {
+        ok: out.status.success(),
+        json: serde_json::from_str(&text).unwrap_or(Value::Null),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The netns path of a test namespace, as `CNI_NETNS`.
+pub(crate) fn netns_path(ns: &OwnedNetns) -> String {
+    ns.path().display().to_string()
+}
+
+/// The IPs host-local has reserved for `network` in `data_dir`.
+pub(crate) fn reserved_ips(data_dir: &Path, network: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(data_dir.join(network))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "lock" && !n.starts_with("last_reserved_ip"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Our built plugin binary of `name` next to the test binaries.
+pub(crate) fn our_bin(env_path: &str) -> PathBuf {
+    PathBuf::from(env_path)
+}
