@@ -25,7 +25,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use cni_exec::{delegate_gc, Plugin, Request};
-use cni_netns::firewall::{AttachmentId, Firewall, MasqueradeSpec, NftFirewall, RuleKind};
+use cni_netns::firewall::{default_backend, AttachmentId, Firewall, RuleKind};
 use cni_netns::{sysctl, AddressOptions, Handle, IpNetwork, Link, Netns, Route, SCOPE_HOST};
 use cni_types::{CniError, CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
@@ -65,7 +65,8 @@ impl PtpConf {
     }
 }
 
-/// The ptp plugin. Its firewall is nftables by default.
+/// The ptp plugin. Its firewall is the selected backend (native nf_tables
+/// unless `CNI_FIREWALL_BACKEND=nft`).
 #[derive(Debug, Clone)]
 pub struct Ptp {
     firewall: Arc<dyn Firewall>,
@@ -73,7 +74,7 @@ pub struct Ptp {
 
 impl Default for Ptp {
     fn default() -> Self {
-        Ptp::with_firewall(Arc::new(NftFirewall::new()))
+        Ptp::with_firewall(Arc::from(default_backend(None)))
     }
 }
 
@@ -137,12 +138,8 @@ impl Ptp {
         }
         if conf.ip_masq {
             done.masquerade = true;
-            for ip in &result.ips {
-                self.firewall.add_masquerade(&MasqueradeSpec {
-                    attachment: attachment(req),
-                    address: ip.address,
-                })?;
-            }
+            self.firewall
+                .add_masquerades(&attachment(req), &addresses(&result))?;
         }
         // The host end's MAC may change when the pod end comes up.
         result.interfaces[0] = interface(&host.link_by_index(host_veth.index)?, "");
@@ -198,12 +195,8 @@ impl Ptp {
         let link = common::check_container_link(&pod, intf, Some("veth"))?;
         common::check_addresses_and_routes(&pod, &link, &prev)?;
         if conf.ip_masq {
-            for ip in &prev.ips {
-                self.firewall.check_masquerade(&MasqueradeSpec {
-                    attachment: attachment(req),
-                    address: ip.address,
-                })?;
-            }
+            self.firewall
+                .check_masquerades(&attachment(req), &addresses(&prev))?;
         }
         Ok(())
     }
@@ -231,6 +224,10 @@ fn attachment(req: &Request) -> AttachmentId {
         req.container_id.clone(),
         req.ifname.clone(),
     )
+}
+
+fn addresses(result: &CniResult) -> Vec<IpNetwork> {
+    result.ips.iter().map(|ip| ip.address).collect()
 }
 
 fn host_prefix(ip: IpAddr) -> u8 {
