@@ -149,6 +149,38 @@ fn macvlan_mac_sources_match_go() {
 }
 
 #[test]
+fn macvlan_pods_on_one_master_talk_in_bridge_mode_not_in_private() {
+    if !root() {
+        return;
+    }
+    let bin = plugin_path(Impl::Ours, "macvlan");
+    for (mode, reachable) in [("bridge", true), ("private", false)] {
+        let mut node = Node::new();
+        let mut c = conf("1.0.0", json!({ "mode": mode }));
+        c["ipam"] = node.host_local("10.88.0.0/24");
+        let pods: Vec<String> = (0..2).map(|_| node.pod()).collect();
+        let ips: Vec<String> = pods
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let env = CniEnv {
+                    container_id: format!("ctr-{i}"),
+                    ..CniEnv::new(p)
+                };
+                let r = node.exec(&bin, "ADD", &env, &c).expect_ok("ADD").json();
+                let a = r["ips"][0]["address"].as_str().unwrap();
+                a.split('/').next().unwrap().to_owned()
+            })
+            .collect();
+        assert_eq!(
+            tcp_reachable(ns_name(&pods[0]), ns_name(&pods[1]), &ips[1]),
+            reachable,
+            "{mode}"
+        );
+    }
+}
+
+#[test]
 fn macvlan_link_in_container_and_bcqueuelen() {
     if !root() {
         return;

@@ -130,6 +130,28 @@ fn ptp_masquerade_is_removed_by_del_and_gc() {
         .iter()
         .map(|e| node.exec(&bin, "ADD", e, &c).expect_ok("ADD").json())
         .collect();
+    // Traffic: each pod reaches its gateway on the node and the other
+    // pod through the node's host routes.
+    let addr = |r: &Value| {
+        r["ips"][0]["address"]
+            .as_str()
+            .unwrap()
+            .split('/')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    assert!(tcp_reachable(ns_name(&pods[0]), node.name(), "10.79.0.1"));
+    assert!(tcp_reachable(
+        ns_name(&pods[0]),
+        ns_name(&pods[1]),
+        &addr(&added[1])
+    ));
+    assert!(tcp_reachable(
+        node.name(),
+        ns_name(&pods[0]),
+        &addr(&added[0])
+    ));
     let rules = nft_ruleset(&node);
     assert!(
         rules.contains("ctr-0") && rules.contains("ctr-1"),

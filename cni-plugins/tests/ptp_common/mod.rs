@@ -228,6 +228,26 @@ pub(crate) fn ip_json_in(ns: &str, args: &[&str]) -> Value {
     serde_json::from_str(&s).unwrap_or_else(|e| panic!("ip -j {args:?}: {e}: {s}"))
 }
 
+/// Whether a TCP connection from namespace `from` reaches a listener on
+/// `ip` in namespace `to` (both under /run/netns; sockets keep the
+/// namespace of the thread that made them, so no tool is needed and the
+/// traffic stays in namespaces the test made).
+pub(crate) fn tcp_reachable(from: &str, to: &str, ip: &str) -> bool {
+    use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+    let open = |n: &str| {
+        cni_netns::Netns::open(Path::new(cni_netns::NETNS_RUN_DIR).join(n)).expect("open netns")
+    };
+    let ip: IpAddr = ip.parse().expect("ip");
+    let listener = open(to)
+        .run(|| TcpListener::bind(SocketAddr::new(ip, 0)))
+        .expect("enter")
+        .expect("bind listener");
+    let addr = listener.local_addr().expect("local addr");
+    open(from)
+        .run(|| TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_ok())
+        .expect("enter")
+}
+
 /// The name under /run/netns of a namespace path.
 pub(crate) fn ns_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
