@@ -58,6 +58,8 @@ fn add_del_time_next_to_go() {
     }
     let ipam = json!({"type": "host-local"});
     let ptp = json!({"cniVersion": "1.0.0", "name": "perf", "type": "ptp", "ipam": ipam});
+    let ptp_masq = json!({"cniVersion": "1.0.0", "name": "perf", "type": "ptp", "ipMasq": true,
+                          "ipam": ipam});
     let macvlan = json!({"cniVersion": "1.0.0", "name": "perf", "type": "macvlan",
                          "master": "uplink0", "ipam": ipam});
     let ipvlan = json!({"cniVersion": "1.0.0", "name": "perf", "type": "ipvlan",
@@ -103,8 +105,9 @@ fn add_del_time_next_to_go() {
         "{:<12} {:>10} {:>10} {:>10} {:>10}",
         "plugin", "Go ADD", "ours ADD", "Go DEL", "ours DEL"
     );
-    let cases: [Case<'_>; 4] = [
+    let cases: [Case<'_>; 5] = [
         ("ptp", &ptp, &no_setup),
+        ("ptp", &ptp_masq, &no_setup),
         ("macvlan", &macvlan, &no_setup),
         ("ipvlan", &ipvlan, &no_setup),
         ("host-device", &hostdev, &hd_setup),
@@ -115,8 +118,13 @@ fn add_del_time_next_to_go() {
             continue;
         }
         let [(go_add, go_del), (our_add, our_del)] = measure(plugin, conf, setup);
+        let label = if conf["ipMasq"] == true {
+            format!("{plugin}+masq")
+        } else {
+            plugin.to_owned()
+        };
         println!(
-            "{plugin:<12} {:>10} {:>10} {:>10} {:>10}",
+            "{label:<12} {:>10} {:>10} {:>10} {:>10}",
             ms(go_add),
             ms(our_add),
             ms(go_del),

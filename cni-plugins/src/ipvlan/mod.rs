@@ -104,11 +104,10 @@ impl Ipvlan {
 
     fn cmd_del(&self, req: &Request) -> Result<()> {
         IpvlanConf::load(&req.config)?;
-        common::ipam_del(req)?;
-        if let Some((_, pod)) = common::pod_for_del(req)? {
-            common::delete_pod_link(&pod, &req.ifname)?;
-        }
-        Ok(())
+        let pod = common::pod_for_del(req)?;
+        common::delete_pod_link_while(pod.as_ref().map(|p| &p.1), &req.ifname, || {
+            common::ipam_del(req)
+        })
     }
 
     fn cmd_check(&self, req: &Request) -> Result<()> {

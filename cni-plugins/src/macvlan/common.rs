@@ -87,10 +87,24 @@ pub(crate) fn netns_gone(e: &cni_netns::Error) -> bool {
     )
 }
 
-/// Deletes `ifname` in the pod; a missing link is not an error.
-pub(crate) fn delete_pod_link(pod: &Handle, ifname: &str) -> Result<()> {
-    pod.delete_link_by_name(ifname)?;
-    Ok(())
+/// Deletes `ifname` in the pod (a missing link is not an error) while
+/// `release` runs: deleting a link takes the kernel 10-30 ms (RCU grace
+/// periods), enough for the IPAM plugin's process and the firewall. Both
+/// run to completion; the link's error is reported first.
+pub(crate) fn delete_pod_link_while(
+    pod: Option<&Handle>,
+    ifname: &str,
+    release: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    std::thread::scope(|s| {
+        let deleted = pod.map(|pod| s.spawn(move || pod.delete_link_by_name(ifname)));
+        let released = release();
+        if let Some(d) = deleted {
+            d.join()
+                .map_err(|_| Error::Internal("delete link thread panicked".into()))??;
+        }
+        released
+    })
 }
 
 /// A result interface for `link`.

@@ -170,19 +170,19 @@ impl Ptp {
 
     fn cmd_del(&self, req: &Request) -> Result<()> {
         let conf = PtpConf::load(&req.config)?;
-        if let Some((_, pod)) = common::pod_for_del(req)? {
-            // Deleting the pod end deletes the pair, and with it the node's
-            // gateway address and host route.
-            common::delete_pod_link(&pod, &req.ifname)?;
-        }
-        // The rules are found by their owner, whether or not the pod's
-        // addresses can still be read; they go before the addresses are
-        // released, so that a new pod given one never loses its rules.
-        if conf.ip_masq {
-            self.firewall
-                .delete_attachment(RuleKind::Masquerade, &attachment(req))?;
-        }
-        common::ipam_del(req)
+        let pod = common::pod_for_del(req)?;
+        // Deleting the pod end deletes the pair, and with it the node's
+        // gateway address and host route. Meanwhile the rules, found by
+        // their owner whether or not the pod's addresses can still be
+        // read, go before the addresses are released, so that a new pod
+        // given one never loses its rules.
+        common::delete_pod_link_while(pod.as_ref().map(|p| &p.1), &req.ifname, || {
+            if conf.ip_masq {
+                self.firewall
+                    .delete_attachment(RuleKind::Masquerade, &attachment(req))?;
+            }
+            common::ipam_del(req)
+        })
     }
 
     fn cmd_check(&self, req: &Request) -> Result<()> {
