@@ -18,6 +18,10 @@ if [ "${SKIP_APT:-0}" != 1 ]; then
         iputils-ping curl ca-certificates procps kmod >/dev/null
 fi
 
+# The bandwidth plugin's IFB devices: loading the module with its defaults
+# would also create ifb0/ifb1 in the host namespace.
+modprobe ifb numifbs=0 2>/dev/null || true
+
 export CARGO_TERM_COLOR=never
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
@@ -28,3 +32,10 @@ CNI_FIREWALL_BACKEND=nft cargo test --locked -p cni-netns --test firewall --test
 # Tests on the node's default paths (cni0, /run/flannel/subnet.env): they save
 # and restore what was there, and must run alone.
 cargo test --locked -p cni-plugins --test flannel_e2e -- --ignored --test-threads=1
+# The end-to-end benchmark in smoke mode (a few pods, our plugins exec'd and
+# in-process, and the Go plugins): it must keep working; figures come from
+# full runs (BENCHMARKS.md).
+cargo run -q --locked -p cni-benches --bin e2e -- --smoke --plugins target/debug
+# The README's quickstart and the in-process runtime example, on the debug build.
+cargo run -q --locked -p cni-examples --bin quickstart -- target/debug
+cargo run -q --locked -p cni-examples --bin inprocess

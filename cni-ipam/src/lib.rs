@@ -6,7 +6,8 @@
 //! - [`store`]: the [`Store`](store::Store) trait and [`DiskStore`](store::DiskStore),
 //!   which reads and writes the Go plugin's directory layout
 //!   (`<dataDir>/<network>/<ip>`, `last_reserved_ip.<n>`, `lock`) under the
-//!   same `flock`, crash-safely (temporary file, fsync, `link`), with an owner
+//!   same `flock`, crash-safely (temporary file and `link`, or a pooled
+//!   inode and `RENAME_NOREPLACE`; fsync on request), with an owner
 //!   index beside it (`<dataDir>/.cni-ipam-index/`) so that ADD, DEL and
 //!   CHECK stay around a millisecond with tens of thousands of reservations.
 //!   The Go plugin and this crate can share a data directory.

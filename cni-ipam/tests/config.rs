@@ -337,3 +337,17 @@ fn range_keys_case_insensitive_from_stdin() {
     let c = host_local(conf, "").unwrap();
     assert_eq!(sets(&c), ["12.1.3.1-12.1.3.254", "10.1.2.1-10.1.2.20"]);
 }
+
+#[test]
+fn durable_is_opt_in() {
+    let conf = |extra: &str| {
+        format!(
+            r#"{{"cniVersion":"1.0.0","name":"n","type":"host-local","ipam":{{"type":"host-local","subnet":"10.1.2.0/24"{extra}}}}}"#
+        )
+    };
+    let off = cni_ipam::host_local::HostLocalConfig::load(conf("").as_bytes(), "").unwrap();
+    assert!(!off.durable);
+    let on = cni_ipam::host_local::HostLocalConfig::load(conf(r#","durable":true"#).as_bytes(), "")
+        .unwrap();
+    assert!(on.durable);
+}

@@ -9,6 +9,8 @@
 //!   [`Handle::add_address`], [`Handle::add_route`], ...).
 //! * [`sysctl`] reads and writes `/proc/sys` from inside a namespace.
 //! * [`configure_interface`] is Go's `ipam.ConfigureIface`.
+//! * [`tc`] programs traffic control (TBF and ingress qdiscs, mirred
+//!   redirect filters, IFB devices) for the bandwidth plugin.
 //! * [`firewall`] programs masquerade, port mappings and the bridge MAC
 //!   spoof check through the [`firewall::Firewall`] trait (nftables), every
 //!   rule tagged with the attachment that owns it; [`conntrack`] flushes
@@ -43,6 +45,7 @@ mod netlink;
 mod netns;
 mod route;
 pub mod sysctl;
+pub mod tc;
 
 #[cfg(test)]
 mod tests;

@@ -136,6 +136,11 @@ impl Link {
         self.flags & libc::IFF_PROMISC as u32 != 0
     }
 
+    /// `IFF_ALLMULTI` is set.
+    pub fn is_allmulti(&self) -> bool {
+        self.flags & libc::IFF_ALLMULTI as u32 != 0
+    }
+
     pub(crate) fn from_message(msg: &LinkMessage) -> Link {
         let mut link = Link {
             index: msg.header.index,
@@ -831,6 +836,29 @@ impl Handle {
             on,
             if on { "promisc on" } else { "promisc off" },
         )
+    }
+
+    /// Turns all-multicast mode on or off (`ip link set ... allmulticast`).
+    pub fn set_allmulti(&self, index: u32, on: bool) -> Result<()> {
+        self.set_flag(
+            index,
+            LinkFlags::Allmulti,
+            on,
+            if on {
+                "allmulticast on"
+            } else {
+                "allmulticast off"
+            },
+        )
+    }
+
+    /// Sets the transmit queue length (`IFLA_TXQLEN`).
+    pub fn set_txqlen(&self, index: u32, txqlen: u32) -> Result<()> {
+        let mut m = link_msg(index);
+        m.attributes.push(LinkAttribute::TxQueueLen(txqlen));
+        self.set_link(m, || {
+            format!("set txqueuelen {txqlen} on {}", self.ifname_for(index))
+        })
     }
 
     /// Sets the MTU.

@@ -23,6 +23,12 @@ pub enum Error {
         /// The OS error.
         source: std::io::Error,
     },
+    /// An IPAM operation failed; its code comes from [`cni_ipam::Error::code`].
+    #[error(transparent)]
+    Ipam(#[from] cni_ipam::Error),
+    /// A finished error reply, passed on unchanged.
+    #[error("{0}")]
+    Cni(CniError),
     /// A delegated plugin failed; its error reply is passed on unchanged.
     #[error("{0}")]
     Delegate(CniError),
@@ -54,7 +60,8 @@ impl From<Error> for CniError {
         match e {
             Error::Config(msg) => CniError::new(ErrorCode::InvalidNetworkConfig, msg, ""),
             Error::Types(e) => e.to_cni_error(),
-            Error::Delegate(reply) => reply,
+            Error::Delegate(reply) | Error::Cni(reply) => reply,
+            Error::Ipam(e) => e.to_cni_error(),
             Error::NotAvailable(msg) => CniError::new(ErrorCode::PluginNotAvailable, msg, ""),
             e @ (Error::Io { .. } | Error::Kernel(_) | Error::Internal(_)) => {
                 CniError::internal(e.to_string())

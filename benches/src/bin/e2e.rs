@@ -278,7 +278,14 @@ fn make_exec(mode: Mode) -> Fallible<Arc<dyn Exec>> {
 }
 
 fn in_process_exec() -> Fallible<Arc<dyn Exec>> {
-    Err("in-process plugins are not registered yet".into())
+    use cni_plugins::{bridge::Bridge, host_local::HostLocal, portmap::Portmap};
+    Ok(Arc::new(
+        cni_exec::InProcessExec::builder()
+            .register("bridge", Arc::new(Bridge::new()))
+            .register("host-local", Arc::new(HostLocal))
+            .register("portmap", Arc::new(Portmap::new()))
+            .build(),
+    ))
 }
 
 fn run_mode(mode: Mode, dir: &Path, n: usize, with_concurrent: bool) -> Fallible<ModeReport> {

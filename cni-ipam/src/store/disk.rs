@@ -8,22 +8,33 @@
 //! ```
 //!
 //! Crash safety, beyond Go: a reservation is written to a temporary file,
-//! fsynced, then hard-linked to its final name. `link(2)` fails with `EEXIST`
+//! then hard-linked to its final name. `link(2)` fails with `EEXIST`
 //! when the name exists, which gives Go's `O_EXCL` semantics, and the final
 //! name only ever appears with its full content (Go can leave an empty file
-//! when it dies between `open` and `write`), even after a power cut.
+//! when it dies between `open` and `write`).
 //!
-//! The directory itself is deliberately *not* fsynced after a reservation or
-//! a release: that would make the *name* durable across a power cut, which
-//! buys nothing here (every pod dies with the node: a lost reservation frees
-//! an address whose pod is gone, and a lost release is a stale reservation
-//! that GC removes) and costs a full journal commit per call (7 ms median on
-//! the VM disk we measured, more than the Go plugin's whole ADD). Go does not
-//! sync at all.
-//! `last_reserved_ip.<n>` is replaced by rename; it is only a round-robin
-//! hint, so its data is not fsynced and an unreadable one is ignored.
+//! Nothing is fsynced by default, as in Go: making a name or its content
+//! durable across a power cut buys nothing here (every pod dies with the
+//! node: a lost reservation frees an address whose pod is gone, and a lost
+//! release is a stale reservation that GC removes) and costs a journal
+//! commit per call (1 to 7 ms on the VM disk we measured, more than the Go
+//! plugin's whole ADD). A reservation caught unsynced by a power cut may
+//! come back empty: it then belongs to no attachment, blocks only its own
+//! address, and GC frees it. [`DiskStore::durable`] turns on fsync of files
+//! and directories for callers that want every change on disk on return.
+//! `last_reserved_ip.<n>` is overwritten in place like Go does; it is only a
+//! round-robin hint, so its data is not fsynced and an unreadable one is
+//! ignored. Nothing on the ADD/DEL path truncates or renames over a file:
+//! on ext4 either one forces a flush of delayed allocation (~1.5 ms each).
 //! Temporary files are created only under the lock, so any found while
 //! holding it were left by a crashed writer and are removed.
+//!
+//! Inode pool, beyond Go: creating a file costs ~1 ms on ext4 (inode
+//! allocation), most of an ADD. A released reservation file is moved to
+//! `<dataDir>/.cni-ipam-index/<network>/free/` (at most 64 wait there), and
+//! a later reservation rewrites one of them while it is still out of sight,
+//! then renames it into place with `RENAME_NOREPLACE`, which fails on an
+//! existing name like Go's `O_EXCL`.
 //!
 //! Owner index, beyond Go: finding what a container holds (duplicate check,
 //! DEL, CHECK) means reading every reservation file in Go's layout, ~270 ms
@@ -32,16 +43,18 @@
 //! a hash of each owner key to the addresses it may hold:
 //! - every entry is verified against the reservation file before use, so
 //!   stale entries (a release by Go, a wiped directory) are harmless;
-//! - an entry is written *before* the reservation it describes, so a killed
-//!   process can leave an extra entry but never a missing one;
-//! - `state` records a fingerprint as of our last write: the boot id, and
-//!   inode, size, times and content of every `last_reserved_ip.<n>`. Go
-//!   rewrites one of these on every reservation, so a mismatch means a
-//!   reservation we did not index, and the index is rebuilt from a full
-//!   scan, as it is when `state` is missing. A new boot id also rebuilds, so
-//!   a power cut (which can lose unsynced index writes) costs one full scan
-//!   per network after the reboot, and index writes need no fsync.
-//!   Reservation files created by hand are the one thing it misses.
+//! - an entry is appended (and, when durable, synced) *before* the
+//!   reservation it describes, so a crash can leave an extra entry but never
+//!   a missing one; releases leave entries behind, and a bucket that grows
+//!   past 512 lines is compacted to its verified entries;
+//! - `state` records a fingerprint (inode, size, times, content) of every
+//!   `last_reserved_ip.<n>` as of our last write. Go rewrites one of these on
+//!   every reservation, so a mismatch means a reservation we did not index:
+//!   the index is then rebuilt from a full scan, as it is when `state` is
+//!   missing. A new boot id also rebuilds, so a power cut (which can lose
+//!   unsynced index writes) costs one full scan per network after the
+//!   reboot, and index writes need no fsync. Reservation files created by
+//!   hand are the one thing it misses.
 
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
@@ -49,6 +62,7 @@ use std::io::Write;
 use std::net::IpAddr;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use nix::fcntl::{Flock, FlockArg};
 
@@ -63,6 +77,9 @@ const LOCK_FILE: &str = "lock";
 /// Starts with a dot and never parses as an IP, so Go's backend, which walks
 /// the directory and parses names as IPs, ignores these files.
 const TEMP_PREFIX: &str = ".cni-ipam-tmp.";
+
+/// Makes pool names unique within a process (with its pid and the time).
+static POOL_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Checks a network name the way libcni does (`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`),
 /// which also guarantees a single path component that is neither `.` nor
@@ -93,6 +110,7 @@ pub fn validate_network_name(name: &str) -> Result<()> {
 pub struct DiskStore {
     dir: PathBuf,
     index_dir: PathBuf,
+    durable: bool,
 }
 
 /// A locked [`DiskStore`]; the `flock` is released on drop.
@@ -110,6 +128,12 @@ const STATE_HEADER: &str = "cni-ipam index v1\n";
 const BUCKET_HEADER: &str = "cni-ipam owner index v1\n";
 /// `last_reserved_ip.<n>` files covered by the fingerprint.
 const FINGERPRINTED_SETS: usize = 32;
+/// A bucket with this many lines is compacted on the next append.
+const COMPACT_AT: usize = 512;
+/// Released reservation files kept for reuse, under the index directory.
+const POOL_DIR: &str = "free";
+/// At most this many files wait in the pool; more releases unlink.
+const POOL_MAX: usize = 64;
 
 /// FNV-1a: a stable hash of an owner key. Collisions only merge two owners'
 /// lists, which verification against the reservation files sorts out.
@@ -137,13 +161,19 @@ fn reservation_key(r: &Reservation) -> String {
 }
 
 /// The kernel's boot id: part of the index fingerprint, so that the first
-/// operation after a reboot rebuilds the index from the (fsynced)
-/// reservations. Index writes are then never synced: within one boot the
-/// page cache keeps them in write order, even when a process is killed.
+/// operation after a reboot rebuilds the index from the reservations.
+/// Index writes are then never synced: within one boot the page cache keeps
+/// them in write order, even when a process is killed.
 fn boot_id() -> String {
     fs::read_to_string("/proc/sys/kernel/random/boot_id")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
+}
+
+fn sync_path(path: &Path) -> Result<()> {
+    File::open(path)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io("sync directory", path, e))
 }
 
 impl DiskStore {
@@ -153,14 +183,26 @@ impl DiskStore {
         validate_network_name(network)?;
         let dir = data_dir.as_ref().join(network);
         let index_dir = data_dir.as_ref().join(INDEX_DIR).join(network);
-        for d in [&dir, &index_dir] {
+        for d in [&dir, &index_dir, &index_dir.join(POOL_DIR)] {
             fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o755)
                 .create(d)
                 .map_err(|e| Error::io("create store directory", d, e))?;
         }
-        Ok(DiskStore { dir, index_dir })
+        Ok(DiskStore {
+            dir,
+            index_dir,
+            durable: false,
+        })
+    }
+
+    /// Fsyncs every change (files and directories) before returning, so
+    /// reservations and releases survive a power cut. Off by default (see
+    /// the module doc).
+    pub fn durable(mut self, durable: bool) -> DiskStore {
+        self.durable = durable;
+        self
     }
 
     /// The network's directory.
@@ -224,22 +266,38 @@ impl DiskStoreLock<'_> {
         self.dir().join(format!("{TEMP_PREFIX}{purpose}"))
     }
 
-    /// Creates `path` (replacing a leftover) with `content`, synced to disk.
+    /// Creates `path` (unlinking a leftover first) with `content`, synced to
+    /// disk when the store is durable.
     fn write_temp(&self, path: &Path, content: &[u8]) -> Result<()> {
+        // Never open a leftover: a writer killed between link and unlink
+        // leaves the temporary name as a second link to a live reservation,
+        // and truncating it would empty and rewrite that reservation.
+        let _ = fs::remove_file(path);
         let result = OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(0o600)
             .open(path)
             .and_then(|mut f| {
                 f.write_all(content)?;
-                f.sync_all()
+                if self.store.durable {
+                    f.sync_all()?;
+                }
+                Ok(())
             });
         result.map_err(|e| {
             let _ = fs::remove_file(path);
             Error::io("write temporary file", path, e)
         })
+    }
+
+    fn sync_dir(&self) -> Result<()> {
+        if !self.store.durable {
+            return Ok(());
+        }
+        File::open(self.dir())
+            .and_then(|d| d.sync_all())
+            .map_err(|e| Error::io("sync directory", self.dir(), e))
     }
 
     /// Lists the directory: reserved addresses by file name, removing stale
@@ -315,6 +373,7 @@ impl DiskStoreLock<'_> {
         let index_dir = self.index_dir().to_path_buf();
         let state = index_dir.join(STATE_FILE);
         match fs::remove_file(&state) {
+            Ok(()) if self.store.durable => sync_path(&index_dir)?,
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(Error::io("remove index state", &state, e)),
@@ -335,8 +394,20 @@ impl DiskStoreLock<'_> {
         }
         for (name, lines) in &buckets {
             let path = index_dir.join(name);
-            fs::write(&path, bucket_file(lines))
+            // Synced: the state written below must never be durable before
+            // the entries it vouches for.
+            File::create(&path)
+                .and_then(|mut f| {
+                    f.write_all(bucket_file(lines).as_bytes())?;
+                    if self.store.durable {
+                        f.sync_all()?;
+                    }
+                    Ok(())
+                })
                 .map_err(|e| Error::io("write owner index", &path, e))?;
+        }
+        if self.store.durable {
+            sync_path(&index_dir)?;
         }
         self.index_valid = true;
         self.write_state()
@@ -344,9 +415,9 @@ impl DiskStoreLock<'_> {
 
     fn write_state(&mut self) -> Result<()> {
         let state = self.index_dir().join(STATE_FILE);
-        let temp = self.index_dir().join(format!("{TEMP_PREFIX}state"));
-        fs::write(&temp, self.fingerprint())
-            .and_then(|()| fs::rename(&temp, &state))
+        // In place: a torn state never equals a fingerprint, so it only
+        // causes a rebuild.
+        write_in_place(&state, self.fingerprint().as_bytes())
             .map_err(|e| Error::io("write index state", &state, e))?;
         self.state_stale = false;
         Ok(())
@@ -356,8 +427,9 @@ impl DiskStoreLock<'_> {
         let Ok(text) = fs::read_to_string(self.index_dir().join(bucket)) else {
             return Vec::new();
         };
+        // The header line does not parse as `<hex hash> <ip>` and is skipped
+        // like any damaged line.
         text.lines()
-            .skip(1)
             .filter_map(|l| {
                 let (h, ip) = l.split_once(' ')?;
                 Some((u64::from_str_radix(h, 16).ok()?, ip.parse().ok()?))
@@ -373,20 +445,60 @@ impl DiskStoreLock<'_> {
             .collect()
     }
 
-    /// Adds (`add`) or removes an index entry.
-    fn update_owner(&self, hash: u64, ip: IpAddr, add: bool) -> Result<()> {
+    /// Adds an index entry by appending one line (one `write(2)`, so a
+    /// killed process cannot leave half of it); `durable` syncs it before
+    /// returning. Entries are never removed one by one: stale ones are
+    /// verified away on lookup, and a bucket is compacted when it grows.
+    fn add_owner(&self, hash: u64, ip: IpAddr, durable: bool) -> Result<()> {
         let bucket = bucket_name(hash);
-        let mut lines = self.bucket_lines(&bucket);
-        let present = lines.contains(&(hash, ip));
-        if present == add {
+        let lines = self.bucket_lines(&bucket);
+        if lines.contains(&(hash, ip)) {
             return Ok(());
         }
-        if add {
-            lines.push((hash, ip));
-        } else {
-            lines.retain(|l| *l != (hash, ip));
-        }
         let path = self.index_dir().join(&bucket);
+        if lines.len() >= COMPACT_AT {
+            return self.compact_bucket(&bucket, lines, (hash, ip), durable);
+        }
+        // Rewriting the bucket (truncate or rename) makes ext4 flush its
+        // delayed allocation, ~1.5 ms per call on a virtual disk; an append
+        // does not.
+        let written = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(&path)
+            .and_then(|mut f| {
+                f.write_all(format!("{hash:016x} {ip}\n").as_bytes())?;
+                if durable {
+                    f.sync_all()?;
+                }
+                Ok(())
+            });
+        written.map_err(|e| Error::io("write owner index", &path, e))?;
+        if durable {
+            sync_path(self.index_dir())?;
+        }
+        Ok(())
+    }
+
+    /// Rewrites a bucket with only its verified entries plus `new`.
+    fn compact_bucket(
+        &self,
+        bucket: &str,
+        lines: Vec<(u64, IpAddr)>,
+        new: (u64, IpAddr),
+        durable: bool,
+    ) -> Result<()> {
+        let mut live: Vec<(u64, IpAddr)> = lines
+            .into_iter()
+            .filter(|(h, ip)| {
+                self.read_reservation(*ip)
+                    .is_some_and(|r| key_hash(&reservation_key(&r)) == *h)
+            })
+            .collect();
+        live.dedup();
+        live.push(new);
+        let path = self.index_dir().join(bucket);
         let temp = self.index_dir().join(format!("{TEMP_PREFIX}{bucket}"));
         let written = OpenOptions::new()
             .write(true)
@@ -394,9 +506,19 @@ impl DiskStoreLock<'_> {
             .truncate(true)
             .mode(0o600)
             .open(&temp)
-            .and_then(|mut f| f.write_all(bucket_file(&lines).as_bytes()))
+            .and_then(|mut f| {
+                f.write_all(bucket_file(&live).as_bytes())?;
+                if durable {
+                    f.sync_all()?;
+                }
+                Ok(())
+            })
             .and_then(|()| fs::rename(&temp, &path));
-        written.map_err(|e| Error::io("write owner index", &path, e))
+        written.map_err(|e| Error::io("write owner index", &path, e))?;
+        if durable {
+            sync_path(self.index_dir())?;
+        }
+        Ok(())
     }
 
     fn read_reservation(&self, ip: IpAddr) -> Option<Reservation> {
@@ -418,7 +540,12 @@ impl DiskStoreLock<'_> {
         {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
             Err(e) => Err(Error::io("create reservation", target, e)),
-            Ok(mut f) => match f.write_all(content).and_then(|()| f.sync_all()) {
+            Ok(mut f) => match f.write_all(content).and_then(|()| {
+                if self.store.durable {
+                    f.sync_all()?;
+                }
+                Ok(())
+            }) {
                 Ok(()) => Ok(true),
                 Err(e) => {
                     let _ = fs::remove_file(target);
@@ -498,44 +625,27 @@ impl LockedStore for DiskStoreLock<'_> {
         self.ensure_index()?;
         let content = owner.file_content();
         // The index entry goes first (see the module doc).
-        self.update_owner(key_hash(&content), ip, true)?;
+        self.add_owner(key_hash(&content), ip, self.store.durable)?;
         let target = self.dir().join(ip.to_string());
-        let temp = self.temp_path("reservation");
-        self.write_temp(&temp, content.as_bytes())?;
-        let linked = fs::hard_link(&temp, &target);
-        let _ = fs::remove_file(&temp);
-        let reserved = match linked {
-            Ok(()) => true,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EPERM | libc::EOPNOTSUPP | libc::ENOSYS)
-                ) =>
-            {
-                self.reserve_direct(&target, content.as_bytes())?
-            }
-            Err(e) => return Err(Error::io("create reservation", &target, e)),
+        let reserved = match self.reserve_pooled(&target, content.as_bytes()) {
+            Some(reserved) => reserved,
+            None => self.reserve_new(&target, content.as_bytes())?,
         };
         if !reserved {
             return Ok(false);
         }
         let last = self.dir().join(format!("{LAST_IP_PREFIX}{range_set}"));
-        let temp = self.temp_path("last_reserved_ip");
-        let written = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&temp)
-            .and_then(|mut f| f.write_all(ip.to_string().as_bytes()))
-            .and_then(|()| fs::rename(&temp, &last));
-        if let Err(e) = written {
-            let _ = fs::remove_file(&temp);
+        // Rewritten in place, as Go does (but without its truncate to zero,
+        // which costs an ext4 flush): it is only a round-robin hint, and a
+        // torn one is ignored or merely moves the starting point.
+        if let Err(e) = write_in_place(&last, ip.to_string().as_bytes()) {
             // Go reports this failure too, though the reservation stays.
             return Err(Error::io("write last reserved ip", &last, e));
         }
+        // Left by a writer of the earlier rename scheme killed mid-write.
+        let _ = fs::remove_file(self.temp_path("last_reserved_ip"));
         self.state_stale = true;
+        self.sync_dir()?;
         Ok(true)
     }
 
@@ -558,18 +668,99 @@ impl LockedStore for DiskStoreLock<'_> {
 
     fn release(&mut self, ip: IpAddr) -> Result<bool> {
         let path = self.dir().join(ip.to_string());
-        let holder = self.read_reservation(ip);
-        match fs::remove_file(&path) {
+        match self.pool_or_remove(&path) {
             Ok(()) => {
-                if let Some(r) = holder {
-                    // A leftover entry would be harmless (entries are verified).
-                    self.update_owner(key_hash(&reservation_key(&r)), ip, false)?;
-                }
+                // The owner's index entry stays: entries are verified against
+                // the reservation file, and compaction drops dead ones.
+                self.sync_dir()?;
                 Ok(true)
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(Error::io("remove reservation", &path, e)),
         }
+    }
+}
+
+impl DiskStoreLock<'_> {
+    fn pool_dir(&self) -> PathBuf {
+        self.index_dir().join(POOL_DIR)
+    }
+
+    /// Reuses a released file's inode: its content is rewritten while it
+    /// is still in the pool, then it is renamed to `target` with
+    /// `RENAME_NOREPLACE` (Go's `O_EXCL`). Creating an inode costs ~1 ms on
+    /// ext4 here, this ~25 µs. `None` when the pool is empty or the file
+    /// system refuses; `Some(false)` when `target` exists.
+    fn reserve_pooled(&self, target: &Path, content: &[u8]) -> Option<bool> {
+        use std::os::unix::fs::{FileExt, PermissionsExt};
+        let pooled = fs::read_dir(self.pool_dir())
+            .ok()?
+            .flatten()
+            .find(|e| e.file_type().is_ok_and(|t| t.is_file()))?
+            .path();
+        let file = OpenOptions::new().write(true).open(&pooled).ok()?;
+        file.write_all_at(content, 0).ok()?;
+        file.set_len(content.len() as u64).ok()?;
+        // A file Go released may carry Go's 0644.
+        file.set_permissions(fs::Permissions::from_mode(0o600))
+            .ok()?;
+        if self.store.durable {
+            file.sync_all().ok()?;
+        }
+        drop(file);
+        match nix::fcntl::renameat2(
+            nix::fcntl::AT_FDCWD,
+            &pooled,
+            nix::fcntl::AT_FDCWD,
+            target,
+            nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+        ) {
+            Ok(()) => Some(true),
+            Err(nix::errno::Errno::EEXIST) => Some(false),
+            Err(_) => None,
+        }
+    }
+
+    /// A new reservation file: temporary file, then a hard link (Go's
+    /// `O_EXCL` without its window of an empty file).
+    fn reserve_new(&self, target: &Path, content: &[u8]) -> Result<bool> {
+        let temp = self.temp_path("reservation");
+        self.write_temp(&temp, content)?;
+        let linked = fs::hard_link(&temp, target);
+        let _ = fs::remove_file(&temp);
+        match linked {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EPERM | libc::EOPNOTSUPP | libc::ENOSYS)
+                ) =>
+            {
+                self.reserve_direct(target, content)
+            }
+            Err(e) => Err(Error::io("create reservation", target, e)),
+        }
+    }
+
+    /// Moves a released file into the pool (if it has room) instead of
+    /// unlinking it, so a later ADD skips creating an inode.
+    fn pool_or_remove(&self, path: &Path) -> std::io::Result<()> {
+        let pool = self.pool_dir();
+        let room = fs::read_dir(&pool).is_ok_and(|d| d.count() < POOL_MAX);
+        if room {
+            let n = POOL_COUNTER.fetch_add(1, Ordering::Relaxed);
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            let name = pool.join(format!("{}.{n}.{nanos}", std::process::id()));
+            match fs::rename(path, &name) {
+                Ok(()) => return Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(e),
+                Err(_) => {}
+            }
+        }
+        fs::remove_file(path)
     }
 }
 
@@ -583,6 +774,20 @@ impl Drop for DiskStoreLock<'_> {
             }
         }
     }
+}
+
+/// Overwrites `path` (created 0600 if missing) with `content` without
+/// truncating it to zero first.
+fn write_in_place(path: &Path, content: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all_at(content, 0)?;
+    file.set_len(content.len() as u64)
 }
 
 fn bucket_file(lines: &[(u64, IpAddr)]) -> String {

@@ -78,6 +78,10 @@ fn quickstart() -> Fallible<()> {
     let node = OwnedNetns::new("cni-qs-node").map_err(|e| e.to_string())?;
     let pod = OwnedNetns::new("cni-qs-pod").map_err(|e| e.to_string())?;
     println!("      node: {}  pod: {}", node.name(), pod.name());
+    // A fresh namespace starts with `lo` down; a real node has it up.
+    let host = Handle::in_netns(node.netns()).map_err(|e| e.to_string())?;
+    let lo = host.link_by_name("lo").map_err(|e| e.to_string())?;
+    host.set_up(lo.index).map_err(|e| e.to_string())?;
 
     step(
         3,
@@ -194,7 +198,21 @@ fn show_pod(pod: &OwnedNetns) -> Fallible<()> {
         println!("      addr  {name}: {}", a.address);
     }
     for r in h.routes(Family::V4).map_err(|e| e.to_string())? {
-        println!("      route {r:?}");
+        if r.table != Some(cni_netns::TABLE_MAIN) {
+            continue; // the kernel's local table: not interesting here
+        }
+        let dst = if r.dst.prefix() == 0 {
+            "default".to_string()
+        } else {
+            r.dst.to_string()
+        };
+        let via = r.gateway.map(|g| format!(" via {g}")).unwrap_or_default();
+        let dev = r
+            .oif
+            .and_then(|i| h.link_by_index(i).ok())
+            .map(|l| format!(" dev {}", l.name))
+            .unwrap_or_default();
+        println!("      route {dst}{via}{dev}");
     }
     Ok(())
 }

@@ -1,0 +1,551 @@
+//! The bandwidth meta-plugin (chained only): limits the traffic of the
+//! container interface found in `prevResult` with token buckets programmed
+//! over netlink.
+//!
+//! * ingress (towards the container): a TBF root qdisc on the host veth;
+//! * egress (from the container): the host veth's ingress qdisc redirects
+//!   every frame to an IFB device `bwp<hash>` whose root qdisc is a TBF.
+//!
+//! Behaviour and kernel state follow containernetworking/plugins
+//! `plugins/meta/bandwidth` (v1.1.1, the TBF version). Beyond it: DEL also
+//! removes the qdiscs it added on the host veth when that veth still exists
+//! (Go's DEL leaves a redirect to a deleted IFB, which drops the pod's
+//! egress traffic until the veth goes), ADD rolls back on failure, the IFB
+//! carries an alias naming its network and container so that GC removes
+//! only the IFBs of dead attachments of its own network, and CHECK also
+//! verifies the redirect.
+//!
+//! ```
+//! use cni_exec::{dispatch, Env};
+//! use cni_plugins::bandwidth::Bandwidth;
+//!
+//! // No limits: nothing is touched and prevResult is passed through.
+//! let env = Env::new([
+//!     ("CNI_COMMAND", "ADD"),
+//!     ("CNI_CONTAINERID", "c1"),
+//!     ("CNI_NETNS", "/run/netns/c1"),
+//!     ("CNI_IFNAME", "eth0"),
+//!     ("CNI_PATH", "/opt/cni/bin"),
+//! ]);
+//! let stdin = br#"{"cniVersion":"1.0.0","name":"net","type":"bandwidth",
+//!     "prevResult":{"cniVersion":"1.0.0","ips":[{"address":"10.1.0.5/24"}]}}"#;
+//! let out = dispatch(&Bandwidth::new(), &env, stdin);
+//! assert_eq!(out.exit_code, 0);
+//! assert!(String::from_utf8(out.stdout).unwrap().contains("10.1.0.5/24"));
+//!
+//! // A rate without a burst is refused, as in the reference.
+//! let stdin = br#"{"cniVersion":"1.0.0","name":"net","type":"bandwidth",
+//!     "ingressRate":1000000}"#;
+//! let out = dispatch(&Bandwidth::new(), &env, stdin);
+//! assert_ne!(out.exit_code, 0);
+//! assert!(String::from_utf8(out.stdout).unwrap()
+//!     .contains("if rate is set, burst must also be set"));
+//! ```
+
+use std::path::PathBuf;
+
+use cni_exec::{Plugin, Request};
+use cni_netns::tc::{self, PschedClock, RedirectFilterKind, Tbf};
+use cni_netns::{Handle, Link, Netns};
+use cni_types::{Bandwidth as BandwidthEntry, CniError, CniResult, Interface, Version};
+use serde_json::Value;
+use sha2::{Digest, Sha512};
+
+use crate::{Error, Result};
+
+/// Maximum length of the IFB device name (`IFNAMSIZ - 1`).
+pub const MAX_IFB_NAME_LEN: usize = 15;
+/// Prefix of the IFB device names.
+pub const IFB_PREFIX: &str = "bwp";
+const ENTRY_KEYS: [&str; 4] = ["ingressRate", "ingressBurst", "egressRate", "egressBurst"];
+const ALIAS_PREFIX: &str = "cni-bandwidth";
+// IFALIASZ - 1.
+const MAX_ALIAS_LEN: usize = 255;
+
+/// The bandwidth plugin.
+///
+/// By default it programs the network namespace it runs in (the node's),
+/// as an exec'd plugin does; [`Bandwidth::in_netns`] points it at another
+/// one (a runtime embedding it, or a test's node namespace).
+#[derive(Debug, Clone, Default)]
+pub struct Bandwidth {
+    host_netns: Option<PathBuf>,
+}
+
+/// The limits in effect for one attachment: the top-level keys when any is
+/// present (Go's embedded `*BandwidthEntry`), else the `bandwidth`
+/// capability.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BandwidthConf {
+    /// The network name.
+    pub network: String,
+    /// The limits, `None` when neither source gives any.
+    pub limits: Option<BandwidthEntry>,
+}
+
+fn err(e: cni_netns::Error) -> Error {
+    Error::Internal(e.to_string())
+}
+
+/// Go's `validateRateAndBurst`, same messages.
+pub fn validate_rate_and_burst(rate: u64, burst: u64) -> Result<()> {
+    let msg = if burst == 0 && rate != 0 {
+        "if rate is set, burst must also be set"
+    } else if rate == 0 && burst != 0 {
+        "if burst is set, rate must also be set"
+    } else if burst / 8 >= u32::MAX as u64 {
+        "burst cannot be more than 4GB"
+    } else {
+        return Ok(());
+    };
+    Err(Error::Config(msg.into()))
+}
+
+fn field_u64(raw: &serde_json::Map<String, Value>, key: &str) -> Result<u64> {
+    match raw.get(key) {
+        None | Some(Value::Null) => Ok(0),
+        Some(v) => v.as_u64().ok_or_else(|| {
+            Error::Config(format!(
+                "failed to parse network configuration: {key} must be a non-negative integer, got {v}"
+            ))
+        }),
+    }
+}
+
+/// Parses and validates the plugin's configuration (Go's `parseConfig`).
+pub fn parse_config(config: &cni_types::NetworkConfig) -> Result<BandwidthConf> {
+    let raw = config.raw();
+    let limits = if ENTRY_KEYS.iter().any(|k| raw.contains_key(*k)) {
+        Some(BandwidthEntry {
+            ingress_rate: field_u64(raw, "ingressRate")?,
+            ingress_burst: field_u64(raw, "ingressBurst")?,
+            egress_rate: field_u64(raw, "egressRate")?,
+            egress_burst: field_u64(raw, "egressBurst")?,
+        })
+    } else {
+        config
+            .runtime_config
+            .as_ref()
+            .and_then(|rc| rc.bandwidth.clone())
+    };
+    if let Some(l) = &limits {
+        validate_rate_and_burst(l.ingress_rate, l.ingress_burst)?;
+        validate_rate_and_burst(l.egress_rate, l.egress_burst)?;
+    }
+    Ok(BandwidthConf {
+        network: config.name.clone(),
+        limits,
+    })
+}
+
+fn is_zero(b: &BandwidthEntry) -> bool {
+    b.ingress_rate == 0 && b.ingress_burst == 0 && b.egress_rate == 0 && b.egress_burst == 0
+}
+
+/// The IFB device name of an attachment: `bwp` and the first hex digits of
+/// SHA-512(network name + container id), 15 characters in all (Go's
+/// `utils.MustFormatHashWithPrefix`).
+pub fn ifb_name(network: &str, container_id: &str) -> String {
+    let digest = Sha512::digest(format!("{network}{container_id}").as_bytes());
+    let mut name = String::from(IFB_PREFIX);
+    for b in digest.iter() {
+        if name.len() >= MAX_IFB_NAME_LEN {
+            break;
+        }
+        name.push_str(&format!("{b:02x}"));
+    }
+    name.truncate(MAX_IFB_NAME_LEN);
+    name
+}
+
+fn ifb_alias(network: &str, container_id: &str) -> Option<String> {
+    let alias = format!("{ALIAS_PREFIX}/{network}/{container_id}");
+    (alias.len() <= MAX_ALIAS_LEN).then_some(alias)
+}
+
+fn load(req: &Request) -> Result<(BandwidthConf, Option<CniResult>)> {
+    let conf = parse_config(&req.config)?;
+    let prev = req
+        .config
+        .prev_result()
+        .map_err(|e| Error::Config(format!("could not parse prevResult: {e}")))?;
+    Ok((conf, prev))
+}
+
+impl Bandwidth {
+    /// bandwidth acting on the current network namespace.
+    pub fn new() -> Self {
+        Bandwidth::default()
+    }
+
+    /// bandwidth acting on the network namespace at `path` as the host.
+    pub fn in_netns(path: impl Into<PathBuf>) -> Self {
+        Bandwidth {
+            host_netns: Some(path.into()),
+        }
+    }
+
+    fn host(&self) -> Result<Handle> {
+        match &self.host_netns {
+            Some(p) => Handle::in_netns(&Netns::open(p).map_err(err)?),
+            None => Handle::current(),
+        }
+        .map_err(err)
+    }
+
+    fn do_add(&self, req: &Request) -> Result<CniResult> {
+        let (conf, prev) = load(req)?;
+        let limits = match conf.limits {
+            Some(l) if !is_zero(&l) => l,
+            _ => {
+                return prev.ok_or_else(|| Error::Config("must be called as chained plugin".into()))
+            }
+        };
+        let mut result =
+            prev.ok_or_else(|| Error::Config("must be called as chained plugin".into()))?;
+        let host = self.host()?;
+        let pod = Netns::open(&req.netns)
+            .map_err(|e| Error::Internal(format!("failed to open netns {:?}: {e}", req.netns)))?;
+        let veth = host_interface(&host, &pod, &result, &req.ifname)?;
+        let clock = PschedClock::read();
+        let mut undo = Undo::new(&host, veth.index);
+        let res = (|| {
+            if limits.ingress_rate > 0 && limits.ingress_burst > 0 {
+                let tbf =
+                    Tbf::from_rate_and_burst(limits.ingress_rate, limits.ingress_burst, clock);
+                host.add_tbf(veth.index, &tbf)
+                    .map_err(|e| Error::Internal(format!("create qdisc: {e}")))?;
+                undo.root_tbf = true;
+            }
+            if limits.egress_rate > 0 && limits.egress_burst > 0 {
+                let name = ifb_name(&conf.network, &req.container_id);
+                let alias = ifb_alias(&conf.network, &req.container_id);
+                let ifb = host
+                    .add_ifb(&name, veth.mtu, alias.as_deref())
+                    .map_err(|e| Error::Internal(format!("adding link: {e}")))?;
+                undo.ifb = Some(ifb.index);
+                result.interfaces.push(Interface {
+                    name: ifb.name.clone(),
+                    mac: ifb.mac.map(|m| m.to_string()).unwrap_or_default(),
+                    ..Interface::default()
+                });
+                host.add_ingress_qdisc(veth.index)
+                    .map_err(|e| Error::Internal(format!("create ingress qdisc: {e}")))?;
+                undo.ingress = true;
+                host.add_redirect_filter(
+                    veth.index,
+                    ifb.index,
+                    RedirectFilterKind::U32GoCompatible,
+                )
+                .map_err(|e| Error::Internal(format!("add filter: {e}")))?;
+                let tbf = Tbf::from_rate_and_burst(limits.egress_rate, limits.egress_burst, clock);
+                host.add_tbf(ifb.index, &tbf)
+                    .map_err(|e| Error::Internal(format!("create ifb qdisc: create qdisc: {e}")))?;
+            }
+            Ok(())
+        })();
+        match res {
+            Ok(()) => {
+                undo.disarm();
+                Ok(result)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn do_del(&self, req: &Request) -> Result<()> {
+        let (conf, prev) = load(req)?;
+        let host = self.host()?;
+        host.delete_link_by_name(&ifb_name(&conf.network, &req.container_id))
+            .map_err(err)?;
+        // Beyond the reference: take our qdiscs off the host veth when it
+        // is still there (the pod namespace is alive), so that DEL leaves
+        // the veth as the main plugin made it.
+        let (Some(limits), Some(prev)) = (conf.limits, prev) else {
+            return Ok(());
+        };
+        let Ok(pod) = Netns::open(&req.netns) else {
+            return Ok(());
+        };
+        let Ok(veth) = host_interface(&host, &pod, &prev, &req.ifname) else {
+            return Ok(());
+        };
+        if limits.ingress_rate > 0 && limits.ingress_burst > 0 {
+            let ours = host
+                .qdiscs(veth.index)
+                .map_err(err)?
+                .iter()
+                .any(|q| q.parent == tc::HANDLE_ROOT && q.kind == "tbf");
+            if ours {
+                host.delete_qdisc(veth.index, tc::HANDLE_ROOT)
+                    .map_err(err)?;
+            }
+        }
+        if limits.egress_rate > 0 && limits.egress_burst > 0 {
+            host.delete_qdisc(veth.index, tc::HANDLE_INGRESS)
+                .map_err(err)?;
+        }
+        Ok(())
+    }
+
+    fn do_check(&self, req: &Request) -> Result<()> {
+        let (conf, prev) = load(req)?;
+        let prev =
+            prev.ok_or_else(|| Error::Config("must be called as a chained plugin".into()))?;
+        let Some(limits) = conf.limits else {
+            return Ok(());
+        };
+        let host = self.host()?;
+        let pod = Netns::open(&req.netns)
+            .map_err(|e| Error::Internal(format!("failed to open netns {:?}: {e}", req.netns)))?;
+        let veth = host_interface(&host, &pod, &prev, &req.ifname)?;
+        let clock = PschedClock::read();
+        if limits.ingress_rate > 0 && limits.ingress_burst > 0 {
+            let want = Tbf::from_rate_and_burst(limits.ingress_rate, limits.ingress_burst, clock);
+            check_tbf(&host, veth.index, &want)?;
+        }
+        if limits.egress_rate > 0 && limits.egress_burst > 0 {
+            let name = ifb_name(&conf.network, &req.container_id);
+            let ifb = host
+                .link_by_name(&name)
+                .map_err(|e| Error::Internal(format!("get ifb device: {e}")))?;
+            let want = Tbf::from_rate_and_burst(limits.egress_rate, limits.egress_burst, clock);
+            check_tbf(&host, ifb.index, &want)?;
+            let redirected = host
+                .filters(veth.index, tc::INGRESS_QDISC_HANDLE)
+                .map_err(err)?
+                .iter()
+                .any(|f| f.redirects.contains(&ifb.index));
+            if !redirected {
+                return Err(Error::Internal(format!(
+                    "no filter redirects {} to {name}",
+                    veth.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn do_gc(&self, req: &Request) -> Result<()> {
+        let conf = parse_config(&req.config)?;
+        let Some(valid) = req.config.valid_attachments()? else {
+            return Ok(());
+        };
+        let host = self.host()?;
+        let prefix = format!("{ALIAS_PREFIX}/{}/", conf.network);
+        for link in host.links().map_err(err)? {
+            if link.kind.as_deref() != Some("ifb") || !link.name.starts_with(IFB_PREFIX) {
+                continue;
+            }
+            let Some(alias) = host.link_alias(link.index).map_err(err)? else {
+                continue;
+            };
+            let Some(cid) = alias.strip_prefix(&prefix) else {
+                continue;
+            };
+            if valid.iter().any(|a| a.container_id == cid) {
+                continue;
+            }
+            tracing::info!("gc: deleting {} of container {cid}", link.name);
+            host.delete_link_by_name(&link.name).map_err(err)?;
+        }
+        Ok(())
+    }
+}
+
+/// Go's `getHostInterface`: the prevResult host-side interface that is the
+/// veth peer of the container's `ifname`.
+fn host_interface(host: &Handle, pod: &Netns, result: &CniResult, ifname: &str) -> Result<Link> {
+    if result.interfaces.is_empty() {
+        return Err(Error::Internal("no interfaces provided".into()));
+    }
+    let in_pod = Handle::in_netns(pod).map_err(err)?;
+    let peer = in_pod
+        .link_by_name(ifname)
+        .and_then(|l| in_pod.veth_peer_index(l.index))
+        .map_err(|e| {
+            Error::Internal(format!(
+                "container interface {ifname} has no veth peer: {e}"
+            ))
+        })?;
+    let link = host
+        .link_by_index(peer)
+        .map_err(|_| Error::Internal(format!("veth peer with index {peer} is not in host ns")))?;
+    if result
+        .interfaces
+        .iter()
+        .any(|i| i.sandbox.is_empty() && i.name == link.name)
+    {
+        Ok(link)
+    } else {
+        Err(Error::Internal(
+            "no veth peer of container interface found in host ns".into(),
+        ))
+    }
+}
+
+/// Go's CHECK of one TBF: the first qdisc (pfifo_fast skipped) must be a
+/// TBF with the expected rate, limit and buffer.
+fn check_tbf(host: &Handle, index: u32, want: &Tbf) -> Result<()> {
+    let qdiscs: Vec<_> = host
+        .qdiscs(index)
+        .map_err(err)?
+        .into_iter()
+        .filter(|q| q.kind != "pfifo_fast")
+        .collect();
+    let first = qdiscs
+        .first()
+        .ok_or_else(|| Error::Internal("Failed to find qdisc".into()))?;
+    let Some(got) = first.tbf.filter(|_| first.kind == "tbf") else {
+        return Err(Error::Internal(format!(
+            "expected a tbf qdisc on link #{index}, found {}",
+            first.kind
+        )));
+    };
+    if got.rate != want.rate {
+        return Err(Error::Internal("Rate doesn't match".into()));
+    }
+    if got.limit != want.limit {
+        return Err(Error::Internal("Limit doesn't match".into()));
+    }
+    if got.buffer != want.buffer {
+        return Err(Error::Internal("Buffer doesn't match".into()));
+    }
+    Ok(())
+}
+
+/// What a failed ADD takes back.
+struct Undo<'a> {
+    host: &'a Handle,
+    veth: u32,
+    root_tbf: bool,
+    ingress: bool,
+    ifb: Option<u32>,
+    armed: bool,
+}
+
+impl<'a> Undo<'a> {
+    fn new(host: &'a Handle, veth: u32) -> Self {
+        Undo {
+            host,
+            veth,
+            root_tbf: false,
+            ingress: false,
+            ifb: None,
+            armed: true,
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Undo<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if self.ingress {
+            if let Err(e) = self.host.delete_qdisc(self.veth, tc::HANDLE_INGRESS) {
+                tracing::warn!("rollback: {e}");
+            }
+        }
+        if let Some(ifb) = self.ifb {
+            if let Err(e) = self.host.delete_link(ifb) {
+                tracing::warn!("rollback: {e}");
+            }
+        }
+        if self.root_tbf {
+            if let Err(e) = self.host.delete_qdisc(self.veth, tc::HANDLE_ROOT) {
+                tracing::warn!("rollback: {e}");
+            }
+        }
+    }
+}
+
+impl Plugin for Bandwidth {
+    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
+        self.do_add(req).map_err(CniError::from)
+    }
+
+    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
+        self.do_del(req).map_err(CniError::from)
+    }
+
+    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
+        self.do_check(req).map_err(CniError::from)
+    }
+
+    fn gc(&self, req: &Request) -> std::result::Result<(), CniError> {
+        self.do_gc(req).map_err(CniError::from)
+    }
+
+    /// 0.3.0 on, as the reference: the host veth is found through the
+    /// result's interfaces, which older results do not have.
+    fn supported_versions(&self) -> Vec<Version> {
+        Version::ALL
+            .iter()
+            .copied()
+            .filter(|v| *v >= Version::new(0, 3, 0))
+            .collect()
+    }
+
+    fn about(&self) -> String {
+        format!("CNI bandwidth plugin v{}", env!("CARGO_PKG_VERSION"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ifb_names_match_the_reference_hash() {
+        let n = ifb_name("net", "c1");
+        assert_eq!(n.len(), MAX_IFB_NAME_LEN);
+        assert!(n.starts_with("bwp"));
+        // sha512("netc1") starts with these hex digits.
+        let d = Sha512::digest(b"netc1");
+        assert_eq!(&n[3..5], format!("{:02x}", d[0]));
+    }
+
+    #[test]
+    fn rate_and_burst_go_together() {
+        assert!(validate_rate_and_burst(0, 0).is_ok());
+        assert!(validate_rate_and_burst(1, 1).is_ok());
+        assert_eq!(
+            validate_rate_and_burst(1, 0).unwrap_err().to_string(),
+            "if rate is set, burst must also be set"
+        );
+        assert_eq!(
+            validate_rate_and_burst(0, 1).unwrap_err().to_string(),
+            "if burst is set, rate must also be set"
+        );
+        assert_eq!(
+            validate_rate_and_burst(1, (u32::MAX as u64) * 8)
+                .unwrap_err()
+                .to_string(),
+            "burst cannot be more than 4GB"
+        );
+    }
+
+    #[test]
+    fn top_level_limits_win_over_the_capability() {
+        let c = cni_types::NetworkConfig::from_slice(
+            br#"{"cniVersion":"1.0.0","name":"n","type":"bandwidth","egressRate":0,
+            "runtimeConfig":{"bandwidth":{"ingressRate":8,"ingressBurst":8}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            parse_config(&c).unwrap().limits,
+            Some(BandwidthEntry::default())
+        );
+        let c = cni_types::NetworkConfig::from_slice(
+            br#"{"cniVersion":"1.0.0","name":"n","type":"bandwidth",
+            "runtimeConfig":{"bandwidth":{"ingressRate":8,"ingressBurst":8}}}"#,
+        )
+        .unwrap();
+        assert_eq!(parse_config(&c).unwrap().limits.unwrap().ingress_rate, 8);
+    }
+}

@@ -1,0 +1,5 @@
+//! The tuning plugin binary.
+
+fn main() {
+    cni_exec::run(&cni_plugins::tuning::Tuning::new())
+}
