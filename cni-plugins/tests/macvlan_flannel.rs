@@ -3,8 +3,9 @@
 //! this package the whole chain runs as processes (flannel, then our
 //! macvlan found on `CNI_PATH`); without one (flannel not merged yet) the
 //! delegate config is rendered by `cni_plugins::flannel` and handed to our
-//! macvlan binary, which is what the flannel binary does. IPAM is the Go
-//! host-local until ours is on `CNI_PATH`.
+//! macvlan binary, which is what the flannel binary does. `CNI_PATH` holds
+//! only this package's binaries (flannel, macvlan, host-local) once they
+//! are all built here.
 
 mod ptp_common;
 
@@ -38,7 +39,12 @@ fn flannel_with_a_macvlan_delegate_attaches_a_pod() {
     let mut env = CniEnv::new(&pod);
     let ours = plugin_path(Impl::Ours, "macvlan");
     let our_dir = ours.parent().unwrap().display().to_string();
-    env.cni_path = format!("{our_dir}:{GO_DIR}");
+    // Ours only once our host-local is built here; Go's IPAM before that.
+    env.cni_path = match option_env!("CARGO_BIN_EXE_host-local") {
+        Some(_) => our_dir,
+        None => format!("{our_dir}:{GO_DIR}"),
+    };
+    eprintln!("CNI_PATH={}", env.cni_path);
 
     let (bin, stdin): (std::path::PathBuf, Value) = match option_env!("CARGO_BIN_EXE_flannel") {
         Some(flannel) => (Path::new(flannel).to_path_buf(), conf.clone()),

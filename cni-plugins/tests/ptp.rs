@@ -233,3 +233,57 @@ fn ptp_failed_add_leaves_nothing_and_del_survives_a_vanished_netns() {
     assert!(allocated(&node, "ptpnet").is_empty());
     assert!(!nft_ruleset(&node).contains("ctr-p14"));
 }
+
+#[test]
+fn ptp_gc_and_status_reach_our_host_local_in_1_1_0() {
+    if !root() {
+        return;
+    }
+    let Some(host_local) = option_env!("CARGO_BIN_EXE_host-local") else {
+        eprintln!("skipped: our host-local is not built in this package");
+        return;
+    };
+    let mut node = Node::new();
+    let bin = plugin_path(Impl::Ours, "ptp");
+    let mut c = conf("1.1.0", json!({"ipMasq": true}));
+    c["ipam"] = node.host_local("10.91.0.0/24");
+    let pods: Vec<String> = (0..2).map(|_| node.pod()).collect();
+    let our_dir = std::path::Path::new(host_local)
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    let envs: Vec<CniEnv> = pods
+        .iter()
+        .enumerate()
+        .map(|(i, p)| CniEnv {
+            container_id: format!("ctr-{i}"),
+            cni_path: our_dir.clone(),
+            ..CniEnv::new(p)
+        })
+        .collect();
+    for e in &envs {
+        node.exec(&bin, "ADD", e, &c).expect_ok("ADD");
+    }
+    assert_eq!(allocated(&node, "ptpnet").len(), 2);
+    let gce = CniEnv {
+        container_id: String::new(),
+        netns: String::new(),
+        ifname: String::new(),
+        cni_path: our_dir.clone(),
+        ..CniEnv::new("")
+    };
+    node.exec(&bin, "STATUS", &gce, &c).expect_ok("STATUS");
+    let mut gc = c.clone();
+    gc["cni.dev/valid-attachments"] = json!([{"containerID": "ctr-1", "ifname": "eth0"}]);
+    node.exec(&bin, "GC", &gce, &gc).expect_ok("GC");
+    // The dead attachment's lease and rules are gone, the live one's stay.
+    assert_eq!(allocated(&node, "ptpnet"), vec!["10.91.0.3".to_string()]);
+    let rules = nft_ruleset(&node);
+    assert!(
+        !rules.contains("ctr-0") && rules.contains("ctr-1"),
+        "{rules}"
+    );
+    node.exec(&bin, "DEL", &envs[1], &c).expect_ok("DEL");
+    assert!(allocated(&node, "ptpnet").is_empty());
+}
