@@ -271,3 +271,55 @@ fn macvlan_failed_add_leaves_nothing_and_del_survives_a_vanished_netns() {
     node.exec(&bin, "STATUS", &CniEnv::new(""), &st)
         .expect_ok("STATUS");
 }
+
+#[test]
+fn macvlan_gc_and_status_reach_our_host_local_in_1_1_0() {
+    if !root() {
+        return;
+    }
+    let Some(host_local) = option_env!("CARGO_BIN_EXE_host-local") else {
+        eprintln!("skipped: our host-local is not built in this package");
+        return;
+    };
+    let our_dir = std::path::Path::new(host_local)
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    let mut node = Node::new();
+    let bin = plugin_path(Impl::Ours, "macvlan");
+    let mut c = conf("1.1.0", json!({}));
+    c["ipam"] = node.host_local("10.92.0.0/24");
+    let leases = |node: &Node| -> Vec<String> {
+        std::fs::read_dir(node.data.path().join("ipam").join("mvnet"))
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with("10."))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let pods: Vec<String> = (0..2).map(|_| node.pod()).collect();
+    for (i, p) in pods.iter().enumerate() {
+        let env = CniEnv {
+            container_id: format!("ctr-{i}"),
+            cni_path: our_dir.clone(),
+            ..CniEnv::new(p)
+        };
+        node.exec(&bin, "ADD", &env, &c).expect_ok("ADD");
+    }
+    assert_eq!(leases(&node).len(), 2);
+    let gce = CniEnv {
+        container_id: String::new(),
+        netns: String::new(),
+        ifname: String::new(),
+        cni_path: our_dir,
+        ..CniEnv::new("")
+    };
+    node.exec(&bin, "STATUS", &gce, &c).expect_ok("STATUS");
+    let mut gc = c.clone();
+    gc["cni.dev/valid-attachments"] = json!([{"containerID": "ctr-1", "ifname": "eth0"}]);
+    node.exec(&bin, "GC", &gce, &gc).expect_ok("GC");
+    assert_eq!(leases(&node), vec!["10.92.0.3".to_string()]);
+}

@@ -353,6 +353,10 @@ impl Plugin for HostDevice {
         Ok(common::ipam_status(req)?)
     }
 
+    fn gc(&self, req: &Request) -> std::result::Result<(), CniError> {
+        Ok(common::ipam_gc(req)?)
+    }
+
     fn about(&self) -> String {
         format!("CNI host-device plugin v{}", env!("CARGO_PKG_VERSION"))
     }

@@ -226,6 +226,10 @@ impl Plugin for Ipvlan {
         Ok(common::ipam_status(req)?)
     }
 
+    fn gc(&self, req: &Request) -> std::result::Result<(), CniError> {
+        Ok(common::ipam_gc(req)?)
+    }
+
     fn about(&self) -> String {
         format!("CNI ipvlan plugin v{}", env!("CARGO_PKG_VERSION"))
     }

@@ -7,7 +7,7 @@
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 
-use cni_exec::{delegate_add, delegate_check, delegate_del, delegate_status, Request};
+use cni_exec::{delegate_add, delegate_check, delegate_del, delegate_gc, delegate_status, Request};
 use cni_netns::{configure_interface, sysctl, Family, Handle, Link, Netns};
 use cni_types::{CniResult, Interface};
 
@@ -51,6 +51,16 @@ pub(crate) fn ipam_status(req: &Request) -> Result<()> {
     match req.config.ipam_type() {
         "" => Ok(()),
         ipam => delegate_status(ipam, &req.stdin, req).map_err(delegate),
+    }
+}
+
+/// GC: the plugin's links die with their pods, so only the IPAM plugin
+/// has anything to collect (the leases of attachments not in the valid
+/// list).
+pub(crate) fn ipam_gc(req: &Request) -> Result<()> {
+    match req.config.ipam_type() {
+        "" => Ok(()),
+        ipam => delegate_gc(ipam, &req.stdin, req).map_err(delegate),
     }
 }
 

@@ -249,6 +249,10 @@ impl Plugin for Macvlan {
         Ok(common::ipam_status(req)?)
     }
 
+    fn gc(&self, req: &Request) -> std::result::Result<(), CniError> {
+        Ok(common::ipam_gc(req)?)
+    }
+
     fn about(&self) -> String {
         format!("CNI macvlan plugin v{}", env!("CARGO_PKG_VERSION"))
     }

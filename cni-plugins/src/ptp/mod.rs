@@ -24,7 +24,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use cni_exec::{delegate_gc, Plugin, Request};
+use cni_exec::{Plugin, Request};
 use cni_netns::firewall::{default_backend, AttachmentId, Firewall, RuleKind};
 use cni_netns::{sysctl, AddressOptions, Handle, IpNetwork, Link, Netns, Route, SCOPE_HOST};
 use cni_types::{CniError, CniResult, Dns, NetworkConfig};
@@ -211,10 +211,7 @@ impl Ptp {
                 .collect();
             self.firewall.gc(RuleKind::Masquerade, network, &valid)?;
         }
-        match req.config.ipam_type() {
-            "" => Ok(()),
-            ipam => delegate_gc(ipam, &req.stdin, req).map_err(common::delegate),
-        }
+        common::ipam_gc(req)
     }
 }
 
