@@ -1,8 +1,8 @@
 //! The host-device plugin: moves an existing node link into the pod, named
 //! `CNI_IFNAME`, and back on DEL under its original name (kept in the
 //! link's alias meanwhile) — Go's `plugins/main/host-device/host-device.go`,
-//! plus STATUS, a DEL that tolerates a vanished namespace or link, and a
-//! rollback that also moves the link back.
+//! plus STATUS and GC (delegated to IPAM), a DEL that tolerates a vanished
+//! namespace or link, and a rollback that also moves the link back.
 //!
 //! The link is found by `device` (name), `hwaddr`, `kernelpath` (a
 //! `/sys/devices/...` directory whose `net/` holds it) or `pciBusID` (also

@@ -1,8 +1,9 @@
 //! The ipvlan plugin: gives the pod an ipvlan of a node link (the master's
 //! MAC, its own addresses) — Go's `plugins/main/ipvlan/ipvlan.go`, plus
-//! STATUS and a rollback that also removes the link. Chained after another
-//! plugin without `master`, it takes the previous result's single interface
-//! as master; without IPAM, it uses the previous result's addresses.
+//! STATUS and GC (delegated to IPAM) and a rollback that also removes the
+//! link. Chained after another plugin without `master`, it takes the
+//! previous result's single interface as master; without IPAM, it uses the
+//! previous result's addresses.
 //!
 //! A kernel without ipvlan ("Unknown device type") fails ADD with a CNI
 //! error that says so, before anything is allocated.

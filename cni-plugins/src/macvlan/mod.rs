@@ -1,7 +1,7 @@
 //! The macvlan plugin: gives the pod a macvlan of a node link (its own MAC
 //! on the master's wire), addressed by the IPAM plugin — Go's
-//! `plugins/main/macvlan/macvlan.go`, plus STATUS and a rollback that also
-//! removes the link.
+//! `plugins/main/macvlan/macvlan.go`, plus STATUS and GC (delegated to
+//! IPAM) and a rollback that also removes the link.
 //!
 //! ```
 //! use cni_plugins::macvlan::MacvlanConf;
