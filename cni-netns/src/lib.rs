@@ -35,6 +35,7 @@
 mod addr;
 mod configure;
 pub mod conntrack;
+mod device;
 mod error;
 pub mod firewall;
 mod handle;
@@ -55,6 +56,7 @@ use netlink_packet_route::AddressFamily;
 
 pub use addr::{Address, AddressOptions, DAD_POLL, DAD_TIMEOUT};
 pub use configure::configure_interface;
+pub use device::{IpvlanMode, IpvlanSpec, LinkDetails};
 pub use error::{Error, Result};
 pub use handle::Handle;
 /// The CIDR type used throughout the API (re-exported so callers match versions).

@@ -6,10 +6,14 @@ pub mod bandwidth;
 pub mod bridge;
 mod error;
 pub mod flannel;
+pub mod host_device;
 pub mod host_local;
+pub mod ipvlan;
 pub mod loopback;
+pub mod macvlan;
 pub mod multus;
 pub mod portmap;
+pub mod ptp;
 pub mod static_ipam;
 pub mod tuning;
 

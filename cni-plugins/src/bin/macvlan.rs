@@ -1,0 +1,5 @@
+//! The `macvlan` CNI plugin binary.
+
+fn main() {
+    cni_exec::run(&cni_plugins::macvlan::Macvlan);
+}

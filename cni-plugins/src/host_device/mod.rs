@@ -1,0 +1,363 @@
+//! The host-device plugin: moves an existing node link into the pod, named
+//! `CNI_IFNAME`, and back on DEL under its original name (kept in the
+//! link's alias meanwhile) — Go's `plugins/main/host-device/host-device.go`,
+//! plus STATUS and GC (delegated to IPAM), a DEL that tolerates a vanished
+//! namespace or link, and a rollback that also moves the link back.
+//!
+//! The link is found by `device` (name), `hwaddr`, `kernelpath` (a
+//! `/sys/devices/...` directory whose `net/` holds it) or `pciBusID` (also
+//! the `deviceID` capability, `runtimeConfig.deviceID`). A PCI device bound
+//! to a userspace (DPDK) driver has no link: it is reported without moving
+//! anything.
+//!
+//! ```
+//! use cni_plugins::host_device::{HostDeviceConf, Selector};
+//! use cni_types::NetworkConfig;
+//!
+//! let conf = NetworkConfig::from_slice(
+//!     br#"{"cniVersion":"1.0.0","name":"n","type":"host-device","device":"eth1"}"#,
+//! )?;
+//! assert_eq!(HostDeviceConf::load(&conf)?.selector, Selector::Device("eth1".into()));
+//! let none = NetworkConfig::from_slice(br#"{"cniVersion":"1.0.0","name":"n","type":"host-device"}"#)?;
+//! assert!(HostDeviceConf::load(&none).is_err());
+//! # Ok::<(), cni_plugins::Error>(())
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use cni_exec::{Plugin, Request};
+use cni_netns::{Handle, Link, MacAddr, Netns};
+use cni_types::{CniError, CniResult, Dns, NetworkConfig};
+use serde::Deserialize;
+
+use crate::macvlan::common::{self, fail, interface};
+use crate::Result;
+
+/// Where PCI devices are listed (Go's `sysBusPCI`).
+pub const SYS_BUS_PCI: &str = "/sys/bus/pci/devices";
+
+/// Drivers that take a NIC away from the kernel's network stack (DPDK).
+const USERSPACE_DRIVERS: [&str; 3] = ["vfio-pci", "uio_pci_generic", "igb_uio"];
+
+/// How the node link is named in the config, in Go's order of precedence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selector {
+    /// `device`: the link's name.
+    Device(String),
+    /// `hwaddr`: the link's MAC.
+    HwAddr(String),
+    /// `kernelpath`: its device directory under `/sys/devices/`.
+    KernelPath(String),
+    /// `pciBusID` (or the `deviceID` capability): its PCI address.
+    Pci(String),
+}
+
+/// The host-device plugin's configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HostDeviceConf {
+    /// Which link.
+    pub selector: Selector,
+    /// `dns`, copied into the result when there is IPAM.
+    pub dns: Dns,
+}
+
+#[derive(Deserialize)]
+struct Raw {
+    #[serde(default)]
+    device: String,
+    #[serde(default)]
+    hwaddr: String,
+    #[serde(default)]
+    kernelpath: String,
+    #[serde(rename = "pciBusID", default)]
+    pci_bus_id: String,
+}
+
+impl HostDeviceConf {
+    /// Reads the config; the `deviceID` capability replaces `pciBusID`.
+    pub fn load(config: &NetworkConfig) -> Result<HostDeviceConf> {
+        let raw: Raw = config.parse_as()?;
+        let device_id = config
+            .runtime_config
+            .as_ref()
+            .and_then(|r| r.device_id.clone())
+            .filter(|d| !d.is_empty());
+        let pci = device_id.unwrap_or(raw.pci_bus_id);
+        let selector = if !raw.device.is_empty() {
+            Selector::Device(raw.device)
+        } else if !raw.hwaddr.is_empty() {
+            Selector::HwAddr(raw.hwaddr)
+        } else if !raw.kernelpath.is_empty() {
+            Selector::KernelPath(raw.kernelpath)
+        } else if !pci.is_empty() {
+            Selector::Pci(pci)
+        } else {
+            // A plain error in Go (code 999), not a config error.
+            return Err(fail(
+                r#"specify either "device", "hwaddr", "kernelpath" or "pciBusID""#.into(),
+            ));
+        };
+        Ok(HostDeviceConf {
+            selector,
+            dns: config.dns.clone().unwrap_or_default(),
+        })
+    }
+
+    /// Go's `DPDKMode`: the PCI device is bound to a userspace driver.
+    fn dpdk_mode(&self) -> Result<bool> {
+        let Selector::Pci(pci) = &self.selector else {
+            return Ok(false);
+        };
+        let driver = Path::new(SYS_BUS_PCI).join(pci).join("driver");
+        let target = std::fs::canonicalize(&driver)
+            .map_err(|e| fail(format!("error with host device: {}: {e}", driver.display())))?;
+        let name = target.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        Ok(USERSPACE_DRIVERS.contains(&name))
+    }
+}
+
+/// The host-device plugin.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostDevice;
+
+impl HostDevice {
+    fn cmd_add(&self, req: &Request) -> Result<CniResult> {
+        let conf = HostDeviceConf::load(&req.config)?;
+        let dpdk = conf.dpdk_mode()?;
+        let netns = Netns::open(&req.netns)?;
+        let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
+        let mut result = CniResult::default();
+        // The node link's original name, once it is in the pod.
+        let moved = if dpdk {
+            None
+        } else {
+            let dev = find_link(&host, &conf.selector)
+                .map_err(|e| fail(format!("failed to find host device: {e}")))?;
+            let link = move_in(&host, &dev, &netns, &pod, &req.ifname)?;
+            result.interfaces = vec![interface(&link, &req.netns)];
+            Some(dev.name)
+        };
+        if req.config.ipam_type().is_empty() {
+            return Ok(result);
+        }
+        let mut ipam_done = false;
+        let added = attach(req, &conf, &pod, moved.is_some(), result, &mut ipam_done);
+        if added.is_err() {
+            if ipam_done {
+                common::undo_ipam(req);
+            }
+            if let Some(original) = &moved {
+                // Back as it came: its name, and no alias.
+                let back = move_out(&pod, &host, &req.ifname)
+                    .and_then(|()| Ok(host.link_by_name(original)?))
+                    .and_then(|l| Ok(host.set_alias(l.index, "")?));
+                if let Err(e) = back {
+                    tracing::warn!("undo ADD: {e}");
+                }
+            }
+        }
+        added
+    }
+
+    fn cmd_del(&self, req: &Request) -> Result<()> {
+        let conf = HostDeviceConf::load(&req.config)?;
+        let dpdk = conf.dpdk_mode()?;
+        let Some((_, pod)) = common::pod_for_del(req)? else {
+            // The kernel already returned the link to the initial namespace
+            // with the pod's; only the addresses are left to release.
+            return common::ipam_del(req);
+        };
+        common::ipam_del(req)?;
+        if !dpdk {
+            move_out(&pod, &Handle::current()?, &req.ifname)?;
+        }
+        Ok(())
+    }
+
+    fn cmd_check(&self, req: &Request) -> Result<()> {
+        let conf = HostDeviceConf::load(&req.config)?;
+        let dpdk = conf.dpdk_mode()?;
+        let netns = Netns::open(&req.netns)?;
+        common::ipam_check(req)?;
+        let prev = common::prev_result(req)?;
+        if dpdk {
+            return Ok(());
+        }
+        let intf = common::prev_container(req, &prev)?;
+        let pod = Handle::in_netns(&netns)?;
+        let link = common::check_container_link(&pod, intf, None)?;
+        common::check_addresses_and_routes(&pod, &link, &prev)
+    }
+}
+
+/// IPAM and the pod side once the link is in place.
+fn attach(
+    req: &Request,
+    conf: &HostDeviceConf,
+    pod: &Handle,
+    moved: bool,
+    moved_result: CniResult,
+    ipam_done: &mut bool,
+) -> Result<CniResult> {
+    let mut result = common::ipam_add(req)?;
+    *ipam_done = true;
+    for ip in &mut result.ips {
+        ip.interface = Some(0);
+    }
+    result.interfaces = moved_result.interfaces;
+    if moved {
+        common::configure(pod, &req.ifname, &result)?;
+    }
+    result.dns = conf.dns.clone();
+    Ok(result)
+}
+
+/// Go's `getLink`.
+fn find_link(host: &Handle, selector: &Selector) -> Result<Link> {
+    match selector {
+        Selector::Device(name) => Ok(host.link_by_name(name)?),
+        Selector::HwAddr(mac) => {
+            let mac: MacAddr = mac
+                .parse()
+                .map_err(|_| fail(format!("failed to parse MAC address {mac:?}")))?;
+            host.link_by_mac(mac)?
+                .ok_or_else(|| fail("failed to find physical interface".into()))
+        }
+        Selector::KernelPath(path) => {
+            if !path.starts_with("/sys/devices/") {
+                return Err(fail(format!(
+                    "kernel device path {path:?} must be absolute and begin with /sys/devices/"
+                )));
+            }
+            let dir = Path::new(path).join("net");
+            let names = dir_entries(&dir)
+                .map_err(|_| fail(format!("failed to find network devices at {dir:?}")))?;
+            let links = host.links()?;
+            names
+                .iter()
+                .find_map(|n| links.iter().find(|l| &l.name == n).cloned())
+                .ok_or_else(|| fail("failed to find physical interface".into()))
+        }
+        Selector::Pci(pci) => {
+            let dir = pci_net_dir(pci)?;
+            let names = dir_entries(&dir).map_err(|e| {
+                fail(format!(
+                    "failed to read net directory {}: {e}",
+                    dir.display()
+                ))
+            })?;
+            match names.first() {
+                Some(name) => Ok(host.link_by_name(name)?),
+                None => Err(fail(format!(
+                    "failed to find device name for pci address {pci}"
+                ))),
+            }
+        }
+    }
+}
+
+/// `<pci>/net`, or for a virtio device `<pci>/virtio*/net`.
+fn pci_net_dir(pci: &str) -> Result<PathBuf> {
+    let dev = Path::new(SYS_BUS_PCI).join(pci);
+    let net = dev.join("net");
+    if net.symlink_metadata().is_ok() {
+        return Ok(net);
+    }
+    let no_net = || fail(format!("no net directory under pci device {pci}"));
+    let mut virtio: Vec<PathBuf> = dir_entries(&dev)
+        .map_err(|_| no_net())?
+        .into_iter()
+        .filter(|n| n.starts_with("virtio"))
+        .map(|n| dev.join(n).join("net"))
+        .filter(|p| p.exists())
+        .collect();
+    virtio.sort();
+    virtio.into_iter().next().ok_or_else(no_net)
+}
+
+/// A directory's entry names, sorted as Go's `os.ReadDir`.
+fn dir_entries(dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// Go's `moveLinkIn`: into the pod, down, original name saved in the
+/// alias, renamed to `CNI_IFNAME`, up.
+fn move_in(host: &Handle, dev: &Link, netns: &Netns, pod: &Handle, ifname: &str) -> Result<Link> {
+    host.move_to_netns(dev.index, netns)?;
+    let inside = pod.link_by_name(&dev.name)?;
+    let configured = (|| -> Result<Link> {
+        pod.set_down(inside.index)?;
+        pod.set_alias(inside.index, &dev.name)?;
+        pod.rename(inside.index, ifname)?;
+        pod.set_up(inside.index)?;
+        Ok(pod.link_by_index(inside.index)?)
+    })();
+    if configured.is_err() {
+        // Back to the node under its own name, as it came.
+        let _ = pod.set_down(inside.index);
+        let _ = pod.rename(inside.index, &dev.name);
+        if pod.move_to_netns(inside.index, host.netns()).is_ok() && dev.is_up() {
+            let _ = host.set_up(dev.index);
+        }
+    }
+    configured
+}
+
+/// Go's `moveLinkOut`: down, original name back from the alias, into the
+/// namespace the plugin runs in. A link already gone is not an error (a
+/// repeated DEL); a failed move leaves it as it was, so DEL can be retried.
+fn move_out(pod: &Handle, host: &Handle, ifname: &str) -> Result<()> {
+    let dev = match pod.link_details(ifname) {
+        Ok(d) => d,
+        Err(e) if e.is_not_found() => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    let index = dev.link.index;
+    let original = dev.alias.clone().unwrap_or_else(|| ifname.to_owned());
+    pod.set_down(index)?;
+    let moved = pod
+        .rename(index, &original)
+        .and_then(|()| pod.move_to_netns(index, host.netns()));
+    if let Err(e) = moved {
+        let _ = pod.rename(index, ifname);
+        if dev.link.is_up() {
+            let _ = pod.set_up(index);
+        }
+        return Err(fail(format!(
+            "failed to move {ifname:?} to the host as {original:?}: {e}"
+        )));
+    }
+    Ok(())
+}
+
+impl Plugin for HostDevice {
+    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
+        Ok(self.cmd_add(req)?)
+    }
+
+    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
+        Ok(self.cmd_del(req)?)
+    }
+
+    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
+        Ok(self.cmd_check(req)?)
+    }
+
+    fn status(&self, req: &Request) -> std::result::Result<(), CniError> {
+        Ok(common::ipam_status(req)?)
+    }
+
+    fn gc(&self, req: &Request) -> std::result::Result<(), CniError> {
+        Ok(common::ipam_gc(req)?)
+    }
+
+    fn about(&self) -> String {
+        format!("CNI host-device plugin v{}", env!("CARGO_PKG_VERSION"))
+    }
+}

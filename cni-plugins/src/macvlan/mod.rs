@@ -1,0 +1,259 @@
+//! The macvlan plugin: gives the pod a macvlan of a node link (its own MAC
+//! on the master's wire), addressed by the IPAM plugin — Go's
+//! `plugins/main/macvlan/macvlan.go`, plus STATUS and GC (delegated to
+//! IPAM) and a rollback that also removes the link.
+//!
+//! ```
+//! use cni_plugins::macvlan::MacvlanConf;
+//! use cni_types::NetworkConfig;
+//!
+//! let conf = NetworkConfig::from_slice(
+//!     br#"{"cniVersion":"1.0.0","name":"n","type":"macvlan","master":"eth0",
+//!          "mode":"vepa","mac":"02:00:00:00:00:01",
+//!          "runtimeConfig":{"mac":"02:00:00:00:00:02"}}"#,
+//! )?;
+//! let mv = MacvlanConf::load(&conf, "MAC=02:00:00:00:00:03")?;
+//! assert_eq!(mv.mode.to_string(), "vepa");
+//! // runtimeConfig wins over CNI_ARGS, which wins over the config.
+//! assert_eq!(mv.mac.unwrap().to_string(), "02:00:00:00:00:02");
+//! # Ok::<(), cni_plugins::Error>(())
+//! ```
+
+pub(crate) mod common;
+
+use cni_exec::{Plugin, Request};
+use cni_netns::{Handle, Link, MacAddr, MacvlanMode, MacvlanSpec, Netns};
+use cni_types::{CniArgs, CniError, CniResult, Dns, NetworkConfig};
+use serde::Deserialize;
+
+use crate::Result;
+use common::{fail, interface};
+
+/// The macvlan plugin's configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MacvlanConf {
+    /// `master`: the parent link; empty means the default route's device.
+    pub master: String,
+    /// `mode` (bridge, private, vepa, passthru).
+    pub mode: MacvlanMode,
+    /// `mtu` (0: the kernel's choice, the master's).
+    pub mtu: u32,
+    /// The pod link's MAC: `mac`, overridden by `CNI_ARGS` `MAC`, then by
+    /// `runtimeConfig.mac`.
+    pub mac: Option<MacAddr>,
+    /// `linkInContainer`: the master is in the pod's namespace.
+    pub link_in_container: bool,
+    /// `bcqueuelen`: the parent's broadcast queue length.
+    pub bc_queue_len: Option<u32>,
+    /// `dns`, copied into the result.
+    pub dns: Dns,
+}
+
+#[derive(Deserialize)]
+struct Raw {
+    #[serde(default)]
+    master: String,
+    #[serde(default)]
+    mode: String,
+    #[serde(default)]
+    mtu: i64,
+    #[serde(default)]
+    mac: String,
+    #[serde(rename = "linkInContainer", default)]
+    link_in_container: bool,
+    #[serde(default)]
+    bcqueuelen: Option<u32>,
+}
+
+impl MacvlanConf {
+    /// Reads the config and `CNI_ARGS` as Go's `loadConf` does (the master
+    /// and MTU checks need the kernel and happen in ADD and CHECK).
+    pub fn load(config: &NetworkConfig, cni_args: &str) -> Result<MacvlanConf> {
+        let raw: Raw = config.parse_as()?;
+        let mode = raw
+            .mode
+            .parse()
+            .map_err(|_| fail(format!("unknown macvlan mode: {:?}", raw.mode)))?;
+        let mtu = u32::try_from(raw.mtu)
+            .map_err(|_| fail(format!("invalid MTU {}, must be >= 0", raw.mtu)))?;
+        let mut mac = raw.mac;
+        let args = CniArgs::parse(cni_args)?;
+        args.check_known(&["MAC"])?;
+        if let Some(m) = args.get("MAC").filter(|m| !m.is_empty()) {
+            mac = m.to_owned();
+        }
+        if let Some(m) = config.runtime_config.as_ref().and_then(|r| r.mac.as_ref()) {
+            if !m.is_empty() {
+                mac.clone_from(m);
+            }
+        }
+        let mac = match mac.as_str() {
+            "" => None,
+            m => Some(m.parse().map_err(|_| {
+                fail(format!(
+                    "invalid args {m} for MAC addr: invalid MAC address"
+                ))
+            })?),
+        };
+        Ok(MacvlanConf {
+            master: raw.master,
+            mode,
+            mtu,
+            mac,
+            link_in_container: raw.link_in_container,
+            bc_queue_len: raw.bcqueuelen,
+            dns: config.dns.clone().unwrap_or_default(),
+        })
+    }
+}
+
+/// The macvlan plugin.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Macvlan;
+
+impl Macvlan {
+    fn cmd_add(&self, req: &Request) -> Result<CniResult> {
+        let conf = MacvlanConf::load(&req.config, &req.args_raw)?;
+        let netns = Netns::open(&req.netns)?;
+        let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
+        let master = common::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
+        if conf.mtu > master.mtu {
+            return Err(fail(format!(
+                "invalid MTU {}, must be [0, master MTU({})]",
+                conf.mtu, master.mtu
+            )));
+        }
+        let link = create_macvlan(&conf, &master, &host, &netns, &pod, &req.ifname)?;
+        let mut ipam_done = false;
+        let added = attach(req, &conf, &pod, &link, &mut ipam_done);
+        if added.is_err() {
+            if ipam_done {
+                common::undo_ipam(req);
+            }
+            if let Err(e) = pod.delete_link(link.index) {
+                tracing::warn!("undo ADD: {e}");
+            }
+        }
+        added
+    }
+
+    fn cmd_del(&self, req: &Request) -> Result<()> {
+        let pod = common::pod_for_del(req)?;
+        common::delete_pod_link_while(pod.as_ref().map(|p| &p.1), &req.ifname, || {
+            common::ipam_del(req)
+        })
+    }
+
+    fn cmd_check(&self, req: &Request) -> Result<()> {
+        let conf = MacvlanConf::load(&req.config, &req.args_raw)?;
+        let netns = Netns::open(&req.netns)?;
+        common::ipam_check(req)?;
+        let prev = common::prev_result(req)?;
+        let intf = common::prev_container(req, &prev)?;
+        let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
+        common::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
+        let link = common::check_container_link(&pod, intf, Some("macvlan"))?;
+        let mode = pod.link_details(&link.name)?.macvlan_mode;
+        if mode != Some(conf.mode) {
+            return Err(fail(format!(
+                "container macvlan mode {} does not match expected value: {}",
+                mode.map(|m| m.to_string()).unwrap_or_default(),
+                conf.mode
+            )));
+        }
+        common::check_addresses_and_routes(&pod, &link, &prev)
+    }
+}
+
+/// Creates the macvlan under a temporary name directly in the pod (or, with
+/// `linkInContainer`, next to its master there) and renames it inside.
+fn create_macvlan(
+    conf: &MacvlanConf,
+    master: &Link,
+    host: &Handle,
+    netns: &Netns,
+    pod: &Handle,
+    ifname: &str,
+) -> Result<Link> {
+    let tmp = common::temp_link_name();
+    let (creator, target) = if conf.link_in_container {
+        (pod, None)
+    } else {
+        (host, Some(netns))
+    };
+    creator.add_macvlan(&MacvlanSpec {
+        name: tmp.clone(),
+        parent: master.index,
+        mode: conf.mode,
+        mtu: (conf.mtu > 0).then_some(conf.mtu),
+        mac: conf.mac,
+        netns: target,
+    })?;
+    let link = pod.link_by_name(&tmp)?;
+    let renamed = pod.rename(link.index, ifname).and_then(|()| {
+        if let Some(len) = conf.bc_queue_len {
+            pod.set_macvlan_bc_queue_len(link.index, len)?;
+        }
+        pod.link_by_index(link.index)
+    });
+    if renamed.is_err() {
+        let _ = pod.delete_link(link.index);
+    }
+    Ok(renamed?)
+}
+
+/// Everything after the link exists: addresses from IPAM (or just up for
+/// an L2-only attachment), and the result.
+fn attach(
+    req: &Request,
+    conf: &MacvlanConf,
+    pod: &Handle,
+    link: &Link,
+    ipam_done: &mut bool,
+) -> Result<CniResult> {
+    let mut result = CniResult {
+        interfaces: vec![interface(link, &req.netns)],
+        ..Default::default()
+    };
+    if req.config.ipam_type().is_empty() {
+        pod.set_up(link.index)?;
+    } else {
+        let ipam = common::ipam_add(req)?;
+        *ipam_done = true;
+        result.ips = ipam.ips;
+        result.routes = ipam.routes;
+        for ip in &mut result.ips {
+            ip.interface = Some(0);
+        }
+        common::configure_announced(pod, &req.ifname, &result)?;
+    }
+    result.dns = conf.dns.clone();
+    Ok(result)
+}
+
+impl Plugin for Macvlan {
+    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
+        Ok(self.cmd_add(req)?)
+    }
+
+    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
+        Ok(self.cmd_del(req)?)
+    }
+
+    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
+        Ok(self.cmd_check(req)?)
+    }
+
+    fn status(&self, req: &Request) -> std::result::Result<(), CniError> {
+        Ok(common::ipam_status(req)?)
+    }
+
+    fn gc(&self, req: &Request) -> std::result::Result<(), CniError> {
+        Ok(common::ipam_gc(req)?)
+    }
+
+    fn about(&self) -> String {
+        format!("CNI macvlan plugin v{}", env!("CARGO_PKG_VERSION"))
+    }
+}

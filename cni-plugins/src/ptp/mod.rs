@@ -1,0 +1,309 @@
+//! The ptp plugin: a veth pair whose node end is the pod's gateway, with
+//! point-to-point style routing — Go's `plugins/main/ptp/ptp.go`, with the
+//! masquerade in nftables (tagged with the attachment, so DEL and GC find
+//! it), a rollback that also removes the veth, STATUS and GC.
+//!
+//! For each address `A/len` with gateway `G` from IPAM:
+//! * pod: `A/len` on `CNI_IFNAME`, the subnet's link route replaced by
+//!   `G/32 dev eth0 scope link src A` and `subnet via G src A`, plus the
+//!   IPAM routes (the default route via `G`);
+//! * node: `G/32` on the host veth and `A/32 dev veth scope host`.
+//!
+//! ```
+//! use cni_plugins::ptp::PtpConf;
+//! use cni_types::NetworkConfig;
+//!
+//! let conf = NetworkConfig::from_slice(
+//!     br#"{"cniVersion":"1.0.0","name":"n","type":"ptp","ipMasq":true,"mtu":1400}"#,
+//! )?;
+//! let ptp = PtpConf::load(&conf)?;
+//! assert_eq!((ptp.ip_masq, ptp.mtu), (true, 1400));
+//! # Ok::<(), cni_plugins::Error>(())
+//! ```
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use cni_exec::{Plugin, Request};
+use cni_netns::firewall::{default_backend, AttachmentId, Firewall, RuleKind};
+use cni_netns::{sysctl, AddressOptions, Handle, IpNetwork, Link, Netns, Route, SCOPE_HOST};
+use cni_types::{CniError, CniResult, Dns, NetworkConfig};
+use serde::Deserialize;
+
+use crate::macvlan::common::{self, fail, interface};
+use crate::{Error, Result};
+
+/// The ptp plugin's configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PtpConf {
+    /// `ipMasq`: masquerade the pod's traffic leaving its subnet.
+    pub ip_masq: bool,
+    /// `mtu` of both veth ends (0: the kernel's default).
+    pub mtu: u32,
+    /// `dns`: replaces the IPAM plugin's when any field is set.
+    pub dns: Option<Dns>,
+}
+
+#[derive(Deserialize)]
+struct Raw {
+    #[serde(default)]
+    mtu: i64,
+}
+
+impl PtpConf {
+    /// Reads the config.
+    pub fn load(config: &NetworkConfig) -> Result<PtpConf> {
+        let raw: Raw = config.parse_as()?;
+        let mtu = u32::try_from(raw.mtu)
+            .map_err(|_| Error::Config(format!("invalid MTU {}", raw.mtu)))?;
+        Ok(PtpConf {
+            ip_masq: config.ip_masq,
+            mtu,
+            dns: config.dns.clone().filter(|d| !d.is_empty()),
+        })
+    }
+}
+
+/// The ptp plugin. Its firewall is the selected backend (native nf_tables
+/// unless `CNI_FIREWALL_BACKEND=nft`).
+#[derive(Debug, Clone)]
+pub struct Ptp {
+    firewall: Arc<dyn Firewall>,
+}
+
+impl Default for Ptp {
+    fn default() -> Self {
+        Ptp::with_firewall(Arc::from(default_backend(None)))
+    }
+}
+
+/// What ADD has done so far, so that a failure undoes exactly that.
+#[derive(Default)]
+struct Done {
+    ipam: bool,
+    veth: bool,
+    masquerade: bool,
+}
+
+impl Ptp {
+    /// The plugin with another firewall (a test double, or nftables in
+    /// another namespace).
+    pub fn with_firewall(firewall: Arc<dyn Firewall>) -> Ptp {
+        Ptp { firewall }
+    }
+
+    fn cmd_add(&self, req: &Request) -> Result<CniResult> {
+        let conf = PtpConf::load(&req.config)?;
+        let netns = Netns::open(&req.netns)?;
+        let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
+        let mut done = Done::default();
+        let added = self.attach(req, &conf, &host, &netns, &pod, &mut done);
+        if added.is_err() {
+            self.undo(req, &pod, &done);
+        }
+        added
+    }
+
+    fn attach(
+        &self,
+        req: &Request,
+        conf: &PtpConf,
+        host: &Handle,
+        netns: &Netns,
+        pod: &Handle,
+        done: &mut Done,
+    ) -> Result<CniResult> {
+        let mut result = common::ipam_add(req)?;
+        done.ipam = true;
+        let v4 = result.ips.iter().any(|ip| ip.address.is_ipv4());
+        let v6 = result.ips.iter().any(|ip| ip.address.is_ipv6());
+        host.run(|| sysctl::enable_forwarding(v4, v6))??;
+
+        let mtu = (conf.mtu > 0).then_some(conf.mtu);
+        let host_veth = host.setup_veth(&req.ifname, netns, mtu, None)?;
+        done.veth = true;
+        let container = pod.link_by_name(&req.ifname)?;
+        for ip in &mut result.ips {
+            ip.interface = Some(1);
+        }
+        result.interfaces = vec![interface(&host_veth, ""), interface(&container, &req.netns)];
+        common::configure(pod, &req.ifname, &result)?;
+        for ip in &result.ips {
+            let gw = ip
+                .gateway
+                .ok_or_else(|| fail(format!("IPAM result for {} has no gateway", ip.address)))?;
+            point_to_point(pod, &container, ip.address, gw)?;
+            gateway_on_host(host, &host_veth, ip.address, gw)?;
+        }
+        if conf.ip_masq {
+            done.masquerade = true;
+            self.firewall
+                .add_masquerades(&attachment(req), &addresses(&result))?;
+        }
+        // The host end's MAC may change when the pod end comes up.
+        result.interfaces[0] = interface(&host.link_by_index(host_veth.index)?, "");
+        if let Some(dns) = &conf.dns {
+            result.dns = dns.clone();
+        }
+        Ok(result)
+    }
+
+    fn undo(&self, req: &Request, pod: &Handle, done: &Done) {
+        if done.masquerade {
+            if let Err(e) = self
+                .firewall
+                .delete_attachment(RuleKind::Masquerade, &attachment(req))
+            {
+                tracing::warn!("undo ADD: {e}");
+            }
+        }
+        if done.veth {
+            if let Err(e) = pod.delete_link_by_name(&req.ifname) {
+                tracing::warn!("undo ADD: {e}");
+            }
+        }
+        if done.ipam {
+            common::undo_ipam(req);
+        }
+    }
+
+    fn cmd_del(&self, req: &Request) -> Result<()> {
+        let conf = PtpConf::load(&req.config)?;
+        let pod = common::pod_for_del(req)?;
+        // Deleting the pod end deletes the pair, and with it the node's
+        // gateway address and host route. Meanwhile the rules, found by
+        // their owner whether or not the pod's addresses can still be
+        // read, go before the addresses are released, so that a new pod
+        // given one never loses its rules.
+        common::delete_pod_link_while(pod.as_ref().map(|p| &p.1), &req.ifname, || {
+            if conf.ip_masq {
+                self.firewall
+                    .delete_attachment(RuleKind::Masquerade, &attachment(req))?;
+            }
+            common::ipam_del(req)
+        })
+    }
+
+    fn cmd_check(&self, req: &Request) -> Result<()> {
+        let conf = PtpConf::load(&req.config)?;
+        let netns = Netns::open(&req.netns)?;
+        common::ipam_check(req)?;
+        let prev = common::prev_result(req)?;
+        let intf = common::prev_container(req, &prev)?;
+        let pod = Handle::in_netns(&netns)?;
+        let link = common::check_container_link(&pod, intf, Some("veth"))?;
+        common::check_addresses_and_routes(&pod, &link, &prev)?;
+        if conf.ip_masq {
+            self.firewall
+                .check_masquerades(&attachment(req), &addresses(&prev))?;
+        }
+        Ok(())
+    }
+
+    fn cmd_gc(&self, req: &Request) -> Result<()> {
+        let conf = PtpConf::load(&req.config)?;
+        let network = &req.config.name;
+        if let (true, Some(valid)) = (conf.ip_masq, req.config.valid_attachments()?) {
+            let valid: Vec<AttachmentId> = valid
+                .into_iter()
+                .map(|a| AttachmentId::new(network.clone(), a.container_id, a.ifname))
+                .collect();
+            self.firewall.gc(RuleKind::Masquerade, network, &valid)?;
+        }
+        common::ipam_gc(req)
+    }
+}
+
+fn attachment(req: &Request) -> AttachmentId {
+    AttachmentId::new(
+        req.config.name.clone(),
+        req.container_id.clone(),
+        req.ifname.clone(),
+    )
+}
+
+fn addresses(result: &CniResult) -> Vec<IpNetwork> {
+    result.ips.iter().map(|ip| ip.address).collect()
+}
+
+fn host_prefix(ip: IpAddr) -> u8 {
+    if ip.is_ipv4() {
+        32
+    } else {
+        128
+    }
+}
+
+/// Go's ptp trick (a veth cannot be `IFF_POINTOPOINT`): the subnet route
+/// the kernel added with the address is replaced by a link route to the
+/// gateway alone and a route to the subnet through it, so that the pod
+/// ARPs only for the gateway.
+fn point_to_point(pod: &Handle, container: &Link, address: IpNetwork, gw: IpAddr) -> Result<()> {
+    let subnet = IpNetwork::new(address.network(), address.prefix())
+        .map_err(|e| fail(format!("subnet of {address}: {e}")))?;
+    pod.del_route(&Route {
+        oif: Some(container.index),
+        ..Route::new(subnet)
+    })?;
+    let gw_net = IpNetwork::new(gw, host_prefix(gw))
+        .map_err(|e| fail(format!("host route to {gw}: {e}")))?;
+    pod.add_route(&Route {
+        oif: Some(container.index),
+        scope: Some(cni_netns::SCOPE_LINK),
+        src: Some(address.ip()),
+        ..Route::new(gw_net)
+    })?;
+    pod.add_route(&Route {
+        oif: Some(container.index),
+        gateway: Some(gw),
+        src: Some(address.ip()),
+        ..Route::new(subnet)
+    })?;
+    Ok(())
+}
+
+/// The node side: the gateway address on the host veth and a host route to
+/// the pod's address through it.
+fn gateway_on_host(host: &Handle, veth: &Link, address: IpNetwork, gw: IpAddr) -> Result<()> {
+    let prefix = host_prefix(gw);
+    let gw_net =
+        IpNetwork::new(gw, prefix).map_err(|e| fail(format!("gateway {gw}/{prefix}: {e}")))?;
+    host.add_address(veth.index, gw_net, AddressOptions::default())?;
+    let pod_net = IpNetwork::new(address.ip(), prefix)
+        .map_err(|e| fail(format!("host route to {}: {e}", address.ip())))?;
+    match host.add_route(&Route {
+        oif: Some(veth.index),
+        scope: Some(SCOPE_HOST),
+        ..Route::new(pod_net)
+    }) {
+        Err(e) if !e.is_exists() => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+impl Plugin for Ptp {
+    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
+        Ok(self.cmd_add(req)?)
+    }
+
+    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
+        Ok(self.cmd_del(req)?)
+    }
+
+    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
+        Ok(self.cmd_check(req)?)
+    }
+
+    fn status(&self, req: &Request) -> std::result::Result<(), CniError> {
+        Ok(common::ipam_status(req)?)
+    }
+
+    fn gc(&self, req: &Request) -> std::result::Result<(), CniError> {
+        Ok(self.cmd_gc(req)?)
+    }
+
+    fn about(&self) -> String {
+        format!("CNI ptp plugin v{}", env!("CARGO_PKG_VERSION"))
+    }
+}
