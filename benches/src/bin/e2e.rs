@@ -2,7 +2,10 @@
 //! on, one port mapping per pod, cniVersion 1.0.0) for N pods in fresh
 //! namespaces, run back to back three ways in one process:
 //!
-//! * `ours-exec`: this workspace's plugins, exec'd by our invoker;
+//! * `ours-exec`: this workspace's plugins, exec'd by our invoker (firewall
+//!   rules through the native nf_tables backend, the default);
+//! * `ours-nft`: the same with `CNI_FIREWALL_BACKEND=nft` (one `nft` process
+//!   per firewall call);
 //! * `ours-inproc`: the same plugins called in-process (no fork/exec);
 //! * `go-exec`: the Go reference plugins (`/usr/lib/cni`), exec'd by our
 //!   invoker.
@@ -46,6 +49,7 @@ type Fallible<T> = Result<T, String>;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Mode {
     OursExec,
+    OursNft,
     OursInProcess,
     GoExec,
 }
@@ -54,6 +58,7 @@ impl Mode {
     fn name(self) -> &'static str {
         match self {
             Mode::OursExec => "ours-exec",
+            Mode::OursNft => "ours-nft",
             Mode::OursInProcess => "ours-inproc",
             Mode::GoExec => "go-exec",
         }
@@ -87,7 +92,12 @@ fn parse_args() -> Fallible<Args> {
     let mut a = Args {
         pods: 50,
         scaling: Vec::new(),
-        modes: vec![Mode::OursExec, Mode::OursInProcess, Mode::GoExec],
+        modes: vec![
+            Mode::OursExec,
+            Mode::OursNft,
+            Mode::OursInProcess,
+            Mode::GoExec,
+        ],
         ours: exe_dir,
         go: PathBuf::from("/usr/lib/cni"),
         smoke: false,
@@ -113,7 +123,7 @@ fn parse_args() -> Fallible<Args> {
             "--go" => a.go = PathBuf::from(val("--go")?),
             "--smoke" => a.smoke = true,
             "-h" | "--help" => {
-                println!("usage: e2e [--pods N] [--scaling 50,200,1000] [--modes ours-exec,ours-inproc,go-exec] [--plugins DIR] [--go DIR] [--smoke]");
+                println!("usage: e2e [--pods N] [--scaling 50,200,1000] [--modes ours-exec,ours-nft,ours-inproc,go-exec] [--plugins DIR] [--go DIR] [--smoke]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other:?}")),
@@ -272,7 +282,7 @@ fn run_phase(
 
 fn make_exec(mode: Mode) -> Fallible<Arc<dyn Exec>> {
     match mode {
-        Mode::OursExec | Mode::GoExec => Ok(Arc::new(ProcessExec::new())),
+        Mode::OursExec | Mode::OursNft | Mode::GoExec => Ok(Arc::new(ProcessExec::new())),
         Mode::OursInProcess => in_process_exec(),
     }
 }
@@ -290,6 +300,14 @@ fn in_process_exec() -> Fallible<Arc<dyn Exec>> {
 
 fn run_mode(mode: Mode, dir: &Path, n: usize, with_concurrent: bool) -> Fallible<ModeReport> {
     let exec = make_exec(mode)?;
+    // Our plugins pick their firewall backend from the environment they
+    // inherit: the nft program for this mode, native (the default) otherwise.
+    // Set while no other thread of ours runs.
+    if mode == Mode::OursNft {
+        std::env::set_var(cni_netns::firewall::BACKEND_ENV, "nft");
+    } else {
+        std::env::remove_var(cni_netns::firewall::BACKEND_ENV);
+    }
     let tag = random_tag();
     let state = std::env::temp_dir().join(format!("cni-e2e-{tag}"));
     std::fs::create_dir_all(&state).map_err(|e| e.to_string())?;
@@ -485,6 +503,14 @@ fn real_main() -> Fallible<()> {
         if INTERRUPTED.load(Ordering::SeqCst) {
             return Err("interrupted (everything created was removed)".into());
         }
+    }
+    if let (Some(go), Some(nft)) = (reports.get(&Mode::GoExec), reports.get(&Mode::OursNft)) {
+        println!("\n## ratios Go/ours-nft (exec'd, p50, sequential)");
+        println!(
+            "  ADD {:.1}x   DEL {:.1}x",
+            go.seq.add.pct(50.0) / nft.seq.add.pct(50.0),
+            go.seq.del.pct(50.0) / nft.seq.del.pct(50.0)
+        );
     }
     if let (Some(go), Some(ours)) = (reports.get(&Mode::GoExec), reports.get(&Mode::OursExec)) {
         println!("\n## ratios Go/ours (exec'd, p50, sequential)");
