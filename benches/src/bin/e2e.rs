@@ -347,34 +347,36 @@ fn check_clean(ipam: &Path, net: &str) -> Fallible<()> {
     Ok(())
 }
 
-/// Peak RSS (kB) of one process, from `wait4`.
+/// Peak RSS (kB) of one process, measured as BASELINE.md did: under GNU
+/// time (`%M`, from its `wait4`). Not from our own `wait4`: a child spawned
+/// from this large process shares its memory until exec, and the kernel
+/// counts that in the child's high-water mark.
 fn peak_rss_kb(program: &Path, env: &[(&str, &str)], stdin: &[u8]) -> Fallible<i64> {
     use std::io::Write;
-    let mut child = Command::new(program)
+    let out = std::env::temp_dir().join(format!("cni-e2e-time-{}", random_tag()));
+    let mut child = Command::new("/usr/bin/time")
+        .arg("-o")
+        .arg(&out)
+        .args(["-f", "%M", "--"])
+        .arg(program)
         .env_clear()
         .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| format!("spawn {}: {e}", program.display()))?;
+        .map_err(|e| format!("spawn /usr/bin/time {}: {e}", program.display()))?;
     if let Some(mut s) = child.stdin.take() {
         let _ = s.write_all(stdin);
     }
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: rusage is plain data; wait4 fills it for our own child.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: pid is our child, status and ru are valid for writes.
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
-    if r != pid {
-        return Err(format!(
-            "wait4 {}: {}",
-            program.display(),
-            std::io::Error::last_os_error()
-        ));
-    }
-    Ok(ru.ru_maxrss)
+    child.wait().map_err(|e| e.to_string())?;
+    let text = std::fs::read_to_string(&out).map_err(|e| format!("read {}: {e}", out.display()));
+    let _ = std::fs::remove_file(&out);
+    text?
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse::<i64>().ok())
+        .ok_or_else(|| format!("no RSS figure for {}", program.display()))
 }
 
 /// Peak RSS of host-local ADD and of each plugin's VERSION call.
