@@ -26,7 +26,10 @@ struct Node {
 
 impl Node {
     fn new(plugin: &Path) -> Node {
-        let go = Path::new(GO_PLUGINS);
+        Node::with_host_local(plugin, &Path::new(GO_PLUGINS).join("host-local"))
+    }
+
+    fn with_host_local(plugin: &Path, host_local: &Path) -> Node {
         let fail = tempfile::tempdir().expect("tempdir");
         let failing = fail.path().join("failipam");
         std::fs::write(
@@ -41,7 +44,7 @@ impl Node {
         .expect("chmod");
         let cni_path = CniPath::new(&[
             ("bridge", plugin),
-            ("host-local", &go.join("host-local")),
+            ("host-local", host_local),
             ("failipam", &failing),
         ]);
         // The script must outlive `fail`: keep it inside the CNI_PATH dir.
@@ -383,11 +386,14 @@ fn bench_add_del() {
         return;
     }
     const N: usize = 50;
-    for (label, plugin) in [
-        ("go", Path::new(GO_PLUGINS).join("bridge")),
-        ("ours", PathBuf::from(OURS)),
+    let go_hl = Path::new(GO_PLUGINS).join("host-local");
+    let ours_hl = PathBuf::from(env!("CARGO_BIN_EXE_host-local"));
+    for (label, plugin, host_local) in [
+        ("go bridge + go host-local", Path::new(GO_PLUGINS).join("bridge"), &go_hl),
+        ("our bridge + go host-local", PathBuf::from(OURS), &go_hl),
+        ("our bridge + our host-local", PathBuf::from(OURS), &ours_hl),
     ] {
-        let n = Node::new(&plugin);
+        let n = Node::with_host_local(&plugin, host_local);
         let conf = n.config(json!({"isGateway": true, "ipMasq": true}));
         let (mut add, mut del) = (Vec::new(), Vec::new());
         // Pods are made before and removed after the timed loop: the
@@ -407,7 +413,7 @@ fn bench_add_del() {
             assert!(r.ok, "{label} DEL: {:?}", r.json);
         }
         eprintln!(
-            "{label}: ADD p50 {:.1} ms p95 {:.1} ms; DEL p50 {:.1} ms p95 {:.1} ms (N={N}, isGateway+ipMasq, Go host-local)",
+            "{label}: ADD p50 {:.1} ms p95 {:.1} ms; DEL p50 {:.1} ms p95 {:.1} ms (N={N}, isGateway+ipMasq)",
             percentile(&mut add, 0.5),
             percentile(&mut add, 0.95),
             percentile(&mut del, 0.5),
