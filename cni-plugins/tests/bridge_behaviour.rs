@@ -389,7 +389,11 @@ fn bench_add_del() {
     let go_hl = Path::new(GO_PLUGINS).join("host-local");
     let ours_hl = PathBuf::from(env!("CARGO_BIN_EXE_host-local"));
     for (label, plugin, host_local) in [
-        ("go bridge + go host-local", Path::new(GO_PLUGINS).join("bridge"), &go_hl),
+        (
+            "go bridge + go host-local",
+            Path::new(GO_PLUGINS).join("bridge"),
+            &go_hl,
+        ),
         ("our bridge + go host-local", PathBuf::from(OURS), &go_hl),
         ("our bridge + our host-local", PathBuf::from(OURS), &ours_hl),
     ] {
