@@ -55,6 +55,7 @@
 //! - CHECK, list and GC read the table once; GC removes all dead
 //!   attachments of a network in one batch.
 
+mod backend;
 mod conditions;
 pub mod layout;
 pub mod model;

@@ -11,14 +11,11 @@ use std::process::{Command as Process, Stdio};
 
 use serde_json::{json, Value as Json};
 
+use super::backend::RuleBackend;
 use super::layout::{self, DEFAULT_MASQ_MARK};
 use super::model::{AttachmentRules, Batch, Command, Expr, Stmt, Table, Value};
-use super::{
-    AttachmentId, Firewall, FirewallOp, MacSpoofCheckSpec, MasqueradeSpec, OwnedAttachment,
-    PortMappingSpec, RuleKind,
-};
+use super::{AttachmentId, FirewallOp, OwnedAttachment, RuleKind};
 use crate::{Error, Result};
-use ipnetwork::IpNetwork;
 
 /// [`Firewall`] implemented by running the `nft` binary with JSON batches.
 ///
@@ -349,117 +346,33 @@ impl NftFirewall {
     }
 }
 
-impl Firewall for NftFirewall {
-    fn add_masquerade(&self, spec: &MasqueradeSpec) -> Result<()> {
-        self.add(
-            RuleKind::Masquerade,
-            &spec.attachment,
-            &layout::masquerade_rules(spec),
-        )
+impl RuleBackend for NftFirewall {
+    fn masq_mark(&self) -> u32 {
+        self.masq_mark
     }
 
-    fn del_masquerade(&self, spec: &MasqueradeSpec) -> Result<()> {
-        self.del(
-            RuleKind::Masquerade,
-            &spec.attachment,
-            &layout::masquerade_rules(spec),
-        )
+    fn add_rules(&self, kind: RuleKind, id: &AttachmentId, rules: &AttachmentRules) -> Result<()> {
+        self.add(kind, id, rules)
     }
 
-    fn check_masquerade(&self, spec: &MasqueradeSpec) -> Result<()> {
-        self.check(
-            RuleKind::Masquerade,
-            &spec.attachment,
-            &layout::masquerade_rules(spec),
-        )
+    fn del_rules(&self, kind: RuleKind, id: &AttachmentId, rules: &AttachmentRules) -> Result<()> {
+        self.del(kind, id, rules)
     }
 
-    fn add_masquerades(&self, attachment: &AttachmentId, addresses: &[IpNetwork]) -> Result<()> {
-        self.add(
-            RuleKind::Masquerade,
-            attachment,
-            &layout::masquerade_rules_all(attachment, addresses),
-        )
+    fn check_rules(
+        &self,
+        kind: RuleKind,
+        id: &AttachmentId,
+        rules: &AttachmentRules,
+    ) -> Result<()> {
+        self.check(kind, id, rules)
     }
 
-    fn del_masquerades(&self, attachment: &AttachmentId, addresses: &[IpNetwork]) -> Result<()> {
-        if addresses.is_empty() {
-            return self.delete_attachment(RuleKind::Masquerade, attachment);
-        }
-        // One batch when the addresses are exactly the owner's; `del`
-        // falls back to reading the table otherwise.
-        self.del(
-            RuleKind::Masquerade,
-            attachment,
-            &layout::masquerade_rules_all(attachment, addresses),
-        )
+    fn remove_owner(&self, kind: RuleKind, id: &AttachmentId) -> Result<bool> {
+        NftFirewall::remove_owner(self, kind, id)
     }
 
-    fn check_masquerades(&self, attachment: &AttachmentId, addresses: &[IpNetwork]) -> Result<()> {
-        self.check(
-            RuleKind::Masquerade,
-            attachment,
-            &layout::masquerade_rules_all(attachment, addresses),
-        )
-    }
-
-    fn add_port_mappings(&self, spec: &PortMappingSpec) -> Result<()> {
-        match layout::port_mapping_rules(spec, self.masq_mark)? {
-            Some(rules) => self.add(RuleKind::PortMapping, &spec.attachment, &rules),
-            None => Ok(()),
-        }
-    }
-
-    fn del_port_mappings(&self, spec: &PortMappingSpec) -> Result<()> {
-        if spec.mappings.is_empty() {
-            return Ok(());
-        }
-        match layout::port_mapping_rules(spec, self.masq_mark) {
-            Ok(Some(rules)) => self.del(RuleKind::PortMapping, &spec.attachment, &rules),
-            // A DEL must not fail on a spec an ADD would refuse: fall back to
-            // removing whatever the attachment owns.
-            Ok(None) | Err(_) => self
-                .remove_owner(RuleKind::PortMapping, &spec.attachment)
-                .map(|_| ()),
-        }
-    }
-
-    fn check_port_mappings(&self, spec: &PortMappingSpec) -> Result<()> {
-        match layout::port_mapping_rules(spec, self.masq_mark)? {
-            Some(rules) => self.check(RuleKind::PortMapping, &spec.attachment, &rules),
-            None => Ok(()),
-        }
-    }
-
-    fn add_mac_spoof_check(&self, spec: &MacSpoofCheckSpec) -> Result<()> {
-        self.add(
-            RuleKind::MacSpoofCheck,
-            &spec.attachment,
-            &layout::mac_spoof_rules(spec),
-        )
-    }
-
-    fn del_mac_spoof_check(&self, spec: &MacSpoofCheckSpec) -> Result<()> {
-        self.del(
-            RuleKind::MacSpoofCheck,
-            &spec.attachment,
-            &layout::mac_spoof_rules(spec),
-        )
-    }
-
-    fn check_mac_spoof_check(&self, spec: &MacSpoofCheckSpec) -> Result<()> {
-        self.check(
-            RuleKind::MacSpoofCheck,
-            &spec.attachment,
-            &layout::mac_spoof_rules(spec),
-        )
-    }
-
-    fn delete_attachment(&self, kind: RuleKind, attachment: &AttachmentId) -> Result<()> {
-        self.remove_owner(kind, attachment).map(|_| ())
-    }
-
-    fn list_attachments(&self, kind: RuleKind) -> Result<Vec<OwnedAttachment>> {
+    fn list_owners(&self, kind: RuleKind) -> Result<Vec<OwnedAttachment>> {
         let table = layout::table(kind, self.masq_mark);
         let op = FirewallOp::List(kind);
         let who = format!("table {} {}", table.family.as_str(), table.name);
@@ -469,7 +382,7 @@ impl Firewall for NftFirewall {
         })
     }
 
-    fn gc(
+    fn gc_owners(
         &self,
         kind: RuleKind,
         network: &str,
@@ -751,7 +664,7 @@ fn encode_stmt(s: &Stmt) -> Json {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{AttachmentId, PortMapping, Protocol};
+    use super::super::{AttachmentId, MasqueradeSpec, PortMapping, PortMappingSpec, Protocol};
     use super::*;
 
     #[test]

@@ -30,7 +30,7 @@ mod encode;
 mod socket;
 mod wire;
 
-use ipnetwork::IpNetwork;
+use super::backend::RuleBackend;
 use std::collections::{BTreeMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -39,8 +39,7 @@ use std::sync::Mutex;
 use super::layout::{self, DEFAULT_MASQ_MARK};
 use super::model::{AttachmentRules, Batch, Table, Value};
 use super::{
-    AttachmentId, Firewall, FirewallOp, MacSpoofCheckSpec, MasqueradeSpec, NftFirewall,
-    OwnedAttachment, PortMappingSpec, RuleKind,
+    AttachmentId, Firewall, FirewallOp, NftFirewall, OwnedAttachment, PortMappingSpec, RuleKind,
 };
 use crate::{Error, Result};
 use encode::{family_byte, Msg};
@@ -419,120 +418,47 @@ impl NativeFirewall {
     }
 }
 
-impl Firewall for NativeFirewall {
-    fn add_masquerade(&self, spec: &MasqueradeSpec) -> Result<()> {
-        self.add(
-            RuleKind::Masquerade,
-            &spec.attachment,
-            &layout::masquerade_rules(spec),
-        )
+impl RuleBackend for NativeFirewall {
+    fn masq_mark(&self) -> u32 {
+        self.masq_mark
     }
 
-    fn del_masquerade(&self, spec: &MasqueradeSpec) -> Result<()> {
-        self.del(
-            RuleKind::Masquerade,
-            &spec.attachment,
-            &layout::masquerade_rules(spec),
-        )
+    fn add_rules(&self, kind: RuleKind, id: &AttachmentId, rules: &AttachmentRules) -> Result<()> {
+        self.add(kind, id, rules)
     }
 
-    fn check_masquerade(&self, spec: &MasqueradeSpec) -> Result<()> {
-        self.check(
-            RuleKind::Masquerade,
-            &spec.attachment,
-            &layout::masquerade_rules(spec),
-        )
+    fn del_rules(&self, kind: RuleKind, id: &AttachmentId, rules: &AttachmentRules) -> Result<()> {
+        self.del(kind, id, rules)
     }
 
-    // All of an attachment's addresses in one chain: one call per address
-    // would rewrite the chain and keep only the last family (dual-stack).
-    fn add_masquerades(&self, attachment: &AttachmentId, addresses: &[IpNetwork]) -> Result<()> {
-        self.add(
-            RuleKind::Masquerade,
-            attachment,
-            &layout::masquerade_rules_all(attachment, addresses),
-        )
+    fn check_rules(
+        &self,
+        kind: RuleKind,
+        id: &AttachmentId,
+        rules: &AttachmentRules,
+    ) -> Result<()> {
+        self.check(kind, id, rules)
     }
 
-    fn del_masquerades(&self, attachment: &AttachmentId, addresses: &[IpNetwork]) -> Result<()> {
-        if addresses.is_empty() {
-            return self.delete_attachment(RuleKind::Masquerade, attachment);
-        }
-        self.del(
-            RuleKind::Masquerade,
-            attachment,
-            &layout::masquerade_rules_all(attachment, addresses),
-        )
+    fn remove_owner(&self, kind: RuleKind, id: &AttachmentId) -> Result<bool> {
+        NativeFirewall::remove_owner(self, kind, id)
     }
 
-    fn check_masquerades(&self, attachment: &AttachmentId, addresses: &[IpNetwork]) -> Result<()> {
-        self.check(
-            RuleKind::Masquerade,
-            attachment,
-            &layout::masquerade_rules_all(attachment, addresses),
-        )
-    }
-
-    fn add_port_mappings(&self, spec: &PortMappingSpec) -> Result<()> {
-        match layout::port_mapping_rules(spec, self.masq_mark)? {
-            Some(rules) if self.encodable(RuleKind::PortMapping, &rules) => {
-                self.add(RuleKind::PortMapping, &spec.attachment, &rules)
-            }
-            Some(_) => self.fallback.add_port_mappings(spec),
-            None => Ok(()),
+    // Conditions the native encoder cannot express go through `nft` for
+    // this ADD only; DEL, CHECK, list and GC stay native.
+    fn add_port_mapping_rules(
+        &self,
+        spec: &PortMappingSpec,
+        rules: &AttachmentRules,
+    ) -> Result<()> {
+        if self.encodable(RuleKind::PortMapping, rules) {
+            self.add(RuleKind::PortMapping, &spec.attachment, rules)
+        } else {
+            self.fallback.add_port_mappings(spec)
         }
     }
 
-    fn del_port_mappings(&self, spec: &PortMappingSpec) -> Result<()> {
-        if spec.mappings.is_empty() {
-            return Ok(());
-        }
-        match layout::port_mapping_rules(spec, self.masq_mark) {
-            Ok(Some(rules)) => self.del(RuleKind::PortMapping, &spec.attachment, &rules),
-            // A DEL must not fail on a spec an ADD would refuse: fall back to
-            // removing whatever the attachment owns.
-            Ok(None) | Err(_) => self
-                .remove_owner(RuleKind::PortMapping, &spec.attachment)
-                .map(|_| ()),
-        }
-    }
-
-    fn check_port_mappings(&self, spec: &PortMappingSpec) -> Result<()> {
-        match layout::port_mapping_rules(spec, self.masq_mark)? {
-            Some(rules) => self.check(RuleKind::PortMapping, &spec.attachment, &rules),
-            None => Ok(()),
-        }
-    }
-
-    fn add_mac_spoof_check(&self, spec: &MacSpoofCheckSpec) -> Result<()> {
-        self.add(
-            RuleKind::MacSpoofCheck,
-            &spec.attachment,
-            &layout::mac_spoof_rules(spec),
-        )
-    }
-
-    fn del_mac_spoof_check(&self, spec: &MacSpoofCheckSpec) -> Result<()> {
-        self.del(
-            RuleKind::MacSpoofCheck,
-            &spec.attachment,
-            &layout::mac_spoof_rules(spec),
-        )
-    }
-
-    fn check_mac_spoof_check(&self, spec: &MacSpoofCheckSpec) -> Result<()> {
-        self.check(
-            RuleKind::MacSpoofCheck,
-            &spec.attachment,
-            &layout::mac_spoof_rules(spec),
-        )
-    }
-
-    fn delete_attachment(&self, kind: RuleKind, attachment: &AttachmentId) -> Result<()> {
-        self.remove_owner(kind, attachment).map(|_| ())
-    }
-
-    fn list_attachments(&self, kind: RuleKind) -> Result<Vec<OwnedAttachment>> {
+    fn list_owners(&self, kind: RuleKind) -> Result<Vec<OwnedAttachment>> {
         let table = layout::table(kind, self.masq_mark);
         let op = FirewallOp::List(kind);
         let who = format!("table {} {}", table.family.as_str(), table.name);
@@ -542,7 +468,7 @@ impl Firewall for NativeFirewall {
         })
     }
 
-    fn gc(
+    fn gc_owners(
         &self,
         kind: RuleKind,
         network: &str,
