@@ -17,7 +17,7 @@ use super::model::{AttachmentRules, Batch, Command, Expr, Stmt, Table, Value};
 use super::{AttachmentId, FirewallOp, OwnedAttachment, RuleKind};
 use crate::{Error, Result};
 
-/// [`Firewall`] implemented by running the `nft` binary with JSON batches.
+/// [`Firewall`](super::Firewall) implemented by running the `nft` binary with JSON batches.
 ///
 /// ```no_run
 /// use cni_netns::firewall::{AttachmentId, Firewall, MasqueradeSpec, NftFirewall};
