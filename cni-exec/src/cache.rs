@@ -166,6 +166,30 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), Error> {
     result
 }
 
+/// Removes the temporary files that a writer killed between create and
+/// rename left next to `path`: `.<name>.tmp<digits and dots>`, the names
+/// [`write_atomic`] and the plugins' own atomic writers use. Nothing reads
+/// them, so without this they stay forever (found by the SIGKILL campaign,
+/// `cni-plugins/tests/reliability_faults.rs`). Errors are ignored: this is
+/// best-effort cleanup on DEL.
+pub fn remove_temp_files(path: &Path) {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let Some(name) = path.file_name() else {
+        return;
+    };
+    let prefix = format!(".{}.tmp", name.to_string_lossy());
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let file = entry.file_name();
+        let file = file.to_string_lossy();
+        let Some(rest) = file.strip_prefix(&prefix) else {
+            continue;
+        };
+        if !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 impl ResultCache {
     /// A cache rooted at `dir`.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
@@ -234,6 +258,7 @@ impl ResultCache {
         let Ok(path) = self.file_path(network, rt) else {
             return Ok(());
         };
+        remove_temp_files(&path);
         match std::fs::remove_file(&path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),

@@ -574,3 +574,52 @@ fn oracles_see_an_attachment_left_behind() {
     chain.del(&rt).expect("DEL");
     assert!(chain.state().mentions(&cid).is_empty());
 }
+
+/// Regression (campaign finding): a plugin killed between creating its
+/// temp file and renaming it left `.<name>.tmp.<pid>.<n>` forever — the
+/// libcni result cache in multus's cniDir, flannel's saved delegate config,
+/// multus's delegate cache. DEL of the attachment now removes them, and
+/// only them.
+#[test]
+fn del_removes_temp_files_of_killed_writers() {
+    if !is_root() {
+        return;
+    }
+    for make in [flannel_chain as fn() -> Chain, multus_chain] {
+        let chain = make();
+        let cid = format!("tmp-{}", suffix());
+        let pod = Ns::new("rtmp");
+        let rt = (chain.make_rt)(&cid, &pod, 18600);
+        (chain.before_add)(&cid);
+        let saved_dir = &chain.state_dirs[1];
+        // multus's own libcni cache of its delegates, or the runtime's.
+        let (results, delegate_net) = if chain.label.starts_with("multus") {
+            (saved_dir.join("results"), "cluster".to_string())
+        } else {
+            (chain.state_dirs[2].join("results"), chain.list.name.clone())
+        };
+        std::fs::create_dir_all(&results).unwrap();
+        std::fs::create_dir_all(saved_dir).unwrap();
+        let leftovers = [
+            saved_dir.join(format!(".{cid}@eth0.tmp.4242.0")),
+            saved_dir.join(format!(".{cid}@eth0.tmp4242")),
+            results.join(format!(".{delegate_net}-{cid}-eth0.tmp.4242.3")),
+        ];
+        let others = [
+            saved_dir.join(format!(".other-{cid}@eth0.tmp.4242.0")),
+            saved_dir.join(format!(".{cid}@eth0.tmpx")),
+        ];
+        for p in leftovers.iter().chain(&others) {
+            std::fs::write(p, b"").unwrap();
+        }
+        chain.exec.arm(None);
+        chain.add(&rt).expect("ADD");
+        chain.del(&rt).expect("DEL");
+        for p in &leftovers {
+            assert!(!p.exists(), "{}: {} left", chain.label, p.display());
+        }
+        for p in &others {
+            assert!(p.exists(), "{}: {} removed", chain.label, p.display());
+        }
+    }
+}
