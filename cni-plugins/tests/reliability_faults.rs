@@ -87,6 +87,8 @@ struct Stats {
     leaked: usize,
     failed_recovery: usize,
     points: BTreeMap<String, usize>,
+    /// Kills by when they landed, as a share of the call's typical duration.
+    phases: BTreeMap<&'static str, usize>,
     problems: Vec<String>,
 }
 
@@ -189,11 +191,14 @@ impl Chain {
             st.iterations += 1;
             i += 1;
             let op = if rng.below(2) == 0 { "ADD" } else { "DEL" };
-            let durations = &typical[op];
+            let durations = typical[op].clone();
             let call = rng.below(durations.len() as u64) as usize;
             let max = durations[call].as_micros() as u64 * 6 / 5 + 1;
             let delay = Duration::from_micros(rng.below(max));
-            let plan = KillPlan { call, delay };
+            // One kill in four takes the plugin alone, leaving its
+            // delegates to finish as orphans.
+            let group = rng.below(4) != 0;
+            let plan = KillPlan { call, delay, group };
             let cid = format!("dead{i}-{sfx}");
             let pod = Ns::new("rdead");
             let rt = (self.make_rt)(&cid, &pod, 20000 + (i % 20000) as u16);
@@ -212,11 +217,31 @@ impl Chain {
                 self.del(&rt)
             };
             let killed = self.exec.killed();
+            // Follow the machine's load: a moving average of the calls that
+            // ran to completion.
+            for (n, c) in self.exec.calls().iter().enumerate() {
+                if let (false, Some(t)) = (c.killed, typical.get_mut(op).and_then(|v| v.get_mut(n)))
+                {
+                    *t = (*t * 4 + c.took) / 5;
+                }
+            }
             if let Some(k) = &killed {
                 st.injected += 1;
                 *st.points
-                    .entry(format!("{op} {} ({})", k.plugin, k.command))
+                    .entry(format!(
+                        "{op} {} {}",
+                        k.plugin,
+                        if group { "+ delegates" } else { "alone" }
+                    ))
                     .or_default() += 1;
+                let share = delay.as_secs_f64() / durations[call].as_secs_f64().max(1e-6);
+                let phase = match share {
+                    s if s < 0.25 => "0-25%",
+                    s if s < 0.5 => "25-50%",
+                    s if s < 0.75 => "50-75%",
+                    _ => "75-120%",
+                };
+                *st.phases.entry(phase).or_default() += 1;
                 if outcome.is_ok() {
                     st.problems.push(format!(
                         "{cid}: {op} succeeded though {} was killed",
@@ -293,14 +318,15 @@ impl Chain {
 fn report(label: &str, kills: usize, st: &Stats, took: Duration) {
     eprintln!(
         "RELIABILITY chain={label} target={kills} iterations={} injected={} survived={} \
-         leaked={} failed_recovery={} took={:.1}s points={:?}",
+         leaked={} failed_recovery={} took={:.1}s points={:?} phases={:?}",
         st.iterations,
         st.injected,
         st.survived,
         st.leaked,
         st.failed_recovery,
         took.as_secs_f64(),
-        st.points
+        st.points,
+        st.phases
     );
     assert!(
         st.problems.is_empty(),
