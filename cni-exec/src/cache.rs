@@ -399,6 +399,31 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     #[test]
+    fn remove_drops_temp_files_of_killed_writers_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ResultCache::new(dir.path());
+        let rt = RuntimeConf {
+            container_id: "c1".into(),
+            ifname: "eth0".into(),
+            ..Default::default()
+        };
+        let results = dir.path().join("results");
+        std::fs::create_dir_all(&results).unwrap();
+        let stale = [".net-c1-eth0.tmp.77.0", ".net-c1-eth0.tmp77"];
+        let kept = [".net-c1-eth0.tmpx", ".net-c1-eth1.tmp.77.0", "net-c2-eth0"];
+        for f in stale.iter().chain(&kept) {
+            std::fs::write(results.join(f), b"").unwrap();
+        }
+        cache.remove("net", &rt).unwrap();
+        for f in stale {
+            assert!(!results.join(f).exists(), "{f}");
+        }
+        for f in kept {
+            assert!(results.join(f).exists(), "{f}");
+        }
+    }
+
+    #[test]
     fn atomic_write_replaces_and_leaves_no_temp() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");

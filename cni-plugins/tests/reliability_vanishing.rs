@@ -464,3 +464,28 @@ fn proc_netns_of_an_exited_process() {
     assert!(!env.reservation_files().iter().any(|(n, _)| *n == ip));
     let _ = sh(&["true"]);
 }
+
+/// Regression (full-tmpfs finding), without root: host-local DEL used to
+/// fail when its owner index could not be rebuilt (`write index state …:
+/// No space left on device`), so the address was never freed. Here the
+/// index cannot be rebuilt because its `state` is a directory; DEL must
+/// still free the address by scanning, as Go's backend does.
+#[test]
+fn host_local_del_when_the_owner_index_cannot_be_rebuilt() {
+    use cni_ipam::host_local::{self, HostLocalConfig};
+    let tmp = tempfile::tempdir().unwrap();
+    let conf = json!({"cniVersion": "1.0.0", "name": "idx", "type": "bridge",
+        "ipam": {"type": "host-local", "subnet": "10.9.0.0/24", "dataDir": tmp.path()}});
+    let c = HostLocalConfig::load(conf.to_string().as_bytes(), "").unwrap();
+    host_local::add(&c, "c1", "eth0").unwrap();
+    let reservation = tmp.path().join("idx").join("10.9.0.2");
+    assert!(reservation.exists());
+    let state = tmp.path().join(".cni-ipam-index").join("idx").join("state");
+    let _ = std::fs::remove_file(&state);
+    std::fs::create_dir(&state).unwrap();
+    // A reservation made behind the index's back forces the rebuild.
+    std::fs::write(tmp.path().join("idx").join("10.9.0.9"), "other\r\neth0").unwrap();
+    host_local::del(&c, "c1", "eth0").expect("DEL with an unusable index");
+    assert!(!reservation.exists());
+    assert!(tmp.path().join("idx").join("10.9.0.9").exists());
+}

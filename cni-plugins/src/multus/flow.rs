@@ -300,6 +300,13 @@ pub fn cmd_del(
             );
         }
     }
+    // A multus killed inside `cache::save` leaves its temp file behind; it
+    // is never read, so it can go first.
+    cni_exec::cache::remove_temp_files(&cache::cache_path(
+        &conf.cni_dir,
+        &req.container_id,
+        &req.ifname,
+    ));
     let cached = match cache::load(&conf.cni_dir, &req.container_id, &req.ifname) {
         Ok(c) => c,
         Err(e) => {
@@ -342,12 +349,6 @@ pub fn cmd_del(
         .map(|(i, d)| d.ifname(&req.ifname, i))
         .collect();
     let result = delete_all(exec, req, conf, &delegates, &ifnames);
-    // A multus killed inside `cache::save` leaves its temp file behind.
-    cni_exec::cache::remove_temp_files(&cache::cache_path(
-        &conf.cni_dir,
-        &req.container_id,
-        &req.ifname,
-    ));
     if let Some(path) = cache_file {
         let remove = !conf.retry_delete_on_error
             || result
