@@ -1,5 +1,3 @@
 //! The `macvlan` CNI plugin binary.
 
-fn main() {
-    cni_exec::run(&cni_plugins::macvlan::Macvlan);
-}
+cni_plugins::plugin_main!("macvlan", cni_plugins::macvlan::Macvlan);
