@@ -349,3 +349,110 @@ impl From<Error> for CniError {
 
 /// `Result` with this crate's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(e: Error) -> (u32, String) {
+        let c = CniError::from(e);
+        (c.code.as_u32(), c.msg)
+    }
+
+    fn not_found() -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory")
+    }
+
+    // multus-cni's texts (pkg/k8sclient/k8sclient.go, pkg/multus/multus.go)
+    // are matched byte for byte by users' tooling.
+    #[test]
+    fn multus_texts_and_codes() {
+        let e = Error::NamespaceIsolation {
+            pod_namespace: "a".into(),
+            target_namespace: "b".into(),
+        };
+        assert_eq!(
+            reply(e),
+            (7, "namespace isolation enabled, annotation violates permission, pod is in namespace a but refers to target namespace b".into())
+        );
+        let e = Error::DefaultNetworkNotReady("/run/ready".into());
+        assert_eq!(
+            reply(e),
+            (11, "have you checked that your default network is ready? still waiting for readinessindicatorfile @ /run/ready".into())
+        );
+        assert_eq!(
+            reply(Error::MultusConfig("x".into())).1,
+            "invalid multus configuration: x"
+        );
+        assert_eq!(reply(Error::Config("x".into())), (7, "x".into()));
+        assert_eq!(reply(Error::CniArgs("x".into())).0, 4);
+        assert_eq!(
+            reply(Error::DaemonProtocol {
+                op: "read request",
+                reason: "r".into()
+            })
+            .0,
+            6
+        );
+    }
+
+    // multus answers code 5 for file errors, the other plugins 999.
+    #[test]
+    fn io_codes_differ_by_plugin_family() {
+        let multus = reply(Error::multus_io("read", "/etc/x", not_found()));
+        let other = reply(Error::io("read", "/etc/x", not_found()));
+        assert_eq!(multus.0, 5);
+        assert_eq!(other.0, 999);
+        assert_eq!(multus.1, other.1);
+        let e = Error::DaemonUnreachable {
+            path: "/run/m.sock".into(),
+            source: not_found(),
+        };
+        assert_eq!(reply(e).0, 11);
+    }
+
+    #[test]
+    fn delegate_replies_keep_code_and_details() {
+        let plugin = CniError::new(ErrorCode::Other(100), "boom", "detail");
+        let e = Error::DelegateFailed {
+            network: "net".into(),
+            ifname: "net1".into(),
+            error: Box::new(plugin.clone()),
+        };
+        let c = e.to_cni_error();
+        assert_eq!(
+            (c.code, c.details.as_str()),
+            (ErrorCode::Other(100), "detail")
+        );
+        assert_eq!(c.msg, "delegate \"net\" (net1): boom; detail");
+        assert_eq!(CniError::from(Error::Delegate(plugin.clone())), plugin);
+        let many = Error::Multiple(vec![Error::Delegate(plugin), Error::DefaultRouteEcmp]);
+        assert_eq!(many.code(), ErrorCode::Other(100));
+        assert_eq!(
+            many.to_string(),
+            "errors: boom; detail / multus does not support ECMP for default-route"
+        );
+    }
+
+    #[test]
+    fn api_status_retry_and_codes() {
+        let status = |status| Error::ApiStatus {
+            op: "get pod".into(),
+            status,
+            message: "m".into(),
+        };
+        assert!(status(503).is_retriable() && status(429).is_retriable());
+        assert!(!status(403).is_retriable());
+        assert_eq!(
+            (status(503).code(), status(403).code()),
+            (ErrorCode::TryAgainLater, ErrorCode::Internal)
+        );
+        let nf = Error::ApiNotFound {
+            op: "get pod".into(),
+            kind: "pod".into(),
+            namespace: "ns".into(),
+            name: "p".into(),
+        };
+        assert!(nf.is_not_found() && !nf.is_retriable());
+    }
+}
