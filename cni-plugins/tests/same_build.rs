@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use cni_exec::same_build::{read_marker, MARKER_LEN};
 use cni_exec::{Command, Exec, PluginEnv};
-use cni_plugins::binary::{delegates, marker};
+use cni_plugins::binary::{ipam_delegates as delegates, marker};
 use nodenet::workspace_bin;
 
 /// A temp plugin dir holding a non-executable copy of our host-local,

@@ -1,3 +1,7 @@
 //! The `ipvlan` CNI plugin binary.
 
-cni_plugins::plugin_main!("ipvlan", cni_plugins::ipvlan::Ipvlan);
+cni_plugins::plugin_main!(
+    "ipvlan",
+    cni_plugins::ipvlan::Ipvlan,
+    cni_plugins::binary::ipam_delegates
+);

@@ -1,3 +1,7 @@
 //! The `macvlan` CNI plugin binary.
 
-cni_plugins::plugin_main!("macvlan", cni_plugins::macvlan::Macvlan);
+cni_plugins::plugin_main!(
+    "macvlan",
+    cni_plugins::macvlan::Macvlan,
+    cni_plugins::binary::ipam_delegates
+);
