@@ -165,6 +165,26 @@ fn failing_ipam_delegate_leaves_no_veth() {
 }
 
 #[test]
+fn add_into_a_missing_netns_releases_the_address() {
+    // IPAM runs while the namespace is opened: its reservation must go
+    // when the namespace turns out not to exist.
+    let Some(n) = ours() else { return };
+    let conf = n.config(json!({"isGateway": true, "ipMasq": true}));
+    let r = n.call("ADD", "c1", "/run/netns/cni-rs-no-such-netns", &conf);
+    assert!(!r.ok, "{:?}", r.json);
+    assert!(
+        r.json["msg"]
+            .as_str()
+            .unwrap_or("")
+            .contains("cni-rs-no-such-netns"),
+        "{:?}",
+        r.json
+    );
+    assert!(n.reserved().is_empty(), "{:?}", n.reserved());
+    assert!(n.veths().is_empty());
+}
+
+#[test]
 fn failure_after_ipam_add_releases_the_address() {
     let Some(n) = ours() else { return };
     let (node, br) = (n.node.name(), n.bridge.as_str());
