@@ -8,6 +8,10 @@
 //! (the plugin and the delegates it exec'd) `delay` after the spawn, with
 //! the call and the delay (0..1.2 x the call's measured duration) drawn
 //! from a seeded RNG (the seed is printed; `RELIABILITY_SEED=<n>` replays).
+//! One kill in four takes the plugin alone, as a runtime's timeout does:
+//! delegates it exec'd finish as orphans before the recovery starts. Half
+//! the iterations set `CNI_RS_EXEC_DELEGATES=1`, so delegates of the same
+//! build are exec'd rather than run in the plugin's process.
 //!
 //! After each kill the runtime recovers as a node does: DEL of the
 //! attachment, then GC with the valid set = the live attachments. Then:
@@ -198,6 +202,11 @@ impl Chain {
             // One kill in four takes the plugin alone, leaving its
             // delegates to finish as orphans.
             let group = rng.below(4) != 0;
+            // Same-build delegates run in the plugin's process unless told
+            // otherwise (cni_exec::same_build): half the iterations exec
+            // them, so kills land in delegate processes too.
+            let exec_delegates = rng.below(2) == 0;
+            self.exec.set_exec_delegates(exec_delegates);
             let plan = KillPlan { call, delay, group };
             let cid = format!("dead{i}-{sfx}");
             let pod = Ns::new("rdead");
@@ -229,9 +238,14 @@ impl Chain {
                 st.injected += 1;
                 *st.points
                     .entry(format!(
-                        "{op} {} {}",
+                        "{op} {} {}, delegates {}",
                         k.plugin,
-                        if group { "+ delegates" } else { "alone" }
+                        if group { "+ delegates" } else { "alone" },
+                        if exec_delegates {
+                            "exec'd"
+                        } else {
+                            "in-process"
+                        }
                     ))
                     .or_default() += 1;
                 let share = delay.as_secs_f64() / durations[call].as_secs_f64().max(1e-6);

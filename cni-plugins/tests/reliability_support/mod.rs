@@ -95,6 +95,7 @@ pub struct CallRecord {
 struct State {
     plan: Option<KillPlan>,
     calls: Vec<CallRecord>,
+    exec_delegates: bool,
 }
 
 /// [`cni_exec::ProcessExec`]'s fork/exec, with every plugin in its own
@@ -114,6 +115,12 @@ impl KillingExec {
         let mut s = self.state.lock().unwrap();
         s.plan = plan;
         s.calls.clear();
+    }
+
+    /// Whether plugins exec their delegates (`CNI_RS_EXEC_DELEGATES=1`)
+    /// instead of running same-build delegates in-process.
+    pub fn set_exec_delegates(&self, on: bool) {
+        self.state.lock().unwrap().exec_delegates = on;
     }
 
     /// The calls since the last [`KillingExec::arm`].
@@ -141,10 +148,10 @@ impl Exec for KillingExec {
     }
 
     fn exec_plugin(&self, plugin: &Path, stdin: &[u8], env: &PluginEnv) -> Result<Vec<u8>, Error> {
-        let plan = {
+        let (plan, exec_delegates) = {
             let s = self.state.lock().unwrap();
             let index = s.calls.len();
-            s.plan.filter(|p| p.call == index)
+            (s.plan.filter(|p| p.call == index), s.exec_delegates)
         };
         let kill_after = plan.map(|p| p.delay);
         let group = plan.is_none_or(|p| p.group);
@@ -154,7 +161,13 @@ impl Exec for KillingExec {
             source,
         };
         let start = Instant::now();
-        let mut child = std::process::Command::new(plugin)
+        let mut cmd = std::process::Command::new(plugin);
+        if exec_delegates {
+            cmd.env("CNI_RS_EXEC_DELEGATES", "1");
+        } else {
+            cmd.env_remove("CNI_RS_EXEC_DELEGATES");
+        }
+        let mut child = cmd
             .envs(env.vars())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
