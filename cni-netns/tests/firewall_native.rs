@@ -169,8 +169,12 @@ fn each_shape_created_listed_found_by_tag_and_deleted() {
         assert_eq!(owned.len(), n, "{kind}");
         for o in &owned {
             assert!(o.complete);
-            // The oracle finds the rules by the tag the kernel stored.
-            assert!(!rules_tagged(&rs, &o.attachment.tag()).is_empty(), "{kind}");
+            // The oracle finds the elements by the tag the kernel stored.
+            let tagged = ["cni_rs_masq", "cni_rs_hostport", "cni_rs_macspoofchk"]
+                .iter()
+                .flat_map(|t| elements_tagged(&rs, t, &o.attachment.tag()))
+                .count();
+            assert!(tagged > 0, "{kind}");
             fw.delete_attachment(kind, &o.attachment).unwrap();
         }
         assert!(fw.list_attachments(kind).unwrap().is_empty());
@@ -274,7 +278,7 @@ fn kernel_errors_name_the_object() {
         matches!(e, cni_netns::Error::FirewallConflict { .. }),
         "{e}"
     );
-    assert!(e.to_string().contains("hostports"), "{e}");
+    assert!(e.to_string().contains("hp_owner :: . tcp . 10002"), "{e}");
     let missing = NativeFirewall::in_netns("/run/netns/does-not-exist-native");
     let e = missing.add_masquerade(&masq("errnet", 1)).unwrap_err();
     assert!(e.to_string().contains("does-not-exist-native"), "{e}");
@@ -323,7 +327,8 @@ fn concurrent_writers_of_one_table_do_not_corrupt_each_other() {
         40
     );
     let rs = ns.ruleset();
-    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hostports").len(), 80);
+    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hp_dnat4").len(), 80);
+    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hp_owner").len(), 80);
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
