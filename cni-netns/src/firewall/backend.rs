@@ -47,6 +47,9 @@ pub(crate) struct ListedElement {
     /// The data as the backend identifies it ([`RuleBackend::data_id`]).
     pub(crate) data_id: String,
     pub(crate) comment: Option<String>,
+    /// Expiring within [`layout::EXPIRING_MS`]: removed by a DEL, gone in
+    /// a few milliseconds; nobody owns it any more.
+    pub(crate) expiring: bool,
 }
 
 /// One rule of a table's conditions chain read back.
@@ -75,7 +78,7 @@ impl Listing {
         let elements = self
             .elements
             .iter()
-            .filter(|e| owned(&e.comment, owner_hash))
+            .filter(|e| !e.expiring && owned(&e.comment, owner_hash))
             .map(|e| (e.map.clone(), e.key.clone()))
             .collect();
         let rules = self
@@ -96,6 +99,7 @@ impl Listing {
         let comments = self
             .elements
             .iter()
+            .filter(|e| !e.expiring)
             .map(|e| &e.comment)
             .chain(self.rules.iter().map(|r| &r.comment));
         for c in comments.flatten() {
@@ -158,6 +162,11 @@ pub(crate) trait RuleBackend: std::fmt::Debug + Send + Sync {
         table: &Table,
         rules_only: bool,
     ) -> Result<Option<Listing>>;
+    /// Whether DEL can make elements expire ([`layout::expire_batch`])
+    /// rather than delete them.
+    fn expire_on_delete(&self) -> bool {
+        false
+    }
     /// How this backend identifies `key` of `map` in a [`Listing`].
     fn key_id(&self, map: &Map, key: &[Value]) -> Option<String>;
     /// How this backend identifies `data` of `map` in a [`Listing`].
@@ -172,6 +181,10 @@ pub(crate) trait RuleBackend: std::fmt::Debug + Send + Sync {
         add_rules(self, RuleKind::PortMapping, &spec.attachment, rules)
     }
 }
+
+/// How long an ADD waits for an expiring element holding one of its keys
+/// (expirations are rounded up to jiffies: 10 ms at HZ=100).
+const EXPIRY_WAIT_MS: u64 = 12;
 
 /// ADD: one exclusive batch of the attachment's elements. A missing table
 /// or map (first ADD) creates the shared objects in the same batch; a key
@@ -201,8 +214,28 @@ pub(crate) fn add_rules<B: RuleBackend + ?Sized>(
         key,
         message,
     };
-    let listing = b.read(op, &who, &table, false)?.unwrap_or_default();
     let hash = id.owner_hash();
+    let mut listing = b.read(op, &who, &table, false)?.unwrap_or_default();
+    // A key still held by an element a DEL made expire (a few milliseconds
+    // ago): wait for it to go, once.
+    let expiring_held = |listing: &Listing| {
+        rules.elements.iter().any(|e| {
+            let key_id = table.map(&e.map).and_then(|m| b.key_id(m, &e.key));
+            listing
+                .elements
+                .iter()
+                .any(|l| l.expiring && l.map == e.map && Some(&l.key_id) == key_id.as_ref())
+        })
+    };
+    if expiring_held(&listing) {
+        std::thread::sleep(std::time::Duration::from_millis(EXPIRY_WAIT_MS));
+        match b.send(op, &who, &table, &layout::attach_batch(&table, rules, true))? {
+            Ok(()) => return Ok(()),
+            Err(r) if r.kind == RefusalKind::Exists => {}
+            Err(r) => return Err(r.error),
+        }
+        listing = b.read(op, &who, &table, false)?.unwrap_or_default();
+    }
     for e in &rules.elements {
         let Some(map) = table.map(&e.map) else {
             continue;
@@ -211,7 +244,7 @@ pub(crate) fn add_rules<B: RuleBackend + ?Sized>(
         let held = listing
             .elements
             .iter()
-            .find(|l| l.map == e.map && Some(&l.key_id) == key_id.as_ref());
+            .find(|l| !l.expiring && l.map == e.map && Some(&l.key_id) == key_id.as_ref());
         if let Some(l) = held {
             if !owned(&l.comment, &hash) {
                 return Err(conflict(
@@ -261,12 +294,16 @@ pub(crate) fn del_rules<B: RuleBackend + ?Sized>(
             None => return Ok(()),
         }
     };
-    match b.send(
-        op,
-        &who,
-        &table,
-        &layout::delete_batch(&table, rules, &handles),
-    )? {
+    // Expiring rather than deleting leaves the kernel nothing to free, so
+    // the plugin does not wait for an RCU grace period (5-20 ms) when it
+    // exits and its netlink socket is released: the release flushes
+    // nf_tables' pending destroy work (`nft_rcv_nl_event`).
+    let batch = if b.expire_on_delete() {
+        layout::expire_batch(&table, rules, &handles)
+    } else {
+        layout::delete_batch(&table, rules, &handles)
+    };
+    match b.send(op, &who, &table, &batch)? {
         Ok(()) => Ok(()),
         Err(_) => remove_owner(b, kind, id).map(|_| ()),
     }
@@ -335,7 +372,7 @@ pub(crate) fn check_rules<B: RuleBackend + ?Sized>(
         let found = listing
             .elements
             .iter()
-            .find(|l| l.map == e.map && Some(&l.key_id) == key_id.as_ref());
+            .find(|l| !l.expiring && l.map == e.map && Some(&l.key_id) == key_id.as_ref());
         let Some(l) = found else {
             return Err(missing(format!("element {text} is missing")));
         };

@@ -814,6 +814,42 @@ pub fn delete_batch(table: &Table, rules: &AttachmentRules, handles: &[RuleRef])
     }
 }
 
+/// The DEL of [`delete_batch`] without deleting elements: they expire
+/// instead ([`Command::ExpireElements`]), so no RCU wait at socket close.
+pub fn expire_batch(table: &Table, rules: &AttachmentRules, handles: &[RuleRef]) -> Batch {
+    // One message per map: the kernel takes elements of one set per message.
+    let mut maps: Vec<&str> = rules.elements.iter().map(|e| e.map.as_str()).collect();
+    maps.sort_unstable();
+    maps.dedup();
+    let mut commands: Vec<Command> = maps
+        .into_iter()
+        .map(|m| {
+            Command::ExpireElements(
+                rules
+                    .elements
+                    .iter()
+                    .filter(|e| e.map == m)
+                    .cloned()
+                    .collect(),
+            )
+        })
+        .collect();
+    commands.extend(remove_batch(table, &[], handles).commands);
+    Batch {
+        family: table.family,
+        table: table.name,
+        commands,
+    }
+}
+
+/// The element timeout: elements live "forever" (ten years), and only an
+/// element with a timeout can be made to expire later.
+pub const ELEMENT_TIMEOUT_MS: u64 = 3650 * 86_400_000;
+
+/// Elements expiring within this long are being removed (an expired DEL),
+/// not installed.
+pub const EXPIRING_MS: u64 = 86_400_000;
+
 /// The map keys of `rules` as text (`hp_dnat4 tcp . 8080`), for messages.
 pub fn describe_keys(rules: &AttachmentRules) -> String {
     rules

@@ -410,6 +410,12 @@ pub enum Command {
         /// Fail if the key exists at all (`create element`).
         exclusive: bool,
     },
+    /// Make elements expire now (re-added with a 1 ms expiration; added
+    /// first if missing): a removal that leaves no deleted object for the
+    /// kernel to free, so the process does not wait for an RCU grace period
+    /// when its netlink socket closes. Needs Linux 6.10 (element timeout
+    /// updates).
+    ExpireElements(Vec<Element>),
     /// Delete map elements by key (a missing one makes the batch fail).
     DeleteElements {
         /// The map's name.

@@ -315,12 +315,13 @@ fn parse_listing(stdout: &[u8], table: &Table) -> std::result::Result<Listing, S
                     Some(pair) if pair.len() == 2 => (&pair[0], pair[1].clone()),
                     _ => (elem, Json::Null),
                 };
-                let (key, comment) = match key_part.get("elem") {
+                let (key, comment, expires) = match key_part.get("elem") {
                     Some(e) => (
                         e.get("val").cloned().ok_or("element without val")?,
                         e.get("comment").and_then(Json::as_str).map(str::to_owned),
+                        e.get("expires").and_then(Json::as_u64),
                     ),
-                    None => (key_part.clone(), None),
+                    None => (key_part.clone(), None, None),
                 };
                 listing.elements.push(ListedElement {
                     map: name.to_owned(),
@@ -328,6 +329,7 @@ fn parse_listing(stdout: &[u8], table: &Table) -> std::result::Result<Listing, S
                     key_id: key.to_string(),
                     data_id: data.to_string(),
                     comment,
+                    expiring: expires.is_some_and(|s| s * 1000 < layout::EXPIRING_MS),
                 });
             }
         }
@@ -369,7 +371,11 @@ pub(crate) fn shared_text(table: &Table) -> String {
             Command::AddMap(m) => {
                 let types =
                     |k: &[KeyType]| k.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(" . ");
-                let flags = if m.interval { " flags interval;" } else { "" };
+                let flags = if m.interval {
+                    " flags interval,timeout;"
+                } else {
+                    " flags timeout;"
+                };
                 format!(
                     "add map {fam} {t} {} {{ type {} : {};{flags} }}",
                     m.name,
@@ -394,6 +400,7 @@ pub(crate) fn shared_text(table: &Table) -> String {
             }
             // Not part of the shared objects.
             Command::AddElement { .. }
+            | Command::ExpireElements(_)
             | Command::DeleteElements { .. }
             | Command::DeleteRule(_) => continue,
         };
@@ -483,10 +490,14 @@ pub(crate) fn encode_batch(batch: &Batch) -> Json {
                         json!(types)
                     }
                 };
-                let mut o = obj(json!({"name": m.name, "type": ty(&m.key), "map": ty(&m.data)}));
-                if let (true, Some(o)) = (m.interval, o.as_object_mut()) {
-                    o.insert("flags".into(), json!(["interval"]));
-                }
+                let flags = if m.interval {
+                    json!(["interval", "timeout"])
+                } else {
+                    json!(["timeout"])
+                };
+                let o = obj(
+                    json!({"name": m.name, "type": ty(&m.key), "map": ty(&m.data), "flags": flags}),
+                );
                 json!({"add": {"map": o}})
             }
             Command::AddChain { name, base: None } => {
@@ -517,7 +528,10 @@ pub(crate) fn encode_batch(batch: &Batch) -> Json {
                 element: e,
                 exclusive,
             } => {
-                let mut elem = json!({"val": encode_key(&e.key)});
+                let mut elem = json!({
+                    "val": encode_key(&e.key),
+                    "timeout": layout::ELEMENT_TIMEOUT_MS / 1000,
+                });
                 if let (Some(c), Some(o)) = (&e.comment, elem.as_object_mut()) {
                     o.insert("comment".into(), json!(c));
                 }
@@ -531,6 +545,14 @@ pub(crate) fn encode_batch(batch: &Batch) -> Json {
                     json!({ "add": body })
                 }
             }
+            // nft's JSON takes expirations in whole seconds: a 1 s linger
+            // would let the key be refused to its next owner, so this
+            // backend deletes (and pays the RCU wait at exit, as it always
+            // did).
+            Command::ExpireElements(elements) => json!({"delete": {"element": obj(json!({
+                "name": elements.first().map(|e| e.map.clone()).unwrap_or_default(),
+                "elem": elements.iter().map(|e| encode_key(&e.key)).collect::<Vec<_>>(),
+            }))}}),
             Command::DeleteElements { map, keys } => json!({"delete": {"element": obj(json!({
                 "name": map,
                 "elem": keys.iter().map(|k| encode_key(k)).collect::<Vec<_>>(),
@@ -646,7 +668,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             dnat["create"]["element"]["elem"],
-            json!([[{"elem": {"val": {"concat": ["tcp", 8080]}, "comment": spec.attachment.tag()}},
+            json!([[{"elem": {"val": {"concat": ["tcp", 8080]}, "timeout": 315_360_000, "comment": spec.attachment.tag()}},
                     {"concat": ["10.0.0.5", 80]}]])
         );
         let masq = cmds
@@ -670,10 +692,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains(
-            "add map inet cni_rs_hostport hp_dnat4 { type inet_proto . inet_service : ipv4_addr . inet_service; }"
+            "add map inet cni_rs_hostport hp_dnat4 { type inet_proto . inet_service : ipv4_addr . inet_service; flags timeout; }"
         ));
         assert!(text.contains(
-            "add map inet cni_rs_hostport hp_masq4 { type ipv4_addr . inet_proto . inet_service : mark; flags interval; }"
+            "add map inet cni_rs_hostport hp_masq4 { type ipv4_addr . inet_proto . inet_service : mark; flags interval,timeout; }"
         ));
         assert!(text.contains(
             "add rule inet cni_rs_hostport dispatch dnat ip to meta l4proto . th dport map @hp_dnat4\n"

@@ -177,6 +177,10 @@ pub fn map_elements_commented(
             continue;
         }
         for e in m["elem"].as_array().into_iter().flatten() {
+            // An element a DEL made expire is gone in a few milliseconds.
+            if e[0]["elem"]["expires"].as_u64().is_some_and(|s| s < 86_400) {
+                continue;
+            }
             let key = e[0]
                 .get("elem")
                 .map(|x| x["val"].clone())

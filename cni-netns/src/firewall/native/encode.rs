@@ -19,6 +19,9 @@ const NFTA_SET_FIELD_LEN: u16 = 1;
 pub(crate) const NFTA_SET_ELEM_KEY_END: u16 = 10;
 const NFT_SET_INTERVAL: u32 = 0x4;
 const NFT_SET_CONCAT: u32 = 0x80;
+const NFT_SET_TIMEOUT: u32 = 0x10;
+pub(crate) const NFTA_SET_ELEM_TIMEOUT: u16 = 4;
+pub(crate) const NFTA_SET_ELEM_EXPIRATION: u16 = 5;
 const NFT_LOOKUP_F_INV: u32 = 1;
 
 /// One nf_tables message of a batch, before framing.
@@ -159,7 +162,7 @@ fn encode_command(table: &Table, batch: &Batch, c: &Command, set_id: &mut u32) -
         }
         Command::AddMap(m) => {
             *set_id += 1;
-            let mut flags = NFT_SET_MAP;
+            let mut flags = NFT_SET_MAP | NFT_SET_TIMEOUT;
             if m.interval {
                 flags |= NFT_SET_INTERVAL | NFT_SET_CONCAT;
             }
@@ -244,7 +247,7 @@ fn encode_command(table: &Table, batch: &Batch, c: &Command, set_id: &mut u32) -
             let mut a = Attrs::new();
             a.str(NFTA_SET_ELEM_LIST_TABLE, t)
                 .str(NFTA_SET_ELEM_LIST_SET, &e.map)
-                .nested(NFTA_SET_ELEM_LIST_ELEMENTS, &element_list(map, e)?);
+                .nested(NFTA_SET_ELEM_LIST_ELEMENTS, &element_list(map, e, false)?);
             Msg {
                 kind: NFT_MSG_NEWSETELEM,
                 flags: NLM_F_CREATE | if *exclusive { NLM_F_EXCL } else { 0 },
@@ -255,6 +258,36 @@ fn encode_command(table: &Table, batch: &Batch, c: &Command, set_id: &mut u32) -
                     e.map,
                     key_text(&e.key),
                     key_text(&e.data),
+                    fam.as_str()
+                ),
+            }
+        }
+        Command::ExpireElements(elements) => {
+            let Some(first) = elements.first() else {
+                return unsupported("expire no elements");
+            };
+            let map = find_map(table, &first.map)?;
+            let mut list = Attrs::new();
+            for e in elements {
+                if e.map != first.map {
+                    return unsupported("expire elements of several maps in one message");
+                }
+                let one = element_list(map, e, true)?;
+                list.0.extend_from_slice(&one.0);
+            }
+            let mut a = Attrs::new();
+            a.str(NFTA_SET_ELEM_LIST_TABLE, t)
+                .str(NFTA_SET_ELEM_LIST_SET, &first.map)
+                .nested(NFTA_SET_ELEM_LIST_ELEMENTS, &list);
+            let texts: Vec<String> = elements.iter().map(|e| key_text(&e.key)).collect();
+            Msg {
+                kind: NFT_MSG_NEWSETELEM,
+                flags: NLM_F_CREATE,
+                attrs: a.0,
+                what: format!(
+                    "expire elements {{ {} }} of map {} in {} {t}",
+                    texts.join(", "),
+                    first.map,
                     fam.as_str()
                 ),
             }
@@ -316,9 +349,18 @@ fn key_attrs(map: &Map, key: &[Value]) -> Enc<Attrs> {
     Ok(elem)
 }
 
-/// `NFTA_SET_ELEM_LIST_ELEMENTS` with one `key : data` element.
-fn element_list(map: &Map, e: &Element) -> Enc<Attrs> {
-    let mut elem = key_attrs(map, &e.key)?;
+/// `NFTA_SET_ELEM_LIST_ELEMENTS` with one `key : data` element (timeout
+/// first, as nft orders it), expiring in 1 ms with `expire`.
+fn element_list(map: &Map, e: &Element, expire: bool) -> Enc<Attrs> {
+    let mut elem = Attrs::new();
+    elem.bytes(
+        NFTA_SET_ELEM_TIMEOUT,
+        &crate::firewall::layout::ELEMENT_TIMEOUT_MS.to_be_bytes(),
+    );
+    if expire {
+        elem.bytes(NFTA_SET_ELEM_EXPIRATION, &1u64.to_be_bytes());
+    }
+    elem.0.extend_from_slice(&key_attrs(map, &e.key)?.0);
     let mut data = Attrs::new();
     data.bytes(NFTA_DATA_VALUE, &encode_key(&map.data, &e.data)?);
     elem.nested(NFTA_SET_ELEM_DATA, &data);

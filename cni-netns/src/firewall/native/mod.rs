@@ -303,6 +303,10 @@ impl RuleBackend for NativeFirewall {
         self.list(op, who, table, rules_only)
     }
 
+    fn expire_on_delete(&self) -> bool {
+        *EXPIRY_UPDATES
+    }
+
     fn key_id(&self, map: &Map, key: &[Value]) -> Option<String> {
         let (start, end) = encode::encode_interval_key(&map.key, key).ok()?;
         Some(raw_id(&start, map.interval.then_some(end.as_slice())))
@@ -328,6 +332,21 @@ impl RuleBackend for NativeFirewall {
         }
     }
 }
+
+/// Whether the running kernel updates the expiration of an existing set
+/// element (Linux 6.10; older kernels ignore the update, which would turn a
+/// DEL into a no-op, so they get real deletes).
+static EXPIRY_UPDATES: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .and_then(|r| {
+            let mut parts = r.trim().split(['.', '-']);
+            let major: u32 = parts.next()?.parse().ok()?;
+            let minor: u32 = parts.next()?.parse().ok()?;
+            Some((major, minor) >= (6, 10))
+        })
+        .unwrap_or(false)
+});
 
 fn raw_id(start: &[u8], end: Option<&[u8]>) -> String {
     let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
@@ -401,6 +420,10 @@ fn read_table(s: &mut NfSocket, table: &Table, rules_only: bool) -> io::Result<O
                 let data = value(encode::NFTA_SET_ELEM_DATA).unwrap_or_default();
                 let comment =
                     attr(elem, encode::NFTA_SET_ELEM_USERDATA).and_then(encode::udata_comment);
+                let expiring = attr(elem, encode::NFTA_SET_ELEM_EXPIRATION)
+                    .and_then(|x| <[u8; 8]>::try_from(x).ok())
+                    .map(u64::from_be_bytes)
+                    .is_some_and(|ms| ms < layout::EXPIRING_MS);
                 let end = if map.interval {
                     Some(end.unwrap_or_else(|| start.clone()))
                 } else {
@@ -415,6 +438,7 @@ fn read_table(s: &mut NfSocket, table: &Table, rules_only: bool) -> io::Result<O
                     key_id: raw_id(&start, end.as_deref()),
                     data_id: raw_id(&data, None),
                     comment,
+                    expiring,
                 });
             }
         }

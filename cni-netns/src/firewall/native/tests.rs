@@ -374,6 +374,35 @@ fn port_mapping_elements_and_rules_match_nft() {
         }),
     );
     assert_encodes("flush_pmx", &t, f, n, Command::FlushChain("pm-x".into()));
+    // A DEL's expiry: the element again, with NFTA_SET_ELEM_EXPIRATION.
+    let expire = |map: &str, key: Vec<Value>| {
+        Command::ExpireElements(vec![Element {
+            map: map.into(),
+            key,
+            data: owner(),
+            comment: Some("c1".into()),
+        }])
+    };
+    assert_encodes(
+        "expire_owners",
+        &t,
+        f,
+        n,
+        expire(
+            "owners",
+            vec![Value::Num(0x1234_5678), Value::Num(0x9abc_def0)],
+        ),
+    );
+    assert_encodes(
+        "expire_hp_masq4",
+        &t,
+        f,
+        n,
+        expire(
+            "hp_masq4",
+            [vec![prefix("10.1.0.0/24")], tcp(8080).to_vec()].concat(),
+        ),
+    );
     // The per-attachment anchor: a `mark . mark : mark` map.
     assert_encodes("map_owners", &t, f, n, map(&t, "owners"));
     assert_encodes(
