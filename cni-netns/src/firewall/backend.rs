@@ -167,6 +167,17 @@ pub(crate) trait RuleBackend: std::fmt::Debug + Send + Sync {
     fn expire_on_delete(&self) -> bool {
         false
     }
+    /// After an expiring DEL: returns once `anchor` (and so every element
+    /// the same batch made expire) no longer matches packets.
+    fn wait_expired(
+        &self,
+        _op: FirewallOp,
+        _who: &str,
+        _table: &Table,
+        _anchor: &super::model::Element,
+    ) -> Result<()> {
+        Ok(())
+    }
     /// How this backend identifies `key` of `map` in a [`Listing`].
     fn key_id(&self, map: &Map, key: &[Value]) -> Option<String>;
     /// How this backend identifies `data` of `map` in a [`Listing`].
@@ -298,13 +309,19 @@ pub(crate) fn del_rules<B: RuleBackend + ?Sized>(
     // the plugin does not wait for an RCU grace period (5-20 ms) when it
     // exits and its netlink socket is released: the release flushes
     // nf_tables' pending destroy work (`nft_rcv_nl_event`).
-    let batch = if b.expire_on_delete() {
+    let expire = b.expire_on_delete();
+    let batch = if expire {
         layout::expire_batch(&table, rules, &handles)
     } else {
         layout::delete_batch(&table, rules, &handles)
     };
     match b.send(op, &who, &table, &batch)? {
-        Ok(()) => Ok(()),
+        Ok(()) => match rules.elements.first() {
+            // The expiry takes effect at the next jiffy (1-10 ms): a DEL
+            // returns once it has.
+            Some(anchor) if expire => b.wait_expired(op, &who, &table, anchor),
+            _ => Ok(()),
+        },
         Err(_) => remove_owner(b, kind, id).map(|_| ()),
     }
 }

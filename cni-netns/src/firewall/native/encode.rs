@@ -335,7 +335,7 @@ fn encode_command(table: &Table, batch: &Batch, c: &Command, set_id: &mut u32) -
 }
 
 /// An element's `NFTA_SET_ELEM_KEY` (and `_KEY_END` for interval maps).
-fn key_attrs(map: &Map, key: &[Value]) -> Enc<Attrs> {
+pub(crate) fn key_attrs(map: &Map, key: &[Value]) -> Enc<Attrs> {
     let (start, end) = encode_interval_key(&map.key, key)?;
     let mut k = Attrs::new();
     k.bytes(NFTA_DATA_VALUE, &start);

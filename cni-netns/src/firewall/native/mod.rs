@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::layout::{self, DEFAULT_MASQ_MARK};
-use super::model::{AttachmentRules, Batch, Map, Table, Value};
+use super::model::{AttachmentRules, Batch, Element, Map, Table, Value};
 use super::{Firewall, FirewallOp, NftFirewall, PortMappingSpec, RuleKind};
 use crate::{Error, Result};
 use encode::{family_byte, Msg};
@@ -305,6 +305,45 @@ impl RuleBackend for NativeFirewall {
 
     fn expire_on_delete(&self) -> bool {
         *EXPIRY_UPDATES
+    }
+
+    fn wait_expired(
+        &self,
+        op: FirewallOp,
+        who: &str,
+        table: &Table,
+        anchor: &Element,
+    ) -> Result<()> {
+        let Some(map) = table.map(&anchor.map) else {
+            return Ok(());
+        };
+        let Ok(key) = encode::key_attrs(map, &anchor.key) else {
+            return Ok(());
+        };
+        let mut list = Attrs::new();
+        list.nested(1, &key);
+        let mut req = Attrs::new();
+        req.str(encode::NFTA_SET_ELEM_LIST_TABLE, table.name)
+            .str(encode::NFTA_SET_ELEM_LIST_SET, map.name)
+            .nested(encode::NFTA_SET_ELEM_LIST_ELEMENTS, &list);
+        let fam = family_byte(table.family);
+        // A get of one element answers ENOENT once it has expired. Bounded:
+        // a jiffy is at most 10 ms (HZ=100).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(50);
+        loop {
+            let res = self.with_socket(op, who, |s| {
+                s.get(NFT_MSG_GETSETELEM, fam, &req.0, false)
+                    .map_err(Failure::Io)
+            })?;
+            match res {
+                Ok(None) => return Ok(()),
+                Ok(Some(_)) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_micros(500));
+                }
+                Ok(Some(_)) => return Ok(()),
+                Err(f) => return Err(Self::fail(op, who, f)),
+            }
+        }
     }
 
     fn key_id(&self, map: &Map, key: &[Value]) -> Option<String> {
