@@ -3,8 +3,8 @@
 //!
 //! The layout functions in [`super::layout`] produce these values; a backend
 //! only encodes them (JSON for `nft -j`, netlink attributes for a native
-//! backend) and reads back the little it needs (chains, rule comments, map
-//! elements).
+//! backend) and reads back the little it needs (map elements, the rules of
+//! the conditions chain).
 
 use std::net::IpAddr;
 

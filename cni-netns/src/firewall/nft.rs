@@ -1,5 +1,8 @@
 //! The `nft` process backend: each call is one `nft -j -f -` batch (plus,
-//! where the state must be read, one `nft -j list table`).
+//! where the state must be read, one `nft -j list table`). The first ADD
+//! of a table also sends the shared objects as one nft-syntax batch
+//! (`nft -f -`): nft 1.0's JSON cannot declare a map with concatenated data
+//! (`ipv4_addr . inet_service`, the DNAT maps).
 
 use std::fs::File;
 use std::io::Write;

@@ -24,9 +24,13 @@
 //! A process that exits (or closes its socket) after a commit that deleted
 //! something waits for the kernel to free it: the netlink release of a
 //! `NETLINK_NETFILTER` socket flushes nf_tables' pending destroy work
-//! (`nf_tables_trans_destroy_flush_work`), which waits for an RCU grace
-//! period (5-20 ms here); `nft` pays the same. [`NfSocket`] avoids that
-//! wait: see [`socket`].
+//! (`nft_rcv_nl_event` → `nf_tables_trans_destroy_flush_work`), which waits
+//! for an RCU grace period (10-20 ms here; it was most of a portmap DEL);
+//! `nft` pays the same. So on Linux 6.10 and later (element expiration
+//! updates) a DEL makes the elements expire instead of deleting them, and
+//! returns once they have (one jiffy): the kernel's set garbage collector
+//! frees them later, and nobody waits. GC and a DEL without a spec still
+//! delete.
 
 mod encode;
 mod socket;
