@@ -760,6 +760,11 @@ pub fn attach_batch(table: &Table, rules: &AttachmentRules, exclusive: bool) -> 
     }
 }
 
+/// Keys per delete message: at most about 100 bytes each (a first and a
+/// last 40-byte key with their headers), so a message's element list stays
+/// well below the 64 KiB an attribute can hold.
+const DELETE_CHUNK: usize = 256;
+
 /// The batch removing elements (by map and key) and rules (by handle).
 pub fn remove_batch(table: &Table, elements: &[(String, Vec<Value>)], rules: &[RuleRef]) -> Batch {
     let mut commands = Vec::new();
@@ -767,14 +772,19 @@ pub fn remove_batch(table: &Table, elements: &[(String, Vec<Value>)], rules: &[R
     maps.sort_unstable();
     maps.dedup();
     for map in maps {
-        commands.push(Command::DeleteElements {
-            map: map.to_owned(),
-            keys: elements
-                .iter()
-                .filter(|(m, _)| m == map)
-                .map(|(_, k)| k.clone())
-                .collect(),
-        });
+        let keys: Vec<Vec<Value>> = elements
+            .iter()
+            .filter(|(m, _)| m == map)
+            .map(|(_, k)| k.clone())
+            .collect();
+        // A netlink attribute's length is 16 bits: a GC of many attachments
+        // needs several messages per map.
+        for chunk in keys.chunks(DELETE_CHUNK) {
+            commands.push(Command::DeleteElements {
+                map: map.to_owned(),
+                keys: chunk.to_vec(),
+            });
+        }
     }
     commands.extend(rules.iter().cloned().map(Command::DeleteRule));
     Batch {
@@ -1197,6 +1207,29 @@ mod tests {
         ] {
             assert!(t.map(OWNERS).is_some());
         }
+    }
+
+    #[test]
+    fn large_removals_are_chunked() {
+        let elements: Vec<(String, Vec<Value>)> = (0..1000u64)
+            .map(|i| {
+                (
+                    HP_DNAT4.to_owned(),
+                    vec![Value::str("tcp"), Value::Num(10000 + i)],
+                )
+            })
+            .collect();
+        let b = remove_batch(&hostport_table(DEFAULT_MASQ_MARK), &elements, &[]);
+        assert_eq!(b.commands.len(), 4);
+        let total: usize = b
+            .commands
+            .iter()
+            .map(|c| match c {
+                Command::DeleteElements { keys, .. } => keys.len(),
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(total, 1000);
     }
 
     #[test]
