@@ -168,15 +168,16 @@ pub(crate) trait RuleBackend: std::fmt::Debug + Send + Sync {
         false
     }
     /// After an expiring DEL: returns once `anchor` (and so every element
-    /// the same batch made expire) no longer matches packets.
+    /// the same batch made expire) no longer matches packets; false when it
+    /// still does after a while (a kernel that ignored the expiry).
     fn wait_expired(
         &self,
         _op: FirewallOp,
         _who: &str,
         _table: &Table,
         _anchor: &super::model::Element,
-    ) -> Result<()> {
-        Ok(())
+    ) -> Result<bool> {
+        Ok(true)
     }
     /// How this backend identifies `key` of `map` in a [`Listing`].
     fn key_id(&self, map: &Map, key: &[Value]) -> Option<String>;
@@ -318,8 +319,17 @@ pub(crate) fn del_rules<B: RuleBackend + ?Sized>(
     match b.send(op, &who, &table, &batch)? {
         Ok(()) => match rules.elements.first() {
             // The expiry takes effect at the next jiffy (1-10 ms): a DEL
-            // returns once it has.
-            Some(anchor) if expire => b.wait_expired(op, &who, &table, anchor),
+            // returns once it has. A kernel that kept the elements gets the
+            // plain delete.
+            Some(anchor) if expire => {
+                if b.wait_expired(op, &who, &table, anchor)? {
+                    return Ok(());
+                }
+                match b.send(op, &who, &table, &layout::delete_batch(&table, rules, &[]))? {
+                    Ok(()) => Ok(()),
+                    Err(_) => remove_owner(b, kind, id).map(|_| ()),
+                }
+            }
             _ => Ok(()),
         },
         Err(_) => remove_owner(b, kind, id).map(|_| ()),

@@ -317,12 +317,12 @@ impl RuleBackend for NativeFirewall {
         who: &str,
         table: &Table,
         anchor: &Element,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let Some(map) = table.map(&anchor.map) else {
-            return Ok(());
+            return Ok(true);
         };
         let Ok(key) = encode::key_attrs(map, &anchor.key) else {
-            return Ok(());
+            return Ok(true);
         };
         let mut list = Attrs::new();
         list.nested(1, &key);
@@ -340,11 +340,11 @@ impl RuleBackend for NativeFirewall {
                     .map_err(Failure::Io)
             })?;
             match res {
-                Ok(None) => return Ok(()),
+                Ok(None) => return Ok(true),
                 Ok(Some(_)) if std::time::Instant::now() < deadline => {
                     std::thread::sleep(std::time::Duration::from_micros(500));
                 }
-                Ok(Some(_)) => return Ok(()),
+                Ok(Some(_)) => return Ok(false),
                 Err(f) => return Err(Self::fail(op, who, f)),
             }
         }
@@ -377,8 +377,8 @@ impl RuleBackend for NativeFirewall {
 }
 
 /// Whether the running kernel updates the expiration of an existing set
-/// element (Linux 6.10; older kernels ignore the update, which would turn a
-/// DEL into a no-op, so they get real deletes).
+/// element (Linux 6.10; older kernels ignore the update, so they get real
+/// deletes; a DEL whose elements did not expire deletes them all the same).
 static EXPIRY_UPDATES: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
     std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .ok()
