@@ -263,10 +263,12 @@ fn port_mappings_lifecycle_conflicts_and_double_delete() {
     assert!(map_elements(&rs, "cni_rs_hostport", "hp_dnat6")
         .iter()
         .any(|(_, d)| *d == json!({"concat": ["fd00::5", 80]})));
-    // snat: hairpin + localhost (v4), hairpin (v6).
-    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hp_masq4").len(), 4);
+    // snat: hairpin (subnet intervals) for both families, localhost for v4.
+    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hp_masq4").len(), 2);
+    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hp_lo4").len(), 2);
     assert_eq!(map_elements(&rs, "cni_rs_hostport", "hp_masq6").len(), 2);
-    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hip_masq4").len(), 2);
+    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hip_masq4").len(), 1);
+    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hip_lo4").len(), 1);
     // conditionsV4: a pass and a stop rule per v4 mapping (8080, 53, 9090),
     // in the conditions chain.
     let tagged = rules_tagged(&rs, &a.attachment.tag());
@@ -450,7 +452,7 @@ fn concurrent_first_adds_are_safe() {
             .count()
     };
     assert_eq!(count("cni_rs_masq", "postrouting"), 4);
-    assert_eq!(count("cni_rs_hostport", "dispatch"), 9);
+    assert_eq!(count("cni_rs_hostport", "dispatch"), 15);
     assert_eq!(count("cni_rs_hostport", "prerouting"), 1);
     let fw = firewall_for(&ns.path());
     assert_eq!(fw.list_attachments(RuleKind::PortMapping).unwrap().len(), 8);

@@ -82,6 +82,20 @@ pub const HP_MASQ6: &str = "hp_masq6";
 pub const HIP_MASQ4: &str = "hip_masq4";
 /// The same for IPv6.
 pub const HIP_MASQ6: &str = "hip_masq6";
+/// Wildcard host ports masqueraded from localhost (127.0.0.0/8, `snat`):
+/// `inet_proto . inet_service : owner`.
+pub const HP_LO4: &str = "hp_lo4";
+/// Host IP ports masqueraded from localhost:
+/// `ipv4_addr . inet_proto . inet_service : owner`.
+pub const HIP_LO4: &str = "hip_lo4";
+/// Wildcard host ports masqueraded whatever the source (`masqAll`).
+pub const HP_ALL4: &str = "hp_all4";
+/// The same for IPv6.
+pub const HP_ALL6: &str = "hp_all6";
+/// Host IP ports masqueraded whatever the source (`masqAll`).
+pub const HIP_ALL4: &str = "hip_all4";
+/// The same for IPv6.
+pub const HIP_ALL6: &str = "hip_all6";
 /// Interfaces whose source MAC is checked (`ifname : owner`).
 pub const SC_PORTS: &str = "sc_ports";
 /// The MAC allowed per interface (`ifname . ether_addr : owner`).
@@ -261,33 +275,71 @@ pub fn hostport_table(masq_mark: u32) -> Table {
         ])],
     };
     let l4 = || vec![Expr::meta("l4proto"), Expr::payload("th", "dport")];
+    // Per family and class (host IP or wildcard): the hairpin mark (source
+    // in the pod's subnet: an interval lookup), the localhost mark (IPv4)
+    // and the masqAll mark (hash lookups: only hairpin needs intervals, so
+    // the interval maps stay small), then the DNAT.
     let mark_and_dnat = |v6: bool, host_ip: bool| {
-        let (masq, dnat) = match (v6, host_ip) {
-            (false, true) => (HIP_MASQ4, HIP_DNAT4),
-            (true, true) => (HIP_MASQ6, HIP_DNAT6),
-            (false, false) => (HP_MASQ4, HP_DNAT4),
-            (true, false) => (HP_MASQ6, HP_DNAT6),
+        let names = |v4: &'static str, v6n: &'static str| if v6 { v6n } else { v4 };
+        let (masq, all, dnat) = if host_ip {
+            (
+                names(HIP_MASQ4, HIP_MASQ6),
+                names(HIP_ALL4, HIP_ALL6),
+                names(HIP_DNAT4, HIP_DNAT6),
+            )
+        } else {
+            (
+                names(HP_MASQ4, HP_MASQ6),
+                names(HP_ALL4, HP_ALL6),
+                names(HP_DNAT4, HP_DNAT6),
+            )
         };
         let daddr: Vec<Expr> = if host_ip {
             vec![Expr::payload(ipx(v6), "daddr")]
         } else {
             Vec::new()
         };
-        vec![
-            Rule::new(vec![
+        let mark = Stmt::SetMarkBits(masq_mark);
+        let mut rules = vec![Rule::new(vec![
+            Stmt::Lookup {
+                key: [vec![Expr::payload(ipx(v6), "saddr")], daddr.clone(), l4()].concat(),
+                map: masq.into(),
+                negate: false,
+            },
+            mark.clone(),
+        ])];
+        if !v6 {
+            rules.push(Rule::new(vec![
+                match_eq(
+                    Expr::payload("ip", "saddr"),
+                    Value::Prefix(const_net("127.0.0.0/8")),
+                ),
                 Stmt::Lookup {
-                    key: [vec![Expr::payload(ipx(v6), "saddr")], daddr.clone(), l4()].concat(),
-                    map: masq.into(),
+                    key: [daddr.clone(), l4()].concat(),
+                    map: if host_ip { HIP_LO4 } else { HP_LO4 }.into(),
                     negate: false,
                 },
-                Stmt::SetMarkBits(masq_mark),
-            ]),
-            Rule::new(vec![Stmt::DnatMap {
-                v6,
-                key: [daddr, l4()].concat(),
-                map: dnat.into(),
-            }]),
-        ]
+                mark.clone(),
+            ]));
+        }
+        let mut all_rule = Vec::new();
+        if !host_ip {
+            // The key has no address: match the family explicitly.
+            all_rule.push(nfproto(v6));
+        }
+        all_rule.push(Stmt::Lookup {
+            key: [daddr.clone(), l4()].concat(),
+            map: all.into(),
+            negate: false,
+        });
+        all_rule.push(mark);
+        rules.push(Rule::new(all_rule));
+        rules.push(Rule::new(vec![Stmt::DnatMap {
+            v6,
+            key: [daddr, l4()].concat(),
+            map: dnat.into(),
+        }]));
+        rules
     };
     let mut dispatch = vec![Rule::new(vec![Stmt::Jump(CONDITIONS_CHAIN.into())])];
     for host_ip in [true, false] {
@@ -344,6 +396,22 @@ pub fn hostport_table(masq_mark: u32) -> Table {
             ),
             map(HP_MASQ4, &[Ipv4Addr, InetProto, InetService], &[Mark], true),
             map(HP_MASQ6, &[Ipv6Addr, InetProto, InetService], &[Mark], true),
+            map(HP_LO4, &[InetProto, InetService], &[Mark], false),
+            map(HIP_LO4, &[Ipv4Addr, InetProto, InetService], &[Mark], false),
+            map(HP_ALL4, &[InetProto, InetService], &[Mark], false),
+            map(HP_ALL6, &[InetProto, InetService], &[Mark], false),
+            map(
+                HIP_ALL4,
+                &[Ipv4Addr, InetProto, InetService],
+                &[Mark],
+                false,
+            ),
+            map(
+                HIP_ALL6,
+                &[Ipv6Addr, InetProto, InetService],
+                &[Mark],
+                false,
+            ),
         ],
         chains: vec![
             Chain {
@@ -601,34 +669,32 @@ pub fn port_mapping_rules(
                     dest,
                 ),
             );
-            if spec.snat || spec.masq_all {
-                let sources: Vec<IpNetwork> = if spec.masq_all {
-                    vec![const_net(if v6 { "::/0" } else { "0.0.0.0/0" })]
-                } else if v6 {
-                    // Hairpin: the whole subnet, as the Go reference's
-                    // iptables backend, so a neighbour pod reaching the host
-                    // port gets replies through the node rather than
-                    // straight from the pod.
-                    vec![net]
-                } else {
+            let l4key = [daddr.clone(), vec![proto.clone(), port.clone()]].concat();
+            if spec.masq_all {
+                let all = match (host_ip.is_some(), v6) {
+                    (true, false) => HIP_ALL4,
+                    (true, true) => HIP_ALL6,
+                    (false, false) => HP_ALL4,
+                    (false, true) => HP_ALL6,
+                };
+                push_unique(&mut elements, elem(all, l4key, owner.clone()));
+            } else if spec.snat {
+                // Hairpin: the whole subnet, as the Go reference's iptables
+                // backend, so a neighbour pod reaching the host port gets
+                // replies through the node rather than straight from the pod.
+                push_unique(
+                    &mut elements,
+                    elem(
+                        masq_map,
+                        [vec![prefix_part(net)], l4key.clone()].concat(),
+                        owner.clone(),
+                    ),
+                );
+                if !v6 {
                     // Localhost too (IPv4 only: the kernel never routes ::1
                     // off the node).
-                    vec![net, const_net("127.0.0.0/8")]
-                };
-                for src in sources {
-                    push_unique(
-                        &mut elements,
-                        elem(
-                            masq_map,
-                            [
-                                vec![prefix_part(src)],
-                                daddr.clone(),
-                                vec![proto.clone(), port.clone()],
-                            ]
-                            .concat(),
-                            owner.clone(),
-                        ),
-                    );
+                    let lo = if host_ip.is_some() { HIP_LO4 } else { HP_LO4 };
+                    push_unique(&mut elements, elem(lo, l4key, owner.clone()));
                 }
             }
             if !conds.is_empty() {
@@ -981,19 +1047,18 @@ mod tests {
             )]
         );
         assert!(keys(&r, HIP_DNAT6).is_empty());
-        // snat: hairpin (subnet) and localhost for v4, subnet for v6.
+        // snat: hairpin (subnet, an interval) for both families, localhost
+        // (a hash key) for v4.
         assert_eq!(
             keys(&r, HP_MASQ4),
-            vec![
-                (
-                    vec![p("10.0.0.0/24"), Value::str("tcp"), Value::Num(8080)],
-                    owner.clone()
-                ),
-                (
-                    vec![p("127.0.0.0/8"), Value::str("tcp"), Value::Num(8080)],
-                    owner.clone()
-                ),
-            ]
+            vec![(
+                vec![p("10.0.0.0/24"), Value::str("tcp"), Value::Num(8080)],
+                owner.clone()
+            )]
+        );
+        assert_eq!(
+            keys(&r, HP_LO4),
+            vec![(vec![Value::str("tcp"), Value::Num(8080)], owner.clone())]
         );
         assert_eq!(
             keys(&r, HP_MASQ6),
@@ -1004,27 +1069,24 @@ mod tests {
         );
         assert_eq!(
             keys(&r, HIP_MASQ4),
-            vec![
-                (
-                    vec![
-                        p("10.0.0.0/24"),
-                        a("192.0.2.1"),
-                        Value::str("udp"),
-                        Value::Num(53)
-                    ],
-                    owner.clone()
-                ),
-                (
-                    vec![
-                        p("127.0.0.0/8"),
-                        a("192.0.2.1"),
-                        Value::str("udp"),
-                        Value::Num(53)
-                    ],
-                    owner
-                ),
-            ]
+            vec![(
+                vec![
+                    p("10.0.0.0/24"),
+                    a("192.0.2.1"),
+                    Value::str("udp"),
+                    Value::Num(53)
+                ],
+                owner.clone()
+            )]
         );
+        assert_eq!(
+            keys(&r, HIP_LO4),
+            vec![(
+                vec![a("192.0.2.1"), Value::str("udp"), Value::Num(53)],
+                owner
+            )]
+        );
+        assert!(keys(&r, HP_ALL4).is_empty());
         assert!(describe_keys(&r).contains("hp_dnat4 tcp . 8080"));
     }
 
@@ -1062,20 +1124,19 @@ mod tests {
         assert_eq!(keys(&r, HP_DNAT4).len(), 2);
         assert!(keys(&r, HIP_DNAT4).is_empty());
 
-        // masqAll: any source.
+        // masqAll: any source, hash keys only.
         let mut spec = pm_spec();
         spec.masq_all = true;
         spec.mappings.truncate(1);
         let r = port_mapping_rules(&spec, DEFAULT_MASQ_MARK)
             .unwrap()
             .unwrap();
-        let srcs: Vec<Value> = r
-            .elements
-            .iter()
-            .filter(|e| e.map.contains("masq"))
-            .map(|e| e.key[0].clone())
-            .collect();
-        assert_eq!(srcs, vec![p("0.0.0.0/0"), p("::/0")]);
+        assert!(r.elements.iter().all(|e| !e.map.contains("masq")));
+        assert_eq!(
+            keys(&r, HP_ALL4)[0].0,
+            vec![Value::str("tcp"), Value::Num(8080)]
+        );
+        assert_eq!(keys(&r, HP_ALL6).len(), 1);
 
         // A pod with a /32 address: its hairpin source is the address.
         let mut spec = pm_spec();

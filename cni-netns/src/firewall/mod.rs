@@ -35,7 +35,7 @@
 //! | feature | table | packet path (fixed rules) | an attachment's elements |
 //! |---|---|---|---|
 //! | masquerade | `inet cni_rs_masq` | `ip saddr @masq_src4 ip saddr . ip daddr != @masq_keep4 masquerade` | pod IP; pod IP . pod subnet |
-//! | port mappings | `inet cni_rs_hostport` | mark for masquerade: `ip saddr [. ip daddr] . meta l4proto . th dport @hp_masq4` (`@hip_masq4`); `dnat ip to [ip daddr .] meta l4proto . th dport map @hp_dnat4` (`@hip_dnat4`) | host port owner; DNAT destination; masqueraded sources (subnet, 127.0.0.0/8, or any) |
+//! | port mappings | `inet cni_rs_hostport` | mark for masquerade: hairpin `ip saddr [. ip daddr] . meta l4proto . th dport @hp_masq4` (intervals: the pod subnet), localhost `ip saddr 127.0.0.0/8 [ip daddr .] meta l4proto . th dport @hp_lo4`, masqAll `[ip daddr .] meta l4proto . th dport @hp_all4`; then `dnat ip to [ip daddr .] meta l4proto . th dport map @hp_dnat4` (`hip_*` maps for host IPs) | host port owner; DNAT destination; one masquerade key (subnet, localhost, or all) |
 //! | MAC spoof check | `bridge cni_rs_macspoofchk` | `iifname @sc_ports iifname . ether saddr != @sc_allowed drop` | bridge port; port . MAC |
 //!
 //! (and the same for IPv6). A packet does a few hash or interval lookups

@@ -184,17 +184,25 @@ fn hostport_table_matches_nft() {
         "hp_masq4",
         "hip_masq4",
         "hp_masq6",
+        "hp_lo4",
+        "hip_lo4",
+        "hp_all4",
+        "hip_all6",
     ] {
         assert_encodes(&format!("map_{name}"), &t, f, n, map(&t, name));
     }
     for (i, name) in [
         (0, "rule_dispatch_jump"),
         (1, "rule_dispatch_hip_masq4"),
-        (2, "rule_dispatch_hip_dnat4"),
-        (5, "rule_dispatch_hp_masq4"),
-        (6, "rule_dispatch_hp_dnat4"),
-        (7, "rule_dispatch_hp_masq6"),
-        (8, "rule_dispatch_hp_dnat6"),
+        (2, "rule_dispatch_hip_lo4"),
+        (4, "rule_dispatch_hip_dnat4"),
+        (6, "rule_dispatch_hip_all6"),
+        (8, "rule_dispatch_hp_masq4"),
+        (9, "rule_dispatch_hp_lo4"),
+        (10, "rule_dispatch_hp_all4"),
+        (11, "rule_dispatch_hp_dnat4"),
+        (12, "rule_dispatch_hp_masq6"),
+        (14, "rule_dispatch_hp_dnat6"),
     ] {
         assert_encodes(name, &t, f, n, shared_chain_rule(&t, "dispatch", i));
     }
