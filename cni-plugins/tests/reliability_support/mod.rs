@@ -242,7 +242,7 @@ pub struct NodeState {
     pub links: BTreeSet<String>,
     /// (port, master) pairs from `bridge -j link`.
     pub ports: BTreeSet<(String, String)>,
-    /// `nft -j list ruleset` without `handle` and `metainfo`.
+    /// `nft -j list ruleset` without `handle`, `metainfo` and `expires`.
     pub nft: Value,
     /// Every file under the state directories with its content (`None`
     /// for files whose content changes by design: `last_reserved_ip.*`).
@@ -254,6 +254,8 @@ fn strip_handles(v: &mut Value) {
         Value::Object(m) => {
             m.remove("handle");
             m.remove("metainfo");
+            // Elements carry a long timeout whose countdown moves.
+            m.remove("expires");
             m.values_mut().for_each(strip_handles);
             // A hash set lists its elements in bucket order, which a
             // rehash may change: compare them as a set.
