@@ -3,10 +3,11 @@
 # Fails on any crash, hang (timeout) or out-of-memory; prints, per target,
 # the executions run and the crashes found.
 #
-#   FUZZ_SECONDS   seconds per target (default 15)
+#   FUZZ_SECONDS   seconds per target (default 10)
 #   FUZZ_JOBS      targets run at the same time (default 2)
 #   FUZZ_TARGETS   space-separated subset (default: every target)
 #   FUZZ_MAX_LEN   libFuzzer -max_len (default 16384)
+#   FUZZ_LOG_DIR   keep each target's libFuzzer log there (default: removed)
 #
 # The full campaign (10 minutes per target, two at a time):
 #   FUZZ_SECONDS=600 scripts/fuzz-smoke.sh
@@ -15,15 +16,21 @@
 # plain `-C` flags (the ones `cargo fuzz build --sanitizer none` passes), so
 # neither nightly nor cargo-fuzz is needed. The corpus grows in
 # fuzz/corpus/<target> (not committed; fuzz/seeds/<target> is), crash inputs
-# land in fuzz/artifacts/<target>/.
+# land in fuzz/artifacts/<target>/; fuzz/dicts/<target>.dict, when present,
+# gives libFuzzer the format's keywords.
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 
-SECONDS_PER_TARGET="${FUZZ_SECONDS:-15}"
+SECONDS_PER_TARGET="${FUZZ_SECONDS:-10}"
 JOBS="${FUZZ_JOBS:-2}"
 MAX_LEN="${FUZZ_MAX_LEN:-16384}"
 ALL_TARGETS=$(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml | grep -v '^cni-fuzz$')
 TARGETS="${FUZZ_TARGETS:-$ALL_TARGETS}"
+
+# libfuzzer-sys compiles libFuzzer (C++).
+if ! command -v c++ >/dev/null && [ "$(id -u)" = 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends g++ >/dev/null
+fi
 
 HOST=$(rustc -vV | sed -n 's/^host: //p')
 export CARGO_INCREMENTAL=0
@@ -38,15 +45,21 @@ cargo build --release --locked --quiet --target "$HOST" --bins \
 echo "fuzz-smoke: built the targets in $(( $(date +%s) - build_start ))s"
 
 BIN="target/$HOST/release"
-LOGS=$(mktemp -d)
-trap 'rm -rf "$LOGS"' EXIT
+if [ -n "${FUZZ_LOG_DIR:-}" ]; then
+    LOGS=$FUZZ_LOG_DIR
+    mkdir -p "$LOGS"
+else
+    LOGS=$(mktemp -d)
+    trap 'rm -rf "$LOGS"' EXIT
+fi
 
 run_one() {
     local t=$1
     mkdir -p "corpus/$t" "artifacts/$t" "seeds/$t"
     # stdin from /dev/null: nothing a target does may wait for a terminal.
-    local rc=0
-    "$BIN/$t" -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -rss_limit_mb=2048 \
+    local rc=0 dict=()
+    if [ -f "dicts/$t.dict" ]; then dict=(-dict="dicts/$t.dict"); fi
+    "$BIN/$t" "${dict[@]}" -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -rss_limit_mb=2048 \
         -max_len="$MAX_LEN" -print_final_stats=1 -artifact_prefix="artifacts/$t/" \
         "corpus/$t" "seeds/$t" </dev/null >"$LOGS/$t.log" 2>&1 || rc=$?
     echo "$rc" >"$LOGS/$t.rc"
