@@ -406,4 +406,4 @@ fn control_characters_in_cni_path_entries_find_no_delegate() {
             assert!(!msg.chars().any(char::is_control), "{msg:?}");
         }
     }
-}}
+}
