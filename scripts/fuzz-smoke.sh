@@ -44,7 +44,7 @@ cargo build --release --locked --quiet --target "$HOST" --bins \
     --config 'profile.release.debug="line-tables-only"'
 echo "fuzz-smoke: built the targets in $(( $(date +%s) - build_start ))s"
 
-BIN="target/$HOST/release"
+BIN="${CARGO_TARGET_DIR:-target}/$HOST/release"
 if [ -n "${FUZZ_LOG_DIR:-}" ]; then
     LOGS=$FUZZ_LOG_DIR
     mkdir -p "$LOGS"
