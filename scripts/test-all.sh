@@ -36,6 +36,8 @@ cargo test --locked -p cni-plugins --test flannel_e2e -- --ignored --test-thread
 # in-process, and the Go plugins): it must keep working; figures come from
 # full runs (BENCHMARKS.md).
 cargo run -q --locked -p cni-benches --bin e2e -- --smoke --plugins target/debug
+# libFuzzer targets (fuzz/), a bounded run each; FUZZ_SECONDS sets the time.
+scripts/fuzz-smoke.sh
 # The README's quickstart and the in-process runtime example, on the debug build.
 cargo run -q --locked -p cni-examples --bin quickstart -- target/debug
 cargo run -q --locked -p cni-examples --bin inprocess

@@ -2,6 +2,7 @@
 //! token or token file, client certificate and key, current-context) or the
 //! in-cluster service account, as client-go reads them.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -12,6 +13,27 @@ use crate::Error;
 
 /// Where a pod's service-account credentials are mounted.
 pub const IN_CLUSTER_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// The most a kubeconfig, or a file it names (CA, client certificate and
+/// key, token), may hold. Real ones are a few KiB; without a cap a path
+/// to `/dev/zero` or to a growing log file takes all memory (found by the
+/// `multus_kubeconfig` fuzz target).
+const MAX_FILE_SIZE: u64 = 4 << 20;
+
+/// Reads a whole file of at most [`MAX_FILE_SIZE`] bytes.
+fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_FILE_SIZE + 1)
+        .read_to_end(&mut buf)?;
+    if buf.len() as u64 > MAX_FILE_SIZE {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {MAX_FILE_SIZE} bytes"),
+        ));
+    }
+    Ok(buf)
+}
 
 /// Everything needed to reach the API server.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,10 +127,15 @@ impl ClientConfig {
     /// Reads a kubeconfig file. Relative file paths inside it are relative
     /// to the file's directory, as in client-go.
     pub fn from_kubeconfig(path: &Path, timeout: Duration) -> Result<ClientConfig, Error> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::KubeConfig {
-            source_name: path.display().to_string(),
-            reason: format!("read: {e}"),
-        })?;
+        let text = read_capped(path)
+            .and_then(|b| {
+                String::from_utf8(b)
+                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+            })
+            .map_err(|e| Error::KubeConfig {
+                source_name: path.display().to_string(),
+                reason: format!("read: {e}"),
+            })?;
         let base = path.parent().unwrap_or(Path::new("."));
         ClientConfig::from_kubeconfig_str(&text, base, &path.display().to_string(), timeout)
     }
@@ -173,7 +200,7 @@ impl ClientConfig {
         };
         let read = |what: &str, p: &str| -> Result<Vec<u8>, Error> {
             let path = resolve(p);
-            std::fs::read(&path).map_err(|e| err(format!("read {what} {}: {e}", path.display())))
+            read_capped(&path).map_err(|e| err(format!("read {what} {}: {e}", path.display())))
         };
         let data = |what: &str, d: &str| -> Result<Vec<u8>, Error> {
             base64::engine::general_purpose::STANDARD
@@ -254,9 +281,10 @@ impl ClientConfig {
             source_name: "in-cluster".into(),
             reason,
         };
-        let token = std::fs::read_to_string(dir.join("token"))
+        let token = read_capped(&dir.join("token"))
+            .map(|t| String::from_utf8_lossy(&t).into_owned())
             .map_err(|e| err(format!("read {}: {e}", dir.join("token").display())))?;
-        let ca = std::fs::read(dir.join("ca.crt"))
+        let ca = read_capped(&dir.join("ca.crt"))
             .map_err(|e| err(format!("read {}: {e}", dir.join("ca.crt").display())))?;
         // An IPv6 service host needs brackets in a URL.
         let host = if host.contains(':') {
