@@ -117,6 +117,9 @@ fn rss_kb(pid: &str) -> u64 {
 /// Addresses currently held by some attachment, with the holder.
 type Held = Arc<Mutex<HashMap<IpAddr, String>>>;
 
+/// Builds the runtime config of cycle `i` on pod slot `slot`.
+type MakeRuntimeConf = Box<dyn Fn(usize, usize, &Ns) -> RuntimeConf + Send + Sync>;
+
 /// One runtime's part of the soak.
 struct Runtime {
     /// Runtime number (in container ids).
@@ -129,8 +132,8 @@ struct Runtime {
     pods: Vec<Ns>,
     /// ADD/DEL cycles to run.
     cycles: usize,
-    /// Builds the runtime config of cycle `i` on pod slot `slot`.
-    rt: Box<dyn Fn(usize, usize, &Ns) -> RuntimeConf + Send + Sync>,
+    /// Builds the runtime config of each cycle.
+    rt: MakeRuntimeConf,
     /// Called every `sample_every` cycles (and at the end) with the cycle.
     sample: Box<dyn Fn(usize) + Send + Sync>,
     sample_every: usize,
@@ -490,12 +493,13 @@ fn two_runtimes_race_on_one_network_without_duplicates_or_leaks() {
     // 13 usable addresses for 2 × `window` live attachments.
     let list = bridge_conflist(&network, &bridge, "10.199.7.0/28", &ipam);
 
-    let self_fds: Arc<Mutex<Vec<(usize, usize)>>> = Arc::default();
+    // (cycle of runtime 0, open fds, VmRSS kB) of this process.
+    let self_samples: Arc<Mutex<Vec<(usize, usize, u64)>>> = Arc::default();
     let fds_before = fd_count("self");
     let runtimes: Vec<Runtime> = (0..2)
         .map(|id| {
             let net = network.clone();
-            let fds = self_fds.clone();
+            let samples = self_samples.clone();
             Runtime {
                 id,
                 list: list.clone(),
@@ -520,7 +524,10 @@ fn two_runtimes_race_on_one_network_without_duplicates_or_leaks() {
                 }),
                 sample: Box::new(move |i| {
                     if id == 0 {
-                        fds.lock().unwrap().push((i, fd_count("self")));
+                        samples
+                            .lock()
+                            .unwrap()
+                            .push((i, fd_count("self"), rss_kb("self")));
                     }
                 }),
                 sample_every,
@@ -561,7 +568,11 @@ fn two_runtimes_race_on_one_network_without_duplicates_or_leaks() {
         .chain([("all ADD".to_string(), &add), ("all DEL".to_string(), &del)])
         .collect();
     print_latency("latency", &rows);
-    eprintln!("\ntest runtime open fds: before {fds_before}, after {fds_after}; samples (cycle of runtime 0, fds): {:?}", self_fds.lock().unwrap());
+    eprintln!("\ntest runtime: open fds before {fds_before}, after {fds_after}");
+    eprintln!("| cycle (runtime 0) | runtime fds | runtime VmRSS kB |\n|---|---|---|");
+    for (c, f, r) in self_samples.lock().unwrap().iter() {
+        eprintln!("| {c} | {f} | {r} |");
+    }
 
     assert_eq!(total, 2 * cycles);
     assert!(
@@ -619,6 +630,18 @@ struct Sample {
     runtime_fds: usize,
 }
 
+impl Sample {
+    /// The daemon `pid` and this process now.
+    fn of(pid: &str, cycle: usize) -> Sample {
+        Sample {
+            cycle,
+            daemon_rss_kb: rss_kb(pid),
+            daemon_fds: fd_count(pid),
+            runtime_fds: fd_count("self"),
+        }
+    }
+}
+
 #[test]
 fn multus_daemon_serves_many_cycles_with_flat_rss_and_fds() {
     if !can_run() {
@@ -641,13 +664,16 @@ fn multus_daemon_serves_many_cycles_with_flat_rss_and_fds() {
         &nad(&cluster_br, "10.198.0.0/28", &ipam),
     );
     server.add_nad("ns1", "net-a", &nad(&extra_br, "10.198.1.0/28", &ipam));
-    for slot in 0..window {
-        server.add_pod(
-            "ns1",
-            &format!("soak-{slot}"),
-            &format!("uid-soak-{slot}"),
-            &[("k8s.v1.cni.cncf.io/networks", r#"[{"name":"net-a"}]"#)],
-        );
+    // Runtime 0 runs the sampled sequential soak; 1 and 2 then race.
+    for id in 0..3 {
+        for slot in 0..window {
+            server.add_pod(
+                "ns1",
+                &format!("soak-{id}-{slot}"),
+                &format!("uid-soak-{id}-{slot}"),
+                &[("k8s.v1.cni.cncf.io/networks", r#"[{"name":"net-a"}]"#)],
+            );
+        }
     }
     let bins = plugin_dir(&[
         ("multus-shim", env!("CARGO_BIN_EXE_multus-shim")),
@@ -700,40 +726,42 @@ fn multus_daemon_serves_many_cycles_with_flat_rss_and_fds() {
     let samples: Arc<Mutex<Vec<Sample>>> = Arc::default();
     let s2 = samples.clone();
     let pid2 = pid.clone();
-    let cid_tag = tag.clone();
-    let runtime = Runtime {
-        id: 0,
-        list,
-        cni: CniConfig::new(vec![bins.path().to_path_buf()], process_exec())
-            .with_cache_dir(&runtime_cache),
-        pods: (0..window).map(|_| Ns::new("soakmpod")).collect(),
+    let make_runtime = |id: usize, cycles: usize, sample: Box<dyn Fn(usize) + Send + Sync>| {
+        let cid_tag = tag.clone();
+        Runtime {
+            id,
+            list: list.clone(),
+            cni: CniConfig::new(vec![bins.path().to_path_buf()], process_exec())
+                .with_cache_dir(&runtime_cache),
+            pods: (0..window).map(|_| Ns::new("soakmpod")).collect(),
+            cycles,
+            rt: Box::new(move |i, slot, pod| RuntimeConf {
+                container_id: format!("soakm-{cid_tag}-r{id}-{i:06}"),
+                netns: pod.path(),
+                ifname: "eth0".into(),
+                args: vec![
+                    ("IgnoreUnknown".into(), "1".into()),
+                    ("K8S_POD_NAMESPACE".into(), "ns1".into()),
+                    ("K8S_POD_NAME".into(), format!("soak-{id}-{slot}")),
+                    ("K8S_POD_UID".into(), format!("uid-soak-{id}-{slot}")),
+                ],
+                ..Default::default()
+            }),
+            sample,
+            sample_every: 1,
+        }
+    };
+    // Asked every cycle; keeps multiples of `sample_every`, the end of the
+    // warm-up and the end.
+    let runtime = make_runtime(
+        0,
         cycles,
-        rt: Box::new(move |i, slot, pod| RuntimeConf {
-            container_id: format!("soakm-{cid_tag}-{i:06}"),
-            netns: pod.path(),
-            ifname: "eth0".into(),
-            args: vec![
-                ("IgnoreUnknown".into(), "1".into()),
-                ("K8S_POD_NAMESPACE".into(), "ns1".into()),
-                ("K8S_POD_NAME".into(), format!("soak-{slot}")),
-                ("K8S_POD_UID".into(), format!("uid-soak-{slot}")),
-            ],
-            ..Default::default()
-        }),
-        // Asked every cycle; keeps multiples of `sample_every`, the end of
-        // the warm-up and the end.
-        sample: Box::new(move |i| {
+        Box::new(move |i| {
             if i % sample_every == 0 || i == warm_up || i == cycles {
-                s2.lock().unwrap().push(Sample {
-                    cycle: i,
-                    daemon_rss_kb: rss_kb(&pid2),
-                    daemon_fds: fd_count(&pid2),
-                    runtime_fds: fd_count("self"),
-                });
+                s2.lock().unwrap().push(Sample::of(&pid2, i));
             }
         }),
-        sample_every: 1,
-    };
+    );
     let held: Held = Arc::default();
     let start = Instant::now();
     let mut results = race(&node, std::slice::from_ref(&runtime), &held);
@@ -742,17 +770,44 @@ fn multus_daemon_serves_many_cycles_with_flat_rss_and_fds() {
         .pop()
         .expect("one runtime")
         .unwrap_or_else(|e| panic!("{e}"));
-    let samples = samples.lock().unwrap().clone();
+    let mut samples = samples.lock().unwrap().clone();
+
+    // Then two runtimes at once through the same daemon (concurrent
+    // requests, one delegate cache), sampled again once both are done.
+    let conc_cycles = env_usize("SOAK_MULTUS_CONC_CYCLES", 50);
+    let racers: Vec<Runtime> = (1..3)
+        .map(|id| make_runtime(id, conc_cycles, Box::new(|_| {})))
+        .collect();
+    let start = Instant::now();
+    let conc = race(&node, &racers, &held);
+    let conc_took = start.elapsed();
+    let conc_errors: Vec<String> = conc
+        .iter()
+        .filter_map(|r| r.as_ref().err().cloned())
+        .collect();
+    assert!(conc_errors.is_empty(), "{conc_errors:#?}");
+    samples.push(Sample::of(&pid, cycles + 2 * conc_cycles));
 
     eprintln!(
         "\nmultus daemon (pid {pid}): {} shim ADD/DEL cycles (2 delegates each) in {:.1} s",
         outcome.cycles,
         took.as_secs_f64()
     );
-    print_latency(
-        "shim latency",
-        &[("ADD".into(), &outcome.add), ("DEL".into(), &outcome.del)],
+    let conc: Vec<Outcome> = conc.into_iter().flatten().collect();
+    eprintln!(
+        "then 2 runtimes at once: {} cycles in {:.1} s",
+        conc.iter().map(|o| o.cycles).sum::<usize>(),
+        conc_took.as_secs_f64()
     );
+    let mut rows = vec![
+        ("sequential ADD".to_string(), &outcome.add),
+        ("sequential DEL".to_string(), &outcome.del),
+    ];
+    for (n, o) in conc.iter().enumerate() {
+        rows.push((format!("concurrent runtime {} ADD", n + 1), &o.add));
+        rows.push((format!("concurrent runtime {} DEL", n + 1), &o.del));
+    }
+    print_latency("shim latency", &rows);
     eprintln!("\n| cycle | daemon VmRSS kB | daemon fds | runtime fds |\n|---|---|---|---|");
     for s in &samples {
         eprintln!(
@@ -768,24 +823,26 @@ fn multus_daemon_serves_many_cycles_with_flat_rss_and_fds() {
         .find(|s| s.cycle >= warm_up)
         .copied()
         .expect("a warm-up sample");
-    let last = *samples.last().expect("a final sample");
-    assert!(
-        last.daemon_rss_kb > 0 && last.daemon_fds > 0,
-        "daemon gone? {last:?}"
-    );
-    assert!(
-        last.daemon_fds.abs_diff(warm.daemon_fds) <= 2,
-        "daemon fds: {warm:?} -> {last:?}"
-    );
-    assert!(
-        last.runtime_fds.abs_diff(warm.runtime_fds) <= 2,
-        "runtime fds: {warm:?} -> {last:?}"
-    );
     let rss_bound = env_usize("SOAK_RSS_GROWTH_KB", 4096) as u64;
-    assert!(
-        last.daemon_rss_kb <= warm.daemon_rss_kb + rss_bound,
-        "daemon RSS grew more than {rss_bound} kB after warm-up: {warm:?} -> {last:?}"
-    );
+    assert_eq!(conc.len(), 2);
+    for s in samples.iter().filter(|s| s.cycle >= warm_up) {
+        assert!(
+            s.daemon_rss_kb > 0 && s.daemon_fds > 0,
+            "daemon gone? {s:?}"
+        );
+        assert!(
+            s.daemon_fds.abs_diff(warm.daemon_fds) <= 2,
+            "daemon fds: {warm:?} -> {s:?}"
+        );
+        assert!(
+            s.runtime_fds.abs_diff(warm.runtime_fds) <= 2,
+            "runtime fds: {warm:?} -> {s:?}"
+        );
+        assert!(
+            s.daemon_rss_kb <= warm.daemon_rss_kb + rss_bound,
+            "daemon RSS grew more than {rss_bound} kB after warm-up: {warm:?} -> {s:?}"
+        );
+    }
     // Nothing left behind.
     assert_eq!(reservations(&ipam), Vec::<String>::new());
     assert_eq!(
@@ -793,9 +850,115 @@ fn multus_daemon_serves_many_cycles_with_flat_rss_and_fds() {
         Vec::<String>::new()
     );
     assert_eq!(bridge_ports(&node), Vec::<String>::new());
-    for pod in &runtime.pods {
+    for pod in runtime
+        .pods
+        .iter()
+        .chain(racers.iter().flat_map(|r| &r.pods))
+    {
         assert_eq!(links_except(pod, &[]), Vec::<String>::new(), "{}", pod.name);
     }
+    assert!(held.lock().unwrap().is_empty());
     assert_eq!(files_under(&runtime_cache), Vec::<PathBuf>::new());
     assert_eq!(files_under(&multus_cache), Vec::<PathBuf>::new());
+}
+
+// ---- cold start ------------------------------------------------------
+
+/// The first ADDs on a fresh node race to create the shared objects: the
+/// bridge, the host-local directory, the nft tables and maps. Every one of
+/// them must succeed, and the DELs leave nothing.
+#[test]
+fn first_adds_on_a_fresh_node_race_without_failures() {
+    if !can_run() {
+        return;
+    }
+    let _serial = serial();
+    let rounds = env_usize("SOAK_COLD_ROUNDS", 4);
+    let racers = 4;
+    let bins = plugin_dir(&[
+        ("bridge", env!("CARGO_BIN_EXE_bridge")),
+        ("host-local", env!("CARGO_BIN_EXE_host-local")),
+        ("portmap", env!("CARGO_BIN_EXE_portmap")),
+    ]);
+    for round in 0..rounds {
+        let tag = suffix()[..6].to_string();
+        let network = format!("cold-{tag}");
+        let bridge = format!("sc{tag}");
+        let node = Ns::new("soakcnode");
+        let state = tempfile::tempdir().expect("tempdir");
+        let ipam = state.path().join("ipam");
+        let cache = state.path().join("cache");
+        let list = bridge_conflist(&network, &bridge, "10.199.8.0/28", &ipam);
+        let pods: Vec<Ns> = (0..racers).map(|_| Ns::new("soakcpod")).collect();
+        let rts: Vec<RuntimeConf> = pods
+            .iter()
+            .enumerate()
+            .map(|(i, pod)| {
+                let mut rt = RuntimeConf {
+                    container_id: format!("{network}-{i}"),
+                    netns: pod.path(),
+                    ifname: "eth0".into(),
+                    ..Default::default()
+                };
+                rt.capability_args.insert(
+                    "portMappings".into(),
+                    json!([{"hostPort": 31000 + i, "containerPort": 80, "protocol": "tcp"}]),
+                );
+                rt
+            })
+            .collect();
+        let barrier = std::sync::Barrier::new(racers);
+        let netns = node.netns();
+        let run_all = |op: &str| -> Vec<Result<Vec<IpAddr>, String>> {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = rts
+                    .iter()
+                    .map(|rt| {
+                        let (netns, barrier, list, op) = (&netns, &barrier, &list, op);
+                        let cni = CniConfig::new(vec![bins.path().to_path_buf()], process_exec())
+                            .with_cache_dir(&cache);
+                        s.spawn(move || {
+                            netns
+                                .run(|| {
+                                    barrier.wait();
+                                    let r = if op == "ADD" {
+                                        cni.add_network_list(list, rt).map(|a| {
+                                            sandbox_addrs(&a.result)
+                                                .into_iter()
+                                                .map(|(_, ip, _)| ip)
+                                                .collect()
+                                        })
+                                    } else {
+                                        cni.del_network_list(list, rt).map(|()| Vec::new())
+                                    };
+                                    r.map_err(|e| format!("{op} {}: {e}", rt.container_id))
+                                })
+                                .unwrap_or_else(|e| Err(e.to_string()))
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|_| Err("panicked".into())))
+                    .collect()
+            })
+        };
+        let added = run_all("ADD");
+        let deleted = run_all("DEL");
+        let errors: Vec<&String> = added
+            .iter()
+            .chain(&deleted)
+            .filter_map(|r| r.as_ref().err())
+            .collect();
+        assert!(errors.is_empty(), "round {round}: {errors:#?}");
+        let mut ips: Vec<IpAddr> = added.into_iter().flat_map(Result::unwrap).collect();
+        ips.sort();
+        let n = ips.len();
+        ips.dedup();
+        assert_eq!((n, ips.len()), (racers, racers), "round {round}: {ips:?}");
+        assert_eq!(reservations(&ipam), Vec::<String>::new());
+        assert_eq!(links_except(&node, &[&bridge]), Vec::<String>::new());
+        assert_eq!(nft_leftovers(&node, &[&network]), Vec::<String>::new());
+        assert_eq!(files_under(&cache), Vec::<PathBuf>::new());
+    }
 }
