@@ -145,6 +145,30 @@ struct Outcome {
     add: Samples,
     del: Samples,
     cycles: usize,
+    /// Calls slower than a second: (start, in seconds since this process's
+    /// first race; latency, s; what), to tell a host-wide stall (every
+    /// runtime at once) from one call's.
+    slow: Vec<(f64, f64, String)>,
+}
+
+/// When this process's first race started, for [`Outcome::slow`].
+static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+
+impl Outcome {
+    fn record(&mut self, del: bool, t: Instant, what: &str) {
+        let took = t.elapsed().as_secs_f64();
+        if del {
+            self.del.0.push(took);
+        } else {
+            self.add.0.push(took);
+        }
+        if took > 1.0 {
+            let at = t.duration_since(*EPOCH.get_or_init(Instant::now));
+            let op = if del { "DEL" } else { "ADD" };
+            self.slow
+                .push((at.as_secs_f64(), took, format!("{op} {what}")));
+        }
+    }
 }
 
 /// The sandbox addresses of a result: (interface name, address).
@@ -217,7 +241,7 @@ impl Runtime {
             let rt = (self.rt)(i, slot, pod);
             let t = Instant::now();
             let added = self.cni.add_network_list(&self.list, &rt);
-            out.add.0.push(t.elapsed().as_secs_f64());
+            out.record(false, t, &rt.container_id);
             let added = match added {
                 Ok(a) => a,
                 Err(e) => {
@@ -292,13 +316,14 @@ impl Runtime {
         }
         let t = Instant::now();
         let r = self.cni.del_network_list(&self.list, rt);
-        out.del.0.push(t.elapsed().as_secs_f64());
+        out.record(true, t, &rt.container_id);
         r.map_err(|e| format!("runtime {} DEL {}: {e}", self.id, rt.container_id))
     }
 }
 
 /// Runs `runtimes` in parallel, each on its own thread inside `node`.
 fn race(node: &Ns, runtimes: &[Runtime], held: &Held) -> Vec<Result<Outcome, String>> {
+    EPOCH.get_or_init(Instant::now);
     let stop = AtomicBool::new(false);
     let netns = node.netns();
     std::thread::scope(|s| {
@@ -545,10 +570,16 @@ fn two_runtimes_race_on_one_network_without_duplicates_or_leaks() {
     let mut del = Samples::default();
     let mut rows = Vec::new();
     let mut total = 0;
+    let mut slow = Vec::new();
     for (id, r) in results.into_iter().enumerate() {
         match r {
             Ok(o) => {
                 total += o.cycles;
+                for (at, took, what) in &o.slow {
+                    slow.push(format!(
+                        "runtime {id}: {what} at {at:.1} s took {took:.2} s"
+                    ));
+                }
                 add.0.extend(&o.add.0);
                 del.0.extend(&o.del.0);
                 rows.push((format!("runtime {id} ADD"), o.add));
@@ -568,6 +599,7 @@ fn two_runtimes_race_on_one_network_without_duplicates_or_leaks() {
         .chain([("all ADD".to_string(), &add), ("all DEL".to_string(), &del)])
         .collect();
     print_latency("latency", &rows);
+    eprintln!("calls over 1 s: {slow:#?}");
     eprintln!("\ntest runtime: open fds before {fds_before}, after {fds_after}");
     eprintln!("| cycle (runtime 0) | runtime fds | runtime VmRSS kB |\n|---|---|---|");
     for (c, f, r) in self_samples.lock().unwrap().iter() {
@@ -808,6 +840,11 @@ fn multus_daemon_serves_many_cycles_with_flat_rss_and_fds() {
         rows.push((format!("concurrent runtime {} DEL", n + 1), &o.del));
     }
     print_latency("shim latency", &rows);
+    let slow: Vec<_> = std::iter::once(&outcome)
+        .chain(&conc)
+        .flat_map(|o| &o.slow)
+        .collect();
+    eprintln!("calls over 1 s: {slow:#?}");
     eprintln!("\n| cycle | daemon VmRSS kB | daemon fds | runtime fds |\n|---|---|---|---|");
     for s in &samples {
         eprintln!(
@@ -958,7 +995,15 @@ fn first_adds_on_a_fresh_node_race_without_failures() {
         assert_eq!((n, ips.len()), (racers, racers), "round {round}: {ips:?}");
         assert_eq!(reservations(&ipam), Vec::<String>::new());
         assert_eq!(links_except(&node, &[&bridge]), Vec::<String>::new());
+        assert_eq!(bridge_ports(&node), Vec::<String>::new());
+        for pod in &pods {
+            assert_eq!(links_except(pod, &[]), Vec::<String>::new(), "{}", pod.name);
+        }
         assert_eq!(nft_leftovers(&node, &[&network]), Vec::<String>::new());
         assert_eq!(files_under(&cache), Vec::<PathBuf>::new());
     }
+    eprintln!(
+        "cold start: {rounds} fresh nodes x {racers} simultaneous first ADDs (then DELs): \
+         all succeeded, distinct addresses, nothing left"
+    );
 }
