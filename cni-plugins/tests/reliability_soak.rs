@@ -818,6 +818,10 @@ fn multus_daemon_serves_many_cycles_with_flat_rss_and_fds() {
         .filter_map(|r| r.as_ref().err().cloned())
         .collect();
     assert!(conc_errors.is_empty(), "{conc_errors:#?}");
+    // A connection's thread may still be closing its stream when the shim
+    // has its answer: let the daemon settle (bounded) before sampling.
+    let settled = samples.last().map_or(0, |s| s.daemon_fds);
+    nodenet::wait_until(Duration::from_secs(5), || fd_count(&pid) <= settled);
     samples.push(Sample::of(&pid, cycles + 2 * conc_cycles));
 
     eprintln!(
