@@ -166,6 +166,30 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), Error> {
     result
 }
 
+/// Removes the temporary files that a writer killed between create and
+/// rename left next to `path`: `.<name>.tmp<digits and dots>`, the names
+/// [`write_atomic`] and the plugins' own atomic writers use. Nothing reads
+/// them, so without this they stay forever (found by the SIGKILL campaign,
+/// `cni-plugins/tests/reliability_faults.rs`). Errors are ignored: this is
+/// best-effort cleanup on DEL.
+pub fn remove_temp_files(path: &Path) {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let Some(name) = path.file_name() else {
+        return;
+    };
+    let prefix = format!(".{}.tmp", name.to_string_lossy());
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let file = entry.file_name();
+        let file = file.to_string_lossy();
+        let Some(rest) = file.strip_prefix(&prefix) else {
+            continue;
+        };
+        if !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 impl ResultCache {
     /// A cache rooted at `dir`.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
@@ -234,6 +258,7 @@ impl ResultCache {
         let Ok(path) = self.file_path(network, rt) else {
             return Ok(());
         };
+        remove_temp_files(&path);
         match std::fs::remove_file(&path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -372,6 +397,31 @@ pub fn decode_config(b64: &str) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn remove_drops_temp_files_of_killed_writers_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ResultCache::new(dir.path());
+        let rt = RuntimeConf {
+            container_id: "c1".into(),
+            ifname: "eth0".into(),
+            ..Default::default()
+        };
+        let results = dir.path().join("results");
+        std::fs::create_dir_all(&results).unwrap();
+        let stale = [".net-c1-eth0.tmp.77.0", ".net-c1-eth0.tmp77"];
+        let kept = [".net-c1-eth0.tmpx", ".net-c1-eth1.tmp.77.0", "net-c2-eth0"];
+        for f in stale.iter().chain(&kept) {
+            std::fs::write(results.join(f), b"").unwrap();
+        }
+        cache.remove("net", &rt).unwrap();
+        for f in stale {
+            assert!(!results.join(f).exists(), "{f}");
+        }
+        for f in kept {
+            assert!(results.join(f).exists(), "{f}");
+        }
+    }
 
     #[test]
     fn atomic_write_replaces_and_leaves_no_temp() {

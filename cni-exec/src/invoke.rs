@@ -457,16 +457,27 @@ impl Exec for InProcessExec {
         let env = Env::new(env.vars())
             .with_netns_guard(self.inner.guard.clone())
             .with_exec(Arc::new(self.clone()));
-        let out = dispatch(p.as_ref(), &env, stdin);
-        if out.exit_code == 0 {
-            Ok(out.stdout)
-        } else {
-            Err(Error::Plugin(plugin_error(
-                &format!("exit status {}", out.exit_code),
-                &out.stdout,
-                &out.stderr,
-            )))
-        }
+        run_in_process(p.as_ref(), &env, stdin)
+    }
+}
+
+/// Runs `plugin` through [`dispatch`] as its binary would run: its stdout
+/// on success, its error reply (as [`ProcessExec`] reports a failed
+/// process) otherwise.
+pub(crate) fn run_in_process(
+    plugin: &dyn Plugin,
+    env: &Env,
+    stdin: &[u8],
+) -> Result<Vec<u8>, Error> {
+    let out = dispatch(plugin, env, stdin);
+    if out.exit_code == 0 {
+        Ok(out.stdout)
+    } else {
+        Err(Error::Plugin(plugin_error(
+            &format!("exit status {}", out.exit_code),
+            &out.stdout,
+            &out.stderr,
+        )))
     }
 }
 

@@ -5,7 +5,8 @@
 //! whole protocol as a pure function (environment and stdin in, stdout and
 //! exit code out), so it is tested without processes and runtimes can call
 //! plugins in-process. Plugins delegate (IPAM) with [`delegate_add`] and
-//! friends.
+//! friends; [`run_with_exec`] and [`same_build::SameBuildExec`] let a
+//! plugin run delegates of its own build in-process.
 //!
 //! **Runtime side** (`libcni` + `pkg/invoke`): [`CniConfig`] runs network
 //! lists through an [`Exec`] — [`ProcessExec`] (fork/exec with timeout) or
@@ -75,6 +76,7 @@ pub mod invoke;
 pub mod libcni;
 pub mod logging;
 mod plugin;
+pub mod same_build;
 pub mod skel;
 
 pub use cache::{NetworkAttachment, ResultCache, RuntimeConf};
@@ -85,4 +87,6 @@ pub use invoke::{
 };
 pub use libcni::{CniConfig, VersionedResult};
 pub use plugin::{Command, Plugin, Request};
-pub use skel::{dispatch, run, Env, NetnsGuard, NoNetnsGuard, Output, OwnNetnsGuard};
+pub use skel::{
+    dispatch, run, run_with_exec, Env, NetnsGuard, NoNetnsGuard, Output, OwnNetnsGuard,
+};

@@ -528,7 +528,14 @@ fn read_stdin_capped(mut input: impl Read) -> Result<Vec<u8>, CniError> {
 /// fn main() { cni_exec::run(&MyPlugin) }
 /// ```
 pub fn run(plugin: &dyn Plugin) -> ! {
-    let env = Env::from_process();
+    run_with_exec(plugin, Arc::new(ProcessExec::new()))
+}
+
+/// [`run`] with delegates run by `exec` (e.g. a
+/// [`SameBuildExec`](crate::same_build::SameBuildExec)) instead of
+/// [`ProcessExec`].
+pub fn run_with_exec(plugin: &dyn Plugin, exec: Arc<dyn Exec>) -> ! {
+    let env = Env::from_process().with_exec(exec);
     // dispatch already turns a plugin panic into code 999; this catches a
     // panic anywhere else so stdout still gets one whole error reply.
     let out = catch_unwind(AssertUnwindSafe(|| {

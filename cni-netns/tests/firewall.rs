@@ -51,29 +51,59 @@ fn masquerade_lifecycle() {
 
     let rs = ns.ruleset();
     assert!(has_table(&rs, "inet", "cni_rs_masq"));
-    let chain_a = format!("masq-{}", a.attachment.owner_hash());
+    let owner_a = owner_data(&a.attachment);
     assert_eq!(
-        map_elements(&rs, "cni_rs_masq", "masq4"),
-        vec![(json!("10.1.0.5"), chain_a.clone())]
+        map_elements(&rs, "cni_rs_masq", "masq_src4"),
+        vec![(json!("10.1.0.5"), owner_a.clone())]
     );
-    assert_eq!(map_elements(&rs, "cni_rs_masq", "masq6").len(), 1);
-    let tagged = rules_tagged(&rs, &a.attachment.tag());
-    assert_eq!(tagged.len(), 1);
-    assert_eq!(tagged[0]["chain"], json!(chain_a));
-    // The rule masquerades only outside the subnet.
-    let expr = tagged[0]["expr"].to_string();
+    // Masqueraded only outside the subnet.
+    assert_eq!(
+        map_elements(&rs, "cni_rs_masq", "masq_keep4"),
+        vec![(
+            json!({"concat": ["10.1.0.5", {"prefix": {"addr": "10.1.0.0", "len": 24}}]}),
+            owner_a
+        )]
+    );
+    assert_eq!(map_elements(&rs, "cni_rs_masq", "masq_src6").len(), 1);
+    // Source, subnet, and the attachment's anchor in `owners`.
+    assert_eq!(
+        elements_tagged(&rs, "cni_rs_masq", &a.attachment.tag()).len(),
+        3
+    );
+    // No per-attachment rule: the shared rule masquerades.
+    assert!(rules_tagged(&rs, &a.attachment.tag()).is_empty());
+    let shared = objects(&rs, "rule")
+        .into_iter()
+        .find(|r| r["expr"].to_string().contains("@masq_keep4"))
+        .unwrap()["expr"]
+        .to_string();
     assert!(
-        expr.contains(r#""op":"!=""#) && expr.contains("10.1.0.0") && expr.contains("masquerade"),
-        "{expr}"
+        shared.contains(r#""op":"!=""#) && shared.contains("masquerade"),
+        "{shared}"
     );
 
     fw.check_masquerade(&a).unwrap();
     fw.check_masquerade(&b).unwrap();
 
-    // Idempotent ADD: same number of rules.
-    let before = objects(&rs, "rule").len();
+    // Idempotent ADD: same rules and elements.
+    let before = (
+        objects(&rs, "rule").len(),
+        elements_tagged(&rs, "cni_rs_masq", &a.attachment.tag()),
+    );
     fw.add_masquerade(&a).unwrap();
-    assert_eq!(objects(&ns.ruleset(), "rule").len(), before);
+    let rs2 = ns.ruleset();
+    assert_eq!(
+        (
+            objects(&rs2, "rule").len(),
+            elements_tagged(&rs2, "cni_rs_masq", &a.attachment.tag())
+        ),
+        before
+    );
+    // Another attachment cannot masquerade the same address.
+    assert!(matches!(
+        fw.add_masquerade(&masq("net1", "cccc", "10.1.0.5/24")),
+        Err(Error::FirewallConflict { .. })
+    ));
 
     let mut owners: Vec<String> = fw
         .list_attachments(RuleKind::Masquerade)
@@ -90,9 +120,8 @@ fn masquerade_lifecycle() {
     fw.del_masquerade(&a).unwrap();
     fw.del_masquerade(&a).unwrap();
     let rs = ns.ruleset();
-    assert!(map_elements(&rs, "cni_rs_masq", "masq4").is_empty());
-    assert!(!chain_names(&rs, "cni_rs_masq").contains(&chain_a));
-    assert!(rules_tagged(&rs, &a.attachment.tag()).is_empty());
+    assert!(map_elements(&rs, "cni_rs_masq", "masq_src4").is_empty());
+    assert!(elements_tagged(&rs, "cni_rs_masq", &a.attachment.tag()).is_empty());
     assert!(matches!(
         fw.check_masquerade(&a),
         Err(Error::FirewallCheck { .. })
@@ -141,14 +170,15 @@ fn gc_removes_only_dead_attachments_of_the_network() {
     assert_eq!(removed.len(), 1);
 
     let rs = ns.ruleset();
-    let masq4: Vec<_> = map_elements(&rs, "cni_rs_masq", "masq4")
+    let masq4: Vec<_> = map_elements(&rs, "cni_rs_masq", "masq_src4")
         .into_iter()
         .map(|(k, _)| k)
         .collect();
     assert_eq!(masq4.len(), 2);
     assert!(masq4.contains(&json!("10.1.0.2")) && masq4.contains(&json!("10.2.0.3")));
-    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hostports").len(), 1);
-    assert!(rules_tagged(&rs, &dead.attachment.tag()).is_empty());
+    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hp_dnat4").len(), 1);
+    assert!(elements_tagged(&rs, "cni_rs_masq", &dead.attachment.tag()).is_empty());
+    assert!(elements_tagged(&rs, "cni_rs_hostport", &pm_dead.attachment.tag()).is_empty());
     fw.check_masquerade(&live).unwrap();
     fw.check_masquerade(&other).unwrap();
     fw.check_port_mappings(&pm_live).unwrap();
@@ -203,29 +233,48 @@ fn port_mappings_lifecycle_conflicts_and_double_delete() {
     fw.add_port_mappings(&a).unwrap();
     fw.check_port_mappings(&a).unwrap();
     let rs = ns.ruleset();
-    let chain = format!("pm-{}", a.attachment.owner_hash());
-    let mut wild = map_elements(&rs, "cni_rs_hostport", "hostports");
+    let mut wild = map_elements(&rs, "cni_rs_hostport", "hp_dnat4");
     wild.sort_by_key(|(k, _)| k.to_string());
     assert_eq!(
         wild,
         vec![
-            (json!({"concat": ["tcp", 8080]}), chain.clone()),
-            (json!({"concat": ["udp", 53]}), chain.clone()),
+            (
+                json!({"concat": ["tcp", 8080]}),
+                json!({"concat": ["10.1.0.5", 80]})
+            ),
+            (
+                json!({"concat": ["udp", 53]}),
+                json!({"concat": ["10.1.0.5", 80]})
+            ),
         ]
     );
     assert_eq!(
-        map_elements(&rs, "cni_rs_hostport", "hostip4_hostports"),
-        vec![(json!({"concat": ["10.20.0.1", "tcp", 9090]}), chain.clone())]
+        map_elements(&rs, "cni_rs_hostport", "hip_dnat4"),
+        vec![(
+            json!({"concat": ["10.20.0.1", "tcp", 9090]}),
+            json!({"concat": ["10.1.0.5", 90]})
+        )]
     );
-    // snat: hairpin + localhost (v4), hairpin (v6); DNAT: 9090 (v4 only),
-    // 8080 and 53 for both families.
-    assert_eq!(rules_tagged(&rs, &a.attachment.tag()).len(), 3 + 1 + 4);
-    let dnat6 = rules_tagged(&rs, &a.attachment.tag()).iter().any(|r| {
-        r["expr"]
-            .to_string()
-            .contains(r#""dnat":{"family":"ip6","addr":"fd00::5","port":80}"#)
-    });
-    assert!(dnat6);
+    assert_eq!(
+        map_elements(&rs, "cni_rs_hostport", "hp_dnat6").len(),
+        2,
+        "8080 and 53 for v6 too"
+    );
+    assert!(map_elements(&rs, "cni_rs_hostport", "hp_dnat6")
+        .iter()
+        .any(|(_, d)| *d == json!({"concat": ["fd00::5", 80]})));
+    // snat: hairpin (subnet intervals) for both families, localhost for v4.
+    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hp_masq4").len(), 2);
+    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hp_lo4").len(), 2);
+    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hp_masq6").len(), 2);
+    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hip_masq4").len(), 1);
+    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hip_lo4").len(), 1);
+    // conditionsV4: a pass and a stop rule per v4 mapping (8080, 53, 9090),
+    // in the conditions chain.
+    let tagged = rules_tagged(&rs, &a.attachment.tag());
+    assert_eq!(tagged.len(), 3 * 2);
+    assert!(tagged.iter().all(|r| r["chain"] == "conditions"));
+    assert!(tagged[0]["expr"].to_string().contains("10.66.0.0"));
 
     // Another attachment cannot take a host port in use.
     let b = ports("bbbb", "10.1.0.6/24", &[(8080, Protocol::Tcp)]);
@@ -240,21 +289,28 @@ fn port_mappings_lifecycle_conflicts_and_double_delete() {
 
     // ADD a, DEL a, ADD b (same port), DEL a again: b survives.
     fw.del_port_mappings(&a).unwrap();
-    assert!(map_elements(&ns.ruleset(), "cni_rs_hostport", "hostports").is_empty());
+    let rs = ns.ruleset();
+    assert!(map_elements(&rs, "cni_rs_hostport", "hp_dnat4").is_empty());
+    assert!(rules_tagged(&rs, &a.attachment.tag()).is_empty());
     fw.add_port_mappings(&b).unwrap();
     fw.del_port_mappings(&a).unwrap();
     fw.check_port_mappings(&b).unwrap();
 
-    // A re-ADD of b with different ports, then a DEL with the new spec:
-    // the stale element forces the listing fallback, which removes all.
+    // A re-ADD of b with different ports replaces its elements; a DEL with
+    // the new spec then removes all.
     let b2 = ports("bbbb", "10.1.0.6/24", &[(7070, Protocol::Tcp)]);
     fw.add_port_mappings(&b2).unwrap();
+    assert_eq!(
+        map_elements(&ns.ruleset(), "cni_rs_hostport", "hp_dnat4"),
+        vec![(
+            json!({"concat": ["tcp", 7070]}),
+            json!({"concat": ["10.1.0.6", 80]})
+        )]
+    );
     fw.del_port_mappings(&b2).unwrap();
     let rs = ns.ruleset();
-    assert!(map_elements(&rs, "cni_rs_hostport", "hostports").is_empty());
-    assert!(chain_names(&rs, "cni_rs_hostport")
-        .iter()
-        .all(|c| !c.starts_with("pm-")));
+    assert!(elements_tagged(&rs, "cni_rs_hostport", &b2.attachment.tag()).is_empty());
+    assert!(map_elements(&rs, "cni_rs_hostport", "hp_owner").is_empty());
     assert!(fw
         .list_attachments(RuleKind::PortMapping)
         .unwrap()
@@ -274,8 +330,8 @@ fn delete_attachment_without_spec() {
         .unwrap();
     fw.delete_attachment(RuleKind::PortMapping, &a.attachment)
         .unwrap();
-    assert!(rules_tagged(&ns.ruleset(), &a.attachment.tag()).is_empty());
-    assert!(map_elements(&ns.ruleset(), "cni_rs_hostport", "hostports").is_empty());
+    assert!(elements_tagged(&ns.ruleset(), "cni_rs_hostport", &a.attachment.tag()).is_empty());
+    assert!(map_elements(&ns.ruleset(), "cni_rs_hostport", "hp_dnat4").is_empty());
 }
 
 #[test]
@@ -295,19 +351,34 @@ fn mac_spoof_check_lifecycle() {
     fw.check_mac_spoof_check(&spec).unwrap();
     let rs = ns.ruleset();
     assert!(has_table(&rs, "bridge", "cni_rs_macspoofchk"));
-    let chain = format!("sc-{}", spec.attachment.owner_hash());
+    let owner = owner_data(&spec.attachment);
     assert_eq!(
-        map_elements(&rs, "cni_rs_macspoofchk", "ports"),
-        vec![(json!("veth1234"), chain)]
+        map_elements(&rs, "cni_rs_macspoofchk", "sc_ports"),
+        vec![(json!("veth1234"), owner.clone())]
     );
-    let tagged = rules_tagged(&rs, &spec.attachment.tag());
-    assert_eq!(tagged.len(), 2);
-    assert!(tagged[0]["expr"].to_string().contains("0a:58:0a:01:00:05"));
-    assert_eq!(tagged[1]["expr"], json!([{"drop": null}]));
+    assert_eq!(
+        map_elements(&rs, "cni_rs_macspoofchk", "sc_allowed"),
+        vec![(json!({"concat": ["veth1234", "0a:58:0a:01:00:05"]}), owner)]
+    );
+    assert_eq!(
+        elements_tagged(&rs, "cni_rs_macspoofchk", &spec.attachment.tag()).len(),
+        3
+    );
+    let drop = objects(&rs, "rule")
+        .into_iter()
+        .find(|r| r["table"] == "cni_rs_macspoofchk")
+        .unwrap()["expr"]
+        .to_string();
+    assert!(
+        drop.contains("@sc_allowed") && drop.contains("drop"),
+        "{drop}"
+    );
 
     fw.del_mac_spoof_check(&spec).unwrap();
     fw.del_mac_spoof_check(&spec).unwrap();
-    assert!(rules_tagged(&ns.ruleset(), &spec.attachment.tag()).is_empty());
+    assert!(
+        elements_tagged(&ns.ruleset(), "cni_rs_macspoofchk", &spec.attachment.tag()).is_empty()
+    );
     assert!(fw.check_mac_spoof_check(&spec).is_err());
 }
 
@@ -371,8 +442,8 @@ fn concurrent_first_adds_are_safe() {
         h.join().unwrap();
     }
     let rs = ns.ruleset();
-    assert_eq!(map_elements(&rs, "cni_rs_masq", "masq4").len(), 8);
-    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hostports").len(), 8);
+    assert_eq!(map_elements(&rs, "cni_rs_masq", "masq_src4").len(), 8);
+    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hp_dnat4").len(), 8);
     // The shared chains were written once, whoever came first.
     let count = |table: &str, chain: &str| {
         objects(&rs, "rule")
@@ -381,7 +452,7 @@ fn concurrent_first_adds_are_safe() {
             .count()
     };
     assert_eq!(count("cni_rs_masq", "postrouting"), 4);
-    assert_eq!(count("cni_rs_hostport", "dispatch"), 3);
+    assert_eq!(count("cni_rs_hostport", "dispatch"), 15);
     assert_eq!(count("cni_rs_hostport", "prerouting"), 1);
     let fw = firewall_for(&ns.path());
     assert_eq!(fw.list_attachments(RuleKind::PortMapping).unwrap().len(), 8);

@@ -107,6 +107,8 @@ fn normalized(ns: &TestNs) -> Value {
         match v {
             Value::Object(o) => {
                 o.remove("handle");
+                // Time left before the (ten-year) element timeout.
+                o.remove("expires");
                 o.values_mut().for_each(strip);
             }
             Value::Array(a) => a.iter_mut().for_each(strip),
@@ -169,8 +171,12 @@ fn each_shape_created_listed_found_by_tag_and_deleted() {
         assert_eq!(owned.len(), n, "{kind}");
         for o in &owned {
             assert!(o.complete);
-            // The oracle finds the rules by the tag the kernel stored.
-            assert!(!rules_tagged(&rs, &o.attachment.tag()).is_empty(), "{kind}");
+            // The oracle finds the elements by the tag the kernel stored.
+            let tagged = ["cni_rs_masq", "cni_rs_hostport", "cni_rs_macspoofchk"]
+                .iter()
+                .flat_map(|t| elements_tagged(&rs, t, &o.attachment.tag()))
+                .count();
+            assert!(tagged > 0, "{kind}");
             fw.delete_attachment(kind, &o.attachment).unwrap();
         }
         assert!(fw.list_attachments(kind).unwrap().is_empty());
@@ -274,7 +280,7 @@ fn kernel_errors_name_the_object() {
         matches!(e, cni_netns::Error::FirewallConflict { .. }),
         "{e}"
     );
-    assert!(e.to_string().contains("hostports"), "{e}");
+    assert!(e.to_string().contains("hp_owner :: . tcp . 10002"), "{e}");
     let missing = NativeFirewall::in_netns("/run/netns/does-not-exist-native");
     let e = missing.add_masquerade(&masq("errnet", 1)).unwrap_err();
     assert!(e.to_string().contains("does-not-exist-native"), "{e}");
@@ -323,7 +329,8 @@ fn concurrent_writers_of_one_table_do_not_corrupt_each_other() {
         40
     );
     let rs = ns.ruleset();
-    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hostports").len(), 80);
+    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hp_dnat4").len(), 80);
+    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hp_owner").len(), 80);
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -458,4 +465,36 @@ fn exec_cost_of_one_add_and_del() {
             );
         }
     }
+}
+
+/// A DEL makes its elements expire rather than deleting them, so closing
+/// the netlink socket (a plugin's exit) does not wait for the kernel to
+/// free deleted objects after an RCU grace period (5-20 ms here).
+#[test]
+#[ignore = "measurement; run with --ignored --nocapture as root"]
+fn socket_close_after_del_does_not_wait() {
+    if skip_unless_root() {
+        return;
+    }
+    let ns = TestNs::new("fwnclose");
+    let mut closes = Vec::new();
+    for i in 0..11 {
+        let fw = NativeFirewall::in_netns(ns.path());
+        fw.add_port_mappings(&pm("close", i)).unwrap();
+        fw.del_port_mappings(&pm("close", i)).unwrap();
+        let t = Instant::now();
+        drop(fw);
+        closes.push(t.elapsed());
+    }
+    // GC (a real delete) for comparison.
+    let fw = NativeFirewall::in_netns(ns.path());
+    fw.add_port_mappings(&pm("close", 99)).unwrap();
+    fw.gc(RuleKind::PortMapping, "close", &[]).unwrap();
+    let t = Instant::now();
+    drop(fw);
+    println!(
+        "socket close after DEL {:.3} ms (median of 11), after a deleting GC {:.3} ms",
+        median(closes).as_secs_f64() * 1e3,
+        t.elapsed().as_secs_f64() * 1e3
+    );
 }

@@ -3,6 +3,7 @@
 //! `cni-ipam`; `src/bin/<plugin>.rs` is a one-line `main`.
 
 pub mod bandwidth;
+pub mod binary;
 pub mod bridge;
 mod error;
 pub mod flannel;

@@ -165,6 +165,26 @@ fn failing_ipam_delegate_leaves_no_veth() {
 }
 
 #[test]
+fn add_into_a_missing_netns_releases_the_address() {
+    // IPAM runs while the namespace is opened: its reservation must go
+    // when the namespace turns out not to exist.
+    let Some(n) = ours() else { return };
+    let conf = n.config(json!({"isGateway": true, "ipMasq": true}));
+    let r = n.call("ADD", "c1", "/run/netns/cni-rs-no-such-netns", &conf);
+    assert!(!r.ok, "{:?}", r.json);
+    assert!(
+        r.json["msg"]
+            .as_str()
+            .unwrap_or("")
+            .contains("cni-rs-no-such-netns"),
+        "{:?}",
+        r.json
+    );
+    assert!(n.reserved().is_empty(), "{:?}", n.reserved());
+    assert!(n.veths().is_empty());
+}
+
+#[test]
 fn failure_after_ipam_add_releases_the_address() {
     let Some(n) = ours() else { return };
     let (node, br) = (n.node.name(), n.bridge.as_str());
@@ -438,16 +458,11 @@ fn dual_stack_masquerade_covers_both_families() {
     let r = n.call("ADD", "c1", &path, &conf);
     assert!(r.ok, "{:?}", r.json);
     let rules = n.masq_rules();
-    // One chain for the attachment with a rule per family: the second
-    // address must not replace the first.
-    assert!(
-        rules.contains("ip daddr != 10.98.0.0/24 masquerade"),
-        "{rules}"
-    );
-    assert!(
-        rules.contains("ip6 daddr != fd98::/64 masquerade"),
-        "{rules}"
-    );
+    // Both families masqueraded outside their subnet (elements `pod IP .
+    // subnet` of the masq_keep maps): the second address must not replace
+    // the first.
+    assert!(rules.contains("10.98.0.2 . 10.98.0.0/24"), "{rules}");
+    assert!(rules.contains("fd98::2 . fd98::/64"), "{rules}");
     assert!(
         rules.contains("10.98.0.2") && rules.contains("fd98::2"),
         "{rules}"

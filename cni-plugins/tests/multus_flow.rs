@@ -9,8 +9,9 @@ use std::time::Duration;
 use cni_plugins::multus::k8s::{ClientConfig, HttpKubeClient, KubeClient};
 use cni_plugins::multus::{
     cmd_add, cmd_check, cmd_del, cmd_gc, cmd_status, Delegate, DelegateExec, DelegateRuntime,
-    Error, NetConf, PodRequest,
+    NetConf, PodRequest,
 };
+use cni_plugins::Error;
 use cni_testkit::KubeApiServer;
 use cni_types::{Attachment, CniError, CniResult, ErrorCode, Interface, IpConfig};
 use serde_json::{json, Value};

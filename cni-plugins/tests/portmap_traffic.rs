@@ -106,8 +106,19 @@ fn run(pm: &Portmap, cmd: &str, cid: &str, pod: &Ns, stdin: &str) -> String {
     stdout
 }
 
+/// The rules and map elements (`nft -j`) tagged for container `cid`.
 fn owned_rules(node: &Ns, cid: &str) -> usize {
-    node.nft_rule_comments()
+    let rs = node.nft_ruleset();
+    let items = rs["nftables"].as_array().cloned().unwrap_or_default();
+    let mut comments: Vec<String> = node.nft_rule_comments();
+    for m in items.iter().filter_map(|o| o.get("map")) {
+        for e in m["elem"].as_array().into_iter().flatten() {
+            if let Some(c) = e[0]["elem"]["comment"].as_str() {
+                comments.push(c.to_owned());
+            }
+        }
+    }
+    comments
         .iter()
         .filter(|c| c.ends_with(&format!("id: {cid}")))
         .count()

@@ -3,7 +3,10 @@
 //! namespaces, run back to back three ways in one process:
 //!
 //! * `ours-exec`: this workspace's plugins, exec'd by our invoker (firewall
-//!   rules through the native nf_tables backend, the default);
+//!   rules through the native nf_tables backend, the default; bridge runs
+//!   host-local, a binary of its own build, in-process);
+//! * `ours-exec-all`: the same with `CNI_RS_EXEC_DELEGATES=1`: every plugin
+//!   a process, host-local exec'd by bridge as Go's bridge does;
 //! * `ours-nft`: the same with `CNI_FIREWALL_BACKEND=nft` (one `nft` process
 //!   per firewall call);
 //! * `ours-inproc`: the same plugins called in-process (no fork/exec);
@@ -49,6 +52,7 @@ type Fallible<T> = Result<T, String>;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Mode {
     OursExec,
+    OursExecAll,
     OursNft,
     OursInProcess,
     GoExec,
@@ -58,6 +62,7 @@ impl Mode {
     fn name(self) -> &'static str {
         match self {
             Mode::OursExec => "ours-exec",
+            Mode::OursExecAll => "ours-exec-all",
             Mode::OursNft => "ours-nft",
             Mode::OursInProcess => "ours-inproc",
             Mode::GoExec => "go-exec",
@@ -66,10 +71,12 @@ impl Mode {
     fn parse(s: &str) -> Fallible<Mode> {
         match s {
             "ours-exec" => Ok(Mode::OursExec),
+            "ours-exec-all" => Ok(Mode::OursExecAll),
+            "ours-nft" => Ok(Mode::OursNft),
             "ours-inproc" => Ok(Mode::OursInProcess),
             "go-exec" => Ok(Mode::GoExec),
             _ => Err(format!(
-                "unknown mode {s:?} (ours-exec, ours-inproc, go-exec)"
+                "unknown mode {s:?} (ours-exec, ours-exec-all, ours-nft, ours-inproc, go-exec)"
             )),
         }
     }
@@ -94,6 +101,7 @@ fn parse_args() -> Fallible<Args> {
         scaling: Vec::new(),
         modes: vec![
             Mode::OursExec,
+            Mode::OursExecAll,
             Mode::OursNft,
             Mode::OursInProcess,
             Mode::GoExec,
@@ -123,7 +131,7 @@ fn parse_args() -> Fallible<Args> {
             "--go" => a.go = PathBuf::from(val("--go")?),
             "--smoke" => a.smoke = true,
             "-h" | "--help" => {
-                println!("usage: e2e [--pods N] [--scaling 50,200,1000] [--modes ours-exec,ours-nft,ours-inproc,go-exec] [--plugins DIR] [--go DIR] [--smoke]");
+                println!("usage: e2e [--pods N] [--scaling 50,200,1000] [--modes ours-exec,ours-exec-all,ours-nft,ours-inproc,go-exec] [--plugins DIR] [--go DIR] [--smoke]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other:?}")),
@@ -282,7 +290,9 @@ fn run_phase(
 
 fn make_exec(mode: Mode) -> Fallible<Arc<dyn Exec>> {
     match mode {
-        Mode::OursExec | Mode::OursNft | Mode::GoExec => Ok(Arc::new(ProcessExec::new())),
+        Mode::OursExec | Mode::OursExecAll | Mode::OursNft | Mode::GoExec => {
+            Ok(Arc::new(ProcessExec::new()))
+        }
         Mode::OursInProcess => in_process_exec(),
     }
 }
@@ -307,6 +317,11 @@ fn run_mode(mode: Mode, dir: &Path, n: usize, with_concurrent: bool) -> Fallible
         std::env::set_var(cni_netns::firewall::BACKEND_ENV, "nft");
     } else {
         std::env::remove_var(cni_netns::firewall::BACKEND_ENV);
+    }
+    if mode == Mode::OursExecAll {
+        std::env::set_var("CNI_RS_EXEC_DELEGATES", "1");
+    } else {
+        std::env::remove_var("CNI_RS_EXEC_DELEGATES");
     }
     let tag = random_tag();
     let state = std::env::temp_dir().join(format!("cni-e2e-{tag}"));
@@ -525,6 +540,14 @@ fn real_main() -> Fallible<()> {
             "  2 in flight: ADD {:.1}x   DEL {:.1}x",
             go.conc.add.pct(50.0) / ours.conc.add.pct(50.0),
             go.conc.del.pct(50.0) / ours.conc.del.pct(50.0)
+        );
+    }
+    if let (Some(go), Some(all)) = (reports.get(&Mode::GoExec), reports.get(&Mode::OursExecAll)) {
+        println!("\n## ratios Go/ours-exec-all (every plugin a process, p50, sequential)");
+        println!(
+            "  ADD {:.1}x   DEL {:.1}x",
+            go.seq.add.pct(50.0) / all.seq.add.pct(50.0),
+            go.seq.del.pct(50.0) / all.seq.del.pct(50.0)
         );
     }
     if args.smoke {

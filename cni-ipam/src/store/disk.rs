@@ -591,7 +591,17 @@ impl LockedStore for DiskStoreLock<'_> {
     }
 
     fn held_by(&mut self, owner: &Owner) -> Result<Vec<Reservation>> {
-        self.ensure_index()?;
+        if let Err(e) = self.ensure_index() {
+            // The index is only a cache. When it cannot be rebuilt (a full
+            // disk: ENOSPC), DEL must still find and free the owner's
+            // addresses, so scan the reservations as Go's backend does.
+            tracing::warn!(error = %e, "owner index unusable, scanning reservations");
+            return Ok(self
+                .reservations()?
+                .into_iter()
+                .filter(|r| r.matches(owner) != OwnerMatch::None)
+                .collect());
+        }
         let mut out: Vec<Reservation> = Vec::new();
         for key in [owner.file_content(), owner.container_id.trim().to_string()] {
             for ip in self.owner_ips(key_hash(&key)) {

@@ -1,41 +1,188 @@
 //! The one implementation of [`Firewall`] for every rule-programming
-//! backend: a backend provides the per-attachment primitives (program,
-//! remove, verify, list, collect the rules of one attachment as a unit) and
-//! this file maps each spec to its rules with [`layout`] exactly once.
+//! backend: a backend provides the primitives (send a batch, create the
+//! shared objects with it, read a table back, identify keys and data the way
+//! it reads them) and this file maps each spec to its elements with
+//! [`layout`] and runs the ADD / DEL / CHECK / list / GC logic exactly once.
+
+use std::collections::{BTreeMap, HashSet};
 
 use ipnetwork::IpNetwork;
 
 use super::layout;
-use super::model::AttachmentRules;
+use super::model::{AttachmentRules, Batch, Map, RuleRef, Table, Value};
 use super::{
-    AttachmentId, Firewall, MacSpoofCheckSpec, MasqueradeSpec, OwnedAttachment, PortMappingSpec,
-    RuleKind,
+    AttachmentId, Firewall, FirewallOp, MacSpoofCheckSpec, MasqueradeSpec, OwnedAttachment,
+    PortMappingSpec, RuleKind,
 };
-use crate::Result;
+use crate::{Error, Result};
+
+/// Why the kernel (or nft) refused a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RefusalKind {
+    /// A table, map, chain or element named is missing (`ENOENT`).
+    NotFound,
+    /// An element exists (with other data, or at all for `create`).
+    Exists,
+    /// Anything else.
+    Other,
+}
+
+/// A refused batch: what kind of refusal, the message naming the object,
+/// and the typed error to report when the caller cannot recover.
+#[derive(Debug)]
+pub(crate) struct Refusal {
+    pub(crate) kind: RefusalKind,
+    pub(crate) message: String,
+    pub(crate) error: Error,
+}
+
+/// One element read back from a table.
+#[derive(Debug, Clone)]
+pub(crate) struct ListedElement {
+    pub(crate) map: String,
+    /// The key, decoded (enough to delete it).
+    pub(crate) key: Vec<Value>,
+    /// The key as the backend identifies it ([`RuleBackend::key_id`]).
+    pub(crate) key_id: String,
+    /// The data as the backend identifies it ([`RuleBackend::data_id`]).
+    pub(crate) data_id: String,
+    pub(crate) comment: Option<String>,
+    /// Expiring within [`layout::EXPIRING_MS`]: removed by a DEL, gone in
+    /// a few milliseconds; nobody owns it any more.
+    pub(crate) expiring: bool,
+}
+
+/// One rule of a table's conditions chain read back.
+#[derive(Debug, Clone)]
+pub(crate) struct ListedRule {
+    pub(crate) chain: String,
+    pub(crate) handle: u64,
+    pub(crate) comment: Option<String>,
+}
+
+/// What a backend reads of one of our tables: the elements of its maps and
+/// the rules of its conditions chain.
+#[derive(Debug, Default)]
+pub(crate) struct Listing {
+    pub(crate) elements: Vec<ListedElement>,
+    pub(crate) rules: Vec<ListedRule>,
+}
+
+fn owned(comment: &Option<String>, owner_hash: &str) -> bool {
+    comment.as_deref().and_then(layout::owner_of_comment) == Some(owner_hash)
+}
+
+impl Listing {
+    /// The elements and rules owned by `owner_hash`.
+    pub(crate) fn owned_by(&self, owner_hash: &str) -> (Vec<(String, Vec<Value>)>, Vec<RuleRef>) {
+        let elements = self
+            .elements
+            .iter()
+            .filter(|e| !e.expiring && owned(&e.comment, owner_hash))
+            .map(|e| (e.map.clone(), e.key.clone()))
+            .collect();
+        let rules = self
+            .rules
+            .iter()
+            .filter(|r| owned(&r.comment, owner_hash))
+            .map(|r| RuleRef {
+                chain: r.chain.clone(),
+                handle: r.handle,
+            })
+            .collect();
+        (elements, rules)
+    }
+
+    /// Every owner found, by owner hash.
+    pub(crate) fn owners(&self) -> Vec<OwnedAttachment> {
+        let mut by_hash: BTreeMap<&str, Option<(AttachmentId, bool)>> = BTreeMap::new();
+        let comments = self
+            .elements
+            .iter()
+            .filter(|e| !e.expiring)
+            .map(|e| &e.comment)
+            .chain(self.rules.iter().map(|r| &r.comment));
+        for c in comments.flatten() {
+            let Some(hash) = layout::owner_of_comment(c) else {
+                continue;
+            };
+            let slot = by_hash.entry(hash).or_default();
+            let parsed = AttachmentId::from_tag(c);
+            // A complete tag beats a truncated one.
+            if slot.as_ref().is_none_or(|(_, complete)| !complete) {
+                if let Some(p) = parsed {
+                    *slot = Some(p);
+                }
+            }
+        }
+        by_hash
+            .into_iter()
+            .map(|(hash, parsed)| {
+                let (attachment, complete) =
+                    parsed.unwrap_or_else(|| (AttachmentId::new("", "", ""), false));
+                OwnedAttachment {
+                    attachment,
+                    owner_hash: hash.to_owned(),
+                    complete,
+                }
+            })
+            .collect()
+    }
+}
 
 /// What a backend (`nft` process, native netlink) provides.
 pub(crate) trait RuleBackend: std::fmt::Debug + Send + Sync {
     /// The masquerade mark its port-mapping rules use.
     fn masq_mark(&self) -> u32;
-    /// Installs (or re-installs) `rules` as everything `id` owns of `kind`.
-    fn add_rules(&self, kind: RuleKind, id: &AttachmentId, rules: &AttachmentRules) -> Result<()>;
-    /// Removes `rules` of `id`; missing objects are fine.
-    fn del_rules(&self, kind: RuleKind, id: &AttachmentId, rules: &AttachmentRules) -> Result<()>;
-    /// Verifies that `rules` of `id` are in place.
-    fn check_rules(&self, kind: RuleKind, id: &AttachmentId, rules: &AttachmentRules)
-        -> Result<()>;
-    /// Removes whatever `id` owns of `kind`, found by listing; true when
-    /// something was removed.
-    fn remove_owner(&self, kind: RuleKind, id: &AttachmentId) -> Result<bool>;
-    /// The attachments owning rules of `kind`.
-    fn list_owners(&self, kind: RuleKind) -> Result<Vec<OwnedAttachment>>;
-    /// Removes the rules of `network`'s attachments not in `valid`.
-    fn gc_owners(
+    /// Sends `batch` as one atomic change; `Ok(Err(_))` when refused.
+    fn send(
         &self,
-        kind: RuleKind,
-        network: &str,
-        valid: &[AttachmentId],
-    ) -> Result<Vec<OwnedAttachment>>;
+        op: FirewallOp,
+        who: &str,
+        table: &Table,
+        batch: &Batch,
+    ) -> Result<std::result::Result<(), Refusal>>;
+    /// Creates the table's shared objects and installs `rules`
+    /// ([`layout::add_batch`]).
+    fn send_with_shared(
+        &self,
+        op: FirewallOp,
+        who: &str,
+        table: &Table,
+        rules: &AttachmentRules,
+    ) -> Result<std::result::Result<(), Refusal>> {
+        self.send(op, who, table, &layout::add_batch(table, rules))
+    }
+    /// Reads `table` (`None`: it does not exist); with `rules_only`, only
+    /// the conditions chain.
+    fn read(
+        &self,
+        op: FirewallOp,
+        who: &str,
+        table: &Table,
+        rules_only: bool,
+    ) -> Result<Option<Listing>>;
+    /// Whether DEL can make elements expire ([`layout::expire_batch`])
+    /// rather than delete them.
+    fn expire_on_delete(&self) -> bool {
+        false
+    }
+    /// After an expiring DEL: returns once `anchor` (and so every element
+    /// the same batch made expire) no longer matches packets; false when it
+    /// still does after a while (a kernel that ignored the expiry).
+    fn wait_expired(
+        &self,
+        _op: FirewallOp,
+        _who: &str,
+        _table: &Table,
+        _anchor: &super::model::Element,
+    ) -> Result<bool> {
+        Ok(true)
+    }
+    /// How this backend identifies `key` of `map` in a [`Listing`].
+    fn key_id(&self, map: &Map, key: &[Value]) -> Option<String>;
+    /// How this backend identifies `data` of `map` in a [`Listing`].
+    fn data_id(&self, map: &Map, data: &[Value]) -> Option<String>;
     /// Installs port-mapping rules; a backend that cannot express some
     /// rules overrides this to hand them elsewhere.
     fn add_port_mapping_rules(
@@ -43,46 +190,337 @@ pub(crate) trait RuleBackend: std::fmt::Debug + Send + Sync {
         spec: &PortMappingSpec,
         rules: &AttachmentRules,
     ) -> Result<()> {
-        self.add_rules(RuleKind::PortMapping, &spec.attachment, rules)
+        add_rules(self, RuleKind::PortMapping, &spec.attachment, rules)
     }
+}
+
+/// How long an ADD waits for an expiring element holding one of its keys
+/// (expirations are rounded up to jiffies: 10 ms at HZ=100).
+const EXPIRY_WAIT_MS: u64 = 12;
+
+/// ADD: one exclusive batch of the attachment's elements. A missing table
+/// or map (first ADD) creates the shared objects in the same batch; a key
+/// already present is either another attachment's (conflict) or ours (a
+/// re-ADD: everything the attachment owns is replaced in one batch).
+pub(crate) fn add_rules<B: RuleBackend + ?Sized>(
+    b: &B,
+    kind: RuleKind,
+    id: &AttachmentId,
+    rules: &AttachmentRules,
+) -> Result<()> {
+    let op = FirewallOp::Add(kind);
+    let table = layout::table(kind, b.masq_mark());
+    let who = id.to_string();
+    let mut result = b.send(op, &who, &table, &layout::attach_batch(&table, rules, true))?;
+    if matches!(&result, Err(r) if r.kind == RefusalKind::NotFound) {
+        result = b.send_with_shared(op, &who, &table, rules)?;
+    }
+    let refusal = match result {
+        Ok(()) => return Ok(()),
+        Err(r) if r.kind == RefusalKind::Exists => r,
+        Err(r) => return Err(r.error),
+    };
+    let conflict = |key: String, message: String| Error::FirewallConflict {
+        op,
+        attachment: who.clone(),
+        key,
+        message,
+    };
+    let hash = id.owner_hash();
+    let mut listing = b.read(op, &who, &table, false)?.unwrap_or_default();
+    // A key still held by an element a DEL made expire (a few milliseconds
+    // ago): wait for it to go, once.
+    let expiring_held = |listing: &Listing| {
+        rules.elements.iter().any(|e| {
+            let key_id = table.map(&e.map).and_then(|m| b.key_id(m, &e.key));
+            listing
+                .elements
+                .iter()
+                .any(|l| l.expiring && l.map == e.map && Some(&l.key_id) == key_id.as_ref())
+        })
+    };
+    if expiring_held(&listing) {
+        std::thread::sleep(std::time::Duration::from_millis(EXPIRY_WAIT_MS));
+        match b.send(op, &who, &table, &layout::attach_batch(&table, rules, true))? {
+            Ok(()) => return Ok(()),
+            Err(r) if r.kind == RefusalKind::Exists => {}
+            Err(r) => return Err(r.error),
+        }
+        listing = b.read(op, &who, &table, false)?.unwrap_or_default();
+    }
+    for e in &rules.elements {
+        let Some(map) = table.map(&e.map) else {
+            continue;
+        };
+        let key_id = b.key_id(map, &e.key);
+        let held = listing
+            .elements
+            .iter()
+            .find(|l| !l.expiring && l.map == e.map && Some(&l.key_id) == key_id.as_ref());
+        if let Some(l) = held {
+            if !owned(&l.comment, &hash) {
+                return Err(conflict(
+                    layout::describe_keys(&AttachmentRules {
+                        elements: vec![e.clone()],
+                        rules: Vec::new(),
+                    }),
+                    refusal.message,
+                ));
+            }
+        }
+    }
+    // A re-ADD: replace what the attachment owns (also stale keys of an
+    // earlier spec) with `rules`.
+    let (elements, handles) = listing.owned_by(&hash);
+    let mut batch = layout::remove_batch(&table, &elements, &handles);
+    batch
+        .commands
+        .extend(layout::attach_batch(&table, rules, true).commands);
+    match b.send(op, &who, &table, &batch)? {
+        Ok(()) => Ok(()),
+        Err(r) if r.kind == RefusalKind::Exists => {
+            Err(conflict(layout::describe_keys(rules), r.message))
+        }
+        Err(r) => Err(r.error),
+    }
+}
+
+/// DEL with a spec: one batch removing exactly the spec's elements, also
+/// when they are gone already; when a key is someone else's, or the table
+/// is missing, the table is read once and what the attachment owns removed.
+pub(crate) fn del_rules<B: RuleBackend + ?Sized>(
+    b: &B,
+    kind: RuleKind,
+    id: &AttachmentId,
+    rules: &AttachmentRules,
+) -> Result<()> {
+    let op = FirewallOp::Delete(kind);
+    let table = layout::table(kind, b.masq_mark());
+    let who = id.to_string();
+    let handles = if rules.rules.is_empty() {
+        Vec::new()
+    } else {
+        // Conditions rules are found by tag, in their own small chain.
+        match b.read(op, &who, &table, true)? {
+            Some(l) => l.owned_by(&id.owner_hash()).1,
+            None => return Ok(()),
+        }
+    };
+    // Expiring rather than deleting leaves the kernel nothing to free, so
+    // the plugin does not wait for an RCU grace period (5-20 ms) when it
+    // exits and its netlink socket is released: the release flushes
+    // nf_tables' pending destroy work (`nft_rcv_nl_event`).
+    let expire = b.expire_on_delete();
+    let batch = if expire {
+        layout::expire_batch(&table, rules, &handles)
+    } else {
+        layout::delete_batch(&table, rules, &handles)
+    };
+    match b.send(op, &who, &table, &batch)? {
+        Ok(()) => match rules.elements.first() {
+            // The expiry takes effect at the next jiffy (1-10 ms): a DEL
+            // returns once it has. A kernel that kept the elements gets the
+            // plain delete.
+            Some(anchor) if expire => {
+                if b.wait_expired(op, &who, &table, anchor)? {
+                    return Ok(());
+                }
+                match b.send(op, &who, &table, &layout::delete_batch(&table, rules, &[]))? {
+                    Ok(()) => Ok(()),
+                    Err(_) => remove_owner(b, kind, id).map(|_| ()),
+                }
+            }
+            _ => Ok(()),
+        },
+        Err(_) => remove_owner(b, kind, id).map(|_| ()),
+    }
+}
+
+/// Removes whatever `id` owns of `kind`, found by reading the table; true
+/// when something was removed.
+pub(crate) fn remove_owner<B: RuleBackend + ?Sized>(
+    b: &B,
+    kind: RuleKind,
+    id: &AttachmentId,
+) -> Result<bool> {
+    let op = FirewallOp::Delete(kind);
+    let table = layout::table(kind, b.masq_mark());
+    let who = id.to_string();
+    let Some(listing) = b.read(op, &who, &table, false)? else {
+        return Ok(false);
+    };
+    let (elements, handles) = listing.owned_by(&id.owner_hash());
+    if elements.is_empty() && handles.is_empty() {
+        return Ok(false);
+    }
+    b.send(
+        op,
+        &who,
+        &table,
+        &layout::remove_batch(&table, &elements, &handles),
+    )?
+    .map_err(|r| r.error)?;
+    Ok(true)
+}
+
+/// CHECK: every element of the spec present, owned by `id`, with the
+/// spec's data; the conditions rules all there.
+pub(crate) fn check_rules<B: RuleBackend + ?Sized>(
+    b: &B,
+    kind: RuleKind,
+    id: &AttachmentId,
+    rules: &AttachmentRules,
+) -> Result<()> {
+    let op = FirewallOp::Check(kind);
+    let who = id.to_string();
+    let table = layout::table(kind, b.masq_mark());
+    let missing = |missing: String| Error::FirewallCheck {
+        op,
+        attachment: who.clone(),
+        missing,
+    };
+    let listing = b.read(op, &who, &table, false)?.ok_or_else(|| {
+        missing(format!(
+            "table {} {} is missing",
+            table.family.as_str(),
+            table.name
+        ))
+    })?;
+    let hash = id.owner_hash();
+    for e in &rules.elements {
+        let text = layout::describe_keys(&AttachmentRules {
+            elements: vec![e.clone()],
+            rules: Vec::new(),
+        });
+        let Some(map) = table.map(&e.map) else {
+            return Err(missing(format!("map {} is not in the layout", e.map)));
+        };
+        let key_id = b.key_id(map, &e.key);
+        let found = listing
+            .elements
+            .iter()
+            .find(|l| !l.expiring && l.map == e.map && Some(&l.key_id) == key_id.as_ref());
+        let Some(l) = found else {
+            return Err(missing(format!("element {text} is missing")));
+        };
+        if !owned(&l.comment, &hash) {
+            return Err(missing(format!(
+                "element {text} belongs to {:?}",
+                l.comment.as_deref().unwrap_or("nobody")
+            )));
+        }
+        if Some(&l.data_id) != b.data_id(map, &e.data).as_ref() {
+            let data: Vec<String> = e.data.iter().map(layout::value_text).collect();
+            return Err(missing(format!(
+                "element {text} maps to {}, not {}",
+                l.data_id,
+                data.join(" . ")
+            )));
+        }
+    }
+    let tag = id.tag();
+    let tagged = listing
+        .rules
+        .iter()
+        .filter(|r| r.comment.as_deref() == Some(&*tag))
+        .count();
+    if tagged != rules.rules.len() {
+        return Err(missing(format!(
+            "{tagged} condition rules tagged for it, expected {}",
+            rules.rules.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The attachments owning elements or rules of `kind`.
+pub(crate) fn list_owners<B: RuleBackend + ?Sized>(
+    b: &B,
+    kind: RuleKind,
+) -> Result<Vec<OwnedAttachment>> {
+    let table = layout::table(kind, b.masq_mark());
+    let op = FirewallOp::List(kind);
+    let who = format!("table {} {}", table.family.as_str(), table.name);
+    Ok(match b.read(op, &who, &table, false)? {
+        Some(listing) => listing.owners(),
+        None => Vec::new(),
+    })
+}
+
+/// GC: one read, one batch removing every dead attachment of `network`.
+pub(crate) fn gc_owners<B: RuleBackend + ?Sized>(
+    b: &B,
+    kind: RuleKind,
+    network: &str,
+    valid: &[AttachmentId],
+) -> Result<Vec<OwnedAttachment>> {
+    let table = layout::table(kind, b.masq_mark());
+    let op = FirewallOp::Gc(kind);
+    let who = format!("network {network:?}");
+    let Some(listing) = b.read(op, &who, &table, false)? else {
+        return Ok(Vec::new());
+    };
+    let keep: HashSet<String> = valid
+        .iter()
+        .filter(|a| a.network == network)
+        .map(AttachmentId::owner_hash)
+        .collect();
+    let net_prefix = format!("{}-", super::network_hash(network));
+    let dead: Vec<OwnedAttachment> = listing
+        .owners()
+        .into_iter()
+        .filter(|o| o.owner_hash.starts_with(&net_prefix) && !keep.contains(&o.owner_hash))
+        .collect();
+    let (mut elements, mut handles) = (Vec::new(), Vec::new());
+    for o in &dead {
+        let (e, h) = listing.owned_by(&o.owner_hash);
+        elements.extend(e);
+        handles.extend(h);
+    }
+    b.send(
+        op,
+        &who,
+        &table,
+        &layout::remove_batch(&table, &elements, &handles),
+    )?
+    .map_err(|r| r.error)?;
+    Ok(dead)
 }
 
 impl<B: RuleBackend> Firewall for B {
     fn add_masquerade(&self, spec: &MasqueradeSpec) -> Result<()> {
         let rules = layout::masquerade_rules(spec);
-        self.add_rules(RuleKind::Masquerade, &spec.attachment, &rules)
+        add_rules(self, RuleKind::Masquerade, &spec.attachment, &rules)
     }
 
     fn del_masquerade(&self, spec: &MasqueradeSpec) -> Result<()> {
         let rules = layout::masquerade_rules(spec);
-        self.del_rules(RuleKind::Masquerade, &spec.attachment, &rules)
+        del_rules(self, RuleKind::Masquerade, &spec.attachment, &rules)
     }
 
     fn check_masquerade(&self, spec: &MasqueradeSpec) -> Result<()> {
         let rules = layout::masquerade_rules(spec);
-        self.check_rules(RuleKind::Masquerade, &spec.attachment, &rules)
+        check_rules(self, RuleKind::Masquerade, &spec.attachment, &rules)
     }
 
-    // All of an attachment's addresses in one chain: one call per address
-    // would rewrite the chain and keep only the last family (dual-stack).
+    // All of an attachment's addresses in one batch: a re-ADD replaces what
+    // the attachment owns, so one call per address would keep only the last.
     fn add_masquerades(&self, attachment: &AttachmentId, addresses: &[IpNetwork]) -> Result<()> {
         let rules = layout::masquerade_rules_all(attachment, addresses);
-        self.add_rules(RuleKind::Masquerade, attachment, &rules)
+        add_rules(self, RuleKind::Masquerade, attachment, &rules)
     }
 
     fn del_masquerades(&self, attachment: &AttachmentId, addresses: &[IpNetwork]) -> Result<()> {
         if addresses.is_empty() {
             return self.delete_attachment(RuleKind::Masquerade, attachment);
         }
-        // One batch when the addresses are exactly the owner's; the backend
-        // falls back to reading the table otherwise.
         let rules = layout::masquerade_rules_all(attachment, addresses);
-        self.del_rules(RuleKind::Masquerade, attachment, &rules)
+        del_rules(self, RuleKind::Masquerade, attachment, &rules)
     }
 
     fn check_masquerades(&self, attachment: &AttachmentId, addresses: &[IpNetwork]) -> Result<()> {
         let rules = layout::masquerade_rules_all(attachment, addresses);
-        self.check_rules(RuleKind::Masquerade, attachment, &rules)
+        check_rules(self, RuleKind::Masquerade, attachment, &rules)
     }
 
     fn add_port_mappings(&self, spec: &PortMappingSpec) -> Result<()> {
@@ -97,43 +535,43 @@ impl<B: RuleBackend> Firewall for B {
             return Ok(());
         }
         match layout::port_mapping_rules(spec, self.masq_mark()) {
-            Ok(Some(rules)) => self.del_rules(RuleKind::PortMapping, &spec.attachment, &rules),
+            Ok(Some(rules)) => del_rules(self, RuleKind::PortMapping, &spec.attachment, &rules),
             // A DEL must not fail on a spec an ADD would refuse: fall back to
             // removing whatever the attachment owns.
-            Ok(None) | Err(_) => self
-                .remove_owner(RuleKind::PortMapping, &spec.attachment)
-                .map(|_| ()),
+            Ok(None) | Err(_) => {
+                remove_owner(self, RuleKind::PortMapping, &spec.attachment).map(|_| ())
+            }
         }
     }
 
     fn check_port_mappings(&self, spec: &PortMappingSpec) -> Result<()> {
         match layout::port_mapping_rules(spec, self.masq_mark())? {
-            Some(rules) => self.check_rules(RuleKind::PortMapping, &spec.attachment, &rules),
+            Some(rules) => check_rules(self, RuleKind::PortMapping, &spec.attachment, &rules),
             None => Ok(()),
         }
     }
 
     fn add_mac_spoof_check(&self, spec: &MacSpoofCheckSpec) -> Result<()> {
         let rules = layout::mac_spoof_rules(spec);
-        self.add_rules(RuleKind::MacSpoofCheck, &spec.attachment, &rules)
+        add_rules(self, RuleKind::MacSpoofCheck, &spec.attachment, &rules)
     }
 
     fn del_mac_spoof_check(&self, spec: &MacSpoofCheckSpec) -> Result<()> {
         let rules = layout::mac_spoof_rules(spec);
-        self.del_rules(RuleKind::MacSpoofCheck, &spec.attachment, &rules)
+        del_rules(self, RuleKind::MacSpoofCheck, &spec.attachment, &rules)
     }
 
     fn check_mac_spoof_check(&self, spec: &MacSpoofCheckSpec) -> Result<()> {
         let rules = layout::mac_spoof_rules(spec);
-        self.check_rules(RuleKind::MacSpoofCheck, &spec.attachment, &rules)
+        check_rules(self, RuleKind::MacSpoofCheck, &spec.attachment, &rules)
     }
 
     fn delete_attachment(&self, kind: RuleKind, attachment: &AttachmentId) -> Result<()> {
-        self.remove_owner(kind, attachment).map(|_| ())
+        remove_owner(self, kind, attachment).map(|_| ())
     }
 
     fn list_attachments(&self, kind: RuleKind) -> Result<Vec<OwnedAttachment>> {
-        self.list_owners(kind)
+        list_owners(self, kind)
     }
 
     fn gc(
@@ -142,6 +580,6 @@ impl<B: RuleBackend> Firewall for B {
         network: &str,
         valid: &[AttachmentId],
     ) -> Result<Vec<OwnedAttachment>> {
-        self.gc_owners(kind, network, valid)
+        gc_owners(self, kind, network, valid)
     }
 }

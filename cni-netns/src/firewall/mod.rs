@@ -10,9 +10,9 @@
 //! backend-independent model in [`model`] and built by the pure functions in
 //! [`layout`], so both program exactly the same state.
 //!
-//! Every rule an attachment owns carries a tag naming its network, container
-//! id and interface, so deleting or garbage collecting one attachment never
-//! touches another's rules:
+//! Everything an attachment owns carries a tag naming its network,
+//! container id and interface, so deleting or garbage collecting one
+//! attachment never touches another's:
 //!
 //! ```
 //! use cni_netns::firewall::{AttachmentId, MasqueradeSpec};
@@ -29,31 +29,45 @@
 //!
 //! Each feature lives in its own table, distinct from the Go reference's
 //! (`cni_plugins_masquerade`, `cni_hostport`, `bridge nat`) so both can run
-//! on one node:
+//! on one node. The tables hold fixed chains and rules only; an attachment
+//! is nothing but map elements (the tag in each element's comment):
 //!
-//! | feature | table | packet path |
-//! |---|---|---|
-//! | masquerade | `inet cni_rs_masq` | `ip saddr vmap @masq4` → `goto masq-<owner>` |
-//! | port mappings | `inet cni_rs_hostport` | `meta l4proto . th dport vmap @hostports` (and `daddr . proto . port` for host IPs) → `goto pm-<owner>` |
-//! | MAC spoof check | `bridge cni_rs_macspoofchk` | `iifname vmap @ports` → `goto sc-<owner>` |
+//! | feature | table | packet path (fixed rules) | an attachment's elements |
+//! |---|---|---|---|
+//! | masquerade | `inet cni_rs_masq` | `ip saddr @masq_src4 ip saddr . ip daddr != @masq_keep4 masquerade` | pod IP; pod IP . pod subnet |
+//! | port mappings | `inet cni_rs_hostport` | mark for masquerade: hairpin `ip saddr [. ip daddr] . meta l4proto . th dport @hp_masq4` (intervals: the pod subnet), localhost `ip saddr 127.0.0.0/8 [ip daddr .] meta l4proto . th dport @hp_lo4`, masqAll `[ip daddr .] meta l4proto . th dport @hp_all4`; then `dnat ip to [ip daddr .] meta l4proto . th dport map @hp_dnat4` (`hip_*` maps for host IPs) | host port owner; DNAT destination; one masquerade key (subnet, localhost, or all) |
+//! | MAC spoof check | `bridge cni_rs_macspoofchk` | `iifname @sc_ports iifname . ether saddr != @sc_allowed drop` | bridge port; port . MAC |
 //!
-//! Every attachment owns exactly one regular chain (named from a hash of its
-//! network, interface and container id) plus the map elements that go to
-//! it, so a packet does one hash lookup whatever the number of pods, and
-//! ADD and DEL touch only the attachment's own objects:
+//! (and the same for IPv6). A packet does a few hash or interval lookups
+//! whatever the number of pods, and since adding or removing elements of
+//! data maps never makes the kernel re-validate the table (only rules and
+//! `jump`/`goto` elements do), ADD and DEL cost the same with 1000 pods as
+//! with 50:
 //!
-//! - ADD is one batch (the chain, its rules, its elements); only when the
-//!   table does not exist yet is it retried with the shared objects (table,
-//!   maps, fixed chains) created in the same batch.
-//! - A map element whose key already goes to another attachment's chain is
-//!   refused by the kernel (`File exists`), so a key never silently changes
-//!   owner: ADD reports [`Error::FirewallConflict`](crate::Error::FirewallConflict).
-//! - DEL is one batch, also when repeated. The kernel refuses to delete a
-//!   chain that an element still goes to, so a DEL whose keys are not
-//!   exactly the attachment's own fails as a whole, and only then is the
-//!   table read (once) to remove precisely what the attachment owns.
-//! - CHECK, list and GC read the table once; GC removes all dead
+//! - ADD is one batch of the attachment's elements, each created
+//!   exclusively; only when the table does not exist yet are the shared
+//!   objects created in the same batch. A key held by another attachment
+//!   fails it: [`Error::FirewallConflict`](crate::Error::FirewallConflict)
+//!   (every map's data is the DNAT destination or the owner's id, so such a
+//!   key never silently changes owner). A re-ADD of the same attachment finds
+//!   its anchor element (map `owners`) and replaces what it owned.
+//! - DEL is one batch, also when repeated; the anchor's data fingerprints
+//!   the attachment's elements, so a DEL naming other keys than the ADD
+//!   installed (or keys held by another attachment) fails as a whole, and
+//!   only then is the table read (once) to remove precisely what the
+//!   attachment owns. On Linux 6.10 and later the elements are made to
+//!   expire (in one jiffy, and DEL returns once they have) rather than
+//!   deleted: a process whose netlink socket closes after a deletion waits
+//!   for the kernel to free it (an RCU grace period, 10-20 ms), an expiry
+//!   leaves nothing to free.
+//! - CHECK, list and GC read the table's elements once; GC removes all dead
 //!   attachments of a network in one batch.
+//! - `conditionsV4`/`conditionsV6` (arbitrary nft expressions) cannot be
+//!   elements: such an attachment also gets two tagged rules per mapping in
+//!   the `conditions` chain, evaluated first (`<conditions> <port> return`,
+//!   then `<port> accept`, so traffic failing them is not NATed), deleted by
+//!   handle. Adding rules makes the kernel validate the table: this slower
+//!   path is for attachments with conditions only.
 
 mod backend;
 mod conditions;
@@ -164,8 +178,8 @@ impl AttachmentId {
     }
 
     /// The hash identifying this attachment within its network
-    /// (`<network hash>-<hash of ifname:container id>`); it names the
-    /// attachment's chains, so it is exact even when the tag is truncated.
+    /// (`<network hash>-<hash of ifname:container id>`); tags start with it,
+    /// so it is exact even when the tag is truncated.
     pub fn owner_hash(&self) -> String {
         format!(
             "{}-{}",
@@ -174,7 +188,7 @@ impl AttachmentId {
         )
     }
 
-    /// The comment every rule and map element of this attachment carries:
+    /// The comment every map element (and rule) of this attachment carries:
     /// `<owner hash>, net: <network>, if: <ifname>, id: <container id>`,
     /// cut to 128 bytes (nft's comment limit). The format follows the Go
     /// reference's `pkg/ip/ipmasq_nftables_linux.go` so operators read both
@@ -452,7 +466,7 @@ pub struct MacSpoofCheckSpec {
 pub struct OwnedAttachment {
     /// The owner, as read back from its tag.
     pub attachment: AttachmentId,
-    /// The hash naming the owner's chain ([`AttachmentId::owner_hash`]).
+    /// The hash its tags start with ([`AttachmentId::owner_hash`]).
     pub owner_hash: String,
     /// `false` if the tag was truncated (very long names), so the fields of
     /// `attachment` may be cut short; `owner_hash` is exact either way.
@@ -509,9 +523,7 @@ pub trait Firewall: Send + Sync + fmt::Debug {
     /// when it has none. Fails with
     /// [`Error::FirewallConflict`](crate::Error::FirewallConflict) when
     /// another attachment already maps one of the host ports (same protocol
-    /// and host IP). A re-install with fewer mappings leaves the dropped
-    /// ports dispatching to the attachment's chain, where nothing matches
-    /// them any more, until its DEL.
+    /// and host IP). A re-install replaces everything the attachment had.
     fn add_port_mappings(&self, spec: &PortMappingSpec) -> Result<()>;
     /// Removes the port mappings of `spec.attachment`; no-op when the spec
     /// has no mappings (as the Go reference).

@@ -3,8 +3,8 @@
 //!
 //! The layout functions in [`super::layout`] produce these values; a backend
 //! only encodes them (JSON for `nft -j`, netlink attributes for a native
-//! backend) and reads back the little it needs (chains, rule comments, map
-//! elements).
+//! backend) and reads back the little it needs (map elements, the rules of
+//! the conditions chain).
 
 use std::net::IpAddr;
 
@@ -36,48 +36,49 @@ impl Family {
 }
 
 /// A table and the objects every user of it shares (maps, fixed chains and
-/// their rules). Per-attachment chains are not part of it.
+/// their rules). An attachment owns only map elements (and, for port
+/// mappings with extra conditions, tagged rules in the conditions chain).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Table {
     /// The table's family.
     pub family: Family,
     /// The table's name.
     pub name: &'static str,
-    /// The verdict maps that dispatch to per-attachment chains.
+    /// The maps the fixed rules look packets up in.
     pub maps: Vec<Map>,
-    /// The fixed chains, in creation order; their rules are rewritten on every
-    /// ADD (flush + add in the same batch) so repeated ADDs do not duplicate
-    /// them.
+    /// The fixed chains, in creation order; the rules of those that have
+    /// any are rewritten when the shared objects are (re)created (flush + add
+    /// in the same batch) so repeated creations do not duplicate them.
     pub chains: Vec<Chain>,
-    /// The prefix of per-attachment chain names (`<prefix>-<owner hash>`).
-    pub owner_prefix: &'static str,
+    /// The chain holding per-attachment rules, if the table has one (never
+    /// flushed by the shared-object batch).
+    pub conditions_chain: Option<&'static str>,
 }
 
 impl Table {
-    /// The name of the chain owned by the attachment with `owner_hash`.
-    pub fn owner_chain(&self, owner_hash: &str) -> String {
-        format!("{}-{}", self.owner_prefix, owner_hash)
-    }
-
-    /// The owner hash of a per-attachment chain name, if it is one.
-    pub fn owner_of_chain<'a>(&self, chain: &'a str) -> Option<&'a str> {
-        let hash = chain.strip_prefix(self.owner_prefix)?.strip_prefix('-')?;
-        let (net, inst) = hash.split_once('-')?;
-        let is_hash = |s: &str| s.len() == 16 && s.bytes().all(|b| b.is_ascii_hexdigit());
-        (is_hash(net) && is_hash(inst)).then_some(hash)
+    /// The map named `name`.
+    pub fn map(&self, name: &str) -> Option<&Map> {
+        self.maps.iter().find(|m| m.name == name)
     }
 }
 
-/// A verdict map (`key : verdict`).
+/// A named map (`key : data`). Every map of the layout is a data map: the
+/// data is either what the rule uses (a DNAT destination) or the owner's id
+/// ([`KeyType::Mark`]), so an element added for one owner clashes (`File
+/// exists`) with the same key held by another.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Map {
     /// The map's name.
     pub name: &'static str,
     /// The key type; more than one part makes a concatenation.
     pub key: Vec<KeyType>,
+    /// The data type; more than one part makes a concatenation.
+    pub data: Vec<KeyType>,
+    /// Keys are intervals (prefixes) per part (`flags interval`).
+    pub interval: bool,
 }
 
-/// A data type usable in a map key.
+/// A data type usable in a map key or data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyType {
     /// An IPv4 address.
@@ -90,6 +91,10 @@ pub enum KeyType {
     InetService,
     /// An interface name.
     IfName,
+    /// An Ethernet address.
+    EtherAddr,
+    /// A 32-bit packet mark (used as the owner id of an element).
+    Mark,
 }
 
 impl KeyType {
@@ -101,6 +106,8 @@ impl KeyType {
             KeyType::InetProto => "inet_proto",
             KeyType::InetService => "inet_service",
             KeyType::IfName => "ifname",
+            KeyType::EtherAddr => "ether_addr",
+            KeyType::Mark => "mark",
         }
     }
 }
@@ -204,11 +211,24 @@ pub enum Stmt {
         /// What it is compared with.
         right: Value,
     },
-    /// Look `key` up in the verdict map `map` and apply the verdict found.
-    Vmap {
+    /// `key @map` (or `key != @map`): the rule stops here unless the key
+    /// is (is not) in the map; the map's data is not used.
+    Lookup {
         /// The key parts (concatenated).
         key: Vec<Expr>,
         /// The map's name.
+        map: String,
+        /// Match keys that are not in the map.
+        negate: bool,
+    },
+    /// `dnat ip to key map @map`: destination NAT to the address and port
+    /// the map gives for `key` (the rule stops here when it has none).
+    DnatMap {
+        /// IPv6 (`dnat ip6`) rather than IPv4.
+        v6: bool,
+        /// The key parts (concatenated).
+        key: Vec<Expr>,
+        /// The map's name (data `ipv4_addr . inet_service` or the IPv6 one).
         map: String,
     },
     /// `meta mark set meta mark | bits`.
@@ -224,12 +244,12 @@ pub enum Stmt {
     },
     /// Jump to a chain (and come back).
     Jump(String),
-    /// Go to a chain (and do not come back).
-    Goto(String),
     /// Return to the calling chain.
     Return,
     /// Drop the packet.
     Drop,
+    /// Accept the packet (ends the base chain).
+    Accept,
 }
 
 /// Something a rule inspects.
@@ -325,30 +345,37 @@ impl Value {
     }
 }
 
-/// One element of a verdict map: `key : goto target`.
+/// One map element: `key : data`, tagged with its owner.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Element {
     /// The map's name.
     pub map: String,
-    /// The key parts (one per key type of the map).
+    /// The key parts (one per key type of the map; prefixes for the
+    /// address parts of interval maps).
     pub key: Vec<Value>,
-    /// The chain the element goes to.
-    pub target: String,
+    /// The data parts (one per data type of the map).
+    pub data: Vec<Value>,
     /// The comment (the owner's tag).
     pub comment: Option<String>,
 }
 
-/// Everything one attachment owns in a table: its chain (with rules) and
-/// the map elements that go to it.
+/// Everything one attachment owns in a table: map elements, and for port
+/// mappings with extra conditions, rules in the table's conditions chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttachmentRules {
-    /// The chain's name ([`Table::owner_chain`]).
-    pub chain: String,
-    /// The chain's rules.
-    pub rules: Vec<Rule>,
-    /// The elements dispatching to the chain; never empty for an installed
-    /// attachment (a chain nobody jumps to is never created).
+    /// The map elements; never empty for an installed attachment.
     pub elements: Vec<Element>,
+    /// The rules of the conditions chain (tagged), usually none.
+    pub rules: Vec<Rule>,
+}
+
+/// A rule found in a table: where it is and whose it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleRef {
+    /// The chain's name.
+    pub chain: String,
+    /// The kernel's handle of the rule.
+    pub handle: u64,
 }
 
 /// One command of an atomic batch on one table.
@@ -374,9 +401,21 @@ pub enum Command {
         /// The rule.
         rule: Rule,
     },
-    /// Add a map element (an existing element with another verdict makes
-    /// the whole batch fail).
-    AddElement(Element),
+    /// Add a map element. An existing element with the same key and other
+    /// data makes the whole batch fail (`File exists`); with `exclusive`,
+    /// so does an identical one.
+    AddElement {
+        /// The element.
+        element: Element,
+        /// Fail if the key exists at all (`create element`).
+        exclusive: bool,
+    },
+    /// Make elements expire now (re-added with a 1 ms expiration; added
+    /// first if missing): a removal that leaves no deleted object for the
+    /// kernel to free, so the process does not wait for an RCU grace period
+    /// when its netlink socket closes. Needs Linux 6.10 (element timeout
+    /// updates).
+    ExpireElements(Vec<Element>),
     /// Delete map elements by key (a missing one makes the batch fail).
     DeleteElements {
         /// The map's name.
@@ -384,10 +423,9 @@ pub enum Command {
         /// The keys.
         keys: Vec<Vec<Value>>,
     },
-    /// Delete a chain (fails if missing, not empty, or still referenced).
-    DeleteChain(String),
+    /// Delete a rule by handle (fails if missing).
+    DeleteRule(RuleRef),
 }
-
 /// An atomic batch of commands on one table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Batch {

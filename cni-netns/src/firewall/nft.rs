@@ -1,7 +1,9 @@
 //! The `nft` process backend: each call is one `nft -j -f -` batch (plus,
-//! where the state must be read, one `nft -j list table`).
+//! where the state must be read, one `nft -j list table`). The first ADD
+//! of a table also sends the shared objects as one nft-syntax batch
+//! (`nft -f -`): nft 1.0's JSON cannot declare a map with concatenated data
+//! (`ipv4_addr . inet_service`, the DNAT maps).
 
-use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -11,10 +13,14 @@ use std::process::{Command as Process, Stdio};
 
 use serde_json::{json, Value as Json};
 
-use super::backend::RuleBackend;
+use ipnetwork::IpNetwork;
+
+use super::backend::{ListedElement, ListedRule, Listing, Refusal, RefusalKind, RuleBackend};
 use super::layout::{self, DEFAULT_MASQ_MARK};
-use super::model::{AttachmentRules, Batch, Command, Expr, Stmt, Table, Value};
-use super::{AttachmentId, FirewallOp, OwnedAttachment, RuleKind};
+#[cfg(test)]
+use super::model::RuleRef;
+use super::model::{AttachmentRules, Batch, Command, Expr, KeyType, Map, Stmt, Table, Value};
+use super::FirewallOp;
 use crate::{Error, Result};
 
 /// [`Firewall`](super::Firewall) implemented by running the `nft` binary with JSON batches.
@@ -152,37 +158,50 @@ impl NftFirewall {
         }
     }
 
-    fn apply(
+    fn refusal(op: FirewallOp, who: &str, message: String) -> Refusal {
+        let kind = if message.contains("No such file or directory") {
+            RefusalKind::NotFound
+        } else if message.contains("File exists") {
+            RefusalKind::Exists
+        } else {
+            RefusalKind::Other
+        };
+        Refusal {
+            kind,
+            error: Error::Nft {
+                op,
+                attachment: who.to_owned(),
+                message: message.clone(),
+            },
+            message,
+        }
+    }
+
+    /// Reads `table` (or only its conditions chain); `None` if missing.
+    fn list(
         &self,
         op: FirewallOp,
         who: &str,
-        batch: &Batch,
-    ) -> Result<std::result::Result<(), String>> {
-        if batch.commands.is_empty() {
-            return Ok(Ok(()));
-        }
-        let input = encode_batch(batch).to_string();
-        Ok(self
-            .run(op, who, &["-j", "-f", "-"], Some(input.as_bytes()))?
-            .map(|_| ()))
-    }
-
-    /// Reads `table`; `None` if it does not exist.
-    fn list(&self, op: FirewallOp, who: &str, table: &Table) -> Result<Option<Listing>> {
-        let out = self.run(
-            op,
-            who,
-            &["-j", "list", "table", table.family.as_str(), table.name],
-            None,
-        )?;
+        table: &Table,
+        rules_only: bool,
+    ) -> Result<Option<Listing>> {
+        let fam = table.family.as_str();
+        let args: Vec<&str> = match (rules_only, table.conditions_chain) {
+            (true, Some(chain)) => vec!["-j", "list", "chain", fam, table.name, chain],
+            (true, None) => return Ok(Some(Listing::default())),
+            (false, _) => vec!["-j", "list", "table", fam, table.name],
+        };
+        let out = self.run(op, who, &args, None)?;
         match out {
-            Ok(stdout) => parse_listing(&stdout)
-                .map(Some)
-                .map_err(|message| Error::NftOutput {
-                    op,
-                    attachment: who.to_owned(),
-                    message,
-                }),
+            Ok(stdout) => {
+                parse_listing(&stdout, table)
+                    .map(Some)
+                    .map_err(|message| Error::NftOutput {
+                        op,
+                        attachment: who.to_owned(),
+                        message,
+                    })
+            }
             Err(msg) if msg.contains("No such file or directory") => Ok(None),
             Err(message) => Err(Error::Nft {
                 op,
@@ -191,159 +210,6 @@ impl NftFirewall {
             }),
         }
     }
-
-    fn add(&self, kind: RuleKind, id: &AttachmentId, rules: &AttachmentRules) -> Result<()> {
-        let op = FirewallOp::Add(kind);
-        let table = layout::table(kind, self.masq_mark);
-        let who = id.to_string();
-        let mut result = self.apply(op, &who, &layout::attach_batch(&table, rules))?;
-        if matches!(&result, Err(m) if m.contains("No such file or directory")) {
-            // First attachment (or the shared objects were removed): create
-            // them in the same batch as the attachment.
-            result = self.apply(op, &who, &layout::add_batch(&table, rules))?;
-        }
-        match result {
-            Ok(()) => Ok(()),
-            // Only map elements can clash on `add`: the key belongs to
-            // another attachment's chain.
-            Err(message) if message.contains("File exists") => Err(Error::FirewallConflict {
-                op,
-                attachment: who,
-                key: layout::describe_keys(rules),
-                message,
-            }),
-            Err(message) => Err(Error::Nft {
-                op,
-                attachment: who,
-                message,
-            }),
-        }
-    }
-
-    fn del(&self, kind: RuleKind, id: &AttachmentId, rules: &AttachmentRules) -> Result<()> {
-        let op = FirewallOp::Delete(kind);
-        let table = layout::table(kind, self.masq_mark);
-        match self.apply(op, &id.to_string(), &layout::delete_batch(&table, rules))? {
-            Ok(()) => Ok(()),
-            // Already gone, or the keys given are not exactly the owner's:
-            // read the state once and remove precisely what it owns.
-            Err(_) => self.remove_owner(kind, id).map(|_| ()),
-        }
-    }
-
-    /// Removes everything of `kind` owned by `id`; returns whether anything
-    /// was found.
-    fn remove_owner(&self, kind: RuleKind, id: &AttachmentId) -> Result<bool> {
-        let op = FirewallOp::Delete(kind);
-        let who = id.to_string();
-        let table = layout::table(kind, self.masq_mark);
-        let chain = table.owner_chain(&id.owner_hash());
-        // Cheap probe before reading the whole table: deleting the chain
-        // fails with ENOENT when the attachment owns nothing (the kernel
-        // never lets an element outlive the chain it goes to) and with EBUSY
-        // when elements still go to it; a failed batch changes nothing.
-        let probe = layout::remove_batch(&table, &chain, true, &[]);
-        match self.apply(op, &who, &probe)? {
-            Ok(()) => return Ok(true),
-            Err(m) if m.contains("No such file or directory") => return Ok(false),
-            Err(_) => {}
-        }
-        let Some(listing) = self.list(op, &who, &table)? else {
-            return Ok(false);
-        };
-        let exists = listing.chains.contains_key(&chain);
-        let elements = listing.elements_to(&chain);
-        if !exists && elements.is_empty() {
-            return Ok(false);
-        }
-        let batch = layout::remove_batch(&table, &chain, exists, &elements);
-        self.apply(op, &who, &batch)?
-            .map_err(|message| Error::Nft {
-                op,
-                attachment: who,
-                message,
-            })?;
-        Ok(true)
-    }
-
-    fn check(&self, kind: RuleKind, id: &AttachmentId, rules: &AttachmentRules) -> Result<()> {
-        let op = FirewallOp::Check(kind);
-        let who = id.to_string();
-        let table = layout::table(kind, self.masq_mark);
-        let missing = |missing: String| Error::FirewallCheck {
-            op,
-            attachment: who.clone(),
-            missing,
-        };
-        let listing = self.list(op, &who, &table)?.ok_or_else(|| {
-            missing(format!(
-                "table {} {} is missing",
-                table.family.as_str(),
-                table.name
-            ))
-        })?;
-        let chain_rules = listing
-            .chains
-            .get(&rules.chain)
-            .ok_or_else(|| missing(format!("chain {} is missing", rules.chain)))?;
-        let tag = id.tag();
-        let tagged = chain_rules
-            .iter()
-            .filter(|c| c.as_deref() == Some(&*tag))
-            .count();
-        if tagged != rules.rules.len() {
-            return Err(missing(format!(
-                "chain {} has {tagged} rules tagged for it, expected {}",
-                rules.chain,
-                rules.rules.len()
-            )));
-        }
-        for e in &rules.elements {
-            let key = encode_key(&e.key);
-            let found = listing
-                .elements
-                .iter()
-                .find(|l| l.map == e.map && l.raw_key == key);
-            match found {
-                Some(l) if l.target.as_deref() == Some(&*rules.chain) => {}
-                Some(l) => {
-                    return Err(missing(format!(
-                        "{} {} goes to {:?}, not {}",
-                        e.map, key, l.target, rules.chain
-                    )))
-                }
-                None => return Err(missing(format!("element {} {} is missing", e.map, key))),
-            }
-        }
-        Ok(())
-    }
-
-    fn owners(&self, listing: &Listing, table: &Table) -> Vec<OwnedAttachment> {
-        let mut out = Vec::new();
-        for (chain, comments) in &listing.chains {
-            let Some(hash) = table.owner_of_chain(chain) else {
-                continue;
-            };
-            let from_elements = listing
-                .elements
-                .iter()
-                .filter(|e| e.target.as_deref() == Some(chain))
-                .map(|e| &e.comment);
-            let parsed = comments
-                .iter()
-                .chain(from_elements)
-                .flatten()
-                .find_map(|c| AttachmentId::from_tag(c));
-            let (attachment, complete) =
-                parsed.unwrap_or_else(|| (AttachmentId::new("", "", ""), false));
-            out.push(OwnedAttachment {
-                attachment,
-                owner_hash: hash.to_owned(),
-                complete,
-            });
-        }
-        out
-    }
 }
 
 impl RuleBackend for NftFirewall {
@@ -351,108 +217,61 @@ impl RuleBackend for NftFirewall {
         self.masq_mark
     }
 
-    fn add_rules(&self, kind: RuleKind, id: &AttachmentId, rules: &AttachmentRules) -> Result<()> {
-        self.add(kind, id, rules)
-    }
-
-    fn del_rules(&self, kind: RuleKind, id: &AttachmentId, rules: &AttachmentRules) -> Result<()> {
-        self.del(kind, id, rules)
-    }
-
-    fn check_rules(
+    fn send(
         &self,
-        kind: RuleKind,
-        id: &AttachmentId,
-        rules: &AttachmentRules,
-    ) -> Result<()> {
-        self.check(kind, id, rules)
-    }
-
-    fn remove_owner(&self, kind: RuleKind, id: &AttachmentId) -> Result<bool> {
-        NftFirewall::remove_owner(self, kind, id)
-    }
-
-    fn list_owners(&self, kind: RuleKind) -> Result<Vec<OwnedAttachment>> {
-        let table = layout::table(kind, self.masq_mark);
-        let op = FirewallOp::List(kind);
-        let who = format!("table {} {}", table.family.as_str(), table.name);
-        Ok(match self.list(op, &who, &table)? {
-            Some(listing) => self.owners(&listing, &table),
-            None => Vec::new(),
-        })
-    }
-
-    fn gc_owners(
-        &self,
-        kind: RuleKind,
-        network: &str,
-        valid: &[AttachmentId],
-    ) -> Result<Vec<OwnedAttachment>> {
-        let table = layout::table(kind, self.masq_mark);
-        let op = FirewallOp::Gc(kind);
-        let who = format!("network {network:?}");
-        let Some(listing) = self.list(op, &who, &table)? else {
-            return Ok(Vec::new());
-        };
-        let keep: HashSet<String> = valid
-            .iter()
-            .filter(|a| a.network == network)
-            .map(AttachmentId::owner_hash)
-            .collect();
-        let net_prefix = format!("{}-", super::network_hash(network));
-        let dead: Vec<OwnedAttachment> = self
-            .owners(&listing, &table)
-            .into_iter()
-            .filter(|o| o.owner_hash.starts_with(&net_prefix) && !keep.contains(&o.owner_hash))
-            .collect();
-        let mut commands = Vec::new();
-        for o in &dead {
-            let chain = table.owner_chain(&o.owner_hash);
-            let elements = listing.elements_to(&chain);
-            commands.extend(layout::remove_batch(&table, &chain, true, &elements).commands);
+        op: FirewallOp,
+        who: &str,
+        _table: &Table,
+        batch: &Batch,
+    ) -> Result<std::result::Result<(), Refusal>> {
+        if batch.commands.is_empty() {
+            return Ok(Ok(()));
         }
-        let batch = Batch {
-            family: table.family,
-            table: table.name,
-            commands,
-        };
-        self.apply(op, &who, &batch)?
-            .map_err(|message| Error::Nft {
-                op,
-                attachment: who,
-                message,
-            })?;
-        Ok(dead)
+        let input = encode_batch(batch).to_string();
+        Ok(self
+            .run(op, who, &["-j", "-f", "-"], Some(input.as_bytes()))?
+            .map(|_| ())
+            .map_err(|m| Self::refusal(op, who, m)))
+    }
+
+    // nft 1.0's JSON parser cannot declare a map whose data is a
+    // concatenation (`ipv4_addr . inet_service`: it declares a set
+    // instead), so the shared objects go as one nft-syntax batch (atomic:
+    // the table is complete or untouched), then the attachment as JSON.
+    fn send_with_shared(
+        &self,
+        op: FirewallOp,
+        who: &str,
+        table: &Table,
+        rules: &AttachmentRules,
+    ) -> Result<std::result::Result<(), Refusal>> {
+        let text = shared_text(table);
+        if let Err(m) = self.run(op, who, &["-f", "-"], Some(text.as_bytes()))? {
+            return Ok(Err(Self::refusal(op, who, m)));
+        }
+        self.send(op, who, table, &layout::attach_batch(table, rules, true))
+    }
+
+    fn read(
+        &self,
+        op: FirewallOp,
+        who: &str,
+        table: &Table,
+        rules_only: bool,
+    ) -> Result<Option<Listing>> {
+        self.list(op, who, table, rules_only)
+    }
+
+    fn key_id(&self, _map: &Map, key: &[Value]) -> Option<String> {
+        Some(encode_key(key).to_string())
+    }
+
+    fn data_id(&self, _map: &Map, data: &[Value]) -> Option<String> {
+        Some(encode_key(data).to_string())
     }
 }
 
-/// What a listing of one of our tables says: chains with the comments of
-/// their rules, and map elements.
-#[derive(Debug, Default)]
-struct Listing {
-    chains: BTreeMap<String, Vec<Option<String>>>,
-    elements: Vec<ListedElement>,
-}
-
-#[derive(Debug)]
-struct ListedElement {
-    map: String,
-    raw_key: Json,
-    target: Option<String>,
-    comment: Option<String>,
-}
-
-impl Listing {
-    fn elements_to(&self, chain: &str) -> Vec<(String, Vec<Value>)> {
-        self.elements
-            .iter()
-            .filter(|e| e.target.as_deref() == Some(chain))
-            .map(|e| (e.map.clone(), decode_key(&e.raw_key)))
-            .collect()
-    }
-}
-
-fn parse_listing(stdout: &[u8]) -> std::result::Result<Listing, String> {
+fn parse_listing(stdout: &[u8], table: &Table) -> std::result::Result<Listing, String> {
     let doc: Json = serde_json::from_slice(stdout).map_err(|e| e.to_string())?;
     let items = doc
         .get("nftables")
@@ -460,57 +279,60 @@ fn parse_listing(stdout: &[u8]) -> std::result::Result<Listing, String> {
         .ok_or("no \"nftables\" array")?;
     let mut listing = Listing::default();
     for item in items {
-        if let Some(chain) = item.get("chain") {
-            if let Some(name) = chain.get("name").and_then(Json::as_str) {
-                listing.chains.entry(name.to_owned()).or_default();
-            }
-        } else if let Some(rule) = item.get("rule") {
+        if let Some(rule) = item.get("rule") {
             let chain = rule
                 .get("chain")
                 .and_then(Json::as_str)
                 .ok_or("rule without chain")?;
+            if Some(chain) != table.conditions_chain {
+                continue;
+            }
+            let handle = rule
+                .get("handle")
+                .and_then(Json::as_u64)
+                .ok_or("rule without handle")?;
             let comment = rule
                 .get("comment")
                 .and_then(Json::as_str)
                 .map(str::to_owned);
-            listing
-                .chains
-                .entry(chain.to_owned())
-                .or_default()
-                .push(comment);
-        } else if let Some(map) = item.get("map") {
+            listing.rules.push(ListedRule {
+                chain: chain.to_owned(),
+                handle,
+                comment,
+            });
+        } else if let Some(map) = item.get("map").or_else(|| item.get("set")) {
             let name = map
                 .get("name")
                 .and_then(Json::as_str)
                 .ok_or("map without name")?;
+            if table.map(name).is_none() {
+                continue;
+            }
             for elem in map
                 .get("elem")
                 .and_then(Json::as_array)
                 .into_iter()
                 .flatten()
             {
-                let pair = elem
-                    .as_array()
-                    .filter(|p| p.len() == 2)
-                    .ok_or("map element is not a pair")?;
-                let (key, comment) = match pair[0].get("elem") {
+                let (key_part, data) = match elem.as_array() {
+                    Some(pair) if pair.len() == 2 => (&pair[0], pair[1].clone()),
+                    _ => (elem, Json::Null),
+                };
+                let (key, comment, expires) = match key_part.get("elem") {
                     Some(e) => (
                         e.get("val").cloned().ok_or("element without val")?,
                         e.get("comment").and_then(Json::as_str).map(str::to_owned),
+                        e.get("expires").and_then(Json::as_u64),
                     ),
-                    None => (pair[0].clone(), None),
+                    None => (key_part.clone(), None, None),
                 };
-                let target = ["goto", "jump"]
-                    .iter()
-                    .find_map(|v| pair[1].get(v))
-                    .and_then(|t| t.get("target"))
-                    .and_then(Json::as_str)
-                    .map(str::to_owned);
                 listing.elements.push(ListedElement {
                     map: name.to_owned(),
-                    raw_key: key,
-                    target,
+                    key: decode_key(&key),
+                    key_id: key.to_string(),
+                    data_id: data.to_string(),
                     comment,
+                    expiring: expires.is_some_and(|s| s * 1000 < layout::EXPIRING_MS),
                 });
             }
         }
@@ -525,11 +347,125 @@ fn decode_key(raw: &Json) -> Vec<Value> {
             .map(Value::Num)
             .unwrap_or_else(|| Value::Str(n.to_string())),
         Json::String(s) => Value::Str(s.clone()),
+        Json::Object(o) => o
+            .get("prefix")
+            .and_then(|p| {
+                let addr = p.get("addr")?.as_str()?;
+                let len = p.get("len")?.as_u64()?;
+                format!("{addr}/{len}").parse::<IpNetwork>().ok()
+            })
+            .map(Value::Prefix)
+            .unwrap_or_else(|| Value::Str(v.to_string())),
         other => Value::Str(other.to_string()),
     };
     match raw.get("concat").and_then(Json::as_array) {
         Some(parts) => parts.iter().map(one).collect(),
         None => vec![one(raw)],
+    }
+}
+
+/// The table's shared objects ([`layout::shared_batch`]) in nft syntax.
+pub(crate) fn shared_text(table: &Table) -> String {
+    let mut out = String::new();
+    let (fam, t) = (table.family.as_str(), table.name);
+    for c in &layout::shared_batch(table).commands {
+        let line = match c {
+            Command::AddTable => format!("add table {fam} {t}"),
+            Command::AddMap(m) => {
+                let types =
+                    |k: &[KeyType]| k.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(" . ");
+                let flags = if m.interval {
+                    " flags interval,timeout;"
+                } else {
+                    " flags timeout;"
+                };
+                format!(
+                    "add map {fam} {t} {} {{ type {} : {};{flags} }}",
+                    m.name,
+                    types(&m.key),
+                    types(&m.data)
+                )
+            }
+            Command::AddChain { name, base: None } => format!("add chain {fam} {t} {name}"),
+            Command::AddChain {
+                name,
+                base: Some(b),
+            } => format!(
+                "add chain {fam} {t} {name} {{ type {} hook {} priority {}; policy accept; }}",
+                b.chain_type.as_str(),
+                b.hook.as_str(),
+                b.priority
+            ),
+            Command::FlushChain(name) => format!("flush chain {fam} {t} {name}"),
+            Command::AddRule { chain, rule } => {
+                let stmts: Vec<String> = rule.stmts.iter().map(stmt_text).collect();
+                format!("add rule {fam} {t} {chain} {}", stmts.join(" "))
+            }
+            // Not part of the shared objects.
+            Command::AddElement { .. }
+            | Command::ExpireElements(_)
+            | Command::DeleteElements { .. }
+            | Command::DeleteRule(_) => continue,
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+fn expr_text(e: &Expr) -> String {
+    match e {
+        Expr::Payload { protocol, field } => format!("{protocol} {field}"),
+        Expr::Meta(key) => format!("meta {key}"),
+        Expr::Ct(key) => format!("ct {key}"),
+        Expr::FibDaddrType => "fib daddr type".into(),
+        Expr::MarkAnd(mask) => format!("meta mark & {mask:#x}"),
+    }
+}
+
+fn key_text(key: &[Expr]) -> String {
+    key.iter().map(expr_text).collect::<Vec<_>>().join(" . ")
+}
+
+fn stmt_text(s: &Stmt) -> String {
+    match s {
+        Stmt::Match { left, op, right } => {
+            let op = match op {
+                super::model::CmpOp::Eq if matches!(left, Expr::MarkAnd(_)) => "== ".into(),
+                super::model::CmpOp::Eq | super::model::CmpOp::In => String::new(),
+                other => format!("{} ", other.as_str()),
+            };
+            let right = match right {
+                Value::Num(n) => format!("{n:#x}"),
+                Value::Str(s) if s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') => {
+                    s.clone()
+                }
+                Value::Str(s) => format!("\"{s}\""),
+                other => layout::value_text(other),
+            };
+            format!("{} {op}{right}", expr_text(left))
+        }
+        Stmt::Lookup { key, map, negate } => {
+            let op = if *negate { "!= " } else { "" };
+            format!("{} {op}@{map}", key_text(key))
+        }
+        Stmt::DnatMap { v6, key, map } => {
+            format!(
+                "dnat {} to {} map @{map}",
+                if *v6 { "ip6" } else { "ip" },
+                key_text(key)
+            )
+        }
+        Stmt::SetMarkBits(bits) => format!("meta mark set meta mark | {bits:#x}"),
+        Stmt::Masquerade => "masquerade".into(),
+        Stmt::Dnat { addr, port } => match addr {
+            std::net::IpAddr::V4(a) => format!("dnat ip to {a}:{port}"),
+            std::net::IpAddr::V6(a) => format!("dnat ip6 to [{a}]:{port}"),
+        },
+        Stmt::Jump(target) => format!("jump {target}"),
+        Stmt::Return => "return".into(),
+        Stmt::Drop => "drop".into(),
+        Stmt::Accept => "accept".into(),
     }
 }
 
@@ -549,13 +485,23 @@ pub(crate) fn encode_batch(batch: &Batch) -> Json {
         cmds.push(match c {
             Command::AddTable => json!({"add": {"table": {"family": family, "name": table}}}),
             Command::AddMap(m) => {
-                let types: Vec<&str> = m.key.iter().map(|k| k.as_str()).collect();
-                let ty = if types.len() == 1 {
-                    json!(types[0])
-                } else {
-                    json!(types)
+                let ty = |k: &[KeyType]| {
+                    let types: Vec<&str> = k.iter().map(|k| k.as_str()).collect();
+                    if types.len() == 1 {
+                        json!(types[0])
+                    } else {
+                        json!(types)
+                    }
                 };
-                json!({"add": {"map": obj(json!({"name": m.name, "type": ty, "map": "verdict"}))}})
+                let flags = if m.interval {
+                    json!(["interval", "timeout"])
+                } else {
+                    json!(["timeout"])
+                };
+                let o = obj(
+                    json!({"name": m.name, "type": ty(&m.key), "map": ty(&m.data), "flags": flags}),
+                );
+                json!({"add": {"map": o}})
             }
             Command::AddChain { name, base: None } => {
                 json!({"add": {"chain": obj(json!({"name": name}))}})
@@ -581,21 +527,43 @@ pub(crate) fn encode_batch(batch: &Batch) -> Json {
                 }
                 json!({"add": {"rule": r}})
             }
-            Command::AddElement(e) => {
-                let mut elem = json!({"val": encode_key(&e.key)});
+            Command::AddElement {
+                element: e,
+                exclusive,
+            } => {
+                let mut elem = json!({
+                    "val": encode_key(&e.key),
+                    "timeout": layout::ELEMENT_TIMEOUT_MS / 1000,
+                });
                 if let (Some(c), Some(o)) = (&e.comment, elem.as_object_mut()) {
                     o.insert("comment".into(), json!(c));
                 }
-                json!({"add": {"element": obj(json!({
+                let body = json!({"element": obj(json!({
                     "name": e.map,
-                    "elem": [[{"elem": elem}, {"goto": {"target": e.target}}]],
-                }))}})
+                    "elem": [[{"elem": elem}, encode_key(&e.data)]],
+                }))});
+                if *exclusive {
+                    json!({ "create": body })
+                } else {
+                    json!({ "add": body })
+                }
             }
+            // nft's JSON takes expirations in whole seconds: a 1 s linger
+            // would let the key be refused to its next owner, so this
+            // backend deletes (and pays the RCU wait at exit, as it always
+            // did).
+            Command::ExpireElements(elements) => json!({"delete": {"element": obj(json!({
+                "name": elements.first().map(|e| e.map.clone()).unwrap_or_default(),
+                "elem": elements.iter().map(|e| encode_key(&e.key)).collect::<Vec<_>>(),
+            }))}}),
             Command::DeleteElements { map, keys } => json!({"delete": {"element": obj(json!({
                 "name": map,
                 "elem": keys.iter().map(|k| encode_key(k)).collect::<Vec<_>>(),
             }))}}),
-            Command::DeleteChain(name) => json!({"delete": {"chain": obj(json!({"name": name}))}}),
+            Command::DeleteRule(r) => json!({"delete": {"rule": obj(json!({
+                "chain": r.chain,
+                "handle": r.handle,
+            }))}}),
         });
     }
     json!({ "nftables": cmds })
@@ -638,13 +606,15 @@ fn encode_stmt(s: &Stmt) -> Json {
             "left": encode_expr(left),
             "right": encode_value(right),
         }}),
-        Stmt::Vmap { key, map } => {
-            let key = match key.as_slice() {
-                [one] => encode_expr(one),
-                many => json!({"concat": many.iter().map(encode_expr).collect::<Vec<_>>()}),
-            };
-            json!({"vmap": {"key": key, "data": format!("@{map}")}})
-        }
+        Stmt::Lookup { key, map, negate } => json!({"match": {
+            "op": if *negate { "!=" } else { "==" },
+            "left": encode_key_expr(key),
+            "right": format!("@{map}"),
+        }}),
+        Stmt::DnatMap { v6, key, map } => json!({"dnat": {
+            "family": if *v6 { "ip6" } else { "ip" },
+            "addr": {"map": {"key": encode_key_expr(key), "data": format!("@{map}")}},
+        }}),
         Stmt::SetMarkBits(bits) => json!({"mangle": {
             "key": {"meta": {"key": "mark"}},
             "value": {"|": [{"meta": {"key": "mark"}}, bits]},
@@ -656,19 +626,25 @@ fn encode_stmt(s: &Stmt) -> Json {
             "port": port,
         }}),
         Stmt::Jump(target) => json!({"jump": {"target": target}}),
-        Stmt::Goto(target) => json!({"goto": {"target": target}}),
         Stmt::Return => json!({"return": null}),
         Stmt::Drop => json!({"drop": null}),
+        Stmt::Accept => json!({"accept": null}),
+    }
+}
+
+fn encode_key_expr(key: &[Expr]) -> Json {
+    match key {
+        [one] => encode_expr(one),
+        many => json!({"concat": many.iter().map(encode_expr).collect::<Vec<_>>()}),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{AttachmentId, MasqueradeSpec, PortMapping, PortMappingSpec, Protocol};
+    use super::super::{AttachmentId, PortMapping, PortMappingSpec, Protocol};
     use super::*;
 
-    #[test]
-    fn add_batch_json_shape() {
+    fn spec() -> PortMappingSpec {
         let mut spec = PortMappingSpec::new(AttachmentId::new("net", "cid", "eth0"));
         spec.container_v4 = Some("10.0.0.5/24".parse().unwrap());
         spec.mappings = vec![PortMapping {
@@ -677,74 +653,95 @@ mod tests {
             protocol: Protocol::Tcp,
             host_ip: None,
         }];
+        spec
+    }
+
+    #[test]
+    fn attach_batch_json_shape() {
+        let spec = spec();
         let rules = layout::port_mapping_rules(&spec, DEFAULT_MASQ_MARK)
             .unwrap()
             .unwrap();
         let table = layout::hostport_table(DEFAULT_MASQ_MARK);
-        let doc = encode_batch(&layout::add_batch(&table, &rules));
+        let doc = encode_batch(&layout::attach_batch(&table, &rules, true));
         let cmds = doc["nftables"].as_array().unwrap();
-        assert_eq!(
-            cmds[1],
-            json!({"add": {"table": {"family": "inet", "name": "cni_rs_hostport"}}})
-        );
-        assert_eq!(
-            cmds[2],
-            json!({"add": {"map": {"family": "inet", "table": "cni_rs_hostport", "name": "hostports",
-                "type": ["inet_proto", "inet_service"], "map": "verdict"}}})
-        );
-        let last = cmds.last().unwrap();
-        assert_eq!(
-            last["add"]["element"]["elem"],
-            json!([[{"elem": {"val": {"concat": ["tcp", 8080]}, "comment": spec.attachment.tag()}},
-                    {"goto": {"target": rules.chain}}]])
-        );
         let dnat = cmds
             .iter()
-            .filter_map(|c| c["add"]["rule"]["expr"].as_array())
-            .flatten()
-            .find(|s| s.get("dnat").is_some())
+            .find(|c| c["create"]["element"]["name"] == "hp_dnat4")
             .unwrap();
         assert_eq!(
-            dnat,
-            &json!({"dnat": {"family": "ip", "addr": "10.0.0.5", "port": 80}})
+            dnat["create"]["element"]["elem"],
+            json!([[{"elem": {"val": {"concat": ["tcp", 8080]}, "timeout": 315_360_000, "comment": spec.attachment.tag()}},
+                    {"concat": ["10.0.0.5", 80]}]])
         );
-        // The shared chains are rewritten, the owner chain flushed, so a
-        // repeated ADD leaves the same state.
-        let flushes = cmds.iter().filter(|c| c.get("flush").is_some()).count();
-        assert_eq!(flushes, table.chains.len() + 1);
-
-        // The steady-state batch touches only the attachment's own objects.
-        let doc = encode_batch(&layout::attach_batch(&table, &rules));
-        let cmds = doc["nftables"].as_array().unwrap();
-        assert_eq!(
-            cmds[1],
-            json!({"add": {"chain": {"family": "inet", "table": "cni_rs_hostport", "name": rules.chain}}})
-        );
-        assert_eq!(
-            cmds[2],
-            json!({"flush": {"chain": {"family": "inet", "table": "cni_rs_hostport", "name": rules.chain}}})
-        );
-        assert!(cmds
+        let masq = cmds
             .iter()
-            .all(|c| c["add"].get("table").is_none() && c["add"].get("map").is_none()));
-        assert_eq!(cmds.len(), 1 + 2 + rules.rules.len() + rules.elements.len());
+            .find(|c| c["create"]["element"]["name"] == "hp_masq4")
+            .unwrap();
+        assert_eq!(
+            masq["create"]["element"]["elem"][0][0]["elem"]["val"],
+            json!({"concat": [{"prefix": {"addr": "10.0.0.0", "len": 24}}, "tcp", 8080]})
+        );
+        // The steady state touches no table, map, chain or rule.
+        assert!(cmds.iter().skip(1).all(|c| c.get("create").is_some()));
+        assert_eq!(cmds.len(), 1 + rules.elements.len());
+    }
+
+    #[test]
+    fn shared_objects_as_nft_syntax() {
+        let text = shared_text(&layout::hostport_table(DEFAULT_MASQ_MARK));
+        assert!(
+            text.starts_with("add table inet cni_rs_hostport\n"),
+            "{text}"
+        );
+        assert!(text.contains(
+            "add map inet cni_rs_hostport hp_dnat4 { type inet_proto . inet_service : ipv4_addr . inet_service; flags timeout; }"
+        ));
+        assert!(text.contains(
+            "add map inet cni_rs_hostport hp_masq4 { type ipv4_addr . inet_proto . inet_service : mark; flags interval,timeout; }"
+        ));
+        assert!(text.contains(
+            "add rule inet cni_rs_hostport dispatch dnat ip to meta l4proto . th dport map @hp_dnat4\n"
+        ));
+        assert!(text.contains(
+            "add rule inet cni_rs_hostport masquerading ct status dnat meta mark & 0x2000 == 0x2000 masquerade\n"
+        ));
+        assert!(text.contains("add chain inet cni_rs_hostport prerouting { type nat hook prerouting priority -100; policy accept; }"));
+        // The conditions chain is created, never flushed.
+        assert!(text.contains("add chain inet cni_rs_hostport conditions\n"));
+        assert!(!text.contains("flush chain inet cni_rs_hostport conditions"));
+        let masq = shared_text(&layout::masquerade_table());
+        assert!(masq.contains(
+            "add rule inet cni_rs_masq postrouting ip saddr @masq_src4 ip saddr . ip daddr != @masq_keep4 masquerade\n"
+        ), "{masq}");
     }
 
     #[test]
     fn delete_batch_json_shape() {
-        let spec = MasqueradeSpec {
+        let rules = layout::masquerade_rules(&super::super::MasqueradeSpec {
             attachment: AttachmentId::new("net", "cid", "eth0"),
             address: "fd00::5/64".parse().unwrap(),
-        };
-        let rules = layout::masquerade_rules(&spec);
-        let doc = encode_batch(&layout::delete_batch(&layout::masquerade_table(), &rules));
+        });
+        let table = layout::masquerade_table();
+        let doc = encode_batch(&layout::delete_batch(&table, &rules, &[]));
+        let cmds = doc["nftables"].as_array().unwrap();
+        assert!(cmds[1]["add"]["element"].is_object());
         assert_eq!(
-            doc["nftables"][3],
-            json!({"delete": {"element": {"family": "inet", "table": "cni_rs_masq", "name": "masq6", "elem": ["fd00::5"]}}})
+            cmds[4],
+            json!({"delete": {"element": {"family": "inet", "table": "cni_rs_masq", "name": "masq_keep6",
+                "elem": [{"concat": ["fd00::5", {"prefix": {"addr": "fd00::", "len": 64}}]}]}}})
         );
+        let doc = encode_batch(&layout::remove_batch(
+            &layout::hostport_table(DEFAULT_MASQ_MARK),
+            &[],
+            &[RuleRef {
+                chain: "conditions".into(),
+                handle: 42,
+            }],
+        ));
         assert_eq!(
-            doc["nftables"][5]["delete"]["chain"]["name"],
-            json!(rules.chain)
+            doc["nftables"][1],
+            json!({"delete": {"rule": {"family": "inet", "table": "cni_rs_hostport", "chain": "conditions", "handle": 42}}})
         );
     }
 
@@ -752,19 +749,26 @@ mod tests {
     fn parses_listing() {
         let out = br#"{"nftables": [{"metainfo": {}},
           {"table": {"family": "inet", "name": "cni_rs_hostport"}},
-          {"map": {"name": "hostports", "elem": [[{"elem": {"val": {"concat": ["tcp", 8080]}, "comment": "c"}}, {"goto": {"target": "pm-x"}}], [{"concat": ["udp", 53]}, {"goto": {"target": "pm-y"}}]]}},
-          {"chain": {"name": "pm-x"}},
-          {"rule": {"chain": "pm-x", "comment": "c", "expr": []}}]}"#;
-        let l = parse_listing(out).unwrap();
-        assert_eq!(l.chains["pm-x"], vec![Some("c".to_owned())]);
-        assert_eq!(l.elements.len(), 2);
+          {"map": {"name": "hp_dnat4", "elem": [[{"elem": {"val": {"concat": ["tcp", 8080]}, "comment": "c"}}, {"concat": ["10.0.0.5", 80]}], [{"concat": ["udp", 53]}, {"concat": ["10.0.0.6", 53]}]]}},
+          {"map": {"name": "hp_masq4", "elem": [[{"elem": {"val": {"concat": [{"prefix": {"addr": "10.0.0.0", "len": 24}}, "tcp", 8080]}, "comment": "c"}}, 7]]}},
+          {"map": {"name": "old_map", "elem": [[{"concat": ["udp", 53]}, 1]]}},
+          {"rule": {"chain": "conditions", "handle": 9, "comment": "c", "expr": []}},
+          {"rule": {"chain": "dispatch", "handle": 3, "expr": []}}]}"#;
+        let table = layout::hostport_table(DEFAULT_MASQ_MARK);
+        let l = parse_listing(out, &table).unwrap();
+        assert_eq!(l.elements.len(), 3);
+        assert_eq!(l.elements[0].key, vec![Value::str("tcp"), Value::Num(8080)]);
         assert_eq!(
-            l.elements_to("pm-y"),
-            vec![(
-                "hostports".to_owned(),
-                vec![Value::str("udp"), Value::Num(53)]
-            )]
+            l.elements[0].key_id,
+            encode_key(&[Value::str("tcp"), Value::Num(8080)]).to_string()
         );
-        assert!(parse_listing(b"{}").is_err());
+        assert_eq!(l.elements[0].data_id, r#"{"concat":["10.0.0.5",80]}"#);
+        assert_eq!(
+            l.elements[2].key[0],
+            Value::Prefix("10.0.0.0/24".parse().unwrap())
+        );
+        assert_eq!(l.rules.len(), 1);
+        assert_eq!(l.rules[0].handle, 9);
+        assert!(parse_listing(b"{}", &table).is_err());
     }
 }

@@ -157,26 +157,64 @@ pub fn rules_tagged<'a>(ruleset: &'a Value, tag: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-/// The elements (key JSON, goto target) of a map.
-pub fn map_elements(ruleset: &Value, table: &str, map: &str) -> Vec<(Value, String)> {
+/// The elements (key JSON, data JSON) of a map.
+pub fn map_elements(ruleset: &Value, table: &str, map: &str) -> Vec<(Value, Value)> {
+    map_elements_commented(ruleset, table, map)
+        .into_iter()
+        .map(|(k, d, _)| (k, d))
+        .collect()
+}
+
+/// The elements (key JSON, data JSON, comment) of a map.
+pub fn map_elements_commented(
+    ruleset: &Value,
+    table: &str,
+    map: &str,
+) -> Vec<(Value, Value, Option<String>)> {
     let mut out = Vec::new();
     for m in objects(ruleset, "map") {
         if m["table"] != table || m["name"] != map {
             continue;
         }
         for e in m["elem"].as_array().into_iter().flatten() {
+            // An element a DEL made expire is gone in a few milliseconds.
+            if e[0]["elem"]["expires"].as_u64().is_some_and(|s| s < 86_400) {
+                continue;
+            }
             let key = e[0]
                 .get("elem")
                 .map(|x| x["val"].clone())
                 .unwrap_or_else(|| e[0].clone());
-            let target = e[1]["goto"]["target"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            out.push((key, target));
+            let comment = e[0]["elem"]["comment"].as_str().map(str::to_owned);
+            out.push((key, e[1].clone(), comment));
         }
     }
     out
+}
+
+/// The elements (map, key JSON) of every map of `table` whose comment is
+/// `tag`.
+#[allow(dead_code)]
+pub fn elements_tagged(ruleset: &Value, table: &str, tag: &str) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    for m in objects(ruleset, "map") {
+        if m["table"] != table {
+            continue;
+        }
+        let name = m["name"].as_str().unwrap_or_default();
+        for (k, _, c) in map_elements_commented(ruleset, table, name) {
+            if c.as_deref() == Some(tag) {
+                out.push((name.to_owned(), k));
+            }
+        }
+    }
+    out
+}
+
+/// The owner id our firewall stores as element data (a number in `nft -j`).
+#[allow(dead_code)]
+pub fn owner_data(id: &cni_netns::firewall::AttachmentId) -> Value {
+    Value::from(cni_netns::firewall::layout::owner_id(&id.owner_hash()))
 }
 
 /// A namespace "node" with a bridge `br0` (10.99.0.1/24), pods on veths

@@ -1,5 +1,3 @@
 //! The bandwidth plugin binary.
 
-fn main() {
-    cni_exec::run(&cni_plugins::bandwidth::Bandwidth::new())
-}
+cni_plugins::plugin_main!("bandwidth", cni_plugins::bandwidth::Bandwidth::new());

@@ -1,5 +1,7 @@
 //! The `bridge` CNI plugin binary.
 
-fn main() {
-    cni_exec::run(&cni_plugins::bridge::Bridge::new())
-}
+cni_plugins::plugin_main!(
+    "bridge",
+    cni_plugins::bridge::Bridge::new(),
+    cni_plugins::binary::ipam_delegates
+);

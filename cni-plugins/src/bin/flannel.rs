@@ -1,5 +1,7 @@
 //! The flannel plugin binary.
 
-fn main() {
-    cni_exec::run(&cni_plugins::flannel::Flannel::new())
-}
+cni_plugins::plugin_main!(
+    "flannel",
+    cni_plugins::flannel::Flannel::new(),
+    cni_plugins::binary::flannel_delegates
+);

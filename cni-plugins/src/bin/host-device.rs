@@ -1,5 +1,7 @@
 //! The `host-device` CNI plugin binary.
 
-fn main() {
-    cni_exec::run(&cni_plugins::host_device::HostDevice);
-}
+cni_plugins::plugin_main!(
+    "host-device",
+    cni_plugins::host_device::HostDevice,
+    cni_plugins::binary::ipam_delegates
+);

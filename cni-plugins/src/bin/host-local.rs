@@ -1,5 +1,3 @@
 //! The `host-local` IPAM plugin binary.
 
-fn main() {
-    cni_exec::run(&cni_plugins::host_local::HostLocal)
-}
+cni_plugins::plugin_main!("host-local", cni_plugins::host_local::HostLocal);

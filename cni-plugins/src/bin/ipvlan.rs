@@ -1,5 +1,7 @@
 //! The `ipvlan` CNI plugin binary.
 
-fn main() {
-    cni_exec::run(&cni_plugins::ipvlan::Ipvlan);
-}
+cni_plugins::plugin_main!(
+    "ipvlan",
+    cni_plugins::ipvlan::Ipvlan,
+    cni_plugins::binary::ipam_delegates
+);

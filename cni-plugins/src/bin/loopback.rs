@@ -1,5 +1,3 @@
 //! The `loopback` CNI plugin binary.
 
-fn main() {
-    cni_exec::run(&cni_plugins::loopback::Loopback)
-}
+cni_plugins::plugin_main!("loopback", cni_plugins::loopback::Loopback);

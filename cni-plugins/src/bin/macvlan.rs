@@ -1,5 +1,7 @@
 //! The `macvlan` CNI plugin binary.
 
-fn main() {
-    cni_exec::run(&cni_plugins::macvlan::Macvlan);
-}
+cni_plugins::plugin_main!(
+    "macvlan",
+    cni_plugins::macvlan::Macvlan,
+    cni_plugins::binary::ipam_delegates
+);

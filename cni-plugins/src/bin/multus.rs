@@ -1,5 +1,7 @@
 //! The multus thin plugin binary.
 
-fn main() {
-    cni_exec::run(&cni_plugins::multus::Multus)
-}
+cni_plugins::plugin_main!(
+    "multus",
+    cni_plugins::multus::Multus,
+    cni_plugins::binary::all_delegates
+);

@@ -1,5 +1,3 @@
 //! The portmap plugin binary.
 
-fn main() {
-    cni_exec::run(&cni_plugins::portmap::Portmap::new())
-}
+cni_plugins::plugin_main!("portmap", cni_plugins::portmap::Portmap::new());

@@ -1,5 +1,7 @@
 //! The `ptp` CNI plugin binary.
 
-fn main() {
-    cni_exec::run(&cni_plugins::ptp::Ptp::default());
-}
+cni_plugins::plugin_main!(
+    "ptp",
+    cni_plugins::ptp::Ptp::default(),
+    cni_plugins::binary::ipam_delegates
+);

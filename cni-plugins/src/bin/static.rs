@@ -1,5 +1,3 @@
 //! The `static` IPAM plugin binary.
 
-fn main() {
-    cni_exec::run(&cni_plugins::static_ipam::Static)
-}
+cni_plugins::plugin_main!("static", cni_plugins::static_ipam::Static);

@@ -1,5 +1,3 @@
 //! The tuning plugin binary.
 
-fn main() {
-    cni_exec::run(&cni_plugins::tuning::Tuning::new())
-}
+cni_plugins::plugin_main!("tuning", cni_plugins::tuning::Tuning::new());

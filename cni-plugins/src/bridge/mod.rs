@@ -75,7 +75,6 @@ struct Attachment<'a> {
 struct Sides<'a> {
     host: &'a Handle,
     bridge: &'a Link,
-    netns: &'a Netns,
     pod: &'a Handle,
 }
 
@@ -102,30 +101,61 @@ impl Bridge {
     }
 
     fn cmd_add(&self, req: &Request) -> Result<CniResult> {
+        tracing::debug!("ADD");
         let conf = BridgeConf::load(&req.config, &req.args_raw)?;
         let at = Attachment::new(req, &conf);
         conf.validate_for_add(!at.ipam.is_empty())?;
-        let host = Handle::current()?;
-        let bridge = ensure_bridge(&host, &conf)?;
-        let netns = Netns::open(&req.netns)?;
-        let pod = Handle::in_netns(&netns)?;
-        let sides = Sides {
-            host: &host,
-            bridge: &bridge,
-            netns: &netns,
-            pod: &pod,
-        };
         let mut done = Done::default();
-        let added = self.attach(&at, &sides, &mut done);
+        // IPAM (a process, or a plugin of this build run in-process) runs
+        // from the start, while the bridge, the namespace and the veth are
+        // set up; whichever fails, `done` says what the other left to undo.
+        let (connected, allocated) = std::thread::scope(|s| {
+            let allocated = (!at.ipam.is_empty()).then(|| {
+                s.spawn(|| {
+                    let r = delegate_add(at.ipam, &req.stdin, req);
+                    tracing::debug!("IPAM ADD returned");
+                    r
+                })
+            });
+            let connected = connect(&at, &mut done);
+            (connected, allocated.map(|a| a.join()))
+        });
+        let ipam = match allocated {
+            None => Ok(None),
+            Some(Err(_)) => Err(panicked("IPAM ADD")),
+            Some(Ok(r)) => {
+                done.ipam = r.is_ok();
+                r.map(Some).map_err(delegate)
+            }
+        };
+        let c = match connected {
+            Ok(c) => c,
+            Err(e) => {
+                self.undo(&at, None, &done);
+                return Err(e);
+            }
+        };
+        let sides = Sides {
+            host: &c.host,
+            bridge: &c.bridge,
+            pod: &c.pod,
+        };
+        let added = ipam.and_then(|ipam| self.attach(&at, &sides, c.host_veth, ipam, &mut done));
         if added.is_err() {
-            self.undo(&at, &pod, &done);
+            self.undo(&at, Some(&c.pod), &done);
         }
         added
     }
 
-    fn attach(&self, at: &Attachment<'_>, sides: &Sides<'_>, done: &mut Done) -> Result<CniResult> {
+    fn attach(
+        &self,
+        at: &Attachment<'_>,
+        sides: &Sides<'_>,
+        host_veth: Link,
+        ipam: Option<CniResult>,
+        done: &mut Done,
+    ) -> Result<CniResult> {
         let (req, conf, host, pod) = (at.req, at.conf, sides.host, sides.pod);
-        let (host_veth, ipam) = self.create_veth_and_allocate(at, sides, done)?;
         // As Go's SetupVeth: our routes, not router advertisements'; IPv6
         // may be off, which Go ignores too.
         let _ = host.run(|| sysctl::set(&sysctl::accept_ra(&host_veth.name), "0"));
@@ -169,45 +199,6 @@ impl Bridge {
             result.dns = dns.clone();
         }
         Ok(result)
-    }
-
-    /// Creates the veth (pod end named `CNI_IFNAME`, host end a port of the
-    /// bridge) while the IPAM plugin, a process, runs; whichever fails,
-    /// `done` says what the other left to undo.
-    fn create_veth_and_allocate(
-        &self,
-        at: &Attachment<'_>,
-        sides: &Sides<'_>,
-        done: &mut Done,
-    ) -> Result<(Link, Option<CniResult>)> {
-        let (req, conf) = (at.req, at.conf);
-        let (created, allocated) = std::thread::scope(|s| {
-            let allocated =
-                (!at.ipam.is_empty()).then(|| s.spawn(|| delegate_add(at.ipam, &req.stdin, req)));
-            let created = sides.host.setup_veth_with(&VethSpec {
-                peer_name: req.ifname.clone(),
-                peer_netns: Some(sides.netns),
-                mtu: conf.mtu(),
-                peer_mac: conf.mac,
-                up: true,
-                master: Some(sides.bridge.index),
-                ..Default::default()
-            });
-            (created, allocated.map(|a| a.join()))
-        });
-        done.veth = created.is_ok();
-        let ipam = match allocated {
-            None => None,
-            Some(Err(_)) => return Err(panicked("IPAM ADD")),
-            Some(Ok(r)) => {
-                done.ipam = r.is_ok();
-                Some(r.map_err(delegate))
-            }
-        };
-        let host_veth = created?;
-        let ipam = ipam.transpose()?;
-        tracing::debug!(veth = %host_veth.name, "veth created, IPAM done");
-        Ok((host_veth, ipam))
     }
 
     /// The layer-3 part of ADD: the IPAM result goes into the result (all
@@ -287,7 +278,7 @@ impl Bridge {
 
     /// Undoes a failed ADD, newest step first; errors are logged, the ADD's
     /// own error is what the runtime sees.
-    fn undo(&self, at: &Attachment<'_>, pod: &Handle, done: &Done) {
+    fn undo(&self, at: &Attachment<'_>, pod: Option<&Handle>, done: &Done) {
         if done.masquerade {
             if let Err(e) = self
                 .firewall
@@ -309,7 +300,7 @@ impl Bridge {
                 tracing::warn!("undo ADD: {e}");
             }
         }
-        if done.veth {
+        if let Some(pod) = pod.filter(|_| done.veth) {
             // Deleting the pod end deletes the pair.
             if let Err(e) = pod.delete_link_by_name(&at.req.ifname) {
                 tracing::warn!("undo ADD: {e}");
@@ -504,6 +495,43 @@ fn spoof_check_spec(at: &Attachment<'_>, host_ifname: &str, container: &Link) ->
         host_ifname: host_ifname.to_owned(),
         mac: container.mac.unwrap_or(cni_netns::MacAddr([0; 6])),
     }
+}
+
+/// The kernel half of ADD's start: the bridge, the pod's namespace, and
+/// the veth between them.
+struct Connected {
+    host: Handle,
+    bridge: Link,
+    pod: Handle,
+    host_veth: Link,
+}
+
+/// Go's `ensureBridge` then `setupVeth`: the veth's pod end is named
+/// `CNI_IFNAME` and made in the pod directly, its host end is a port of the
+/// bridge.
+fn connect(at: &Attachment<'_>, done: &mut Done) -> Result<Connected> {
+    let (req, conf) = (at.req, at.conf);
+    let host = Handle::current()?;
+    let bridge = ensure_bridge(&host, conf)?;
+    let netns = Netns::open(&req.netns)?;
+    let pod = Handle::in_netns(&netns)?;
+    let host_veth = host.setup_veth_with(&VethSpec {
+        peer_name: req.ifname.clone(),
+        peer_netns: Some(&netns),
+        mtu: conf.mtu(),
+        peer_mac: conf.mac,
+        up: true,
+        master: Some(bridge.index),
+        ..Default::default()
+    })?;
+    done.veth = true;
+    tracing::debug!(veth = %host_veth.name, "veth created");
+    Ok(Connected {
+        host,
+        bridge,
+        pod,
+        host_veth,
+    })
 }
 
 /// Go's `ensureBridge`; the bridge's IPv6 routes are ours, not the

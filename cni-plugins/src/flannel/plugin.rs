@@ -172,6 +172,9 @@ impl Flannel {
         let conf = load_conf(req)?;
         let path = saved_config_path(&conf.data_dir, &req.container_id, &req.ifname);
         let legacy = legacy_config_path(&conf.data_dir, &req.container_id);
+        // A flannel killed inside `save` leaves its temp file behind; it is
+        // never read, so it can go first.
+        cni_exec::cache::remove_temp_files(&path);
         let (saved, ours) = match read_opt(&path)? {
             Some(b) => (b, true),
             None => match read_opt(&legacy)? {

@@ -11,8 +11,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::delegate::Delegate;
-use super::error::{config_err, Error};
 use super::selection::is_dns1123_label;
+use crate::Error;
+
+fn config_err(msg: impl Into<String>) -> Error {
+    Error::MultusConfig(msg.into())
+}
 
 /// Default `confDir`.
 pub const DEFAULT_CONF_DIR: &str = "/etc/cni/multus/net.d";
@@ -370,7 +374,7 @@ impl NetConf {
             }
             for (i, d) in raw_delegates.into_iter().enumerate() {
                 let mut d = Delegate::from_value(d, None).map_err(|e| match e {
-                    Error::Delegate { reason, .. } => Error::Delegate {
+                    Error::DelegateConfig { reason, .. } => Error::DelegateConfig {
                         what: format!("delegates[{i}]"),
                         reason,
                     },

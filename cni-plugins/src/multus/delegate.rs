@@ -9,8 +9,8 @@ use cni_types::{Bandwidth, PortMapping};
 use serde_json::{Map, Value};
 
 use super::conf::RuntimeConfig;
-use super::error::Error;
 use super::selection::NetworkSelectionElement;
+use crate::Error;
 
 /// One network to attach.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -49,7 +49,7 @@ pub struct Delegate {
 }
 
 fn delegate_err(reason: impl Into<String>) -> Error {
-    Error::Delegate {
+    Error::DelegateConfig {
         what: "config".into(),
         reason: reason.into(),
     }
@@ -279,7 +279,7 @@ pub fn check_gateways(delegates: &mut [Delegate]) -> Result<(), Error> {
     let v4 = all().filter(|g| g.is_ipv4()).count();
     let v6 = all().filter(|g| g.is_ipv6()).count();
     if v4 > 1 || v6 > 1 {
-        return Err(Error::Ecmp);
+        return Err(Error::DefaultRouteEcmp);
     }
     for d in delegates.iter_mut() {
         let gws = d.gateway_request.clone().unwrap_or_default();

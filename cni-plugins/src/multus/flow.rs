@@ -14,12 +14,12 @@ use serde_json::{json, Value};
 use super::cache;
 use super::conf::NetConf;
 use super::delegate::{plan_ifnames, Delegate};
-use super::error::Error;
 use super::k8s::{KubeClient, Pod};
 use super::lookup::{add_pod_delegates, cluster_delegates, conf_files};
 use super::runtime::{delegate_runtime, device_info_file, DelegateRuntime, PodRequest};
 use super::selection::NETWORK_STATUS_ANNOTATION;
 use super::status::{annotation_value, network_statuses, NetworkStatus};
+use crate::Error;
 
 /// How delegates run: libcni's `AddNetwork`/`AddNetworkList` and friends
 /// with the result cache under `cniDir` (the cni-exec invoker), or a fake in
@@ -63,7 +63,7 @@ pub fn wait_ready(path: &Path, timeout: Duration) -> Result<(), Error> {
             return Ok(());
         }
         if Instant::now() >= deadline {
-            return Err(Error::NotReady(path.to_path_buf()));
+            return Err(Error::DefaultNetworkNotReady(path.to_path_buf()));
         }
         std::thread::sleep(POLL);
     }
@@ -128,12 +128,12 @@ pub fn pod_delegates(
             .join(aux);
         let mut plugins = vec![json!({"type": "passthru", "name": "passthru-cni"})];
         for f in conf_files(&dir, &["conf"])? {
-            let bytes = std::fs::read(&f).map_err(|source| Error::Io {
+            let bytes = std::fs::read(&f).map_err(|source| Error::MultusIo {
                 op: "read auxiliary chain plugin",
                 path: f.clone(),
                 source,
             })?;
-            let v: Value = serde_json::from_slice(&bytes).map_err(|e| Error::Delegate {
+            let v: Value = serde_json::from_slice(&bytes).map_err(|e| Error::DelegateConfig {
                 what: f.display().to_string(),
                 reason: e.to_string(),
             })?;
@@ -300,6 +300,13 @@ pub fn cmd_del(
             );
         }
     }
+    // A multus killed inside `cache::save` leaves its temp file behind; it
+    // is never read, so it can go first.
+    cni_exec::cache::remove_temp_files(&cache::cache_path(
+        &conf.cni_dir,
+        &req.container_id,
+        &req.ifname,
+    ));
     let cached = match cache::load(&conf.cni_dir, &req.container_id, &req.ifname) {
         Ok(c) => c,
         Err(e) => {
@@ -380,7 +387,7 @@ fn master(conf: &NetConf, kube: Option<&dyn KubeClient>) -> Result<Delegate, Err
     }
     let mut ds = cluster_delegates(kube, conf, None)?;
     if ds.is_empty() {
-        return Err(Error::Config("no cluster network".into()));
+        return Err(Error::MultusConfig("no cluster network".into()));
     }
     let mut m = ds.remove(0);
     m.default_cni_version(&conf.cni_version);

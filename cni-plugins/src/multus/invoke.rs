@@ -12,10 +12,10 @@ use cni_exec::{CniConfig, Exec, RuntimeConf};
 use cni_types::{Attachment, CniResult, NetworkConfig, NetworkConfigList};
 
 use super::delegate::Delegate;
-use super::error::Error;
 use super::flow::DelegateExec;
 use super::podnet;
 use super::runtime::DelegateRuntime;
+use crate::Error;
 
 /// A [`DelegateExec`] on top of cni-exec's [`CniConfig`].
 #[derive(Clone, Debug)]

@@ -10,11 +10,11 @@ use serde_json::{Map, Value};
 
 use super::conf::NetConf;
 use super::delegate::{check_gateways, Delegate};
-use super::error::Error;
 use super::k8s::{KubeClient, NetworkAttachmentDefinition, Pod};
 use super::selection::{
     parse_networks, NetworkSelectionElement, DEFAULT_NETWORK_ANNOTATION, NETWORKS_ANNOTATION,
 };
+use crate::Error;
 
 /// The regular files of `dir` whose extension is one of `exts`, sorted by
 /// name (libcni `ConfFiles`); a missing directory has none.
@@ -23,7 +23,7 @@ pub fn conf_files(dir: &Path, exts: &[&str]) -> Result<Vec<PathBuf>, Error> {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(source) => {
-            return Err(Error::Io {
+            return Err(Error::MultusIo {
                 op: "read directory",
                 path: dir.to_path_buf(),
                 source,
@@ -45,12 +45,12 @@ pub fn conf_files(dir: &Path, exts: &[&str]) -> Result<Vec<PathBuf>, Error> {
 }
 
 fn read_json_object(path: &Path) -> Result<Map<String, Value>, Error> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Io {
+    let bytes = std::fs::read(path).map_err(|source| Error::MultusIo {
         op: "read CNI config",
         path: path.to_path_buf(),
         source,
     })?;
-    serde_json::from_slice(&bytes).map_err(|e| Error::Delegate {
+    serde_json::from_slice(&bytes).map_err(|e| Error::DelegateConfig {
         what: path.display().to_string(),
         reason: format!("error parsing configuration: {e}"),
     })
@@ -81,7 +81,7 @@ pub fn config_from_dir(name: &str, conf_dir: &Path) -> Result<Value, Error> {
                 .unwrap_or("")
                 .is_empty()
         {
-            return Err(Error::Delegate {
+            return Err(Error::DelegateConfig {
                 what: f.display().to_string(),
                 reason: "no 'type'; perhaps this is a .conflist?".into(),
             });
@@ -112,7 +112,7 @@ pub fn conflist_with_chain(path: &Path) -> Result<Value, Error> {
         .and_then(Value::as_bool)
         .unwrap_or(false);
     if !inline_only {
-        cni_types::validate::network_name(&name).map_err(|_| Error::Delegate {
+        cni_types::validate::network_name(&name).map_err(|_| Error::DelegateConfig {
             what: what(),
             reason: format!("invalid network config name: {name}"),
         })?;
@@ -135,7 +135,7 @@ pub fn conflist_with_chain(path: &Path) -> Result<Value, Error> {
         .and_then(Value::as_array)
         .is_none_or(Vec::is_empty)
     {
-        return Err(Error::Delegate {
+        return Err(Error::DelegateConfig {
             what: what(),
             reason: "no plugin configs found".into(),
         });
@@ -151,7 +151,7 @@ pub fn nad_config(nad: &NetworkAttachmentDefinition, conf_dir: &Path) -> Result<
         return config_from_dir(&nad.name, conf_dir);
     }
     let mut obj: Map<String, Value> =
-        serde_json::from_str(&nad.config).map_err(|e| Error::Delegate {
+        serde_json::from_str(&nad.config).map_err(|e| Error::DelegateConfig {
             what: format!(
                 "network-attachment-definition {}/{}",
                 nad.namespace, nad.name
@@ -187,7 +187,7 @@ pub fn nad_delegate(
         })?;
     let config = nad_config(&nad, conf_dir)?;
     Delegate::from_value(config, Some(element)).map_err(|e| match e {
-        Error::Delegate { reason, .. } => Error::Delegate {
+        Error::DelegateConfig { reason, .. } => Error::DelegateConfig {
             what: format!(
                 "network-attachment-definition {}/{}",
                 nad.namespace, nad.name
@@ -257,7 +257,7 @@ pub fn network_delegate(
             .unwrap_or("")
             .is_empty()
         {
-            return Err(Error::Delegate {
+            return Err(Error::DelegateConfig {
                 what: netname.into(),
                 reason: "no 'type'; perhaps this is supposed to be a .conflist?".into(),
             });
@@ -310,7 +310,7 @@ pub fn add_pod_delegates(
     if let Some(a) = pod.annotations.get(DEFAULT_NETWORK_ANNOTATION) {
         let nets = parse_networks(DEFAULT_NETWORK_ANNOTATION, a, &conf.multus_namespace)?;
         if nets.len() > 1 {
-            return Err(Error::Annotation {
+            return Err(Error::PodAnnotation {
                 key: DEFAULT_NETWORK_ANNOTATION.into(),
                 value: a.clone(),
                 reason: "more than one default network is specified".into(),
@@ -618,7 +618,7 @@ mod tests {
         let p = pod("test", &[(NETWORKS_ANNOTATION, "[asdf]")]);
         assert!(matches!(
             add_pod_delegates(&c, &p, &conf0, &mut conf0.delegates.clone()),
-            Err(Error::Annotation { .. })
+            Err(Error::PodAnnotation { .. })
         ));
         let p = pod("test", &[(DEFAULT_NETWORK_ANNOTATION, "alt,net3")]);
         assert!(
@@ -636,7 +636,7 @@ mod tests {
         );
         assert!(matches!(
             add_pod_delegates(&c, &p, &conf0, &mut conf0.delegates.clone()),
-            Err(Error::Ecmp)
+            Err(Error::DefaultRouteEcmp)
         ));
         let p = pod("test", &[]);
         assert_eq!(

@@ -5,11 +5,11 @@ use cni_exec::{Plugin, Request};
 use cni_types::{CniError, CniResult, Version};
 
 use super::conf::NetConf;
-use super::error::Error;
 use super::flow::{cmd_add, cmd_check, cmd_del, cmd_gc, cmd_status};
 use super::invoke::LibcniDelegates;
 use super::k8s::{ClientConfig, HttpKubeClient, KubeClient};
 use super::runtime::PodRequest;
+use crate::Error;
 
 /// The multus thin plugin.
 #[derive(Clone, Copy, Debug, Default)]

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::conf::RuntimeConfig;
 use super::delegate::Delegate;
-use super::error::Error;
+use crate::Error;
 
 /// Where device-info files for delegates with a `deviceID` live (NAD
 /// client `GetCNIDeviceInfoPath`).
@@ -38,7 +38,7 @@ impl PodRequest {
     /// A request from the `CNI_*` values; the Kubernetes keys are read from
     /// `args` (`K8S_POD_NAME` and friends, missing ones left empty).
     pub fn new(container_id: &str, netns: &str, ifname: &str, args: &str) -> Result<Self, Error> {
-        let parsed = cni_types::CniArgs::parse(args).map_err(|e| Error::Args(e.to_string()))?;
+        let parsed = cni_types::CniArgs::parse(args).map_err(|e| Error::CniArgs(e.to_string()))?;
         let get = |v: Option<&str>| v.unwrap_or("").to_string();
         Ok(PodRequest {
             container_id: container_id.into(),
@@ -209,7 +209,7 @@ mod tests {
     fn bad_cni_args() {
         assert!(matches!(
             PodRequest::new("c", "n", "eth0", "K8S_POD_NAME:x"),
-            Err(Error::Args(_))
+            Err(Error::CniArgs(_))
         ));
         assert!(!req("").has_pod());
     }

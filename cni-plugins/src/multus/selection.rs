@@ -10,7 +10,7 @@ use cni_types::{Bandwidth, PortMapping};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::error::Error;
+use crate::Error;
 
 /// The network selection annotation.
 pub const NETWORKS_ANNOTATION: &str = "k8s.v1.cni.cncf.io/networks";
@@ -144,7 +144,7 @@ fn parse_ip_or_cidr(s: &str) -> bool {
 }
 
 fn bad(key: &str, value: &str, reason: impl Into<String>) -> Error {
-    Error::Annotation {
+    Error::PodAnnotation {
         key: key.into(),
         value: value.into(),
         reason: reason.into(),

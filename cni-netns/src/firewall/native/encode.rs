@@ -12,6 +12,18 @@ use crate::firewall::model::{
     Batch, CmpOp, Command, Element, Expr, Family, Hook, KeyType, Map, Rule, Stmt, Table, Value,
 };
 
+const NFTA_RULE_HANDLE: u16 = 3;
+const NFTA_SET_DESC: u16 = 9;
+const NFTA_SET_DESC_CONCAT: u16 = 2;
+const NFTA_SET_FIELD_LEN: u16 = 1;
+pub(crate) const NFTA_SET_ELEM_KEY_END: u16 = 10;
+const NFT_SET_INTERVAL: u32 = 0x4;
+const NFT_SET_CONCAT: u32 = 0x80;
+const NFT_SET_TIMEOUT: u32 = 0x10;
+pub(crate) const NFTA_SET_ELEM_TIMEOUT: u16 = 4;
+pub(crate) const NFTA_SET_ELEM_EXPIRATION: u16 = 5;
+const NFT_LOOKUP_F_INV: u32 = 1;
+
 /// One nf_tables message of a batch, before framing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Msg {
@@ -84,11 +96,9 @@ pub(crate) const NFTA_VERDICT_CODE: u16 = 1;
 pub(crate) const NFTA_VERDICT_CHAIN: u16 = 2;
 
 const NFT_SET_MAP: u32 = 0x8;
-const NFT_DATA_VERDICT: u32 = 0xffff_ff00;
 const NF_DROP: u32 = 0;
 const NF_ACCEPT: u32 = 1;
 const NFT_JUMP: u32 = (-3i32) as u32;
-const NFT_GOTO: u32 = (-4i32) as u32;
 const NFT_RETURN: u32 = (-5i32) as u32;
 
 /// The comment TLV of rule and element user data
@@ -152,16 +162,33 @@ fn encode_command(table: &Table, batch: &Batch, c: &Command, set_id: &mut u32) -
         }
         Command::AddMap(m) => {
             *set_id += 1;
+            let mut flags = NFT_SET_MAP | NFT_SET_TIMEOUT;
+            if m.interval {
+                flags |= NFT_SET_INTERVAL | NFT_SET_CONCAT;
+            }
             let mut a = Attrs::new();
             a.str(NFTA_SET_TABLE, t)
                 .str(NFTA_SET_NAME, m.name)
-                .u32(NFTA_SET_FLAGS, NFT_SET_MAP)
+                .u32(NFTA_SET_FLAGS, flags)
                 .u32(NFTA_SET_KEY_TYPE, key_type_id(&m.key))
                 .u32(NFTA_SET_KEY_LEN, key_len(&m.key) as u32)
-                .u32(NFTA_SET_DATA_TYPE, NFT_DATA_VERDICT)
-                .u32(NFTA_SET_DATA_LEN, 0)
-                .u32(NFTA_SET_ID, *set_id)
-                .bytes(NFTA_SET_USERDATA, &set_udata(&m.key));
+                .u32(NFTA_SET_DATA_TYPE, key_type_id(&m.data))
+                .u32(NFTA_SET_DATA_LEN, key_len(&m.data) as u32)
+                .u32(NFTA_SET_ID, *set_id);
+            if m.interval {
+                // The field lengths let the kernel pick the pipapo set
+                // (intervals per part of a concatenation).
+                let mut fields = Attrs::new();
+                for k in &m.key {
+                    let mut f = Attrs::new();
+                    f.u32(NFTA_SET_FIELD_LEN, part_len(*k) as u32);
+                    fields.nested(NFTA_LIST_ELEM, &f);
+                }
+                let mut desc = Attrs::new();
+                desc.nested(NFTA_SET_DESC_CONCAT, &fields);
+                a.nested(NFTA_SET_DESC, &desc);
+            }
+            a.bytes(NFTA_SET_USERDATA, &set_udata(&m.key, &m.data));
             Msg {
                 kind: NFT_MSG_NEWSET,
                 flags: NLM_F_CREATE,
@@ -201,7 +228,7 @@ fn encode_command(table: &Table, batch: &Batch, c: &Command, set_id: &mut u32) -
             let mut a = Attrs::new();
             a.str(NFTA_RULE_TABLE, t)
                 .str(NFTA_RULE_CHAIN, chain)
-                .nested(NFTA_RULE_EXPRESSIONS, &encode_rule(fam, rule)?);
+                .nested(NFTA_RULE_EXPRESSIONS, &encode_rule(table, fam, rule)?);
             if let Some(c) = &rule.comment {
                 a.bytes(NFTA_RULE_USERDATA, &comment_udata(c));
             }
@@ -212,21 +239,55 @@ fn encode_command(table: &Table, batch: &Batch, c: &Command, set_id: &mut u32) -
                 what: format!("add rule to chain {chain} in {} {t}", fam.as_str()),
             }
         }
-        Command::AddElement(e) => {
+        Command::AddElement {
+            element: e,
+            exclusive,
+        } => {
             let map = find_map(table, &e.map)?;
             let mut a = Attrs::new();
             a.str(NFTA_SET_ELEM_LIST_TABLE, t)
                 .str(NFTA_SET_ELEM_LIST_SET, &e.map)
-                .nested(NFTA_SET_ELEM_LIST_ELEMENTS, &element_list(map, e)?);
+                .nested(NFTA_SET_ELEM_LIST_ELEMENTS, &element_list(map, e, false)?);
+            Msg {
+                kind: NFT_MSG_NEWSETELEM,
+                flags: NLM_F_CREATE | if *exclusive { NLM_F_EXCL } else { 0 },
+                attrs: a.0,
+                what: format!(
+                    "{} element {} {} : {} in {} {t}",
+                    if *exclusive { "create" } else { "add" },
+                    e.map,
+                    key_text(&e.key),
+                    key_text(&e.data),
+                    fam.as_str()
+                ),
+            }
+        }
+        Command::ExpireElements(elements) => {
+            let Some(first) = elements.first() else {
+                return unsupported("expire no elements");
+            };
+            let map = find_map(table, &first.map)?;
+            let mut list = Attrs::new();
+            for e in elements {
+                if e.map != first.map {
+                    return unsupported("expire elements of several maps in one message");
+                }
+                let one = element_list(map, e, true)?;
+                list.0.extend_from_slice(&one.0);
+            }
+            let mut a = Attrs::new();
+            a.str(NFTA_SET_ELEM_LIST_TABLE, t)
+                .str(NFTA_SET_ELEM_LIST_SET, &first.map)
+                .nested(NFTA_SET_ELEM_LIST_ELEMENTS, &list);
+            let texts: Vec<String> = elements.iter().map(|e| key_text(&e.key)).collect();
             Msg {
                 kind: NFT_MSG_NEWSETELEM,
                 flags: NLM_F_CREATE,
                 attrs: a.0,
                 what: format!(
-                    "add element {} {} : goto {} in {} {t}",
-                    e.map,
-                    key_text(&e.key),
-                    e.target,
+                    "expire elements {{ {} }} of map {} in {} {t}",
+                    texts.join(", "),
+                    first.map,
                     fam.as_str()
                 ),
             }
@@ -235,11 +296,7 @@ fn encode_command(table: &Table, batch: &Batch, c: &Command, set_id: &mut u32) -
             let m = find_map(table, map)?;
             let mut list = Attrs::new();
             for k in keys {
-                let mut key = Attrs::new();
-                key.bytes(NFTA_DATA_VALUE, &encode_key(&m.key, k)?);
-                let mut elem = Attrs::new();
-                elem.nested(NFTA_SET_ELEM_KEY, &key);
-                list.nested(NFTA_LIST_ELEM, &elem);
+                list.nested(NFTA_LIST_ELEM, &key_attrs(m, k)?);
             }
             let mut a = Attrs::new();
             a.str(NFTA_SET_ELEM_LIST_TABLE, t)
@@ -257,26 +314,56 @@ fn encode_command(table: &Table, batch: &Batch, c: &Command, set_id: &mut u32) -
                 ),
             }
         }
-        Command::DeleteChain(name) => {
+        Command::DeleteRule(r) => {
             let mut a = Attrs::new();
-            a.str(NFTA_CHAIN_TABLE, t).str(NFTA_CHAIN_NAME, name);
+            a.str(NFTA_RULE_TABLE, t)
+                .str(NFTA_RULE_CHAIN, &r.chain)
+                .bytes(NFTA_RULE_HANDLE, &r.handle.to_be_bytes());
             Msg {
-                kind: NFT_MSG_DELCHAIN,
+                kind: NFT_MSG_DELRULE,
                 flags: 0,
                 attrs: a.0,
-                what: format!("delete chain {name} in {} {t}", fam.as_str()),
+                what: format!(
+                    "delete rule handle {} of chain {} in {} {t}",
+                    r.handle,
+                    r.chain,
+                    fam.as_str()
+                ),
             }
         }
     })
 }
 
-/// `NFTA_SET_ELEM_LIST_ELEMENTS` with one `key : goto target` element.
-fn element_list(map: &Map, e: &Element) -> Enc<Attrs> {
-    let mut key = Attrs::new();
-    key.bytes(NFTA_DATA_VALUE, &encode_key(&map.key, &e.key)?);
+/// An element's `NFTA_SET_ELEM_KEY` (and `_KEY_END` for interval maps).
+pub(crate) fn key_attrs(map: &Map, key: &[Value]) -> Enc<Attrs> {
+    let (start, end) = encode_interval_key(&map.key, key)?;
+    let mut k = Attrs::new();
+    k.bytes(NFTA_DATA_VALUE, &start);
     let mut elem = Attrs::new();
-    elem.nested(NFTA_SET_ELEM_KEY, &key)
-        .nested(NFTA_SET_ELEM_DATA, &verdict_data(NFT_GOTO, Some(&e.target)));
+    elem.nested(NFTA_SET_ELEM_KEY, &k);
+    if map.interval {
+        let mut e = Attrs::new();
+        e.bytes(NFTA_DATA_VALUE, &end);
+        elem.nested(NFTA_SET_ELEM_KEY_END, &e);
+    }
+    Ok(elem)
+}
+
+/// `NFTA_SET_ELEM_LIST_ELEMENTS` with one `key : data` element (timeout
+/// first, as nft orders it), expiring in 1 ms with `expire`.
+fn element_list(map: &Map, e: &Element, expire: bool) -> Enc<Attrs> {
+    let mut elem = Attrs::new();
+    elem.bytes(
+        NFTA_SET_ELEM_TIMEOUT,
+        &crate::firewall::layout::ELEMENT_TIMEOUT_MS.to_be_bytes(),
+    );
+    if expire {
+        elem.bytes(NFTA_SET_ELEM_EXPIRATION, &1u64.to_be_bytes());
+    }
+    elem.0.extend_from_slice(&key_attrs(map, &e.key)?.0);
+    let mut data = Attrs::new();
+    data.bytes(NFTA_DATA_VALUE, &encode_key(&map.data, &e.data)?);
+    elem.nested(NFTA_SET_ELEM_DATA, &data);
     if let Some(c) = &e.comment {
         elem.bytes(NFTA_SET_ELEM_USERDATA, &comment_udata(c));
     }
@@ -284,7 +371,6 @@ fn element_list(map: &Map, e: &Element) -> Enc<Attrs> {
     list.nested(NFTA_LIST_ELEM, &elem);
     Ok(list)
 }
-
 fn verdict_data(code: u32, chain: Option<&str>) -> Attrs {
     let mut v = Attrs::new();
     v.u32(NFTA_VERDICT_CODE, code);
@@ -313,6 +399,8 @@ fn type_id(k: KeyType) -> u32 {
         KeyType::InetProto => 12,
         KeyType::InetService => 13,
         KeyType::IfName => 41,
+        KeyType::EtherAddr => 9,
+        KeyType::Mark => 19,
     }
 }
 
@@ -327,6 +415,8 @@ fn part_len(k: KeyType) -> usize {
         KeyType::InetProto => 1,
         KeyType::InetService => 2,
         KeyType::IfName => 16,
+        KeyType::EtherAddr => 6,
+        KeyType::Mark => 4,
     }
 }
 
@@ -338,64 +428,120 @@ fn key_len(key: &[KeyType]) -> usize {
 }
 
 /// The set user data nft writes (key and data byte order, and for
-/// concatenations the typeof description), copied so `nft list` prints our
+/// concatenations the typeof descriptions), copied so `nft list` prints our
 /// maps exactly as its own.
-fn set_udata(key: &[KeyType]) -> Vec<u8> {
-    let key_byteorder: u32 = match key {
-        [KeyType::IfName] => 1,
-        [_] => 2,
-        _ => 0,
+fn set_udata(key: &[KeyType], data: &[KeyType]) -> Vec<u8> {
+    let byteorder = |types: &[KeyType]| -> u32 {
+        match types {
+            [KeyType::IfName | KeyType::Mark] => 1,
+            [_] => 2,
+            _ => 0,
+        }
     };
     let mut v = vec![0u8, 4];
-    v.extend_from_slice(&key_byteorder.to_ne_bytes());
-    v.extend_from_slice(&[1, 4, 0, 0, 0, 0]);
+    v.extend_from_slice(&byteorder(key).to_ne_bytes());
+    v.extend_from_slice(&[1, 4]);
+    v.extend_from_slice(&byteorder(data).to_ne_bytes());
     if key.len() > 1 {
         v.extend_from_slice(&[3, 8, 0, 4, 0x0d, 0, 0, 0, 1, 0]);
+    }
+    if data.len() > 1 {
+        v.extend_from_slice(&[4, 8, 0, 4, 0x0d, 0, 0, 0, 1, 0]);
     }
     v.extend_from_slice(&[6, 4, 0, 0, 0, 0]);
     v
 }
 
-/// The bytes of a map key (concatenated parts each padded to 4 bytes).
+/// The bytes of a key or data (concatenated parts each padded to 4 bytes).
 pub(crate) fn encode_key(types: &[KeyType], parts: &[Value]) -> Enc<Vec<u8>> {
+    let (start, end) = encode_interval_key(types, parts)?;
+    if start != end {
+        return unsupported(format!("range {} in an exact key", key_text(parts)));
+    }
+    Ok(start)
+}
+
+/// The first and last key of `parts` (equal unless a part is a prefix).
+pub(crate) fn encode_interval_key(types: &[KeyType], parts: &[Value]) -> Enc<(Vec<u8>, Vec<u8>)> {
     if types.len() != parts.len() {
         return unsupported(format!("key {} does not fit the map", key_text(parts)));
     }
-    let mut out = Vec::new();
+    let (mut start, mut end) = (Vec::new(), Vec::new());
     for (k, v) in types.iter().zip(parts) {
-        let bytes = match (k, v) {
-            (KeyType::Ipv4Addr, Value::Addr(IpAddr::V4(a))) => a.octets().to_vec(),
-            (KeyType::Ipv6Addr, Value::Addr(IpAddr::V6(a))) => a.octets().to_vec(),
-            (KeyType::InetProto, v) => vec![proto_number(v)?],
-            (KeyType::InetService, Value::Num(n)) if *n <= 0xffff => {
-                (*n as u16).to_be_bytes().to_vec()
+        let (first, last) = match (k, v) {
+            (KeyType::Ipv4Addr, Value::Addr(a @ IpAddr::V4(_)))
+            | (KeyType::Ipv6Addr, Value::Addr(a @ IpAddr::V6(_))) => (addr_bytes(a), addr_bytes(a)),
+            (KeyType::Ipv4Addr, Value::Prefix(n @ IpNetwork::V4(_)))
+            | (KeyType::Ipv6Addr, Value::Prefix(n @ IpNetwork::V6(_))) => {
+                (addr_bytes(&n.network()), addr_bytes(&n.broadcast()))
             }
-            (KeyType::IfName, Value::Str(s)) => ifname_bytes(s)?,
+            (KeyType::InetProto, v) => (vec![proto_number(v)?], vec![proto_number(v)?]),
+            (KeyType::InetService, Value::Num(n)) if *n <= 0xffff => {
+                let b = (*n as u16).to_be_bytes().to_vec();
+                (b.clone(), b)
+            }
+            (KeyType::Mark, Value::Num(n)) if *n <= u64::from(u32::MAX) => {
+                let b = (*n as u32).to_ne_bytes().to_vec();
+                (b.clone(), b)
+            }
+            (KeyType::IfName, Value::Str(s)) => (ifname_bytes(s)?, ifname_bytes(s)?),
+            (KeyType::EtherAddr, Value::Str(s)) => (mac_bytes(s)?, mac_bytes(s)?),
             _ => return unsupported(format!("key part {v:?} for {}", k.as_str())),
         };
-        out.extend_from_slice(&bytes);
+        start.extend_from_slice(&first);
+        end.extend_from_slice(&last);
         if types.len() > 1 {
-            out.resize(align4(out.len()), 0);
+            start.resize(align4(start.len()), 0);
+            end.resize(align4(end.len()), 0);
         }
     }
-    Ok(out)
+    Ok((start, end))
 }
 
-/// The key parts of raw key bytes (the inverse of [`encode_key`]).
-pub(crate) fn decode_key(types: &[KeyType], mut raw: &[u8]) -> Option<Vec<Value>> {
+/// The key parts of raw key bytes (the inverse of [`encode_interval_key`];
+/// `end` for interval maps).
+pub(crate) fn decode_key(types: &[KeyType], raw: &[u8], end: Option<&[u8]>) -> Option<Vec<Value>> {
     let mut parts = Vec::new();
+    let mut at = 0usize;
     for k in types {
         let len = part_len(*k);
-        let b = raw.get(..len)?;
+        let b = raw.get(at..at + len)?;
+        let e = match end {
+            Some(end) => end.get(at..at + len)?,
+            None => b,
+        };
         parts.push(match k {
-            KeyType::Ipv4Addr => Value::Addr(IpAddr::from(<[u8; 4]>::try_from(b).ok()?)),
-            KeyType::Ipv6Addr => Value::Addr(IpAddr::from(<[u8; 16]>::try_from(b).ok()?)),
+            KeyType::Ipv4Addr | KeyType::Ipv6Addr => {
+                let addr = |x: &[u8]| -> Option<IpAddr> {
+                    Some(match x.len() {
+                        4 => IpAddr::from(<[u8; 4]>::try_from(x).ok()?),
+                        _ => IpAddr::from(<[u8; 16]>::try_from(x).ok()?),
+                    })
+                };
+                let first = addr(b)?;
+                if b == e {
+                    Value::Addr(first)
+                } else {
+                    let bits =
+                        |x: &[u8]| x.iter().fold(0u128, |acc, y| (acc << 8) | u128::from(*y));
+                    let diff = bits(b) ^ bits(e);
+                    let host = 128 - diff.leading_zeros() as u8;
+                    let plen = (8 * len as u8).checked_sub(host)?;
+                    Value::Prefix(IpNetwork::new(first, plen).ok()?)
+                }
+            }
             KeyType::InetProto => Value::Num(u64::from(b[0])),
             KeyType::InetService => Value::Num(u64::from(u16::from_be_bytes([b[0], b[1]]))),
+            KeyType::Mark => Value::Num(u64::from(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))),
             KeyType::IfName => Value::Str(attr_str(b)),
+            KeyType::EtherAddr => Value::Str(
+                b.iter()
+                    .map(|x| format!("{x:02x}"))
+                    .collect::<Vec<_>>()
+                    .join(":"),
+            ),
         });
-        let step = if types.len() > 1 { align4(len) } else { len };
-        raw = raw.get(step..).unwrap_or(&[]);
+        at += if types.len() > 1 { align4(len) } else { len };
     }
     Some(parts)
 }
@@ -438,8 +584,9 @@ fn ifname_bytes(s: &str) -> Enc<Vec<u8>> {
 }
 
 /// One rule's `NFTA_RULE_EXPRESSIONS`.
-pub(crate) fn encode_rule(family: Family, rule: &Rule) -> Enc<Attrs> {
+pub(crate) fn encode_rule(table: &Table, family: Family, rule: &Rule) -> Enc<Attrs> {
     let mut r = RuleEnc {
+        maps: &table.maps,
         family,
         out: Attrs::new(),
         nfproto: None,
@@ -522,7 +669,8 @@ fn meta_key(key: &str) -> Enc<(u32, usize)> {
     })
 }
 
-struct RuleEnc {
+struct RuleEnc<'a> {
+    maps: &'a [Map],
     family: Family,
     out: Attrs,
     nfproto: Option<u8>,
@@ -553,7 +701,7 @@ fn cmp_op(op: CmpOp) -> Enc<u32> {
     })
 }
 
-impl RuleEnc {
+impl RuleEnc<'_> {
     fn push(&mut self, name: &str, data: &Attrs) {
         let e = expr(name, data);
         self.out.nested(NFTA_LIST_ELEM, &e);
@@ -624,41 +772,90 @@ impl RuleEnc {
         Ok(())
     }
 
+    fn map_of(&self, name: &str) -> Enc<&Map> {
+        match self.maps.iter().find(|m| m.name == name) {
+            Some(m) => Ok(m),
+            None => unsupported(format!("unknown map {name}")),
+        }
+    }
+
+    /// Loads a (concatenated) lookup key into consecutive registers, the
+    /// implicit protocol matches first, as nft does.
+    fn load_key(&mut self, key: &[Expr], interval: bool) -> Enc<()> {
+        for k in key {
+            if let Expr::Payload { protocol, field } = k {
+                let f = payload_field(protocol, field)?;
+                self.dependency(&f.dep)?;
+            }
+        }
+        let mut unit = 0u32;
+        for k in key {
+            let reg = if key.len() == 1 {
+                REG_1
+            } else {
+                reg_for_unit(unit)
+            };
+            let len = match k {
+                Expr::Payload { protocol, field } => {
+                    let f = payload_field(protocol, field)?;
+                    self.payload_load(&f, f.len, reg);
+                    f.len
+                }
+                Expr::Meta(m) => {
+                    let (code, len) = meta_key(m)?;
+                    self.meta_load(code, reg);
+                    if interval && m == "l4proto" {
+                        // nft converts host-order key parts of interval
+                        // (pipapo) keys; for a one-byte protocol the
+                        // conversion is a no-op, but it is part of the rule.
+                        let mut d = Attrs::new();
+                        d.u32(1, reg).u32(2, reg).u32(3, 1).u32(4, 1).u32(5, 2);
+                        self.push("byteorder", &d);
+                    }
+                    len as u32
+                }
+                other => return unsupported(format!("map key {other:?}")),
+            };
+            unit += len.div_ceil(4);
+        }
+        Ok(())
+    }
+
     fn stmt(&mut self, s: &Stmt) -> Enc<()> {
         match s {
             Stmt::Match { left, op, right } => self.matches(left, *op, right)?,
-            Stmt::Vmap { key, map } => {
-                for k in key {
-                    if let Expr::Payload { protocol, field } = k {
-                        let f = payload_field(protocol, field)?;
-                        self.dependency(&f.dep)?;
-                    }
-                }
-                let mut unit = 0u32;
-                for k in key {
-                    let reg = if key.len() == 1 {
-                        REG_1
-                    } else {
-                        reg_for_unit(unit)
-                    };
-                    let len = match k {
-                        Expr::Payload { protocol, field } => {
-                            let f = payload_field(protocol, field)?;
-                            self.payload_load(&f, f.len, reg);
-                            f.len
-                        }
-                        Expr::Meta(m) => {
-                            let (key, len) = meta_key(m)?;
-                            self.meta_load(key, reg);
-                            len as u32
-                        }
-                        other => return unsupported(format!("map key {other:?}")),
-                    };
-                    unit += len.div_ceil(4);
-                }
+            Stmt::Lookup { key, map, negate } => {
+                let interval = self.map_of(map)?.interval;
+                self.load_key(key, interval)?;
                 let mut d = Attrs::new();
-                d.u32(2, REG_1).u32(3, REG_VERDICT).str(1, map);
+                d.u32(2, REG_1).str(1, map);
+                if *negate {
+                    d.u32(5, NFT_LOOKUP_F_INV);
+                }
                 self.push("lookup", &d);
+            }
+            Stmt::DnatMap { v6, key, map } => {
+                let (fam, addr_len) = if *v6 {
+                    (NFPROTO_IPV6, 16)
+                } else {
+                    (NFPROTO_IPV4, 4)
+                };
+                // nft adds no `meta nfproto` match of its own here (only
+                // the key's header fields bring one): in an inet table the
+                // kernel's nat skips packets of the other family.
+                let interval = self.map_of(map)?.interval;
+                self.load_key(key, interval)?;
+                let mut d = Attrs::new();
+                d.u32(2, REG_1).u32(3, REG_1).str(1, map);
+                self.push("lookup", &d);
+                // No NFTA_NAT_FLAGS, as nft: the kernel sets
+                // NF_NAT_RANGE_PROTO_SPECIFIED itself for a port register.
+                let mut d = Attrs::new();
+                d.u32(1, 1)
+                    .u32(2, u32::from(fam))
+                    .u32(3, REG_1)
+                    .u32(5, reg_for_unit(addr_len / 4));
+                self.push("nat", &d);
             }
             Stmt::SetMarkBits(bits) => {
                 self.meta_load(3, REG_1);
@@ -685,7 +882,7 @@ impl RuleEnc {
                 self.push("nat", &d);
             }
             Stmt::Jump(c) => self.verdict(NFT_JUMP, Some(c)),
-            Stmt::Goto(c) => self.verdict(NFT_GOTO, Some(c)),
+            Stmt::Accept => self.verdict(NF_ACCEPT, None),
             Stmt::Return => self.verdict(NFT_RETURN, None),
             Stmt::Drop => self.verdict(NF_DROP, None),
         }

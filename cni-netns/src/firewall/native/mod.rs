@@ -13,34 +13,37 @@
 //! # Cost
 //!
 //! A batch is one `sendmsg` and one read of the acknowledgements, so what
-//! remains is the kernel's own work. DEL removes the elements and the chain
-//! and stays constant (about 20 µs whatever the number of attachments). ADD
-//! adds rules, and since Linux validates the whole table on every commit
-//! that adds a rule (`nft_table_validate` walks every element of the
-//! verdict maps and every chain they reach: 85% of the ADD time at 1000
-//! attachments under `perf`), its cost grows by about 1 µs per attachment
-//! present: 0.15 ms with 50, 1.2 ms with 1000. Only a layout without
-//! per-attachment rules (data maps for DNAT and masquerade) would avoid it.
-//! A plugin process also pays, when it exits after a DEL, one RCU grace
-//! period (5-15 ms here): closing a `NETLINK_NETFILTER` socket makes the
-//! kernel flush the pending release of deleted objects
-//! (`nf_tables_trans_destroy_flush_work`); `nft` pays the same.
+//! remains is the kernel's own work. An attachment is only map elements
+//! (see [`layout`]), and adding or deleting data-map elements never makes
+//! the kernel validate the table (`nft_table_validate` walks every chain
+//! reachable from the base chains, and ran on every commit that added a
+//! rule or a `goto` element in the earlier one-chain-per-attachment layout:
+//! 85% of an ADD at 1000 attachments). ADD and DEL are one batch of a few
+//! elements whatever the number of attachments.
+//!
+//! A process that exits (or closes its socket) after a commit that deleted
+//! something waits for the kernel to free it: the netlink release of a
+//! `NETLINK_NETFILTER` socket flushes nf_tables' pending destroy work
+//! (`nft_rcv_nl_event` → `nf_tables_trans_destroy_flush_work`), which waits
+//! for an RCU grace period (10-20 ms here; it was most of a portmap DEL);
+//! `nft` pays the same. So on Linux 6.10 and later (element expiration
+//! updates) a DEL makes the elements expire instead of deleting them, and
+//! returns once they have (one jiffy): the kernel's set garbage collector
+//! frees them later, and nobody waits. GC and a DEL without a spec still
+//! delete.
 
 mod encode;
 mod socket;
 mod wire;
 
-use super::backend::RuleBackend;
-use std::collections::{BTreeMap, HashSet};
+use super::backend::{self, ListedElement, ListedRule, Listing, Refusal, RefusalKind, RuleBackend};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::layout::{self, DEFAULT_MASQ_MARK};
-use super::model::{AttachmentRules, Batch, Table, Value};
-use super::{
-    AttachmentId, Firewall, FirewallOp, NftFirewall, OwnedAttachment, PortMappingSpec, RuleKind,
-};
+use super::model::{AttachmentRules, Batch, Element, Map, Table, Value};
+use super::{Firewall, FirewallOp, NftFirewall, PortMappingSpec, RuleKind};
 use crate::{Error, Result};
 use encode::{family_byte, Msg};
 use socket::{BatchError, NfSocket};
@@ -222,12 +225,20 @@ impl NativeFirewall {
         }
     }
 
-    /// Reads `table`; `None` if it does not exist.
-    fn list(&self, op: FirewallOp, who: &str, table: &Table) -> Result<Option<Listing>> {
+    /// Reads `table` (or only its conditions chain); `None` if missing.
+    fn list(
+        &self,
+        op: FirewallOp,
+        who: &str,
+        table: &Table,
+        rules_only: bool,
+    ) -> Result<Option<Listing>> {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let res = self.with_socket(op, who, |s| read_table(s, table).map_err(Failure::Io))?;
+            let res = self.with_socket(op, who, |s| {
+                read_table(s, table, rules_only).map_err(Failure::Io)
+            })?;
             match res {
                 Ok(l) => return Ok(l),
                 // A dump interrupted by a concurrent commit: read again.
@@ -235,170 +246,6 @@ impl NativeFirewall {
                 Err(f) => return Err(Self::fail(op, who, f)),
             }
         }
-    }
-
-    fn add(&self, kind: RuleKind, id: &AttachmentId, rules: &AttachmentRules) -> Result<()> {
-        let op = FirewallOp::Add(kind);
-        let table = layout::table(kind, self.masq_mark);
-        let who = id.to_string();
-        let mut result = self.apply(op, &who, &table, &layout::attach_batch(&table, rules))?;
-        if matches!(&result, Err(f) if f.errno() == Some(libc::ENOENT)) {
-            // First attachment (or the shared objects were removed): create
-            // them in the same batch as the attachment.
-            result = self.apply(op, &who, &table, &layout::add_batch(&table, rules))?;
-        }
-        match result {
-            Ok(()) => Ok(()),
-            // Only map elements can clash on `add`: the key belongs to
-            // another attachment's chain.
-            Err(Failure::Kernel { errno, object }) if errno == libc::EEXIST => {
-                Err(Error::FirewallConflict {
-                    op,
-                    attachment: who,
-                    key: layout::describe_keys(rules),
-                    message: format!("{object}: {}", io::Error::from_raw_os_error(errno)),
-                })
-            }
-            Err(f) => Err(Self::fail(op, &who, f)),
-        }
-    }
-
-    fn del(&self, kind: RuleKind, id: &AttachmentId, rules: &AttachmentRules) -> Result<()> {
-        let op = FirewallOp::Delete(kind);
-        let table = layout::table(kind, self.masq_mark);
-        // Unlike nft, a refused batch costs one round trip here, so DEL sends
-        // the plain removal (elements, then chain) rather than
-        // `layout::delete_batch`, whose `goto` elements would make the kernel
-        // re-validate every chain the maps reach, a cost growing with the
-        // number of attachments.
-        let elements: Vec<(String, Vec<Value>)> = rules
-            .elements
-            .iter()
-            .map(|e| (e.map.clone(), e.key.clone()))
-            .collect();
-        let batch = layout::remove_batch(&table, &rules.chain, true, &elements);
-        match self.apply(op, &id.to_string(), &table, &batch)? {
-            Ok(()) => Ok(()),
-            // Already gone, or the keys given are not exactly the owner's:
-            // read the state once and remove precisely what it owns.
-            Err(_) => self.remove_owner(kind, id).map(|_| ()),
-        }
-    }
-
-    fn remove_owner(&self, kind: RuleKind, id: &AttachmentId) -> Result<bool> {
-        let op = FirewallOp::Delete(kind);
-        let who = id.to_string();
-        let table = layout::table(kind, self.masq_mark);
-        let chain = table.owner_chain(&id.owner_hash());
-        // Deleting the chain fails with ENOENT when the attachment owns
-        // nothing (an element never outlives the chain it goes to) and with
-        // EBUSY when elements still go to it; a failed batch changes nothing.
-        let probe = layout::remove_batch(&table, &chain, true, &[]);
-        match self.apply(op, &who, &table, &probe)? {
-            Ok(()) => return Ok(true),
-            Err(f) if f.errno() == Some(libc::ENOENT) => return Ok(false),
-            Err(_) => {}
-        }
-        let Some(listing) = self.list(op, &who, &table)? else {
-            return Ok(false);
-        };
-        let exists = listing.chains.contains_key(&chain);
-        let elements = listing.elements_to(&chain);
-        if !exists && elements.is_empty() {
-            return Ok(false);
-        }
-        let batch = layout::remove_batch(&table, &chain, exists, &elements);
-        self.apply(op, &who, &table, &batch)?
-            .map_err(|f| Self::fail(op, &who, f))?;
-        Ok(true)
-    }
-
-    fn check(&self, kind: RuleKind, id: &AttachmentId, rules: &AttachmentRules) -> Result<()> {
-        let op = FirewallOp::Check(kind);
-        let who = id.to_string();
-        let table = layout::table(kind, self.masq_mark);
-        let missing = |missing: String| Error::FirewallCheck {
-            op,
-            attachment: who.clone(),
-            missing,
-        };
-        let listing = self.list(op, &who, &table)?.ok_or_else(|| {
-            missing(format!(
-                "table {} {} is missing",
-                table.family.as_str(),
-                table.name
-            ))
-        })?;
-        let chain_rules = listing
-            .chains
-            .get(&rules.chain)
-            .ok_or_else(|| missing(format!("chain {} is missing", rules.chain)))?;
-        let tag = id.tag();
-        let tagged = chain_rules
-            .iter()
-            .filter(|c| c.as_deref() == Some(&*tag))
-            .count();
-        if tagged != rules.rules.len() {
-            return Err(missing(format!(
-                "chain {} has {tagged} rules tagged for it, expected {}",
-                rules.chain,
-                rules.rules.len()
-            )));
-        }
-        for e in &rules.elements {
-            let key = table
-                .maps
-                .iter()
-                .find(|m| m.name == e.map)
-                .and_then(|m| encode::encode_key(&m.key, &e.key).ok());
-            let found = listing
-                .elements
-                .iter()
-                .find(|l| l.map == e.map && Some(&l.raw_key) == key.as_ref());
-            let text = layout::describe_keys(&AttachmentRules {
-                chain: String::new(),
-                rules: Vec::new(),
-                elements: vec![e.clone()],
-            });
-            match found {
-                Some(l) if l.target.as_deref() == Some(&*rules.chain) => {}
-                Some(l) => {
-                    return Err(missing(format!(
-                        "{text} goes to {:?}, not {}",
-                        l.target, rules.chain
-                    )))
-                }
-                None => return Err(missing(format!("element {text} is missing"))),
-            }
-        }
-        Ok(())
-    }
-
-    fn owners(&self, listing: &Listing, table: &Table) -> Vec<OwnedAttachment> {
-        let mut out = Vec::new();
-        for (chain, comments) in &listing.chains {
-            let Some(hash) = table.owner_of_chain(chain) else {
-                continue;
-            };
-            let from_elements = listing
-                .elements
-                .iter()
-                .filter(|e| e.target.as_deref() == Some(chain))
-                .map(|e| &e.comment);
-            let parsed = comments
-                .iter()
-                .chain(from_elements)
-                .flatten()
-                .find_map(|c| AttachmentId::from_tag(c));
-            let (attachment, complete) =
-                parsed.unwrap_or_else(|| (AttachmentId::new("", "", ""), false));
-            out.push(OwnedAttachment {
-                attachment,
-                owner_hash: hash.to_owned(),
-                complete,
-            });
-        }
-        out
     }
 
     /// Whether the native encoder can express `rules` (else ADD goes
@@ -423,25 +270,95 @@ impl RuleBackend for NativeFirewall {
         self.masq_mark
     }
 
-    fn add_rules(&self, kind: RuleKind, id: &AttachmentId, rules: &AttachmentRules) -> Result<()> {
-        self.add(kind, id, rules)
-    }
-
-    fn del_rules(&self, kind: RuleKind, id: &AttachmentId, rules: &AttachmentRules) -> Result<()> {
-        self.del(kind, id, rules)
-    }
-
-    fn check_rules(
+    fn send(
         &self,
-        kind: RuleKind,
-        id: &AttachmentId,
-        rules: &AttachmentRules,
-    ) -> Result<()> {
-        self.check(kind, id, rules)
+        op: FirewallOp,
+        who: &str,
+        table: &Table,
+        batch: &Batch,
+    ) -> Result<std::result::Result<(), Refusal>> {
+        Ok(self.apply(op, who, table, batch)?.map_err(|f| {
+            let kind = match f.errno() {
+                Some(libc::ENOENT) => RefusalKind::NotFound,
+                Some(libc::EEXIST) => RefusalKind::Exists,
+                _ => RefusalKind::Other,
+            };
+            let message = match &f {
+                Failure::Kernel { errno, object } => {
+                    format!("{object}: {}", io::Error::from_raw_os_error(*errno))
+                }
+                Failure::Io(e) => e.to_string(),
+            };
+            Refusal {
+                kind,
+                message,
+                error: Self::fail(op, who, f),
+            }
+        }))
     }
 
-    fn remove_owner(&self, kind: RuleKind, id: &AttachmentId) -> Result<bool> {
-        NativeFirewall::remove_owner(self, kind, id)
+    fn read(
+        &self,
+        op: FirewallOp,
+        who: &str,
+        table: &Table,
+        rules_only: bool,
+    ) -> Result<Option<Listing>> {
+        self.list(op, who, table, rules_only)
+    }
+
+    fn expire_on_delete(&self) -> bool {
+        *EXPIRY_UPDATES
+    }
+
+    fn wait_expired(
+        &self,
+        op: FirewallOp,
+        who: &str,
+        table: &Table,
+        anchor: &Element,
+    ) -> Result<bool> {
+        let Some(map) = table.map(&anchor.map) else {
+            return Ok(true);
+        };
+        let Ok(key) = encode::key_attrs(map, &anchor.key) else {
+            return Ok(true);
+        };
+        let mut list = Attrs::new();
+        list.nested(1, &key);
+        let mut req = Attrs::new();
+        req.str(encode::NFTA_SET_ELEM_LIST_TABLE, table.name)
+            .str(encode::NFTA_SET_ELEM_LIST_SET, map.name)
+            .nested(encode::NFTA_SET_ELEM_LIST_ELEMENTS, &list);
+        let fam = family_byte(table.family);
+        // A get of one element answers ENOENT once it has expired. Bounded:
+        // a jiffy is at most 10 ms (HZ=100).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(50);
+        loop {
+            let res = self.with_socket(op, who, |s| {
+                s.get(NFT_MSG_GETSETELEM, fam, &req.0, false)
+                    .map_err(Failure::Io)
+            })?;
+            match res {
+                Ok(None) => return Ok(true),
+                Ok(Some(_)) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_micros(500));
+                }
+                Ok(Some(_)) => return Ok(false),
+                Err(f) => return Err(Self::fail(op, who, f)),
+            }
+        }
+    }
+
+    fn key_id(&self, map: &Map, key: &[Value]) -> Option<String> {
+        let (start, end) = encode::encode_interval_key(&map.key, key).ok()?;
+        Some(raw_id(&start, map.interval.then_some(end.as_slice())))
+    }
+
+    fn data_id(&self, map: &Map, data: &[Value]) -> Option<String> {
+        encode::encode_key(&map.data, data)
+            .ok()
+            .map(|d| raw_id(&d, None))
     }
 
     // Conditions the native encoder cannot express go through `nft` for
@@ -452,91 +369,39 @@ impl RuleBackend for NativeFirewall {
         rules: &AttachmentRules,
     ) -> Result<()> {
         if self.encodable(RuleKind::PortMapping, rules) {
-            self.add(RuleKind::PortMapping, &spec.attachment, rules)
+            backend::add_rules(self, RuleKind::PortMapping, &spec.attachment, rules)
         } else {
             self.fallback.add_port_mappings(spec)
         }
     }
+}
 
-    fn list_owners(&self, kind: RuleKind) -> Result<Vec<OwnedAttachment>> {
-        let table = layout::table(kind, self.masq_mark);
-        let op = FirewallOp::List(kind);
-        let who = format!("table {} {}", table.family.as_str(), table.name);
-        Ok(match self.list(op, &who, &table)? {
-            Some(listing) => self.owners(&listing, &table),
-            None => Vec::new(),
+/// Whether the running kernel updates the expiration of an existing set
+/// element (Linux 6.10; older kernels ignore the update, so they get real
+/// deletes; a DEL whose elements did not expire deletes them all the same).
+static EXPIRY_UPDATES: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .and_then(|r| {
+            let mut parts = r.trim().split(['.', '-']);
+            let major: u32 = parts.next()?.parse().ok()?;
+            let minor: u32 = parts.next()?.parse().ok()?;
+            Some((major, minor) >= (6, 10))
         })
-    }
+        .unwrap_or(false)
+});
 
-    fn gc_owners(
-        &self,
-        kind: RuleKind,
-        network: &str,
-        valid: &[AttachmentId],
-    ) -> Result<Vec<OwnedAttachment>> {
-        let table = layout::table(kind, self.masq_mark);
-        let op = FirewallOp::Gc(kind);
-        let who = format!("network {network:?}");
-        let Some(listing) = self.list(op, &who, &table)? else {
-            return Ok(Vec::new());
-        };
-        let keep: HashSet<String> = valid
-            .iter()
-            .filter(|a| a.network == network)
-            .map(AttachmentId::owner_hash)
-            .collect();
-        let net_prefix = format!("{}-", super::network_hash(network));
-        let dead: Vec<OwnedAttachment> = self
-            .owners(&listing, &table)
-            .into_iter()
-            .filter(|o| o.owner_hash.starts_with(&net_prefix) && !keep.contains(&o.owner_hash))
-            .collect();
-        let mut commands = Vec::new();
-        for o in &dead {
-            let chain = table.owner_chain(&o.owner_hash);
-            let elements = listing.elements_to(&chain);
-            commands.extend(layout::remove_batch(&table, &chain, true, &elements).commands);
-        }
-        let batch = Batch {
-            family: table.family,
-            table: table.name,
-            commands,
-        };
-        self.apply(op, &who, &table, &batch)?
-            .map_err(|f| Self::fail(op, &who, f))?;
-        Ok(dead)
+fn raw_id(start: &[u8], end: Option<&[u8]>) -> String {
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    match end {
+        Some(e) => format!("{}-{}", hex(start), hex(e)),
+        None => hex(start),
     }
 }
 
-/// What a listing of one of our tables says: chains with the comments of
-/// their rules, and map elements.
-#[derive(Debug, Default)]
-struct Listing {
-    chains: BTreeMap<String, Vec<Option<String>>>,
-    elements: Vec<ListedElement>,
-}
-
-#[derive(Debug)]
-struct ListedElement {
-    map: String,
-    key: Vec<Value>,
-    raw_key: Vec<u8>,
-    target: Option<String>,
-    comment: Option<String>,
-}
-
-impl Listing {
-    fn elements_to(&self, chain: &str) -> Vec<(String, Vec<Value>)> {
-        self.elements
-            .iter()
-            .filter(|e| e.target.as_deref() == Some(chain))
-            .map(|e| (e.map.clone(), e.key.clone()))
-            .collect()
-    }
-}
-
-/// GETTABLE, then dumps of the table's chains, rules and map elements.
-fn read_table(s: &mut NfSocket, table: &Table) -> io::Result<Option<Listing>> {
+/// GETTABLE, then dumps of the elements of the table's maps and of the
+/// rules of its conditions chain.
+fn read_table(s: &mut NfSocket, table: &Table, rules_only: bool) -> io::Result<Option<Listing>> {
     let fam = family_byte(table.family);
     let mut name = Attrs::new();
     name.str(1, table.name);
@@ -544,35 +409,40 @@ fn read_table(s: &mut NfSocket, table: &Table) -> io::Result<Option<Listing>> {
         return Ok(None);
     }
     let mut listing = Listing::default();
-    // NFTA_CHAIN_TABLE / NFTA_RULE_TABLE filter the dumps by table.
-    for body in s
-        .get(NFT_MSG_GETCHAIN, fam, &name.0, true)?
-        .unwrap_or_default()
-    {
-        if attr(&body, 1).map(attr_str).as_deref() != Some(table.name) {
-            continue;
-        }
-        if let Some(n) = attr(&body, 3) {
-            listing.chains.entry(attr_str(n)).or_default();
+    if let Some(chain) = table.conditions_chain {
+        // NFTA_RULE_TABLE / NFTA_RULE_CHAIN filter the dump.
+        let mut req = Attrs::new();
+        req.str(1, table.name).str(2, chain);
+        for body in s
+            .get(NFT_MSG_GETRULE, fam, &req.0, true)?
+            .unwrap_or_default()
+        {
+            if attr(&body, 1).map(attr_str).as_deref() != Some(table.name)
+                || attr(&body, 2).map(attr_str).as_deref() != Some(chain)
+            {
+                continue;
+            }
+            let Some(handle) = attr(&body, 3)
+                .and_then(|h| <[u8; 8]>::try_from(h).ok())
+                .map(u64::from_be_bytes)
+            else {
+                continue;
+            };
+            listing.rules.push(ListedRule {
+                chain: chain.to_owned(),
+                handle,
+                comment: attr(&body, 7).and_then(encode::udata_comment),
+            });
         }
     }
-    for body in s
-        .get(NFT_MSG_GETRULE, fam, &name.0, true)?
-        .unwrap_or_default()
-    {
-        if attr(&body, 1).map(attr_str).as_deref() != Some(table.name) {
-            continue;
-        }
-        let Some(chain) = attr(&body, 2).map(attr_str) else {
-            continue;
-        };
-        let comment = attr(&body, 7).and_then(encode::udata_comment);
-        listing.chains.entry(chain).or_default().push(comment);
+    if rules_only {
+        return Ok(Some(listing));
     }
     for map in &table.maps {
         let mut req = Attrs::new();
         req.str(encode::NFTA_SET_ELEM_LIST_TABLE, table.name)
             .str(encode::NFTA_SET_ELEM_LIST_SET, map.name);
+        // A missing map (a table of an earlier layout) has no elements.
         let Some(bodies) = s.get(NFT_MSG_GETSETELEM, fam, &req.0, true)? else {
             continue;
         };
@@ -581,25 +451,37 @@ fn read_table(s: &mut NfSocket, table: &Table) -> io::Result<Option<Listing>> {
                 continue;
             };
             for (_, elem) in attrs(list) {
-                let raw_key = attr(elem, encode::NFTA_SET_ELEM_KEY)
-                    .and_then(|k| attr(k, encode::NFTA_DATA_VALUE))
-                    .unwrap_or_default()
-                    .to_vec();
-                let target = attr(elem, encode::NFTA_SET_ELEM_DATA)
-                    .and_then(|d| attr(d, encode::NFTA_DATA_VERDICT))
-                    .and_then(|v| attr(v, encode::NFTA_VERDICT_CHAIN))
-                    .map(attr_str);
+                let value = |ty: u16| {
+                    attr(elem, ty)
+                        .and_then(|k| attr(k, encode::NFTA_DATA_VALUE))
+                        .map(<[u8]>::to_vec)
+                };
+                let Some(start) = value(encode::NFTA_SET_ELEM_KEY) else {
+                    continue;
+                };
+                let end = value(encode::NFTA_SET_ELEM_KEY_END);
+                let data = value(encode::NFTA_SET_ELEM_DATA).unwrap_or_default();
                 let comment =
                     attr(elem, encode::NFTA_SET_ELEM_USERDATA).and_then(encode::udata_comment);
-                let Some(key) = encode::decode_key(&map.key, &raw_key) else {
+                let expiring = attr(elem, encode::NFTA_SET_ELEM_EXPIRATION)
+                    .and_then(|x| <[u8; 8]>::try_from(x).ok())
+                    .map(u64::from_be_bytes)
+                    .is_some_and(|ms| ms < layout::EXPIRING_MS);
+                let end = if map.interval {
+                    Some(end.unwrap_or_else(|| start.clone()))
+                } else {
+                    None
+                };
+                let Some(key) = encode::decode_key(&map.key, &start, end.as_deref()) else {
                     continue;
                 };
                 listing.elements.push(ListedElement {
                     map: map.name.to_owned(),
                     key,
-                    raw_key,
-                    target,
+                    key_id: raw_id(&start, end.as_deref()),
+                    data_id: raw_id(&data, None),
                     comment,
+                    expiring,
                 });
             }
         }

@@ -129,16 +129,34 @@ fn shared_chain(table: &Table, chain: &str) -> Command {
 }
 
 fn map(table: &Table, name: &str) -> Command {
-    Command::AddMap(table.maps.iter().find(|m| m.name == name).unwrap().clone())
+    Command::AddMap(table.map(name).unwrap().clone())
 }
 
-fn elem(map: &str, key: Vec<Value>, target: &str, c: &str) -> Command {
-    Command::AddElement(Element {
+fn elem(map: &str, key: Vec<Value>, data: Vec<Value>, c: &str) -> Command {
+    Command::AddElement {
+        element: Element {
+            map: map.into(),
+            key,
+            data,
+            comment: Some(c.into()),
+        },
+        exclusive: false,
+    }
+}
+
+fn owner() -> Vec<Value> {
+    vec![Value::Num(0x1234)]
+}
+
+fn del(map: &str, key: Vec<Value>) -> Command {
+    Command::DeleteElements {
         map: map.into(),
-        key,
-        target: target.into(),
-        comment: Some(c.into()),
-    })
+        keys: vec![key],
+    }
+}
+
+fn tcp(port: u64) -> [Value; 2] {
+    [Value::str("tcp"), Value::Num(port)]
 }
 
 #[test]
@@ -154,27 +172,40 @@ fn hostport_table_matches_nft() {
         n,
         shared_chain(&t, "masquerading"),
     );
-    let pmx = Command::AddChain {
-        name: "pm-x".into(),
-        base: None,
-    };
-    assert_encodes("chain_pmx", &t, f, n, pmx);
-    assert_encodes("map_hostports", &t, f, n, map(&t, "hostports"));
-    assert_encodes("map_hostip6", &t, f, n, map(&t, "hostip6_hostports"));
-    assert_encodes(
-        "rule_dispatch_hostip4",
-        &t,
-        f,
-        n,
-        shared_chain_rule(&t, "dispatch", 0),
-    );
-    assert_encodes(
-        "rule_dispatch_hostports",
-        &t,
-        f,
-        n,
-        shared_chain_rule(&t, "dispatch", 2),
-    );
+    assert_encodes("chain_conditions", &t, f, n, shared_chain(&t, "conditions"));
+    assert_encodes("chain_dispatch", &t, f, n, shared_chain(&t, "dispatch"));
+    // NEWSET: a concatenated key with mark data; concatenated data; and
+    // interval concatenations (pipapo: NFTA_SET_DESC_CONCAT field lengths).
+    for name in [
+        "hp_owner",
+        "hp_dnat4",
+        "hip_dnat4",
+        "hp_dnat6",
+        "hp_masq4",
+        "hip_masq4",
+        "hp_masq6",
+        "hp_lo4",
+        "hip_lo4",
+        "hp_all4",
+        "hip_all6",
+    ] {
+        assert_encodes(&format!("map_{name}"), &t, f, n, map(&t, name));
+    }
+    for (i, name) in [
+        (0, "rule_dispatch_jump"),
+        (1, "rule_dispatch_hip_masq4"),
+        (2, "rule_dispatch_hip_lo4"),
+        (4, "rule_dispatch_hip_dnat4"),
+        (6, "rule_dispatch_hip_all6"),
+        (8, "rule_dispatch_hp_masq4"),
+        (9, "rule_dispatch_hp_lo4"),
+        (10, "rule_dispatch_hp_all4"),
+        (11, "rule_dispatch_hp_dnat4"),
+        (12, "rule_dispatch_hp_masq6"),
+        (14, "rule_dispatch_hp_dnat6"),
+    ] {
+        assert_encodes(name, &t, f, n, shared_chain_rule(&t, "dispatch", i));
+    }
     assert_encodes(
         "rule_prerouting",
         &t,
@@ -192,98 +223,207 @@ fn hostport_table_matches_nft() {
 }
 
 #[test]
-fn port_mapping_rules_match_nft() {
+fn port_mapping_elements_and_rules_match_nft() {
     let t = layout::hostport_table(layout::DEFAULT_MASQ_MARK);
     let (f, n) = (Family::Inet, layout::HOSTPORT_TABLE);
-    let nf = |v: &str| m(Expr::meta("nfproto"), CmpOp::Eq, Value::str(v));
-    let mark = Stmt::SetMarkBits(layout::DEFAULT_MASQ_MARK);
-    let snat4 = commented(
-        vec![
-            nf("ipv4"),
-            m(
-                Expr::payload("ip", "saddr"),
-                CmpOp::Eq,
-                prefix("10.0.0.0/24"),
-            ),
-            mark.clone(),
-        ],
-        "c1",
-    );
-    assert_encodes("rule_pm_snat4", &t, f, n, add_rule("pm-x", snat4));
-    let snat6 = commented(
-        vec![
-            nf("ipv6"),
-            m(
-                Expr::payload("ip6", "saddr"),
-                CmpOp::Eq,
-                prefix("fd00::/64"),
-            ),
-            mark,
-        ],
-        "c1",
-    );
-    assert_encodes("rule_pm_snat6", &t, f, n, add_rule("pm-x", snat6));
-    let dnat4 = commented(
-        vec![
-            nf("ipv4"),
-            m(Expr::payload("ip", "daddr"), CmpOp::Eq, addr("192.0.2.1")),
-            m(Expr::payload("udp", "dport"), CmpOp::Eq, Value::Num(53)),
-            Stmt::Dnat {
-                addr: "10.0.0.5".parse().unwrap(),
-                port: 5353,
-            },
-        ],
-        "c1",
-    );
-    assert_encodes("rule_pm_dnat4", &t, f, n, add_rule("pm-x", dnat4));
-    let e = elem(
-        "hostports",
-        vec![Value::str("tcp"), Value::Num(8080)],
-        "pm-x",
-        "c1",
-    );
-    assert_encodes("elem_hostports", &t, f, n, e);
-    let e = elem(
-        "hostip4_hostports",
-        vec![addr("192.0.2.1"), Value::str("udp"), Value::Num(53)],
-        "pm-x",
-        "c1",
-    );
-    assert_encodes("elem_hostip4", &t, f, n, e);
-}
-
-#[test]
-fn deletes_match_nft() {
-    let t = layout::hostport_table(layout::DEFAULT_MASQ_MARK);
-    let (f, n) = (Family::Inet, layout::HOSTPORT_TABLE);
-    let del = |map: &str, key: Vec<Value>| Command::DeleteElements {
-        map: map.into(),
-        keys: vec![key],
-    };
+    let any6 = addr("::");
     assert_encodes(
-        "del_elem_hostports",
+        "elem_hp_owner",
         &t,
         f,
         n,
-        del("hostports", vec![Value::str("tcp"), Value::Num(8080)]),
-    );
-    assert_encodes(
-        "del_elem_hostip4",
-        &t,
-        f,
-        n,
-        del(
-            "hostip4_hostports",
-            vec![addr("192.0.2.1"), Value::str("udp"), Value::Num(53)],
+        elem(
+            "hp_owner",
+            [vec![any6], tcp(8080).to_vec()].concat(),
+            owner(),
+            "c1",
         ),
     );
-    assert_encodes("flush_pmx", &t, f, n, Command::FlushChain("pm-x".into()));
     assert_encodes(
-        "del_chain_pmx",
+        "elem_hp_owner_hip",
         &t,
         f,
         n,
-        Command::DeleteChain("pm-x".into()),
+        elem(
+            "hp_owner",
+            [vec![addr("::ffff:10.20.0.1")], tcp(9090).to_vec()].concat(),
+            owner(),
+            "c1",
+        ),
+    );
+    let dest = |a: &str, p: u64| vec![addr(a), Value::Num(p)];
+    assert_encodes(
+        "elem_hp_dnat4",
+        &t,
+        f,
+        n,
+        elem("hp_dnat4", tcp(8080).to_vec(), dest("10.1.0.5", 80), "c1"),
+    );
+    assert_encodes(
+        "elem_hp_dnat6",
+        &t,
+        f,
+        n,
+        elem("hp_dnat6", tcp(8080).to_vec(), dest("fd00::5", 80), "c1"),
+    );
+    assert_encodes(
+        "elem_hip_dnat4",
+        &t,
+        f,
+        n,
+        elem(
+            "hip_dnat4",
+            [vec![addr("10.20.0.1")], tcp(9090).to_vec()].concat(),
+            dest("10.1.0.5", 90),
+            "c1",
+        ),
+    );
+    // NEWSETELEM with NFTA_SET_ELEM_KEY_END: prefixes per part.
+    let masq4 = [vec![prefix("10.1.0.0/24")], tcp(8080).to_vec()].concat();
+    assert_encodes(
+        "elem_hp_masq4",
+        &t,
+        f,
+        n,
+        elem("hp_masq4", masq4.clone(), owner(), "c1"),
+    );
+    assert_encodes(
+        "elem_hp_masq4_all",
+        &t,
+        f,
+        n,
+        elem(
+            "hp_masq4",
+            vec![prefix("0.0.0.0/0"), Value::str("udp"), Value::Num(53)],
+            owner(),
+            "c1",
+        ),
+    );
+    assert_encodes(
+        "elem_hip_masq4",
+        &t,
+        f,
+        n,
+        elem(
+            "hip_masq4",
+            [
+                vec![prefix("127.0.0.0/8"), addr("10.20.0.1")],
+                tcp(9090).to_vec(),
+            ]
+            .concat(),
+            owner(),
+            "c1",
+        ),
+    );
+    assert_encodes(
+        "elem_hp_masq6",
+        &t,
+        f,
+        n,
+        elem(
+            "hp_masq6",
+            [vec![prefix("fd00::/64")], tcp(8080).to_vec()].concat(),
+            owner(),
+            "c1",
+        ),
+    );
+    assert_encodes("del_hp_masq4", &t, f, n, del("hp_masq4", masq4));
+    assert_encodes(
+        "del_hp_dnat4",
+        &t,
+        f,
+        n,
+        del("hp_dnat4", tcp(8080).to_vec()),
+    );
+    assert_encodes(
+        "del_hp_owner",
+        &t,
+        f,
+        n,
+        del("hp_owner", [vec![addr("::")], tcp(8080).to_vec()].concat()),
+    );
+
+    // The conditions rules of a mapping with a host IP, as the layout
+    // builds them.
+    let mut spec =
+        crate::firewall::PortMappingSpec::new(crate::firewall::AttachmentId::new("n", "c", "eth0"));
+    spec.container_v4 = Some("10.1.0.5/24".parse().unwrap());
+    spec.mappings = vec![crate::firewall::PortMapping {
+        host_port: 9090,
+        container_port: 90,
+        protocol: crate::firewall::Protocol::Tcp,
+        host_ip: Some("10.20.0.1".parse().unwrap()),
+    }];
+    spec.conditions_v4 = vec!["ip saddr != 10.66.0.0/16".into()];
+    let r = layout::port_mapping_rules(&spec, layout::DEFAULT_MASQ_MARK)
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.rules.len(), 2);
+    let pass = commented(r.rules[0].stmts.clone(), "c1");
+    assert_encodes("rule_cond_pass", &t, f, n, add_rule("conditions", pass));
+    // The stop rule nft was given has no host IP match.
+    let stop = commented(
+        vec![
+            m(Expr::meta("nfproto"), CmpOp::Eq, Value::str("ipv4")),
+            m(Expr::payload("tcp", "dport"), CmpOp::Eq, Value::Num(9090)),
+            Stmt::Accept,
+        ],
+        "c1",
+    );
+    assert_encodes("rule_cond_stop", &t, f, n, add_rule("conditions", stop));
+    assert_encodes(
+        "del_rule_conditions_h18",
+        &t,
+        f,
+        n,
+        Command::DeleteRule(RuleRef {
+            chain: "conditions".into(),
+            handle: 18,
+        }),
+    );
+    assert_encodes("flush_pmx", &t, f, n, Command::FlushChain("pm-x".into()));
+    // A DEL's expiry: the element again, with NFTA_SET_ELEM_EXPIRATION.
+    let expire = |map: &str, key: Vec<Value>| {
+        Command::ExpireElements(vec![Element {
+            map: map.into(),
+            key,
+            data: owner(),
+            comment: Some("c1".into()),
+        }])
+    };
+    assert_encodes(
+        "expire_owners",
+        &t,
+        f,
+        n,
+        expire(
+            "owners",
+            vec![Value::Num(0x1234_5678), Value::Num(0x9abc_def0)],
+        ),
+    );
+    assert_encodes(
+        "expire_hp_masq4",
+        &t,
+        f,
+        n,
+        expire(
+            "hp_masq4",
+            [vec![prefix("10.1.0.0/24")], tcp(8080).to_vec()].concat(),
+        ),
+    );
+    // The per-attachment anchor: a `mark . mark : mark` map.
+    assert_encodes("map_owners", &t, f, n, map(&t, "owners"));
+    assert_encodes(
+        "elem_owners",
+        &t,
+        f,
+        n,
+        elem(
+            "owners",
+            vec![Value::Num(0x1234_5678), Value::Num(0x9abc_def0)],
+            owner(),
+            "c1",
+        ),
     );
 }
 
@@ -298,27 +438,35 @@ fn mac_spoof_and_masquerade_match_nft() {
         n,
         shared_chain(&t, "prerouting"),
     );
-    assert_encodes("map_ports", &t, f, n, map(&t, "ports"));
-    let ret = commented(
-        vec![
-            m(
-                Expr::payload("ether", "saddr"),
-                CmpOp::Eq,
-                Value::str("02:00:00:00:00:01"),
-            ),
-            Stmt::Return,
-        ],
-        "c2",
+    assert_encodes("map_sc_ports", &t, f, n, map(&t, "sc_ports"));
+    assert_encodes("map_sc_allowed", &t, f, n, map(&t, "sc_allowed"));
+    // Two lookups, the second inverted (NFT_LOOKUP_F_INV).
+    assert_encodes("rule_sc", &t, f, n, shared_chain_rule(&t, "prerouting", 0));
+    assert_encodes(
+        "elem_sc_ports",
+        &t,
+        f,
+        n,
+        elem("sc_ports", vec![Value::str("veth1")], owner(), "c2"),
     );
-    assert_encodes("rule_sc_return", &t, f, n, add_rule("sc-x", ret));
-    let drop = commented(vec![Stmt::Drop], "c2");
-    assert_encodes("rule_sc_drop", &t, f, n, add_rule("sc-x", drop));
-    let e = elem("ports", vec![Value::str("veth1")], "sc-x", "c2");
-    assert_encodes("elem_ports", &t, f, n, e);
+    assert_encodes(
+        "elem_sc_allowed",
+        &t,
+        f,
+        n,
+        elem(
+            "sc_allowed",
+            vec![Value::str("veth1"), Value::str("02:00:00:00:00:01")],
+            owner(),
+            "c2",
+        ),
+    );
 
     let t = layout::masquerade_table();
     let (f, n) = (Family::Inet, layout::MASQ_TABLE);
-    assert_encodes("map_masq4", &t, f, n, map(&t, "masq4"));
+    for name in ["masq_src4", "masq_keep4", "masq_src6", "masq_keep6"] {
+        assert_encodes(&format!("map_{name}"), &t, f, n, map(&t, name));
+    }
     assert_encodes(
         "rule_masq_multicast",
         &t,
@@ -327,26 +475,54 @@ fn mac_spoof_and_masquerade_match_nft() {
         shared_chain_rule(&t, "postrouting", 0),
     );
     assert_encodes(
-        "rule_masq_vmap",
+        "rule_masq4",
         &t,
         f,
         n,
         shared_chain_rule(&t, "postrouting", 2),
     );
-    let masq = commented(
-        vec![
-            m(
-                Expr::payload("ip", "daddr"),
-                CmpOp::Ne,
-                prefix("10.88.0.0/16"),
-            ),
-            Stmt::Masquerade,
-        ],
-        "c3",
+    assert_encodes(
+        "rule_masq6",
+        &t,
+        f,
+        n,
+        shared_chain_rule(&t, "postrouting", 3),
     );
-    assert_encodes("rule_masqx", &t, f, n, add_rule("masq-x", masq));
-    let e = elem("masq4", vec![addr("10.88.3.4")], "masq-x", "c3");
-    assert_encodes("elem_masq4", &t, f, n, e);
+    let spec = crate::firewall::MasqueradeSpec {
+        attachment: crate::firewall::AttachmentId::new("n", "c", "eth0"),
+        address: "10.88.3.4/16".parse().unwrap(),
+    };
+    let mut els = layout::masquerade_rules(&spec).elements;
+    for e in &mut els {
+        e.comment = Some("c3".into());
+        e.data = owner();
+    }
+    let cmd = |e: &Element| Command::AddElement {
+        element: e.clone(),
+        exclusive: true,
+    };
+    assert_eq!(els[0].map, layout::OWNERS);
+    assert_encodes("elem_masq_src4", &t, f, n, cmd(&els[1]));
+    assert_encodes("elem_masq_keep4", &t, f, n, cmd(&els[2]));
+    assert_encodes(
+        "elem_masq_keep6",
+        &t,
+        f,
+        n,
+        elem(
+            "masq_keep6",
+            vec![addr("fd00:88::4"), prefix("fd00:88::/64")],
+            owner(),
+            "c3",
+        ),
+    );
+    assert_encodes(
+        "del_masq_keep4",
+        &t,
+        f,
+        n,
+        del("masq_keep4", els[2].key.clone()),
+    );
 }
 
 #[test]
@@ -354,12 +530,9 @@ fn prefixes_flags_and_nat_match_nft() {
     let t = Table {
         family: Family::Inet,
         name: "t",
-        maps: vec![Map {
-            name: "m6",
-            key: vec![KeyType::Ipv6Addr],
-        }],
+        maps: Vec::new(),
         chains: Vec::new(),
-        owner_prefix: "pm",
+        conditions_chain: None,
     };
     let (f, n) = (Family::Inet, "t");
     let ret = |proto: &str, field: &str, op: CmpOp, v: Value| {
@@ -454,11 +627,6 @@ fn prefixes_flags_and_nat_match_nft() {
     .unwrap();
     let iif = Rule::new([conds, vec![Stmt::Return]].concat());
     assert_encodes("p_iif_ct", &t, f, n, add_rule("pm", iif));
-    let vmap = Rule::new(vec![Stmt::Vmap {
-        key: vec![Expr::payload("ip6", "saddr")],
-        map: "m6".into(),
-    }]);
-    assert_encodes("p_vmap6", &t, f, n, add_rule("pm", vmap));
     assert_encodes(
         "p_masq",
         &t,
@@ -475,21 +643,44 @@ fn keys_round_trip_and_unknown_shapes_are_refused() {
     let raw = encode_key(&types, &key).unwrap();
     assert_eq!(raw, [192, 0, 2, 1, 17, 0, 0, 0, 0, 53, 0, 0]);
     assert_eq!(
-        decode_key(&types, &raw).unwrap(),
+        decode_key(&types, &raw, None).unwrap(),
         vec![addr("192.0.2.1"), Value::Num(17), Value::Num(53)]
     );
     assert_eq!(
-        encode_key(&types, &decode_key(&types, &raw).unwrap()).unwrap(),
+        encode_key(&types, &decode_key(&types, &raw, None).unwrap()).unwrap(),
         raw
     );
+    // Interval keys: a prefix part round-trips through first and last key.
+    let types = [KeyType::Ipv6Addr, KeyType::Ipv6Addr];
+    for key in [
+        vec![addr("fd00::4"), prefix("fd00::/64")],
+        vec![addr("fd00::4"), prefix("::/0")],
+        vec![addr("fd00::4"), addr("fd00::4")],
+    ] {
+        let (start, end) = encode_interval_key(&types, &key).unwrap();
+        assert_eq!(decode_key(&types, &start, Some(&end)).unwrap(), key);
+    }
+    let types = [KeyType::IfName, KeyType::EtherAddr];
+    let key = vec![Value::str("veth1"), Value::str("0a:58:0a:01:00:05")];
+    let raw = encode_key(&types, &key).unwrap();
+    assert_eq!(raw.len(), 24);
+    assert_eq!(decode_key(&types, &raw, None).unwrap(), key);
+    assert!(encode_key(&[KeyType::Ipv4Addr], &[prefix("10.0.0.0/8")]).is_err());
     assert_eq!(udata_comment(&comment_udata("tag")).as_deref(), Some("tag"));
 
+    let t = layout::masquerade_table();
     let set = Rule::new(vec![m(
         Expr::payload("tcp", "sport"),
         CmpOp::Eq,
         Value::Set(vec![Value::Num(1)]),
     )]);
-    assert!(encode_rule(Family::Inet, &set).is_err());
+    assert!(encode_rule(&t, Family::Inet, &set).is_err());
+    let unknown = Rule::new(vec![Stmt::Lookup {
+        key: vec![Expr::payload("ip", "saddr")],
+        map: "nope".into(),
+        negate: false,
+    }]);
+    assert!(encode_rule(&t, Family::Inet, &unknown).is_err());
 }
 
 #[test]

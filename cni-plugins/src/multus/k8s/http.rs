@@ -7,7 +7,7 @@ use ureq::tls::{Certificate, ClientCert, PemItem, PrivateKey, RootCerts, TlsConf
 use ureq::Agent;
 
 use super::{annotations_patch, ClientConfig, KubeClient, NetworkAttachmentDefinition, Pod};
-use crate::multus::error::Error;
+use crate::Error;
 
 /// A [`KubeClient`] over HTTPS.
 pub struct HttpKubeClient {

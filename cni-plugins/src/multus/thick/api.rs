@@ -9,7 +9,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::error::Error;
+use crate::Error;
 
 /// The CNI request endpoint.
 pub const CNI_ENDPOINT: &str = "/cni";
@@ -80,7 +80,7 @@ mod b64 {
 impl CniRequest {
     /// Decodes a request body.
     pub fn from_slice(body: &[u8]) -> Result<CniRequest, Error> {
-        serde_json::from_slice(body).map_err(|e| Error::Protocol {
+        serde_json::from_slice(body).map_err(|e| Error::DaemonProtocol {
             op: "decode CNI request",
             reason: e.to_string(),
         })

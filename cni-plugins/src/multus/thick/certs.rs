@@ -13,8 +13,8 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 
 use super::autoconf::write_atomic_private;
-use super::error::Error;
 use crate::multus::k8s::{ClientConfig, HttpKubeClient};
+use crate::Error;
 
 /// The file in `certDir` holding the current certificate and key (the
 /// name kubelet's certificate manager uses, with multus's prefix).
@@ -213,7 +213,7 @@ impl CertManager {
     /// A client with a fresh certificate.
     pub fn client(&self) -> Result<HttpKubeClient, Error> {
         let creds = self.request()?;
-        Ok(HttpKubeClient::new(&self.client_config(&creds))?)
+        HttpKubeClient::new(&self.client_config(&creds))
     }
 
     /// Renews the certificate before each deadline on a background thread,

@@ -6,7 +6,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 
-use super::error::Error;
+use crate::Error;
 
 /// The largest request head (request line and headers) read.
 pub const MAX_HEAD: usize = 16 << 10;
@@ -170,7 +170,7 @@ pub fn post(
     );
     let mut out = head.into_bytes();
     out.extend_from_slice(body);
-    let proto = |reason: String| Error::Protocol {
+    let proto = |reason: String| Error::DaemonProtocol {
         op: "exchange with the multus daemon",
         reason,
     };
@@ -182,7 +182,7 @@ pub fn post(
 
 /// Reads a response: (status, body).
 pub fn read_response(stream: impl Read) -> Result<(u16, Vec<u8>), Error> {
-    let proto = |reason: String| Error::Protocol {
+    let proto = |reason: String| Error::DaemonProtocol {
         op: "read the multus daemon's reply",
         reason,
     };

@@ -28,7 +28,7 @@
 //! r.env.insert("CNI_COMMAND".into(), "ADD".into());
 //! r.config = br#"{"cniVersion":"1.0.0","name":"m","type":"multus-shim"}"#.to_vec();
 //! assert_eq!(CniRequest::from_slice(&r.to_vec())?, r);
-//! # Ok::<(), cni_plugins::multus::thick::Error>(())
+//! # Ok::<(), cni_plugins::Error>(())
 //! ```
 
 pub mod api;
@@ -36,7 +36,6 @@ pub mod autoconf;
 pub mod certs;
 pub mod chroot;
 pub mod config;
-mod error;
 pub mod http;
 pub mod metrics;
 pub mod plugin;
@@ -45,7 +44,6 @@ pub mod shim;
 pub mod watch;
 
 pub use config::DaemonConfig;
-pub use error::Error;
 pub use plugin::DaemonPlugin;
 pub use server::{start, start_with, DaemonHandle};
 pub use shim::Shim;

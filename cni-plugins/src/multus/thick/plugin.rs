@@ -13,12 +13,12 @@ use crate::multus::delegate::Delegate;
 use crate::multus::k8s::KubeClient;
 use crate::multus::runtime::{delegate_runtime, PodRequest};
 use crate::multus::{
-    cmd_add, cmd_check, cmd_del, cmd_gc, cmd_status, kube_client, DelegateExec,
-    Error as MultusError, LibcniDelegates, NetConf,
+    cmd_add, cmd_check, cmd_del, cmd_gc, cmd_status, kube_client, DelegateExec, LibcniDelegates,
+    NetConf,
 };
 
 use super::api::InterfaceAttributes;
-use super::error::Error;
+use crate::Error;
 
 /// A shareable API client.
 pub type SharedKube = Arc<dyn KubeClient + Send + Sync>;
@@ -44,12 +44,11 @@ const NO_CLUSTER_NETWORK: &str = "multus-daemon-no-cluster-network";
 
 /// The shim's (or a client's) configuration with `overrides` laid over it,
 /// as multus-cni's `overrideCNIConfigWithServerConfig` does.
-pub fn merged_conf(stdin: &[u8], overrides: &Map<String, Value>) -> Result<NetConf, MultusError> {
-    let mut raw: Map<String, Value> =
-        serde_json::from_slice(stdin).map_err(|e| MultusError::Decode {
-            what: "CNI configuration".into(),
-            reason: e.to_string(),
-        })?;
+pub fn merged_conf(stdin: &[u8], overrides: &Map<String, Value>) -> Result<NetConf, Error> {
+    let mut raw: Map<String, Value> = serde_json::from_slice(stdin).map_err(|e| Error::Decode {
+        what: "CNI configuration".into(),
+        reason: e.to_string(),
+    })?;
     for (k, v) in overrides {
         raw.insert(k.clone(), v.clone());
     }
@@ -59,15 +58,11 @@ pub fn merged_conf(stdin: &[u8], overrides: &Map<String, Value>) -> Result<NetCo
 /// A configuration good enough for DEL from the delegate cache: the given
 /// one, with a placeholder cluster network when it names none (the shim's
 /// own minimal configuration).
-pub fn conf_for_cached_del(
-    stdin: &[u8],
-    overrides: &Map<String, Value>,
-) -> Result<NetConf, MultusError> {
-    let mut raw: Map<String, Value> =
-        serde_json::from_slice(stdin).map_err(|e| MultusError::Decode {
-            what: "CNI configuration".into(),
-            reason: e.to_string(),
-        })?;
+pub fn conf_for_cached_del(stdin: &[u8], overrides: &Map<String, Value>) -> Result<NetConf, Error> {
+    let mut raw: Map<String, Value> = serde_json::from_slice(stdin).map_err(|e| Error::Decode {
+        what: "CNI configuration".into(),
+        reason: e.to_string(),
+    })?;
     for (k, v) in overrides {
         raw.insert(k.clone(), v.clone());
     }
@@ -82,7 +77,7 @@ pub fn conf_for_cached_del(
     NetConf::from_map(raw)
 }
 
-fn pod_request(req: &Request) -> Result<PodRequest, MultusError> {
+fn pod_request(req: &Request) -> Result<PodRequest, Error> {
     PodRequest::new(&req.container_id, &req.netns, &req.ifname, &req.args_raw)
 }
 
@@ -103,7 +98,7 @@ impl DaemonPlugin {
         &self,
         req: &Request,
         need_kube: bool,
-    ) -> Result<(NetConf, Option<SharedKube>, LibcniDelegates), MultusError> {
+    ) -> Result<(NetConf, Option<SharedKube>, LibcniDelegates), Error> {
         let conf = if req.command == cni_exec::Command::Del {
             conf_for_cached_del(&req.stdin, &self.overrides)?
         } else {
@@ -141,7 +136,7 @@ impl DaemonPlugin {
     ) -> Result<Option<CniResult>, Error> {
         let conf = conf_for_cached_del(b"{}", &self.overrides)?;
         let mut envelope: Map<String, Value> =
-            serde_json::from_slice(&req.stdin).map_err(|e| MultusError::Decode {
+            serde_json::from_slice(&req.stdin).map_err(|e| Error::Decode {
                 what: "delegate configuration".into(),
                 reason: e.to_string(),
             })?;
@@ -166,8 +161,8 @@ impl DaemonPlugin {
         );
         match req.command {
             cni_exec::Command::Add => Ok(Some(exec.add(&d, &rt)?)),
-            cni_exec::Command::Del => exec.del(&d, &rt).map(|()| None).map_err(Error::from),
-            other => Err(Error::Protocol {
+            cni_exec::Command::Del => exec.del(&d, &rt).map(|()| None),
+            other => Err(Error::DaemonProtocol {
                 op: "serve /delegate",
                 reason: format!("command {other} is not ADD or DEL"),
             }),

@@ -14,11 +14,11 @@ use serde_json::{Map, Value};
 
 use super::api::{self, CniRequest, CniResponse};
 use super::config::{DEFAULT_SOCKET_DIR, SOCKET_NAME};
-use super::error::Error;
 use super::http;
 use super::plugin::conf_for_cached_del;
 use crate::multus::runtime::PodRequest;
 use crate::multus::{cmd_del, LibcniDelegates};
+use crate::Error;
 
 /// How long the shim waits for the daemon's reply (an ADD may wait for the
 /// readiness indicator and the API).
@@ -68,7 +68,7 @@ pub fn send(
     endpoint: &str,
     request: &CniRequest,
 ) -> Result<Result<CniResponse, CniError>, Error> {
-    let stream = UnixStream::connect(socket).map_err(|source| Error::Unreachable {
+    let stream = UnixStream::connect(socket).map_err(|source| Error::DaemonUnreachable {
         path: socket.to_path_buf(),
         source,
     })?;
@@ -76,7 +76,7 @@ pub fn send(
     let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
     let (status, body) = http::post(&stream, endpoint, &request.to_vec())?;
     if status == 200 {
-        let resp = serde_json::from_slice(&body).map_err(|e| Error::Protocol {
+        let resp = serde_json::from_slice(&body).map_err(|e| Error::DaemonProtocol {
             op: "decode the multus daemon's reply",
             reason: e.to_string(),
         })?;
@@ -137,7 +137,7 @@ impl Plugin for Shim {
     fn del(&self, req: &Request) -> Result<(), CniError> {
         match forward(req) {
             Ok(r) => r.map(|_| ()),
-            Err(e @ Error::Unreachable { .. }) => {
+            Err(e @ Error::DaemonUnreachable { .. }) => {
                 tracing::warn!("{e}; deleting from the delegate cache in-process");
                 fallback_del(req)
             }

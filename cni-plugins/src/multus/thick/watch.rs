@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::multus::k8s::{HttpKubeClient, KubeClient, NetworkAttachmentDefinition, Pod};
-use crate::multus::Error as MultusError;
+use crate::Error;
 
 /// How long one watch request lasts before it is renewed.
 const WATCH_SECONDS: u64 = 60;
@@ -180,11 +180,11 @@ impl WatchCache {
 
 /// One list, then watches from its version until an error or a gone
 /// version (410) asks for a relist.
-fn list_and_watch(cache: &WatchCache, kind: Kind) -> Result<(), MultusError> {
+fn list_and_watch(cache: &WatchCache, kind: Kind) -> Result<(), Error> {
     let body = cache
         .client()
         .get_path(&format!("list {}", kind.name()), kind.path())?;
-    let list: Value = serde_json::from_slice(&body).map_err(|e| MultusError::Decode {
+    let list: Value = serde_json::from_slice(&body).map_err(|e| Error::Decode {
         what: format!("{} list", kind.name()),
         reason: e.to_string(),
     })?;
@@ -237,7 +237,7 @@ fn watch_loop(weak: &Weak<WatchCache>, kind: Kind) {
 }
 
 impl KubeClient for WatchCache {
-    fn get_pod(&self, namespace: &str, name: &str) -> Result<Pod, MultusError> {
+    fn get_pod(&self, namespace: &str, name: &str) -> Result<Pod, Error> {
         if let Some(p) = self.cached_pod(namespace, name) {
             self.hits.fetch_add(1, Ordering::SeqCst);
             return Ok(p);
@@ -250,7 +250,7 @@ impl KubeClient for WatchCache {
         &self,
         namespace: &str,
         name: &str,
-    ) -> Result<NetworkAttachmentDefinition, MultusError> {
+    ) -> Result<NetworkAttachmentDefinition, Error> {
         let cached = self
             .nads
             .read()
@@ -270,7 +270,7 @@ impl KubeClient for WatchCache {
         namespace: &str,
         name: &str,
         annotations: &BTreeMap<String, Option<String>>,
-    ) -> Result<(), MultusError> {
+    ) -> Result<(), Error> {
         self.client()
             .patch_pod_annotations(namespace, name, annotations)
     }

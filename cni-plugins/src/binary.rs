@@ -1,0 +1,97 @@
+//! What every plugin binary's `main` is: [`plugin_main!`](crate::plugin_main)
+//! places the binary's same-build marker (see [`cni_exec::same_build`])
+//! and runs the plugin; a plugin that delegates gets an executor that runs
+//! its delegates in-process when `CNI_PATH` resolves them to a binary of
+//! this same build — bridge's host-local, flannel's bridge, multus's
+//! delegates — and as processes otherwise (a Go plugin, another build).
+//!
+//! ```
+//! use cni_exec::same_build::plugin_marker;
+//! use cni_plugins::binary::{flannel_delegates, ipam_delegates, marker, BUILD};
+//!
+//! assert_eq!(marker("host-local"), plugin_marker("host-local", BUILD));
+//! assert!(ipam_delegates().is_registered("host-local"));
+//! assert!(!ipam_delegates().is_registered("bridge"));
+//! assert!(flannel_delegates().is_registered("bridge"));
+//! ```
+
+use std::sync::Arc;
+
+use cni_exec::same_build::{plugin_marker, SameBuildExec, MARKER_LEN};
+
+/// The build identity in every marker of this crate's binaries: its
+/// version. Binaries of two versions never run each other in-process.
+pub const BUILD: &str = env!("CARGO_PKG_VERSION");
+
+/// The marker of this build's plugin `name`.
+pub const fn marker(name: &str) -> [u8; MARKER_LEN] {
+    plugin_marker(name, BUILD)
+}
+
+/// The IPAM plugins of this build as in-process delegates: what bridge,
+/// ptp, macvlan, ipvlan and host-device delegate to. Each binary registers
+/// only what it may delegate to, so that (with LTO) it carries no other
+/// plugin's code: a smaller binary starts faster.
+pub fn ipam_delegates() -> SameBuildExec {
+    SameBuildExec::new(BUILD)
+        .register("host-local", || Arc::new(crate::host_local::HostLocal))
+        .register("static", || Arc::new(crate::static_ipam::Static))
+}
+
+/// flannel's delegates: bridge (its default) and the IPAM plugins.
+pub fn flannel_delegates() -> SameBuildExec {
+    ipam_delegates().register("bridge", || Arc::new(crate::bridge::Bridge::new()))
+}
+
+/// Every plugin of this crate but multus (a meta plugin, never a
+/// delegate): what multus delegates to.
+pub fn all_delegates() -> SameBuildExec {
+    flannel_delegates()
+        .register("ptp", || Arc::new(crate::ptp::Ptp::default()))
+        .register("macvlan", || Arc::new(crate::macvlan::Macvlan))
+        .register("ipvlan", || Arc::new(crate::ipvlan::Ipvlan))
+        .register("host-device", || Arc::new(crate::host_device::HostDevice))
+        .register("loopback", || Arc::new(crate::loopback::Loopback))
+        .register("tuning", || Arc::new(crate::tuning::Tuning::new()))
+        .register("bandwidth", || Arc::new(crate::bandwidth::Bandwidth::new()))
+        .register("portmap", || Arc::new(crate::portmap::Portmap::new()))
+        .register("flannel", || Arc::new(crate::flannel::Flannel::new()))
+}
+
+/// Defines a plugin binary's `main`: the binary carries the marker of
+/// plugin `$name` of this build in its `.cni_rs_plugin` section (so that
+/// other plugins of this build may run it in-process), then runs `$plugin`
+/// with [`cni_exec::run`], or, given a third argument (a function such as
+/// [`ipam_delegates`]), with [`cni_exec::run_with_exec`] and that
+/// function's delegates.
+///
+/// ```no_run
+/// cni_plugins::plugin_main!("loopback", cni_plugins::loopback::Loopback);
+/// ```
+#[macro_export]
+macro_rules! plugin_main {
+    ($name:literal, $plugin:expr) => {
+        $crate::plugin_main!(@marker $name);
+
+        fn main() {
+            ::std::hint::black_box(&CNI_RS_PLUGIN_MARKER);
+            ::cni_exec::run(&$plugin)
+        }
+    };
+    ($name:literal, $plugin:expr, $delegates:path) => {
+        $crate::plugin_main!(@marker $name);
+
+        fn main() {
+            ::std::hint::black_box(&CNI_RS_PLUGIN_MARKER);
+            ::cni_exec::run_with_exec(&$plugin, ::std::sync::Arc::new($delegates()))
+        }
+    };
+    (@marker $name:literal) => {
+        // `main` references it (black_box), so the section survives LTO
+        // and --gc-sections.
+        #[used]
+        #[link_section = ".cni_rs_plugin"]
+        static CNI_RS_PLUGIN_MARKER: [u8; ::cni_exec::same_build::MARKER_LEN] =
+            $crate::binary::marker($name);
+    };
+}
