@@ -437,9 +437,10 @@ fn bridge_ports(ns: &Ns) -> Vec<String> {
         .collect()
 }
 
-/// What the nft ruleset of `ns` still holds for `networks`: rules and map
-/// elements whose comment names one of them, per-attachment chains, and
-/// map elements of any kind (`nft -j list ruleset`).
+/// What the nft ruleset of `ns` still holds for `networks`: rules whose
+/// comment names one of them, per-attachment chains, and map or set
+/// elements of any kind (every element belongs to an attachment in our
+/// layout) (`nft -j list ruleset`).
 fn nft_leftovers(ns: &Ns, networks: &[&str]) -> Vec<String> {
     let v = ns.nft_ruleset();
     let mut out = Vec::new();
@@ -457,7 +458,7 @@ fn nft_leftovers(ns: &Ns, networks: &[&str]) -> Vec<String> {
                 out.push(format!("chain {}/{name}", c["table"]));
             }
         }
-        if let Some(m) = o.get("map") {
+        if let Some(m) = o.get("map").or_else(|| o.get("set")) {
             if let Some(elems) = m.get("elem").and_then(Value::as_array) {
                 if !elems.is_empty() {
                     out.push(format!("map {}/{}: {elems:?}", m["table"], m["name"]));
@@ -985,6 +986,13 @@ fn first_adds_on_a_fresh_node_race_without_failures() {
             })
         };
         let added = run_all("ADD");
+        // The oracles see live attachments (so their emptiness later means
+        // something): reservations, bridge ports, firewall elements.
+        if added.iter().all(Result::is_ok) {
+            assert_eq!(reservations(&ipam).len(), racers);
+            assert_eq!(bridge_ports(&node).len(), racers);
+            assert!(!nft_leftovers(&node, &[&network]).is_empty());
+        }
         let deleted = run_all("DEL");
         let errors: Vec<&String> = added
             .iter()
