@@ -16,7 +16,7 @@
 //!   flat after warm-up.
 //!
 //! Smoke sizes run by default (CI); the full campaign is the same tests
-//! with larger sizes from the environment (see `reliability/soak.md`):
+//! with larger sizes from the environment (see RELIABILITY.md, "Concurrency and soak"):
 //!
 //! ```text
 //! SOAK_CYCLES=5000 SOAK_MULTUS_CYCLES=5000 SOAK_SAMPLE_EVERY=500 \
