@@ -270,11 +270,23 @@ fn serve_socket(listener: UnixListener, shared: Arc<Shared>) {
             continue;
         }
         shared.active.fetch_add(1, Ordering::SeqCst);
-        let s = shared.clone();
+        let slot = Slot(shared.clone());
         std::thread::spawn(move || {
-            handle(stream, &s);
-            s.active.fetch_sub(1, Ordering::SeqCst);
+            // The slot is given back when the thread ends, even by a panic
+            // in a handler: a lost slot would shrink the daemon for good.
+            let slot = slot;
+            handle(stream, &slot.0);
         });
+    }
+}
+
+/// One of the daemon's `MAX_CONNECTIONS` connection slots, held by a
+/// request's thread.
+struct Slot(Arc<Shared>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
