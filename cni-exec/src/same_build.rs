@@ -6,7 +6,7 @@
 //! build it comes from ([`plugin_marker`]). [`SameBuildExec`] finds a
 //! delegate on `CNI_PATH` exactly as [`ProcessExec`] does; when the file it
 //! finds carries the marker of a plugin registered here under the same
-//! build, the delegate runs in this process through [`dispatch`] (the same
+//! build, the delegate runs in this process through [`dispatch`](crate::dispatch) (the same
 //! code the binary would run, with the same environment and stdin), and
 //! otherwise as a process. A Go plugin, a plugin of another build, or a
 //! file without the marker is always exec'd, so a node's choice of binary
