@@ -196,6 +196,17 @@ fn load(req: &Request) -> Result<(PortmapConf, Option<CniResult>)> {
     Ok((conf, prev))
 }
 
+/// The address families the container has an address in.
+fn families(spec: &PortMappingSpec) -> Vec<IpFamily> {
+    [
+        spec.container_v4.map(|_| IpFamily::V4),
+        spec.container_v6.map(|_| IpFamily::V6),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
 impl Portmap {
     fn do_add(&self, req: &Request) -> Result<CniResult> {
         let (conf, prev) = load(req)?;
@@ -210,14 +221,7 @@ impl Portmap {
         self.firewall(&conf)
             .add_port_mappings(&spec)
             .map_err(netns_err)?;
-        let families: Vec<IpFamily> = [
-            spec.container_v4.map(|_| IpFamily::V4),
-            spec.container_v6.map(|_| IpFamily::V6),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        self.flush_udp(&conf, &families);
+        self.flush_udp(&conf, &families(&spec));
         if let (true, Some(v4)) = (conf.snat, spec.container_v4) {
             self.enable_route_localnet(IpAddr::V4(v4.ip()))?;
         }
@@ -236,8 +240,14 @@ impl Portmap {
             .del_port_mappings(&spec)
             .map_err(netns_err)?;
         // Beyond the reference: the pod's UDP flows die with it, so the
-        // next owner of the host port is reached at once.
-        self.flush_udp(&conf, &[IpFamily::V4, IpFamily::V6]);
+        // next owner of the host port is reached at once. Only the families
+        // the pod had an address in can have flows (each flush is a dump of
+        // the conntrack table); without prevResult, both.
+        let families = match families(&spec) {
+            f if prev.is_some() && !f.is_empty() => f,
+            _ => vec![IpFamily::V4, IpFamily::V6],
+        };
+        self.flush_udp(&conf, &families);
         Ok(())
     }
 
