@@ -8,7 +8,6 @@ use std::fmt;
 use std::os::fd::AsRawFd;
 use std::str::FromStr;
 
-use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::link::{
     InfoData, InfoIpVlan, InfoKind, InfoMacVlan, IpVlanMode, LinkAttribute, LinkInfo, LinkMessage,
     MacVlanMode,
@@ -193,24 +192,15 @@ impl Handle {
     /// given. A kernel without ipvlan ("Unknown device type") gives
     /// [`Error::Unsupported`].
     pub fn add_ipvlan(&self, spec: &IpvlanSpec<'_>) -> Result<()> {
-        let op = || {
-            let ns = spec
-                .netns
-                .map(|n| format!(" in {}", n.path().display()))
-                .unwrap_or_default();
-            format!(
-                "add ipvlan {}{ns} on {}",
-                spec.name,
-                self.ifname_for(spec.parent)
-            )
-        };
-        self.request(
-            RouteNetlinkMessage::NewLink(ipvlan_message(spec)),
-            NLM_F_CREATE | NLM_F_EXCL,
-            op,
-        )
-        .map(drop)
-        .map_err(|e| self.unsupported(op(), "ipvlan", e))
+        let (name, netns, parent) = (&spec.name, spec.netns, spec.parent);
+        self.add_link_on_parent("ipvlan", name, netns, parent, ipvlan_message(spec))
+            .map_err(|e| {
+                self.unsupported(
+                    self.on_parent_op("ipvlan", name, netns, parent),
+                    "ipvlan",
+                    e,
+                )
+            })
     }
 
     /// Sets a macvlan's broadcast queue length (`IFLA_MACVLAN_BC_QUEUE_LEN`,

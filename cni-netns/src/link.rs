@@ -646,23 +646,46 @@ impl Handle {
     /// Creates a macvlan on `spec.parent`, directly in `spec.netns` when
     /// given (as Go's macvlan plugin does with `IFLA_NET_NS_FD`).
     pub fn add_macvlan(&self, spec: &MacvlanSpec<'_>) -> Result<()> {
-        let op = || {
-            let ns = spec
-                .netns
-                .map(|n| format!(" in {}", n.path().display()))
-                .unwrap_or_default();
-            format!(
-                "add macvlan {}{ns} on {}",
-                spec.name,
-                self.ifname_for(spec.parent)
-            )
-        };
+        self.add_link_on_parent(
+            "macvlan",
+            &spec.name,
+            spec.netns,
+            spec.parent,
+            macvlan_message(spec),
+        )
+    }
+
+    /// Creates a link stacked on `parent` (macvlan, ipvlan) from `message`,
+    /// directly in `netns` when given; errors name the kind, the link, the
+    /// namespace and the parent.
+    pub(crate) fn add_link_on_parent(
+        &self,
+        kind: &str,
+        name: &str,
+        netns: Option<&Netns>,
+        parent: u32,
+        message: LinkMessage,
+    ) -> Result<()> {
         self.request(
-            RouteNetlinkMessage::NewLink(macvlan_message(spec)),
+            RouteNetlinkMessage::NewLink(message),
             NLM_F_CREATE | NLM_F_EXCL,
-            op,
+            || self.on_parent_op(kind, name, netns, parent),
         )
         .map(drop)
+    }
+
+    /// "add `kind` `name` [in `netns`] on `parent`", for messages.
+    pub(crate) fn on_parent_op(
+        &self,
+        kind: &str,
+        name: &str,
+        netns: Option<&Netns>,
+        parent: u32,
+    ) -> String {
+        let ns = netns
+            .map(|n| format!(" in {}", n.path().display()))
+            .unwrap_or_default();
+        format!("add {kind} {name}{ns} on {}", self.ifname_for(parent))
     }
 
     /// Go's bridge plugin `ensureBridge`: creates the bridge if missing
