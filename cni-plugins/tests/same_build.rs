@@ -54,6 +54,23 @@ fn our_binaries_carry_their_marker() {
     for name in ["host-local", "bridge", "static"] {
         let bin = workspace_bin("cni-plugins", name);
         assert_eq!(read_marker(&bin), Some(marker(name)), "{name}");
+        // An independent reader of the section (binutils), where installed.
+        if let Ok(out) = std::process::Command::new("readelf")
+            .args(["-p", ".cni_rs_plugin"])
+            .arg(&bin)
+            .output()
+        {
+            let dump = String::from_utf8_lossy(&out.stdout);
+            let strings: Vec<&str> = dump
+                .lines()
+                .filter_map(|l| l.split_once(']').map(|(_, s)| s.trim()))
+                .collect();
+            assert_eq!(
+                strings,
+                ["cni-rs-plugin", name, cni_plugins::binary::BUILD],
+                "readelf: {dump}"
+            );
+        }
     }
     assert_eq!(read_marker(Path::new("/usr/lib/cni/host-local")), None);
 }
