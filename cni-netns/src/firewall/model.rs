@@ -436,3 +436,59 @@ pub struct Batch {
     /// The commands, applied all or none.
     pub commands: Vec<Command>,
 }
+
+// Helpers the rule families share.
+
+/// The payload protocol of an address family's header (`ip`, `ip6`).
+pub(crate) fn ipx(v6: bool) -> &'static str {
+    if v6 {
+        "ip6"
+    } else {
+        "ip"
+    }
+}
+
+/// `left == right`.
+pub(crate) fn match_eq(left: Expr, right: Value) -> Stmt {
+    Stmt::Match {
+        left,
+        op: CmpOp::Eq,
+        right,
+    }
+}
+
+/// `meta nfproto ipv4` (or `ipv6`).
+pub(crate) fn nfproto(v6: bool) -> Stmt {
+    match_eq(
+        Expr::meta("nfproto"),
+        Value::str(if v6 { "ipv6" } else { "ipv4" }),
+    )
+}
+
+/// A prefix literal of the layout.
+pub(crate) fn const_net(net: &str) -> IpNetwork {
+    net.parse().expect("constant prefix literal")
+}
+
+/// A prefix as an interval key part, masked (nft wants the network address;
+/// ipnetwork keeps host bits): a full-length prefix is the address itself
+/// (as nft lists it).
+pub(crate) fn prefix_part(net: IpNetwork) -> Value {
+    let net = IpNetwork::new(net.network(), net.prefix()).unwrap_or(net);
+    let full = if net.is_ipv4() { 32 } else { 128 };
+    if net.prefix() == full {
+        Value::Addr(net.ip())
+    } else {
+        Value::Prefix(net)
+    }
+}
+
+/// A map declaration.
+pub(crate) fn map(name: &'static str, key: &[KeyType], data: &[KeyType], interval: bool) -> Map {
+    Map {
+        name,
+        key: key.to_vec(),
+        data: data.to_vec(),
+        interval,
+    }
+}

@@ -3,11 +3,11 @@
 //! routes in the pod; plus our own rules (masquerade, MAC spoof check).
 
 use cni_exec::{delegate_check, Request};
-use cni_netns::firewall::{AttachmentId, Firewall, MacSpoofCheckSpec};
+use cni_netns::firewall::{AttachmentId, Firewall, MacSpoofCheckSpec, RuleSpec};
 use cni_netns::{Family, Handle, IpNetwork, Link, Netns};
 use cni_types::{CniResult, Interface};
 
-use super::{delegate, BridgeConf};
+use super::{delegate, masquerade, BridgeConf};
 use crate::{Error, Result};
 
 pub(crate) fn check(firewall: &dyn Firewall, req: &Request) -> Result<()> {
@@ -59,14 +59,14 @@ pub(crate) fn check(firewall: &dyn Firewall, req: &Request) -> Result<()> {
     );
     if conf.ip_masq && !ipam.is_empty() {
         let addresses: Vec<IpNetwork> = prev.ips.iter().map(|ip| ip.address).collect();
-        firewall.check_masquerades(&id, &addresses)?;
+        firewall.check(&masquerade(&id, addresses))?;
     }
     if conf.mac_spoof_chk {
-        firewall.check_mac_spoof_check(&MacSpoofCheckSpec {
+        firewall.check(&RuleSpec::MacSpoofCheck(MacSpoofCheckSpec {
             attachment: id,
             host_ifname: host_veth.name,
             mac: container.mac.unwrap_or(cni_netns::MacAddr([0; 6])),
-        })?;
+        }))?;
     }
     Ok(())
 }

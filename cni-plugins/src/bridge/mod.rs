@@ -32,7 +32,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cni_exec::{delegate_add, delegate_del, delegate_gc, delegate_status, Plugin, Request};
-use cni_netns::firewall::{default_backend, AttachmentId, Firewall, MacSpoofCheckSpec, RuleKind};
+use cni_netns::firewall::{
+    AttachmentId, Backend, Firewall, MacSpoofCheckSpec, MasqueradeSpec, RuleKind, RuleSpec,
+};
 use cni_netns::{
     configure_interface, sysctl, BridgePortOptions, BridgeSpec, BridgeVlan, Family, Handle,
     IpNetwork, Link, Netns, OperState, VethSpec, SCOPE_UNIVERSE,
@@ -88,10 +90,16 @@ struct Done {
 }
 
 impl Bridge {
-    /// The plugin with the firewall of the namespace it runs in: native
-    /// nf_tables, or `nft` with `CNI_FIREWALL_BACKEND=nft`.
+    /// The plugin with the native nf_tables firewall of the namespace it
+    /// runs in.
     pub fn new() -> Bridge {
-        Bridge::with_firewall(Arc::from(default_backend(None)))
+        Bridge::with_backend(Backend::default())
+    }
+
+    /// The plugin with the firewall `backend` of the namespace it runs in
+    /// (the binary reads `CNI_FIREWALL_BACKEND`).
+    pub fn with_backend(backend: Backend) -> Bridge {
+        Bridge::with_firewall(Arc::from(backend.firewall(None, 0)))
     }
 
     /// The plugin with another firewall (a test double, or nftables in
@@ -130,7 +138,7 @@ impl Bridge {
         };
         if conf.mac_spoof_chk {
             let spec = spoof_check_spec(at, &host_veth.name, &container);
-            self.firewall.add_mac_spoof_check(&spec)?;
+            self.firewall.add(&RuleSpec::MacSpoofCheck(spec))?;
             done.spoof_check = true;
         }
         match ipam {
@@ -175,14 +183,12 @@ impl Bridge {
             ));
         }
         let gateways = gateway::calc_gateways(result, conf);
-        let addresses: Vec<IpNetwork> = result.ips.iter().map(|ip| ip.address).collect();
+        let masq = masquerade(&at.id, result.ips.iter().map(|ip| ip.address).collect());
         // The masquerade (an nft process) runs while the pod and the bridge
         // are configured: the ADD takes the longer of the two, not their
         // sum. Either failing fails the ADD.
         std::thread::scope(|s| -> Result<()> {
-            let masquerade = conf
-                .ip_masq
-                .then(|| s.spawn(|| self.firewall.add_masquerades(&at.id, &addresses)));
+            let masquerade = conf.ip_masq.then(|| s.spawn(|| self.firewall.add(&masq)));
             let configured =
                 configure_container(sides.pod, &at.req.ifname, conf, result).and_then(|()| {
                     if conf.is_gateway {
@@ -233,10 +239,7 @@ impl Bridge {
     /// own error is what the runtime sees.
     fn undo(&self, at: &Attachment<'_>, pod: Option<&Handle>, done: &Done) {
         if done.masquerade {
-            if let Err(e) = self
-                .firewall
-                .delete_attachment(RuleKind::Masquerade, &at.id)
-            {
+            if let Err(e) = self.firewall.delete_owned(RuleKind::Masquerade, &at.id) {
                 tracing::warn!("undo ADD: {e}");
             }
         }
@@ -246,10 +249,7 @@ impl Bridge {
             }
         }
         if done.spoof_check {
-            if let Err(e) = self
-                .firewall
-                .delete_attachment(RuleKind::MacSpoofCheck, &at.id)
-            {
+            if let Err(e) = self.firewall.delete_owned(RuleKind::MacSpoofCheck, &at.id) {
                 tracing::warn!("undo ADD: {e}");
             }
         }
@@ -269,15 +269,13 @@ impl Bridge {
     ) -> Result<()> {
         if conf.mac_spoof_chk {
             // As Go: a spoof check teardown failure does not fail DEL.
-            if let Err(e) = self
-                .firewall
-                .delete_attachment(RuleKind::MacSpoofCheck, &at.id)
-            {
+            if let Err(e) = self.firewall.delete_owned(RuleKind::MacSpoofCheck, &at.id) {
                 tracing::warn!("DEL: {e}");
             }
         }
         if !at.ipam.is_empty() && conf.ip_masq {
-            self.firewall.del_masquerades(&at.id, addresses)?;
+            self.firewall
+                .delete(&masquerade(&at.id, addresses.to_vec()))?;
         }
         Ok(())
     }
@@ -437,6 +435,14 @@ impl<'a> Attachment<'a> {
             ipam: req.config.ipam_type(),
         }
     }
+}
+
+/// The masquerade of `id`'s addresses.
+fn masquerade(id: &AttachmentId, addresses: Vec<IpNetwork>) -> RuleSpec {
+    RuleSpec::Masquerade(MasqueradeSpec {
+        attachment: id.clone(),
+        addresses,
+    })
 }
 
 fn panicked(what: &str) -> Error {

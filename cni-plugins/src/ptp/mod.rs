@@ -25,7 +25,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use cni_exec::{Plugin, Request};
-use cni_netns::firewall::{default_backend, AttachmentId, Firewall, RuleKind};
+use cni_netns::firewall::{AttachmentId, Backend, Firewall, MasqueradeSpec, RuleKind, RuleSpec};
 use cni_netns::{sysctl, AddressOptions, Handle, IpNetwork, Link, Netns, Route, SCOPE_HOST};
 use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
@@ -65,8 +65,8 @@ impl PtpConf {
     }
 }
 
-/// The ptp plugin. Its firewall is the selected backend (native nf_tables
-/// unless `CNI_FIREWALL_BACKEND=nft`).
+/// The ptp plugin. Its firewall is native nf_tables unless built
+/// [`Ptp::with_backend`] (the binary reads `CNI_FIREWALL_BACKEND`).
 #[derive(Debug, Clone)]
 pub struct Ptp {
     firewall: Arc<dyn Firewall>,
@@ -74,7 +74,7 @@ pub struct Ptp {
 
 impl Default for Ptp {
     fn default() -> Self {
-        Ptp::with_firewall(Arc::from(default_backend(None)))
+        Ptp::with_backend(Backend::default())
     }
 }
 
@@ -87,6 +87,11 @@ struct Done {
 }
 
 impl Ptp {
+    /// The plugin with the firewall `backend` of the namespace it runs in.
+    pub fn with_backend(backend: Backend) -> Ptp {
+        Ptp::with_firewall(Arc::from(backend.firewall(None, 0)))
+    }
+
     /// The plugin with another firewall (a test double, or nftables in
     /// another namespace).
     pub fn with_firewall(firewall: Arc<dyn Firewall>) -> Ptp {
@@ -126,8 +131,7 @@ impl Ptp {
         }
         if conf.ip_masq {
             done.masquerade = true;
-            self.firewall
-                .add_masquerades(&attachment(req), &addresses(&result))?;
+            self.firewall.add(&masquerade(req, &result))?;
         }
         // The host end's MAC may change when the pod end comes up.
         result.interfaces[0] = interface(&host.link_by_index(host_veth.index)?, "");
@@ -141,7 +145,7 @@ impl Ptp {
         if done.masquerade {
             if let Err(e) = self
                 .firewall
-                .delete_attachment(RuleKind::Masquerade, &attachment(req))
+                .delete_owned(RuleKind::Masquerade, &attachment(req))
             {
                 tracing::warn!("undo ADD: {e}");
             }
@@ -187,7 +191,7 @@ impl Plugin for Ptp {
         common::delete_pod_link_while(pod.as_ref().map(|p| &p.1), &req.ifname, || {
             if conf.ip_masq {
                 self.firewall
-                    .delete_attachment(RuleKind::Masquerade, &attachment(req))?;
+                    .delete_owned(RuleKind::Masquerade, &attachment(req))?;
             }
             common::ipam_del(req)
         })
@@ -203,8 +207,7 @@ impl Plugin for Ptp {
         let link = common::check_container_link(&pod, intf, Some("veth"))?;
         common::check_addresses_and_routes(&pod, &link, &prev)?;
         if conf.ip_masq {
-            self.firewall
-                .check_masquerades(&attachment(req), &addresses(&prev))?;
+            self.firewall.check(&masquerade(req, &prev))?;
         }
         Ok(())
     }
@@ -235,8 +238,12 @@ fn attachment(req: &Request) -> AttachmentId {
     )
 }
 
-fn addresses(result: &CniResult) -> Vec<IpNetwork> {
-    result.ips.iter().map(|ip| ip.address).collect()
+/// The masquerade of the attachment's addresses in `result`.
+fn masquerade(req: &Request, result: &CniResult) -> RuleSpec {
+    RuleSpec::Masquerade(MasqueradeSpec {
+        attachment: attachment(req),
+        addresses: result.ips.iter().map(|ip| ip.address).collect(),
+    })
 }
 
 fn host_prefix(ip: IpAddr) -> u8 {
