@@ -1,7 +1,8 @@
 //! A backend-independent description of nftables state: tables, maps,
 //! chains, rules and the commands of one atomic batch.
 //!
-//! The layout functions in [`super::layout`] produce these values; a backend
+//! The rule families (masquerade, host ports, MAC spoof check) produce
+//! these values and the batch assembly wraps them in batches; a backend
 //! only encodes them (JSON for `nft -j`, netlink attributes for a native
 //! backend) and reads back the little it needs (map elements, the rules of
 //! the conditions chain).
