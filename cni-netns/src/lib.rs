@@ -61,7 +61,7 @@
 //! | family | an attachment's elements |
 //! |---|---|
 //! | masquerade | `masq_src4`: pod IP; `masq_keep4`: pod IP . pod subnet (and `*6`) |
-//! | port mappings | per mapping: `hp_owner`: host IP . proto . port; `hp_dnat4`: proto . port → pod IP . port; with `snat`, `hp_masq4`: pod subnet . proto . port (hairpin) and `hp_lo4`: proto . port (localhost); with `masqAll`, `hp_all4`: proto . port; `hip_*` for a host IP; the same for IPv6 |
+//! | port mappings | per mapping: `hp_owner`: host IP . proto . port; `hp_dnat4`: proto . port → pod IP . port; with `snat`, `hp_masq4`: pod subnet . proto . port (hairpin) and `hp_lo4`: proto . port (localhost); with `masqAll`, `hp_all4`: proto . port; `hip_*` for a host IP; the same for IPv6 (no localhost key) |
 //! | MAC spoof check | `sc_ports`: host veth; `sc_allowed`: host veth . pod MAC |
 //!
 //! plus one anchor in map `owners` whose data fingerprints the rest. Adding

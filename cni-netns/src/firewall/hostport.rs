@@ -203,7 +203,7 @@ pub(crate) const CONDITIONS_CHAIN: &str = "conditions";
 /// mapping wins over a wildcard one on the same port. Postrouting
 /// masquerades DNATed connections whose first packet got the mark.
 pub(crate) fn table(masq_mark: u32) -> Table {
-    use KeyType::*;
+    use KeyType::{InetProto as P, InetService as S, Ipv4Addr as A4, Ipv6Addr as A6, Mark as M};
     let dnat_base = |hook: Hook| Chain {
         name: hook.as_str().into(),
         base: Some(BaseChain {
@@ -292,68 +292,24 @@ pub(crate) fn table(masq_mark: u32) -> Table {
     Table {
         family: Family::Inet,
         name: TABLE,
+        // Key : data types (A4, A6 addresses, P protocol, S port, M mark).
         maps: vec![
-            map(OWNERS, &[Mark, Mark], &[Mark], false),
-            map(
-                HP_OWNER,
-                &[Ipv6Addr, InetProto, InetService],
-                &[Mark],
-                false,
-            ),
-            map(
-                HIP_DNAT4,
-                &[Ipv4Addr, InetProto, InetService],
-                &[Ipv4Addr, InetService],
-                false,
-            ),
-            map(
-                HIP_DNAT6,
-                &[Ipv6Addr, InetProto, InetService],
-                &[Ipv6Addr, InetService],
-                false,
-            ),
-            map(
-                HP_DNAT4,
-                &[InetProto, InetService],
-                &[Ipv4Addr, InetService],
-                false,
-            ),
-            map(
-                HP_DNAT6,
-                &[InetProto, InetService],
-                &[Ipv6Addr, InetService],
-                false,
-            ),
-            map(
-                HIP_MASQ4,
-                &[Ipv4Addr, Ipv4Addr, InetProto, InetService],
-                &[Mark],
-                true,
-            ),
-            map(
-                HIP_MASQ6,
-                &[Ipv6Addr, Ipv6Addr, InetProto, InetService],
-                &[Mark],
-                true,
-            ),
-            map(HP_MASQ4, &[Ipv4Addr, InetProto, InetService], &[Mark], true),
-            map(HP_MASQ6, &[Ipv6Addr, InetProto, InetService], &[Mark], true),
-            map(HP_LO4, &[InetProto, InetService], &[Mark], false),
-            map(HIP_LO4, &[Ipv4Addr, InetProto, InetService], &[Mark], false),
-            map(HP_ALL4, &[InetProto, InetService], &[Mark], false),
-            map(HP_ALL6, &[InetProto, InetService], &[Mark], false),
-            map(
-                HIP_ALL4,
-                &[Ipv4Addr, InetProto, InetService],
-                &[Mark],
-                false,
-            ),
-            map(
-                HIP_ALL6,
-                &[Ipv6Addr, InetProto, InetService],
-                &[Mark],
-                false,
-            ),
+            map(OWNERS, &[M, M], &[M], false),
+            map(HP_OWNER, &[A6, P, S], &[M], false),
+            map(HIP_DNAT4, &[A4, P, S], &[A4, S], false),
+            map(HIP_DNAT6, &[A6, P, S], &[A6, S], false),
+            map(HP_DNAT4, &[P, S], &[A4, S], false),
+            map(HP_DNAT6, &[P, S], &[A6, S], false),
+            map(HIP_MASQ4, &[A4, A4, P, S], &[M], true),
+            map(HIP_MASQ6, &[A6, A6, P, S], &[M], true),
+            map(HP_MASQ4, &[A4, P, S], &[M], true),
+            map(HP_MASQ6, &[A6, P, S], &[M], true),
+            map(HP_LO4, &[P, S], &[M], false),
+            map(HIP_LO4, &[A4, P, S], &[M], false),
+            map(HP_ALL4, &[P, S], &[M], false),
+            map(HP_ALL6, &[P, S], &[M], false),
+            map(HIP_ALL4, &[A4, P, S], &[M], false),
+            map(HIP_ALL6, &[A6, P, S], &[M], false),
         ],
         chains: vec![
             Chain {
