@@ -4,7 +4,7 @@
 //! [`hostport`](super::hostport), [`macspoof`](super::macspoof)) define.
 //! Backends only encode these.
 
-use super::model::{AttachmentRules, Batch, Command, RuleRef, Table, Value};
+use super::model::{AttachmentRules, Batch, Command, Element, RuleRef, Table, Value};
 
 /// The batch creating the table's shared objects: the table, maps and fixed
 /// chains if missing, the fixed chains' rules rewritten (flush + add,
@@ -173,15 +173,14 @@ pub(crate) const EXPIRING_MS: u64 = 86_400_000;
 
 /// The map keys of `rules` as text (`hp_dnat4 tcp . 8080`), for messages.
 pub(crate) fn describe_keys(rules: &AttachmentRules) -> String {
-    rules
-        .elements
-        .iter()
-        .map(|e| {
-            let parts: Vec<String> = e.key.iter().map(value_text).collect();
-            format!("{} {}", e.map, parts.join(" . "))
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+    let keys: Vec<String> = rules.elements.iter().map(describe_key).collect();
+    keys.join(", ")
+}
+
+/// The map key of one element as text (`hp_dnat4 tcp . 8080`).
+pub(crate) fn describe_key(e: &Element) -> String {
+    let parts: Vec<String> = e.key.iter().map(value_text).collect();
+    format!("{} {}", e.map, parts.join(" . "))
 }
 
 /// A value as nft writes it.

@@ -255,13 +255,7 @@ fn add_rules<B: Driver + ?Sized>(
             .find(|l| !l.expiring && l.map == e.map && Some(&l.key_id) == key_id.as_ref());
         if let Some(l) = held {
             if !owned(&l.comment, &hash) {
-                return Err(conflict(
-                    batch::describe_keys(&AttachmentRules {
-                        elements: vec![e.clone()],
-                        rules: Vec::new(),
-                    }),
-                    refusal.message,
-                ));
+                return Err(conflict(batch::describe_key(e), refusal.message));
             }
         }
     }
@@ -380,10 +374,7 @@ fn check_rules<B: Driver + ?Sized>(
     })?;
     let hash = id.owner_hash();
     for e in &rules.elements {
-        let text = batch::describe_keys(&AttachmentRules {
-            elements: vec![e.clone()],
-            rules: Vec::new(),
-        });
+        let text = batch::describe_key(e);
         let Some(map) = table.map(&e.map) else {
             return Err(missing(format!("map {} is not in the layout", e.map)));
         };
