@@ -52,7 +52,9 @@ fn parse_args() -> Result<Args, String> {
                 timeout = Some(secs);
             }
             "-h" | "--help" => return Err(USAGE.to_owned()),
-            flag if flag.starts_with("--") => return Err(format!("unknown option {flag}\n{USAGE}")),
+            flag if flag.starts_with("--") => {
+                return Err(format!("unknown option {flag}\n{USAGE}"))
+            }
             _ if plugin.is_none() => plugin = Some(PathBuf::from(arg)),
             _ => return Err(format!("more than one plugin binary given\n{USAGE}")),
         }

@@ -187,7 +187,7 @@ impl PluginKind {
             PluginKind::Macvlan => json!({"master": names.master, "mode": "bridge", "ipam": ipam}),
             PluginKind::Ipvlan => json!({"master": names.master, "mode": "l2", "ipam": ipam}),
             PluginKind::Vlan => json!({"master": names.master, "vlanId": 100, "ipam": ipam}),
-            PluginKind::HostDevice => json!({"device": names.device}),
+            PluginKind::HostDevice => json!({"device": names.device, "ipam": ipam}),
             PluginKind::Loopback | PluginKind::Passthru => json!({}),
             PluginKind::Dummy | PluginKind::Tap => json!({"ipam": ipam}),
             PluginKind::HostLocal => json!({"ipam": ipam}),
@@ -284,5 +284,8 @@ impl SandboxNames {
 /// plays the previous plugin for a meta plugin.
 pub(crate) fn prev_address(n: u32) -> (Ipv4Addr, Ipv4Addr) {
     let host = 2 + (n % 250) as u8;
-    (Ipv4Addr::new(10, 234, 0, host), Ipv4Addr::new(10, 234, 0, 1))
+    (
+        Ipv4Addr::new(10, 234, 0, host),
+        Ipv4Addr::new(10, 234, 0, 1),
+    )
 }

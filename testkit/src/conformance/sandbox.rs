@@ -175,8 +175,13 @@ impl Sandbox {
                 ..Default::default()
             })
             .map_err(kernel(op.clone()))?;
-        let peer = self.host_handle.link_by_name(&peer).map_err(kernel(op.clone()))?;
-        self.host_handle.set_up(peer.index).map_err(kernel(op.clone()))?;
+        let peer = self
+            .host_handle
+            .link_by_name(&peer)
+            .map_err(kernel(op.clone()))?;
+        self.host_handle
+            .set_up(peer.index)
+            .map_err(kernel(op.clone()))?;
         self.host_handle.set_up(link.index).map_err(kernel(op))
     }
 
@@ -227,7 +232,8 @@ impl Sandbox {
             })?;
             pod.add_address(pod_link.index, net, Default::default())
                 .map_err(kernel(op.clone()))?;
-            result["ips"] = json!([{"address": format!("{ip}/24"), "gateway": gw.to_string(), "interface": 1}]);
+            result["ips"] =
+                json!([{"address": format!("{ip}/24"), "gateway": gw.to_string(), "interface": 1}]);
             result["routes"] = json!([{"dst": "0.0.0.0/0", "gw": gw.to_string()}]);
         }
         Ok(result)
@@ -260,7 +266,11 @@ impl Sandbox {
     }
 
     /// True when `ifname` exists in `container`.
-    pub(crate) fn container_has_link(&self, container: &Netns, ifname: &str) -> Result<bool, Error> {
+    pub(crate) fn container_has_link(
+        &self,
+        container: &Netns,
+        ifname: &str,
+    ) -> Result<bool, Error> {
         let pod = Handle::in_netns(container).map_err(kernel("open the container namespace"))?;
         match pod.link_by_name(ifname) {
             Ok(_) => Ok(true),
@@ -296,6 +306,25 @@ impl Sandbox {
                         }
                     }
                     _ => {}
+                }
+            }
+        }
+        found
+    }
+
+    /// host-local reservations held by container `cid`.
+    pub(crate) fn reservations_of(&self, cid: &str) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        let Ok(networks) = std::fs::read_dir(self.names.ipam_dir()) else {
+            return found;
+        };
+        for net in networks.flatten() {
+            let Ok(files) = std::fs::read_dir(net.path()) else {
+                continue;
+            };
+            for f in files.flatten() {
+                if self.is_reservation_of(&f.path(), cid) {
+                    found.push(f.path());
                 }
             }
         }
@@ -385,7 +414,10 @@ impl Sandbox {
         let mut reply = Reply::default();
         let pgid = child.id() as i32;
         let status = loop {
-            match child.try_wait().map_err(io_err(format!("wait for {what}")))? {
+            match child
+                .try_wait()
+                .map_err(io_err(format!("wait for {what}")))?
+            {
                 Some(status) => break Some(status),
                 None if Instant::now() >= deadline => break None,
                 None => std::thread::sleep(Duration::from_millis(2)),
