@@ -152,6 +152,11 @@ impl Ctx<'_> {
         case(&mut report, "del-without-add", self.del_without_add(main)?);
         case(
             &mut report,
+            "del-without-netns",
+            self.del_without_netns(main)?,
+        );
+        case(
+            &mut report,
             "del-after-netns-deleted",
             self.del_after_netns_deleted(main)?,
         );
@@ -169,6 +174,11 @@ impl Ctx<'_> {
             self.error_missing_ifname(main)?,
         );
         case(&mut report, "unknown-command", self.unknown_command(main)?);
+        case(
+            &mut report,
+            "add-ifname-exists",
+            self.add_ifname_exists(main)?,
+        );
         case(
             &mut report,
             "host-netns-refused",
@@ -291,8 +301,22 @@ impl Ctx<'_> {
             role: self.role,
             ifname: &self.ifname,
         };
-        if let Err(e) = shape::add_result(&reply.stdout, &expect) {
-            return Ok(Err(format!("ADD result: {e}")));
+        let result = match shape::add_result(&reply.stdout, &expect) {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(format!("ADD result: {e}"))),
+        };
+        if self.role == Role::Meta {
+            // The spec: a plugin given a prevResult "MUST handle prevResult
+            // by either passing it through, or modifying it appropriately";
+            // a meta plugin has no reason to drop the pod's address.
+            let prev = a.config.get("prevResult").cloned().unwrap_or(Value::Null);
+            for addr in addresses(&prev, a.version) {
+                if !result.ips.iter().any(|ip| ip.address == addr) {
+                    return Ok(Err(format!(
+                        "ADD result dropped the prevResult address {addr}"
+                    )));
+                }
+            }
         }
         Ok(Ok(
             serde_json::from_slice(&reply.stdout).unwrap_or(Value::Null)
@@ -348,10 +372,32 @@ impl Ctx<'_> {
         }
         Ok(match shape::version_reply(&reply.stdout) {
             Ok(list) => {
+                let mut notes = Vec::new();
                 let unknown: Vec<&String> =
                     list.iter().filter(|v| parse_version(v).is_none()).collect();
-                let note = (!unknown.is_empty())
-                    .then(|| format!("versions the kit does not know are not tested: {unknown:?}"));
+                if !unknown.is_empty() {
+                    notes.push(format!(
+                        "versions the kit does not know are not tested: {unknown:?}"
+                    ));
+                }
+                // SPEC.md says the reply's cniVersion is "the value of
+                // cniVersion specified on input"; every Go plugin prints its
+                // library's version instead, so this is shown, not judged.
+                let echoed = shape::object(&reply.stdout)
+                    .ok()
+                    .and_then(|m| {
+                        m.get("cniVersion")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned)
+                    })
+                    .unwrap_or_default();
+                let asked = Version::CURRENT.to_string();
+                if echoed != asked {
+                    notes.push(format!(
+                        "reply cniVersion {echoed:?} is not the input's {asked:?} (SPEC.md asks for an echo; Go prints its own)"
+                    ));
+                }
+                let note = (!notes.is_empty()).then(|| notes.join("; "));
                 (Ok(note), list)
             }
             Err(e) => (Err(e), Vec::new()),
@@ -470,6 +516,71 @@ impl Ctx<'_> {
                 reply.describe()
             ))
         })
+    }
+
+    fn del_without_netns(&self, version: Version) -> Result<Verdict, Error> {
+        let a = self.attach(version)?;
+        let value = match self.add_ok(&a)? {
+            Ok(v) => v,
+            Err(e) => {
+                self.cleanup(&a, None);
+                return Ok(Err(e));
+            }
+        };
+        let prev = Some(&value).filter(|_| version.supports_prev_result_on_del());
+        // CNI_NETNS is optional for DEL; the plugin releases what it can.
+        let reply = self.call(
+            "DEL",
+            Some(&a.cid),
+            None,
+            Some(&self.ifname),
+            &a.with_prev(prev),
+        )?;
+        let verdict = if !reply.success() {
+            Err(format!(
+                "DEL without CNI_NETNS failed: {}",
+                reply.describe()
+            ))
+        } else {
+            self.leftover_reservations(&a.cid).map(|()| None)
+        };
+        self.cleanup(&a, Some(&value));
+        Ok(verdict)
+    }
+
+    fn add_ifname_exists(&self, version: Version) -> Result<Verdict, Error> {
+        let not_applicable = match (self.role, &self.kind) {
+            (Role::Ipam, _) => Some("an IPAM plugin creates no interface"),
+            (Role::Meta, _) => Some("a chained plugin adjusts the existing CNI_IFNAME"),
+            (_, PluginKind::Loopback) => Some("loopback configures the existing lo"),
+            _ => None,
+        };
+        if let Some(why) = not_applicable {
+            return Ok(Ok(Some(format!("not applicable: {why}"))));
+        }
+        let a = self.attach(version)?;
+        let ns = a.netns.as_ref().map(|n| n.netns());
+        if let Some(ns) = ns {
+            self.sb
+                .add_container_veth(ns, &self.ifname, self.sb.next(), false)?;
+        }
+        let reply = self.add(&a)?;
+        let mut verdict = Self::expect_error(
+            &reply,
+            "ADD with CNI_IFNAME already present in the container",
+            None,
+        );
+        if reply.success() {
+            self.cleanup(&a, None);
+        } else if let Some(ns) = ns {
+            if verdict.is_ok() && !self.sb.container_has_link(ns, &self.ifname)? {
+                verdict = Err(format!(
+                    "ADD refused, but the existing {} is gone from the container",
+                    self.ifname
+                ));
+            }
+        }
+        Ok(verdict)
     }
 
     fn del_after_netns_deleted(&self, version: Version) -> Result<Verdict, Error> {

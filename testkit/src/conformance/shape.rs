@@ -248,9 +248,16 @@ fn current_shape(
                 expect.ifname
             ));
         }
-    } else if !interfaces.is_empty() {
-        // The spec: "this key omitted by IPAM plugins".
-        return Err("an IPAM result has `interfaces`".into());
+    } else {
+        // SPEC.md: "Delegated IPAM plugins must return an abbreviated
+        // Success object. Specifically, it is missing the interfaces array,
+        // as well as the interface entry in ips."
+        if !interfaces.is_empty() {
+            return Err("an IPAM result has `interfaces`".into());
+        }
+        if ips.iter().any(|ip| ip.get("interface").is_some()) {
+            return Err("an IPAM result has an `interface` entry in `ips`".into());
+        }
     }
     Ok(())
 }
