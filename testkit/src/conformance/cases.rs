@@ -602,6 +602,14 @@ impl Ctx<'_> {
             });
         }
         let reply = self.del(&a, Some(&value))?;
+        if a.netns_path.exists() {
+            // Removed again when the sandbox goes.
+            return Ok(Err(format!(
+                "DEL created {} (the deleted CNI_NETNS path); {}",
+                a.netns_path.display(),
+                reply.describe()
+            )));
+        }
         if !reply.success() {
             return Ok(Err(format!(
                 "DEL with CNI_NETNS naming a deleted namespace failed: {}",

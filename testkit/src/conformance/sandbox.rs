@@ -85,6 +85,19 @@ pub(crate) struct Sandbox {
     host_handle: Handle,
     _dir: tempfile::TempDir,
     counter: std::cell::Cell<u32>,
+    /// Every container namespace path handed out, removed again on drop
+    /// in case a plugin created a file there after the namespace was gone.
+    container_paths: std::cell::RefCell<Vec<PathBuf>>,
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        for path in self.container_paths.borrow().iter() {
+            if path.exists() {
+                let _ = Netns::remove(path);
+            }
+        }
+    }
 }
 
 fn kernel(op: impl Into<String>) -> impl FnOnce(cni_netns::Error) -> Error {
@@ -126,6 +139,7 @@ impl Sandbox {
             host_handle,
             _dir: dir,
             counter: std::cell::Cell::new(0),
+            container_paths: Default::default(),
         })
     }
 
@@ -141,7 +155,9 @@ impl Sandbox {
     }
 
     pub(crate) fn new_container(&self) -> Result<OwnedNetns, Error> {
-        OwnedNetns::new("cnik-ctr").map_err(kernel("create a container namespace"))
+        let ns = OwnedNetns::new("cnik-ctr").map_err(kernel("create a container namespace"))?;
+        self.container_paths.borrow_mut().push(ns.path().to_owned());
+        Ok(ns)
     }
 
     /// `(index, name, kind)` of every link in the host namespace.
