@@ -34,7 +34,7 @@ pub enum Error {
         /// What was being done.
         op: String,
         /// The kernel error.
-        source: cni_netns::Error,
+        source: Box<cni_netns::Error>,
     },
     /// Another step of the conformance sandbox's set-up failed.
     #[error("{op}: {reason}")]

@@ -102,7 +102,10 @@ impl Drop for Sandbox {
 
 fn kernel(op: impl Into<String>) -> impl FnOnce(cni_netns::Error) -> Error {
     let op = op.into();
-    move |source| Error::Kernel { op, source }
+    move |source| Error::Kernel {
+        op,
+        source: Box::new(source),
+    }
 }
 
 pub(crate) fn random_suffix() -> String {
@@ -273,8 +276,10 @@ impl Sandbox {
             if present.iter().any(|a| a.address.ip() == addr.ip()) {
                 continue;
             }
-            let mut opts = cni_netns::AddressOptions::default();
-            opts.nodad = true;
+            let opts = cni_netns::AddressOptions {
+                nodad: true,
+                ..Default::default()
+            };
             pod.add_address(link.index, *addr, opts)
                 .map_err(kernel(op.clone()))?;
         }
@@ -291,10 +296,7 @@ impl Sandbox {
         match pod.link_by_name(ifname) {
             Ok(_) => Ok(true),
             Err(e) if e.is_not_found() => Ok(false),
-            Err(e) => Err(Error::Kernel {
-                op: format!("look up {ifname} in the container"),
-                source: e,
-            }),
+            Err(e) => Err(kernel(format!("look up {ifname} in the container"))(e)),
         }
     }
 
@@ -314,12 +316,12 @@ impl Sandbox {
                 let path = entry.path();
                 match entry.file_type() {
                     Ok(t) if t.is_dir() => stack.push(path),
-                    Ok(t) if t.is_file() => {
-                        if entry.file_name().to_string_lossy().contains(cid)
-                            || self.is_reservation_of(&path, cid)
-                        {
-                            found.push(path);
-                        }
+                    Ok(t)
+                        if t.is_file()
+                            && (entry.file_name().to_string_lossy().contains(cid)
+                                || self.is_reservation_of(&path, cid)) =>
+                    {
+                        found.push(path);
                     }
                     _ => {}
                 }

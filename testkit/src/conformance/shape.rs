@@ -261,3 +261,100 @@ fn current_shape(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expect(version: Version, role: Role) -> Expect<'static> {
+        Expect {
+            version,
+            role,
+            ifname: "eth0",
+        }
+    }
+
+    fn check(v: Version, role: Role, json: &str) -> Result<CniResult, String> {
+        add_result(json.as_bytes(), &expect(v, role))
+    }
+
+    const IFACES: &str =
+        r#""interfaces":[{"name":"veth1"},{"name":"eth0","sandbox":"/run/netns/x"}]"#;
+
+    #[test]
+    fn current_results_need_indexes_into_interfaces() {
+        let ok = format!(
+            r#"{{"cniVersion":"1.0.0",{IFACES},"ips":[{{"address":"10.0.0.2/24","interface":1}}]}}"#
+        );
+        assert!(check(Version::V1_0_0, Role::Interface, &ok).is_ok());
+        let bad = ok.replace(r#""interface":1"#, r#""interface":2"#);
+        let e = check(Version::V1_0_0, Role::Interface, &bad).unwrap_err();
+        assert!(e.contains("ips[0].interface is 2"), "{e}");
+    }
+
+    #[test]
+    fn the_result_version_must_be_the_configs() {
+        let r = format!(r#"{{"cniVersion":"1.0.0",{IFACES}}}"#);
+        let e = check(Version::V1_1_0, Role::Interface, &r).unwrap_err();
+        assert!(e.contains("the config's is \"1.1.0\""), "{e}");
+    }
+
+    #[test]
+    fn v04_ips_carry_their_version() {
+        let r = format!(
+            r#"{{"cniVersion":"0.4.0",{IFACES},"ips":[{{"address":"10.0.0.2/24","interface":1}}]}}"#
+        );
+        let e = check(Version::V0_4_0, Role::Interface, &r).unwrap_err();
+        assert!(e.contains("ips[0].version"), "{e}");
+        let ok = r.replace(r#""interface":1"#, r#""interface":1,"version":"4""#);
+        assert!(check(Version::V0_4_0, Role::Interface, &ok).is_ok());
+        let wrong = r.replace(r#""interface":1"#, r#""interface":1,"version":"6""#);
+        assert!(check(Version::V0_4_0, Role::Interface, &wrong).is_err());
+    }
+
+    #[test]
+    fn legacy_results_have_no_interfaces() {
+        let ok = r#"{"cniVersion":"0.2.0","ip4":{"ip":"10.0.0.2/24","gateway":"10.0.0.1","routes":[{"dst":"0.0.0.0/0"}]}}"#;
+        assert!(check(Version::V0_2_0, Role::Interface, ok).is_ok());
+        // Go's loopback 1.1.1 prints the 1.0.0 shape labelled 0.2.0.
+        let go = format!(
+            r#"{{"cniVersion":"0.2.0",{IFACES},"ips":[{{"address":"127.0.0.1/8","interface":1}}]}}"#
+        );
+        let e = check(Version::V0_2_0, Role::Interface, &go).unwrap_err();
+        assert!(e.contains("`interfaces`"), "{e}");
+        let v6_in_ip4 = r#"{"cniVersion":"0.2.0","ip4":{"ip":"fd00::2/64"}}"#;
+        assert!(check(Version::V0_2_0, Role::Interface, v6_in_ip4).is_err());
+    }
+
+    #[test]
+    fn interface_plugins_report_the_container_interface() {
+        let r = r#"{"cniVersion":"1.0.0","interfaces":[{"name":"eth0"}]}"#;
+        let e = check(Version::V1_0_0, Role::Interface, r).unwrap_err();
+        assert!(e.contains("sandbox"), "{e}");
+    }
+
+    #[test]
+    fn ipam_results_are_abbreviated() {
+        let ok = r#"{"cniVersion":"1.0.0","ips":[{"address":"10.0.0.2/24","gateway":"10.0.0.1"}]}"#;
+        assert!(check(Version::V1_0_0, Role::Ipam, ok).is_ok());
+        let indexed = r#"{"cniVersion":"1.0.0","ips":[{"address":"10.0.0.2/24","interface":0}]}"#;
+        assert!(check(Version::V1_0_0, Role::Ipam, indexed).is_err());
+    }
+
+    #[test]
+    fn error_replies_need_code_and_msg() {
+        assert_eq!(error_reply(br#"{"code":4,"msg":"m"}"#), Ok(4));
+        assert!(error_reply(br#"{"code":"4","msg":"m"}"#).is_err());
+        assert!(error_reply(br#"{"code":4}"#).is_err());
+        assert!(error_reply(b"failed").is_err());
+        assert!(error_reply(b"").is_err());
+    }
+
+    #[test]
+    fn version_replies_list_versions() {
+        let r = version_reply(br#"{"cniVersion":"1.0.0","supportedVersions":["0.4.0","1.0.0"]}"#);
+        assert_eq!(r, Ok(vec!["0.4.0".to_owned(), "1.0.0".to_owned()]));
+        assert!(version_reply(br#"{"cniVersion":"0.2.0"}"#).is_err());
+        assert!(version_reply(br#"{"supportedVersions":["1.0.0"]}"#).is_err());
+    }
+}
