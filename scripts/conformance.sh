@@ -16,7 +16,7 @@ cargo build -q --locked -p cni-testkit --bin cni-conformance
 KIT=target/debug/cni-conformance
 GO_DIR=${GO_PLUGIN_DIR:-/usr/lib/cni}
 TYPES="bridge ptp macvlan ipvlan vlan host-device loopback dummy tap host-local static
-       tuning bandwidth portmap firewall sbr vrf passthru"
+       tuning bandwidth portmap firewall sbr vrf passthru flannel"
 
 status=0
 

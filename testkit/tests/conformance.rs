@@ -175,6 +175,11 @@ fn portmap() {
     assert_all_pass("portmap");
 }
 
+#[test]
+fn flannel() {
+    assert_all_pass("flannel");
+}
+
 /// This kernel has no ipvlan: every case that needs a successful ADD fails
 /// with the plugin's "not supported by this kernel" error, every other case
 /// passes. On a kernel with ipvlan, everything passes.

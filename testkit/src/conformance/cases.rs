@@ -73,6 +73,11 @@ pub(super) fn run(options: &Options) -> Result<Report, Error> {
             (kind, conf.clone())
         }
         None => {
+            if binary_kind == PluginKind::Flannel {
+                let path = sb.names.flannel_subnet_file();
+                std::fs::write(&path, sb.names.flannel_subnet_env())
+                    .map_err(crate::error::io_err(format!("write {}", path.display())))?;
+            }
             let conf = binary_kind
                 .config(&Version::CURRENT.to_string(), &sb.names)
                 .ok_or_else(|| Error::UnknownPluginType {

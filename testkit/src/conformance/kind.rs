@@ -47,6 +47,9 @@ pub enum PluginKind {
     Dummy,
     /// `tap`: a tap device in the container.
     Tap,
+    /// `flannel`: delegates to `bridge` with the subnet from a
+    /// `subnet.env` the kit writes.
+    Flannel,
     /// `host-local` IPAM.
     HostLocal,
     /// `static` IPAM.
@@ -92,6 +95,7 @@ impl PluginKind {
             "loopback" => PluginKind::Loopback,
             "dummy" => PluginKind::Dummy,
             "tap" => PluginKind::Tap,
+            "flannel" => PluginKind::Flannel,
             "host-local" => PluginKind::HostLocal,
             "static" => PluginKind::Static,
             "tuning" => PluginKind::Tuning,
@@ -117,6 +121,7 @@ impl PluginKind {
             PluginKind::Loopback => "loopback",
             PluginKind::Dummy => "dummy",
             PluginKind::Tap => "tap",
+            PluginKind::Flannel => "flannel",
             PluginKind::HostLocal => "host-local",
             PluginKind::Static => "static",
             PluginKind::Tuning => "tuning",
@@ -218,6 +223,12 @@ impl PluginKind {
             PluginKind::Firewall => json!({}),
             PluginKind::Sbr => json!({}),
             PluginKind::Vrf => json!({"vrfname": names.vrf}),
+            PluginKind::Flannel => json!({
+                "subnetFile": names.flannel_subnet_file(),
+                "dataDir": names.data_dir.join("flannel"),
+                "ipam": {"type": "host-local", "dataDir": names.ipam_dir()},
+                "delegate": {"bridge": names.bridge, "isDefaultGateway": true},
+            }),
             PluginKind::Other(_) => return None,
         };
         if let (Value::Object(c), Value::Object(e)) = (&mut conf, extra) {
@@ -277,6 +288,16 @@ impl SandboxNames {
     /// host-local's `dataDir`.
     pub fn ipam_dir(&self) -> PathBuf {
         self.data_dir.join("ipam")
+    }
+
+    /// The `subnet.env` the kit writes for flannel.
+    pub fn flannel_subnet_file(&self) -> PathBuf {
+        self.data_dir.join("flannel-subnet.env")
+    }
+
+    /// The content of [`SandboxNames::flannel_subnet_file`].
+    pub fn flannel_subnet_env(&self) -> &'static str {
+        "FLANNEL_NETWORK=10.235.0.0/16\nFLANNEL_SUBNET=10.235.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n"
     }
 }
 
