@@ -547,7 +547,7 @@ impl Ctx<'_> {
                 reply.describe()
             ))
         } else {
-            self.leftover_reservations(&a.cid).map(|()| None)
+            self.leftover_files(&a.cid).map(|()| None)
         };
         self.cleanup(&a, Some(&value));
         Ok(verdict)

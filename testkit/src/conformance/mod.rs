@@ -214,15 +214,22 @@ impl fmt::Display for Report {
 ///   interface exists after ADD and is gone after DEL; no file in the
 ///   state directory names the container afterwards.
 /// - `del-without-add`: DEL of an attachment never added succeeds.
+/// - `del-without-netns`: DEL without `CNI_NETNS` (optional for DEL)
+///   succeeds and releases the attachment's state.
 /// - `del-after-netns-deleted`: DEL with `CNI_NETNS` naming a deleted
-///   namespace succeeds and releases the attachment's state.
+///   namespace succeeds, releases the attachment's state and creates
+///   nothing at that path.
 /// - `add-result-<version>` for every version the plugin claims: the result
 ///   has the shape of that version (0.1.0/0.2.0 `ip4`/`ip6`; later
 ///   `interfaces`/`ips` with `interface` indexes into `interfaces`) and its
-///   `cniVersion` is the config's.
+///   `cniVersion` is the config's; IPAM results carry no `interfaces` and
+///   no `ips[].interface`; a chained plugin keeps `prevResult`'s addresses.
 /// - `error-unsupported-version`, `error-missing-ifname`: a JSON error
 ///   object (`code`, `msg`) on stdout and a non-zero exit (codes 1 and 4).
 /// - `unknown-command`: error code 4.
+/// - `add-ifname-exists`: ADD when `CNI_IFNAME` already exists in the
+///   container fails and leaves that interface alone (interface plugins;
+///   IPAM and chained plugins create no interface).
 /// - `host-netns-refused`: ADD with `CNI_NETNS` naming the plugin's own
 ///   namespace is refused and changes no link there.
 /// - for plugins claiming 1.1.0: `status` (exit 0, or a well-formed error)
