@@ -56,6 +56,10 @@ pub enum Error {
         /// The type (the binary's file name).
         plugin_type: String,
     },
+    /// The run was cancelled through [`Options::cancel`](crate::conformance::Options::cancel);
+    /// everything it created has been removed.
+    #[error("interrupted; the kit's namespaces and files are removed")]
+    Interrupted,
     /// A config file cannot be used.
     #[error("config {path}: {reason}")]
     Config {

@@ -338,3 +338,58 @@ fn kit_errors_exit_2() {
     assert_eq!(unknown.code, Some(2), "{}", unknown.stderr);
     assert!(unknown.stderr.contains("--config"), "{}", unknown.stderr);
 }
+
+/// SIGINT stops the run: the plugin call in progress is killed, the kit's
+/// namespaces are removed, and the exit status is 130.
+#[test]
+fn sigint_cleans_up_and_exits_130() {
+    if !premise() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("seen");
+    let plugin = script_plugin(
+        dir.path(),
+        "bridge",
+        &format!(
+            r#"if [ "$CNI_COMMAND" = ADD ]; then echo "$$ $CNI_NETNS" > {seen}.tmp; mv {seen}.tmp {seen}; exec sleep 600; fi
+cat >/dev/null; echo '{{"cniVersion":"1.0.0","supportedVersions":["1.0.0"]}}'"#,
+            seen = seen.display()
+        ),
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cni-conformance"))
+        .arg(&plugin)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !seen.exists() {
+        assert!(
+            started.elapsed().as_secs() < 20,
+            "the plugin's ADD never ran"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let text = std::fs::read_to_string(&seen).unwrap();
+    let (pid, netns) = text.trim().split_once(' ').unwrap();
+    assert!(Path::new(netns).exists());
+    let kit_pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &kit_pid])
+        .status()
+        .unwrap()
+        .success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!Path::new(netns).exists(), "{netns} left behind");
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "plugin process {pid} still running"
+    );
+}

@@ -10,11 +10,19 @@
 //! whose `type` is the binary's name (or the only plugin), with the list's
 //! `cniVersion` and `name`; a host-local `dataDir` is replaced by the kit's
 //! own directory.
+//!
+//! SIGINT, SIGTERM and SIGHUP stop the run after killing the plugin call in
+//! progress; the kit's namespaces and files are removed before it exits
+//! (status 130).
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
+
+use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 
 use cni_testkit::conformance::{load_config, run, Options, PluginKind};
 
@@ -67,6 +75,31 @@ fn parse_args() -> Result<Args, String> {
     })
 }
 
+/// Blocks the termination signals in this thread (and the threads it
+/// starts: plugin processes get an empty mask again from `Command`) and
+/// turns them into `cancel` on a thread of their own, so that the sandbox
+/// is always dropped by the thread that owns it.
+fn cancel_on_signals() -> Option<Arc<AtomicBool>> {
+    let mut set = SigSet::empty();
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        set.add(sig);
+    }
+    nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None).ok()?;
+    let cancel = Arc::new(AtomicBool::new(false));
+    let flag = cancel.clone();
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            while let Ok(sig) = set.wait() {
+                if !flag.swap(true, Ordering::SeqCst) {
+                    eprintln!("cni-conformance: {sig}: stopping and cleaning up");
+                }
+            }
+        })
+        .ok()?;
+    Some(cancel)
+}
+
 fn main() -> ExitCode {
     let args = match parse_args() {
         Ok(a) => a,
@@ -76,6 +109,7 @@ fn main() -> ExitCode {
         }
     };
     let mut options = Options::new(&args.plugin);
+    options.cancel = cancel_on_signals();
     if let Some(path) = &args.config {
         let kind = PluginKind::from_binary(&args.plugin);
         match load_config(path, kind.type_name()) {
@@ -102,6 +136,10 @@ fn main() -> ExitCode {
             } else {
                 ExitCode::from(1)
             }
+        }
+        Err(cni_testkit::Error::Interrupted) => {
+            eprintln!("cni-conformance: interrupted; its namespaces and files are removed");
+            ExitCode::from(130)
         }
         Err(e) => {
             eprintln!("cni-conformance: {e}");

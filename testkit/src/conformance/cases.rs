@@ -61,7 +61,7 @@ pub(super) fn run(options: &Options) -> Result<Report, Error> {
     if !plugin.is_file() {
         return Err(Error::PluginNotFound { path: plugin });
     }
-    let sb = Sandbox::new()?;
+    let sb = Sandbox::new(options.cancel.clone())?;
     let binary_kind = PluginKind::from_binary(&plugin);
     let (kind, mut template) = match &options.config {
         Some(conf) => {

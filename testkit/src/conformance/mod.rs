@@ -35,6 +35,8 @@ mod shape;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -60,6 +62,10 @@ pub struct Options {
     /// Extra directories for `CNI_PATH`, after the plugin's own directory
     /// (where delegated IPAM plugins are looked up).
     pub cni_path: Vec<PathBuf>,
+    /// When set to true (e.g. from a SIGINT handler), the run kills the
+    /// plugin call in progress, removes everything it created and returns
+    /// [`Error::Interrupted`].
+    pub cancel: Option<Arc<AtomicBool>>,
 }
 
 impl Options {
@@ -71,6 +77,7 @@ impl Options {
             ifname: None,
             timeout: Duration::from_secs(30),
             cni_path: Vec::new(),
+            cancel: None,
         }
     }
 

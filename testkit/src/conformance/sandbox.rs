@@ -13,7 +13,8 @@ use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use cni_netns::{Family, Handle, IpNetwork, Netns, OwnedNetns, VethSpec};
@@ -85,6 +86,7 @@ pub(crate) struct Sandbox {
     host_handle: Handle,
     _dir: tempfile::TempDir,
     counter: std::cell::Cell<u32>,
+    cancel: Option<Arc<AtomicBool>>,
     /// Every container namespace path handed out, removed again on drop
     /// in case a plugin created a file there after the namespace was gone.
     container_paths: std::cell::RefCell<Vec<PathBuf>>,
@@ -120,7 +122,7 @@ pub(crate) fn random_suffix() -> String {
 }
 
 impl Sandbox {
-    pub(crate) fn new() -> Result<Sandbox, Error> {
+    pub(crate) fn new(cancel: Option<Arc<AtomicBool>>) -> Result<Sandbox, Error> {
         let host = OwnedNetns::new("cnik-host").map_err(kernel("create the host namespace"))?;
         let host_handle =
             Handle::in_netns(&host).map_err(kernel("open netlink in the host namespace"))?;
@@ -142,8 +144,15 @@ impl Sandbox {
             host_handle,
             _dir: dir,
             counter: std::cell::Cell::new(0),
+            cancel,
             container_paths: Default::default(),
         })
+    }
+
+    pub(crate) fn cancelled(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
     }
 
     pub(crate) fn host(&self) -> &Netns {
@@ -374,6 +383,9 @@ impl Sandbox {
         stdin: &[u8],
         timeout: Duration,
     ) -> Result<Reply, Error> {
+        if self.cancelled() {
+            return Err(Error::Interrupted);
+        }
         let mut cmd = Command::new(program);
         cmd.args(args);
         for var in PROTOCOL_VARS {
@@ -437,7 +449,7 @@ impl Sandbox {
                 .map_err(io_err(format!("wait for {what}")))?
             {
                 Some(status) => break Some(status),
-                None if Instant::now() >= deadline => break None,
+                None if Instant::now() >= deadline || self.cancelled() => break None,
                 None => std::thread::sleep(Duration::from_millis(2)),
             }
         };
@@ -450,6 +462,9 @@ impl Sandbox {
                 child.wait().map_err(io_err(format!("wait for {what}")))?
             }
         };
+        if self.cancelled() {
+            return Err(Error::Interrupted);
+        }
         reply.code = status.code();
         if status.signal().is_some() {
             reply.code = None;
