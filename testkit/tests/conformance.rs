@@ -357,7 +357,7 @@ cat >/dev/null; echo '{{"cniVersion":"1.0.0","supportedVersions":["1.0.0"]}}'"#,
             seen = seen.display()
         ),
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cni-conformance"))
+    let child = Command::new(env!("CARGO_BIN_EXE_cni-conformance"))
         .arg(&plugin)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
