@@ -8,8 +8,8 @@
 //!
 //! `--config FILE` takes a `.conf` as is, or from a `.conflist` the plugin
 //! whose `type` is the binary's name (or the only plugin), with the list's
-//! `cniVersion` and `name`; a host-local `dataDir` is replaced by the kit's
-//! own directory.
+//! `cniVersion` and `name`; a host-local `dataDir` (and tuning's and
+//! flannel's) is replaced by a directory of the kit's.
 //!
 //! SIGINT, SIGTERM and SIGHUP stop the run after killing the plugin call in
 //! progress; the kit's namespaces and files are removed before it exits

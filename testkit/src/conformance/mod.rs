@@ -97,6 +97,10 @@ impl Options {
 /// Reads a config file for [`Options::config`]: a `.conf` (one plugin) as
 /// is, or from a `.conflist` the plugin whose `type` is `plugin_type` (or
 /// the only plugin), with the list's `cniVersion` and `name`.
+///
+/// [`run`] then points a host-local `dataDir` (and tuning's and flannel's
+/// `dataDir`) at its own directory and creates the links named by `master`
+/// and `device` in its host namespace.
 pub fn load_config(path: &Path, plugin_type: &str) -> Result<Value, Error> {
     let text = std::fs::read(path).map_err(io_err(format!("read {}", path.display())))?;
     let value: Value = serde_json::from_slice(&text).map_err(|e| Error::Config {
