@@ -805,11 +805,12 @@ fn link_diff(before: &LinkList, after: &LinkList) -> Option<String> {
         .filter(|l| !before.contains(l))
         .map(show)
         .collect();
-    // The host ends of veths of earlier cases vanish on their own while the
-    // kernel tears those container namespaces down.
+    // The host ends of veths of earlier cases (`cnikv*`, and the peers
+    // `cnikp*` of devices moved into a container) vanish on their own while
+    // the kernel tears those container namespaces down.
     let removed: Vec<String> = before
         .iter()
-        .filter(|l| !after.contains(l) && !l.1.starts_with("cnikv"))
+        .filter(|l| !after.contains(l) && !l.1.starts_with("cnikv") && !l.1.starts_with("cnikp"))
         .map(show)
         .collect();
     if added.is_empty() && removed.is_empty() {
