@@ -45,9 +45,13 @@ impl Reply {
             (false, Some(c)) => format!("exit {c}"),
             (false, None) => "killed by a signal".to_owned(),
         };
-        let out = String::from_utf8_lossy(&self.stdout);
+        // JSON on one line, anything else quoted as it came.
+        let out = match serde_json::from_slice::<Value>(&self.stdout) {
+            Ok(v) => v.to_string(),
+            Err(_) => format!("{:?}", String::from_utf8_lossy(&self.stdout).trim()),
+        };
         let err = String::from_utf8_lossy(&self.stderr);
-        let mut s = format!("{status}, stdout {:?}", out.trim());
+        let mut s = format!("{status}, stdout {out}");
         if !err.trim().is_empty() {
             s.push_str(&format!(", stderr {:?}", shorten(err.trim(), 300)));
         }
