@@ -393,3 +393,42 @@ cat >/dev/null; echo '{{"cniVersion":"1.0.0","supportedVersions":["1.0.0"]}}'"#,
         "plugin process {pid} still running"
     );
 }
+
+/// The GC case really looks at the firewall: a chained plugin that adds an
+/// nftables rule naming the container on ADD, removes it on DEL, and does
+/// nothing on GC fails `gc-empty-valid-attachments`. (Needs `nft` and `jq`,
+/// both installed by scripts/test-all.sh.)
+#[test]
+fn gc_that_leaves_a_firewall_rule_fails() {
+    if !premise() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = script_plugin(
+        dir.path(),
+        "portmap",
+        r#"case "$CNI_COMMAND" in
+VERSION) echo '{"cniVersion":"1.1.0","supportedVersions":["1.0.0","1.1.0"]}' ;;
+ADD)
+    conf=$(cat)
+    nft add table inet cnikfake && nft add chain inet cnikfake c || exit 1
+    nft add rule inet cnikfake c counter comment "\"$CNI_CONTAINERID\"" || exit 1
+    printf '%s' "$conf" | jq -c '.prevResult + {cniVersion: .cniVersion}' ;;
+DEL) cat >/dev/null; nft flush chain inet cnikfake c 2>/dev/null; exit 0 ;;
+*) cat >/dev/null; exit 0 ;;
+esac"#,
+    );
+    let run = kit(&[], &plugin);
+    assert!(
+        run.case("add-check-del-del").starts_with("ok "),
+        "{}{}",
+        run.stdout,
+        run.stderr
+    );
+    let gc = run.case("gc-empty-valid-attachments");
+    assert!(
+        gc.starts_with("FAIL ") && gc.contains("firewall item(s) added for the attachment remain"),
+        "{}",
+        run.stdout
+    );
+}
