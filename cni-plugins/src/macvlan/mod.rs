@@ -23,7 +23,7 @@ pub(crate) mod common;
 
 use cni_exec::{Plugin, Request};
 use cni_netns::{Handle, Link, MacAddr, MacvlanMode, MacvlanSpec, Netns};
-use cni_types::{CniArgs, CniError, CniResult, Dns, NetworkConfig};
+use cni_types::{CniError, CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
 use crate::Result;
@@ -77,25 +77,7 @@ impl MacvlanConf {
             .map_err(|_| fail(format!("unknown macvlan mode: {:?}", raw.mode)))?;
         let mtu = u32::try_from(raw.mtu)
             .map_err(|_| fail(format!("invalid MTU {}, must be >= 0", raw.mtu)))?;
-        let mut mac = raw.mac;
-        let args = CniArgs::parse(cni_args)?;
-        args.check_known(&["MAC"])?;
-        if let Some(m) = args.get("MAC").filter(|m| !m.is_empty()) {
-            mac = m.to_owned();
-        }
-        if let Some(m) = config.runtime_config.as_ref().and_then(|r| r.mac.as_ref()) {
-            if !m.is_empty() {
-                mac.clone_from(m);
-            }
-        }
-        let mac = match mac.as_str() {
-            "" => None,
-            m => Some(m.parse().map_err(|_| {
-                fail(format!(
-                    "invalid args {m} for MAC addr: invalid MAC address"
-                ))
-            })?),
-        };
+        let mac = common::requested_mac(config, cni_args, raw.mac)?;
         Ok(MacvlanConf {
             master: raw.master,
             mode,
