@@ -70,8 +70,8 @@ pub use link::{
 pub use link_kinds::{free_vrf_table, VlanSpec, Vrf, VLAN_ID_MAX};
 pub use neigh::Neighbour;
 pub use netns::{Netns, OwnedNetns, NETNS_RUN_DIR};
-pub use tun::{TapSpec, IFF_MULTI_QUEUE, IFF_NO_PI, IFF_TAP, IFF_VNET_HDR};
 pub use route::{NextHop, Route, SCOPE_HOST, SCOPE_LINK, SCOPE_UNIVERSE, TABLE_MAIN};
+pub use tun::{TapSpec, IFF_MULTI_QUEUE, IFF_NO_PI, IFF_TAP, IFF_VNET_HDR};
 
 /// Which address family a listing covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

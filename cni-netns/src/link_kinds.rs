@@ -80,7 +80,9 @@ pub(crate) fn dummy_message(name: &str) -> LinkMessage {
     let mut m = LinkMessage::default();
     m.attributes.push(LinkAttribute::IfName(name.to_owned()));
     m.attributes
-        .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(InfoKind::Dummy)]));
+        .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(
+            InfoKind::Dummy,
+        )]));
     m
 }
 
@@ -130,14 +132,13 @@ impl Handle {
         if spec.vlan_id > VLAN_ID_MAX {
             return Err(Error::InvalidArgument {
                 op: self.on_parent_op("vlan", name, netns, parent),
-                reason: format!(
-                    "VLAN id {} is out of range 0..={VLAN_ID_MAX}",
-                    spec.vlan_id
-                ),
+                reason: format!("VLAN id {} is out of range 0..={VLAN_ID_MAX}", spec.vlan_id),
             });
         }
         self.add_link_on_parent("vlan", name, netns, parent, vlan_message(spec))
-            .map_err(|e| self.unsupported(self.on_parent_op("vlan", name, netns, parent), "vlan", e))
+            .map_err(|e| {
+                self.unsupported(self.on_parent_op("vlan", name, netns, parent), "vlan", e)
+            })
     }
 
     /// Creates a dummy link named `name` in this handle's namespace (Go's

@@ -121,10 +121,7 @@ fn create_persistent_tap(spec: &TapSpec) -> std::io::Result<()> {
     let Some(mut req) = IfReq::new(&spec.name, spec.flags()) else {
         return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
     };
-    let tun = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(TUN_DEVICE)?;
+    let tun = OpenOptions::new().read(true).write(true).open(TUN_DEVICE)?;
     let fd = tun.as_raw_fd();
     let check = |r: libc::c_int| {
         if r < 0 {

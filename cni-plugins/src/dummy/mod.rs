@@ -39,7 +39,9 @@ pub struct Dummy;
 /// Go's refusal of a config without IPAM (ADD and CHECK).
 fn require_ipam(req: &Request) -> Result<()> {
     if req.config.ipam_type().is_empty() {
-        return Err(fail("dummy interface requires an IPAM configuration".into()));
+        return Err(fail(
+            "dummy interface requires an IPAM configuration".into(),
+        ));
     }
     Ok(())
 }

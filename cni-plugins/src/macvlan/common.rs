@@ -304,9 +304,8 @@ pub(crate) fn go_conf<T: serde::de::DeserializeOwned>(
 ) -> Result<T> {
     let mut raw = config.raw().clone();
     cni_types::json::canonicalize_keys(&mut raw, keys);
-    T::deserialize(serde_json::Value::Object(raw)).map_err(|e| {
-        cni_types::Error::InvalidConfig(format!("failed to load netconf: {e}")).into()
-    })
+    T::deserialize(serde_json::Value::Object(raw))
+        .map_err(|e| cni_types::Error::InvalidConfig(format!("failed to load netconf: {e}")).into())
 }
 
 /// A link stacked on a master (vlan), created under a temporary name

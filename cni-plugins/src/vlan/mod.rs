@@ -99,7 +99,9 @@ impl Vlan {
     fn cmd_add(&self, req: &Request) -> Result<CniResult> {
         let conf = VlanConf::load(&req.config)?;
         if req.config.ipam_type().is_empty() {
-            return Err(fail("vlan requires an IPAM configuration (\"ipam\")".into()));
+            return Err(fail(
+                "vlan requires an IPAM configuration (\"ipam\")".into(),
+            ));
         }
         let netns = Netns::open(&req.netns)?;
         let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);

@@ -125,7 +125,10 @@ impl VrfPlugin {
             .ok_or_else(|| fail("missing prevResult from earlier plugin".into()))?;
         let pod = Handle::in_netns(&Netns::open(&req.netns)?)?;
         let vrf = find_vrf(&pod, &conf.vrf_name)?.ok_or_else(|| {
-            fail(format!("Link not found: vrf {} does not exist", conf.vrf_name))
+            fail(format!(
+                "Link not found: vrf {} does not exist",
+                conf.vrf_name
+            ))
         })?;
         let members = pod.links_with_master(vrf.link.index)?;
         if !members.iter().any(|l| l.name == req.ifname) {
