@@ -216,3 +216,65 @@ impl Handle {
         configured
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The ioctl numbers, recomputed from linux/if_tun.h's definitions with
+    // asm-generic/ioctl.h's _IOW: dir (write = 1) << 30 | size << 16 |
+    // type << 8 | nr, with type 'T' and size sizeof(int).
+    const fn iow(nr: u32) -> libc::c_ulong {
+        ((1u32 << 30) | (4 << 16) | ((b'T' as u32) << 8) | nr) as libc::c_ulong
+    }
+
+    #[test]
+    fn ioctl_numbers_and_flags_match_if_tun_h() {
+        assert_eq!(TUNSETIFF, iow(202));
+        assert_eq!(TUNSETPERSIST, iow(203));
+        assert_eq!(TUNSETOWNER, iow(204));
+        assert_eq!(TUNSETGROUP, iow(206));
+        assert_eq!(std::mem::size_of::<IfReq>(), 40); // struct ifreq, LP64
+        assert_eq!(std::mem::offset_of!(IfReq, flags), libc::IFNAMSIZ);
+    }
+
+    #[test]
+    fn flags_of_go_paths() {
+        // Go's netlink path: TUNTAP_VNET_HDR | IFF_TAP (pi stays on) ...
+        let netlink = TapSpec {
+            vnet_hdr: true,
+            packet_info: true,
+            ..Default::default()
+        };
+        assert_eq!(netlink.flags(), 0x4002);
+        // ... plus TUNTAP_MULTI_QUEUE_DEFAULTS (IFF_MULTI_QUEUE | IFF_NO_PI).
+        let mq = TapSpec {
+            vnet_hdr: true,
+            multi_queue: true,
+            ..Default::default()
+        };
+        assert_eq!(mq.flags(), 0x4002 | 0x0100 | 0x1000);
+        // `ip tuntap add mode tap`: IFF_TAP | IFF_NO_PI.
+        assert_eq!(TapSpec::default().flags(), 0x1002);
+        let ip = TapSpec {
+            name: "t0".into(),
+            multi_queue: true,
+            owner: Some(0),
+            group: Some(7),
+            ..Default::default()
+        };
+        assert_eq!(
+            ip.ip_tuntap_args().join(" "),
+            "tuntap add mode tap name t0 multi_queue user 0 group 7"
+        );
+    }
+
+    #[test]
+    fn ifreq_refuses_bad_names() {
+        assert!(IfReq::new("", 0).is_none());
+        assert!(IfReq::new("sixteen-chars-xx", 0).is_none());
+        assert!(IfReq::new("a\0b", 0).is_none());
+        let r = IfReq::new("tap0", IFF_TAP).unwrap();
+        assert_eq!(&r.name[..5], b"tap0\0");
+    }
+}

@@ -632,14 +632,15 @@ fn passthru_is_a_no_op_in_every_version() {
         // encoder omits an empty dns from 1.0.0 on: both are empty results.
         let empty = |r: &Reply| {
             r.ok && r.json["cniVersion"] == v
-                && r.json.as_object().is_some_and(|o| {
-                    o.keys().all(|k| k == "cniVersion" || k == "dns")
-                })
+                && r.json
+                    .as_object()
+                    .is_some_and(|o| o.keys().all(|k| k == "cniVersion" || k == "dns"))
                 && r.json.get("dns").is_none_or(|d| d == &json!({}))
         };
         let r = w.call(&ours("passthru"), "ADD", "net1", &c);
         assert!(empty(&r), "{v}: {:?}", r.json);
-        c["prevResult"] = json!({"cniVersion": v, "ips": [{"address": "10.1.0.2/24", "version": "4"}]});
+        c["prevResult"] =
+            json!({"cniVersion": v, "ips": [{"address": "10.1.0.2/24", "version": "4"}]});
         let r = w.call(&ours("passthru"), "ADD", "net1", &c);
         assert!(empty(&r), "{v}: Go's ignores prevResult: {:?}", r.json);
         assert!(w.call(&ours("passthru"), "DEL", "net1", &c).ok);
@@ -732,4 +733,139 @@ fn multus_auxiliary_chain_runs_passthru_then_tuning() {
     assert!(w.reservations("cluster").is_empty());
     assert!(call("DEL").ok);
     sh_ok(&["ip", "-n", w.node.name(), "link", "del", &bridge]);
+}
+
+/// The attributes of the first `RTM_NEWLINK` request `plugin` sends (seen
+/// with `strace -e write=all`), flattened as (path of attribute types,
+/// payload), normalised for what legitimately differs between two runs or
+/// two netlink libraries: the random temporary name, the namespace fd
+/// number, the attribute order, the NUL after `IFLA_INFO_KIND` (Go's
+/// netlink omits it, the kernel accepts both) and an `IFLA_TXQLEN` of 0
+/// (Go v1.1.1's netlink library sent it; v1.9's does not).
+fn newlink_attrs(w: &World, plugin: &Path, ifname: &str, conf: &Value) -> Vec<(Vec<u16>, Vec<u8>)> {
+    let trace = w.data.path().join(format!("strace-{}", hex6()));
+    let wrapper = w.data.path().join(format!("traced-{}", hex6()));
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexec strace -f -o {} -s 0 -e trace=sendto -e write=all {}\n",
+            trace.display(),
+            plugin.display()
+        ),
+    )
+    .expect("write wrapper");
+    sh(&["chmod", "+x", &wrapper.display().to_string()]);
+    let r = w.call_in(&wrapper, "ADD", ifname, &netns_path(&w.pod), "", conf);
+    let text = std::fs::read_to_string(&trace).expect("strace output");
+
+    // Every sendto's dump, then the first RTM_NEWLINK (16) with
+    // NLM_F_CREATE | NLM_F_EXCL (0x600; linux/rtnetlink.h, netlink.h).
+    let mut sent: Vec<Vec<u8>> = Vec::new();
+    for l in text.lines() {
+        if l.contains("sendto(") {
+            sent.push(Vec::new());
+        } else if let (Some(buf), true) = (sent.last_mut(), l.starts_with(" | ")) {
+            let hex = l.get(10..58).unwrap_or_else(|| &l[10..]);
+            buf.extend(
+                hex.split_whitespace()
+                    .map(|b| u8::from_str_radix(b, 16).expect("hex byte")),
+            );
+        }
+    }
+    let bytes = sent
+        .into_iter()
+        .find(|m| {
+            m.len() > 32
+                && u16::from_ne_bytes([m[4], m[5]]) == 16
+                && u16::from_ne_bytes([m[6], m[7]]) & 0x600 == 0x600
+        })
+        .unwrap_or_else(|| panic!("no RTM_NEWLINK request in {text}\n{r:?}"));
+    assert!(bytes.len() > 32, "{text}");
+    let mut out = Vec::new();
+    walk(&bytes[32..], &mut Vec::new(), &mut out);
+    out.retain(|(path, payload)| !(path == &[13] && payload == &[0, 0, 0, 0])); // IFLA_TXQLEN 0
+    for (path, payload) in &mut out {
+        match path.as_slice() {
+            [3] | [28] => payload.clear(), // IFLA_IFNAME, IFLA_NET_NS_FD
+            [18, 1] if payload.last() == Some(&0) => {
+                payload.pop(); // IFLA_LINKINFO / IFLA_INFO_KIND
+            }
+            _ => {}
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Flattens nested attributes (IFLA_LINKINFO and IFLA_INFO_DATA).
+fn walk(mut buf: &[u8], path: &mut Vec<u16>, out: &mut Vec<(Vec<u16>, Vec<u8>)>) {
+    while buf.len() >= 4 {
+        let len = usize::from(u16::from_ne_bytes([buf[0], buf[1]]));
+        let kind = u16::from_ne_bytes([buf[2], buf[3]]) & 0x3fff;
+        let payload = &buf[4..len];
+        path.push(kind);
+        // linux/if_link.h: IFLA_LINKINFO = 18, IFLA_INFO_DATA = 2.
+        if path.as_slice() == [18] || path.as_slice() == [18, 2] {
+            walk(payload, path, out);
+        } else {
+            out.push((path.clone(), payload.to_vec()));
+        }
+        path.pop();
+        buf = &buf[((len + 3) & !3).min(buf.len())..];
+    }
+}
+
+fn strace_premise() -> bool {
+    if Path::new("/usr/bin/strace").exists() {
+        return true;
+    }
+    assert!(
+        std::env::var("CNI_TEST_ALLOW_SKIP").as_deref() == Ok("1"),
+        "needs strace (Debian package strace) to see Go's netlink requests"
+    );
+    eprintln!("SKIP: needs strace");
+    false
+}
+
+#[test]
+fn vlan_and_vrf_requests_match_go_on_the_wire() {
+    if !premise() || !strace_premise() {
+        return;
+    }
+    let w = World::new();
+    let c = vlan_conf(&w, json!({"mtu": 1400}));
+    let mine = newlink_attrs(&w, &ours("vlan"), "eth1", &c);
+    let theirs = newlink_attrs(&w, &go("vlan"), "eth1", &c);
+    assert_eq!(mine, theirs);
+    // IFLA_INFO_DATA / IFLA_VLAN_ID = 42, and IFLA_MTU 1400 are there.
+    assert!(
+        mine.contains(&(vec![18, 2, 1], 42u16.to_ne_bytes().to_vec())),
+        "{mine:?}"
+    );
+    assert!(
+        mine.contains(&(vec![4], 1400u32.to_ne_bytes().to_vec())),
+        "{mine:?}"
+    );
+    sh(&[
+        "ip",
+        "-n",
+        w.pod.name(),
+        "link",
+        "add",
+        "eth1",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "eth1p",
+    ]);
+    let c = vrf_conf(json!({"table": 1001}));
+    let mine = newlink_attrs(&w, &ours("vrf"), "eth1", &c);
+    let theirs = newlink_attrs(&w, &go("vrf"), "eth1", &c);
+    assert_eq!(mine, theirs);
+    // IFLA_VRF_TABLE = 1001.
+    assert!(
+        mine.contains(&(vec![18, 2, 1], 1001u32.to_ne_bytes().to_vec())),
+        "{mine:?}"
+    );
 }
