@@ -308,7 +308,8 @@ pub(crate) fn go_conf<T: serde::de::DeserializeOwned>(
         .map_err(|e| cni_types::Error::InvalidConfig(format!("failed to load netconf: {e}")).into())
 }
 
-/// A link stacked on a master (vlan), created under a temporary name
+/// A link stacked on a master (macvlan, ipvlan, vlan; tap reuses it for
+/// the rename), created under a temporary name
 /// ([`temp_link_name`]) by `create(creator, name, target)`: from the host
 /// straight into the pod (`target` is the pod's namespace), or, with
 /// `linkInContainer`, inside the pod next to its master; then renamed to

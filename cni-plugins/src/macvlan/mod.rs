@@ -158,31 +158,33 @@ fn create_macvlan(
     pod: &Handle,
     ifname: &str,
 ) -> Result<Link> {
-    let tmp = common::temp_link_name();
-    let (creator, target) = if conf.link_in_container {
-        (pod, None)
-    } else {
-        (host, Some(netns))
+    let link = common::create_stacked_link(
+        conf.link_in_container,
+        host,
+        netns,
+        pod,
+        ifname,
+        |creator, name, target| {
+            creator.add_macvlan(&MacvlanSpec {
+                name,
+                parent: master.index,
+                mode: conf.mode,
+                mtu: (conf.mtu > 0).then_some(conf.mtu),
+                mac: conf.mac,
+                netns: target,
+            })
+        },
+    )?;
+    let Some(len) = conf.bc_queue_len else {
+        return Ok(link);
     };
-    creator.add_macvlan(&MacvlanSpec {
-        name: tmp.clone(),
-        parent: master.index,
-        mode: conf.mode,
-        mtu: (conf.mtu > 0).then_some(conf.mtu),
-        mac: conf.mac,
-        netns: target,
-    })?;
-    let link = pod.link_by_name(&tmp)?;
-    let renamed = pod.rename(link.index, ifname).and_then(|()| {
-        if let Some(len) = conf.bc_queue_len {
-            pod.set_macvlan_bc_queue_len(link.index, len)?;
-        }
-        pod.link_by_index(link.index)
-    });
-    if renamed.is_err() {
+    let queued = pod
+        .set_macvlan_bc_queue_len(link.index, len)
+        .and_then(|()| pod.link_by_index(link.index));
+    if queued.is_err() {
         let _ = pod.delete_link(link.index);
     }
-    Ok(renamed?)
+    Ok(queued?)
 }
 
 /// Everything after the link exists: addresses from IPAM (or just up for
