@@ -70,7 +70,7 @@ const KEYS: &[&str] = &[
 ];
 
 #[derive(Deserialize)]
-struct Raw {
+pub(crate) struct Raw {
     #[serde(rename = "multiQueue", default)]
     multi_queue: bool,
     #[serde(default)]

@@ -49,7 +49,7 @@ pub struct VlanConf {
 const KEYS: &[&str] = &["master", "vlanId", "mtu", "linkInContainer"];
 
 #[derive(Deserialize)]
-struct Raw {
+pub(crate) struct Raw {
     #[serde(default)]
     master: String,
     #[serde(rename = "vlanId", default)]

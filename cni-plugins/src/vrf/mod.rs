@@ -45,7 +45,7 @@ pub struct VrfConf {
 const KEYS: &[&str] = &["vrfname", "table"];
 
 #[derive(Deserialize)]
-struct Raw {
+pub(crate) struct Raw {
     #[serde(default)]
     vrfname: String,
     #[serde(default)]
