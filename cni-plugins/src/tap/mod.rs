@@ -15,13 +15,19 @@
 //! use cni_types::NetworkConfig;
 //!
 //! let conf = NetworkConfig::from_slice(
-//!     br#"{"cniVersion":"1.0.0","name":"n","type":"tap","multiQueue":true,
-//!          "owner":1000,"group":1000,"selinuxcontext":"system_u:system_r:svirt_t:s0"}"#,
+//!     br#"{"cniVersion":"1.0.0","name":"n","type":"tap","multiQueue":true,"owner":1000,"group":1000}"#,
+//! )?;
+//! // Owner and group: Go's netlink path (vnet_hdr; multi-queue means no pi).
+//! let spec = TapConf::load(&conf, "")?.spec("tap0");
+//! assert!(spec.multi_queue && spec.vnet_hdr && !spec.packet_info);
+//! // An SELinux context (the docs' spelling works too): Go's `ip` path.
+//! let conf = NetworkConfig::from_slice(
+//!     br#"{"cniVersion":"1.0.0","name":"n","type":"tap","owner":1000,"group":1000,
+//!          "selinuxcontext":"system_u:system_r:svirt_t:s0"}"#,
 //! )?;
 //! let tap = TapConf::load(&conf, "")?;
-//! let spec = tap.spec("tap0");
-//! assert!(spec.multi_queue && spec.vnet_hdr && !spec.packet_info);
 //! assert_eq!(tap.selinux_context.as_deref(), Some("system_u:system_r:svirt_t:s0"));
+//! assert!(!tap.spec("tap0").vnet_hdr);
 //! let bad = NetworkConfig::from_slice(br#"{"cniVersion":"1.0.0","name":"n","type":"tap","owner":-1}"#)?;
 //! assert!(TapConf::load(&bad, "").unwrap_err().to_string().contains("NetConf.owner"));
 //! # Ok::<(), cni_plugins::Error>(())
