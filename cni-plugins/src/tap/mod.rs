@@ -276,3 +276,35 @@ impl Plugin for Tap {
         format!("CNI tap plugin v{}", env!("CARGO_PKG_VERSION"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_and_group_decode_as_go_uint32_pointers() {
+        assert_eq!(go_u32("owner", None).unwrap(), None);
+        assert_eq!(go_u32("owner", Some(&Value::Null)).unwrap(), None);
+        assert_eq!(go_u32("owner", Some(&json(0))).unwrap(), Some(0));
+        assert_eq!(
+            go_u32("owner", Some(&json(u64::from(u32::MAX)))).unwrap(),
+            Some(u32::MAX)
+        );
+        for (v, shown) in [
+            (json(-1), "number -1"),
+            (json(4_294_967_296u64), "number 4294967296"),
+            (Value::String("0".into()), "string"),
+            (json(1.5), "number 1.5"),
+        ] {
+            let e = go_u32("group", Some(&v)).unwrap_err().to_string();
+            assert_eq!(
+                e,
+                format!("failed to load netconf: json: cannot unmarshal {shown} into Go struct field NetConf.group of type uint32")
+            );
+        }
+    }
+
+    fn json<T: serde::Serialize>(v: T) -> Value {
+        serde_json::to_value(v).unwrap()
+    }
+}

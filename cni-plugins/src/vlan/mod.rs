@@ -232,3 +232,43 @@ impl Plugin for Vlan {
         format!("CNI vlan plugin v{}", env!("CARGO_PKG_VERSION"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(extra: &str) -> Result<VlanConf> {
+        let text = format!(r#"{{"cniVersion":"1.0.0","name":"n","type":"vlan"{extra}}}"#);
+        VlanConf::load(&NetworkConfig::from_slice(text.as_bytes())?)
+    }
+
+    #[test]
+    fn vlan_id_bounds_and_go_key_matching() {
+        assert_eq!(load(r#","master":"eth0""#).unwrap().vlan_id, 0);
+        assert_eq!(
+            load(r#","master":"eth0","vlanId":4094"#).unwrap().vlan_id,
+            4094
+        );
+        for bad in ["4095", "-1", "70000"] {
+            let e = load(&format!(r#","master":"eth0","vlanId":{bad}"#)).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("invalid VLAN ID {bad} (must be between 0 and 4095 inclusive)")
+            );
+            assert_eq!(CniError::from(e).code.as_u32(), 999);
+        }
+        // Go's decoder matches keys case-insensitively.
+        let c = load(r#","MASTER":"eth0","vlanid":7,"LinkInContainer":true"#).unwrap();
+        assert_eq!(
+            (c.master.as_str(), c.vlan_id, c.link_in_container),
+            ("eth0", 7, true)
+        );
+        assert!(load("")
+            .unwrap_err()
+            .to_string()
+            .starts_with("\"master\" field is required"));
+        // A wrong type is a decoding failure that names the netconf.
+        let e = load(r#","master":"eth0","vlanId":"x""#).unwrap_err();
+        assert!(e.to_string().starts_with("failed to load netconf"), "{e}");
+    }
+}
