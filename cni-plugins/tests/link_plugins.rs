@@ -732,6 +732,14 @@ fn multus_auxiliary_chain_runs_passthru_then_tuning() {
     assert!(link_names(&w.pod).is_empty(), "{:?}", link_names(&w.pod));
     assert!(w.reservations("cluster").is_empty());
     assert!(call("DEL").ok);
+    // A chain that does not load is skipped (logged), as multus-cni does:
+    // ADD succeeds and tuning does not run.
+    std::fs::write(netd.join("vendor-cni-chain/05-broken.conf"), "{not json").expect("write");
+    let add = call("ADD");
+    assert!(add.ok, "{:?} {}", add.json, add.stderr);
+    assert_eq!(sysctl(&w.pod, "net.ipv4.conf.eth0.arp_filter"), "0");
+    assert!(call("DEL").ok);
+    assert!(link_names(&w.pod).is_empty(), "{:?}", link_names(&w.pod));
     sh_ok(&["ip", "-n", w.node.name(), "link", "del", &bridge]);
 }
 
