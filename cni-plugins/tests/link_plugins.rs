@@ -327,6 +327,32 @@ fn vrf_add_del_or_clean_refusal() {
         "eth1",
     ]);
     sh(&["ip", "-n", w.pod.name(), "link", "set", "eth1", "up"]);
+    // A route through the interface and a global IPv6 address: ADD moves
+    // the one into the VRF's table and keeps the other.
+    sh(&[
+        "ip",
+        "-n",
+        w.pod.name(),
+        "route",
+        "add",
+        "10.200.0.0/24",
+        "via",
+        "10.94.0.1",
+        "dev",
+        "eth1",
+    ]);
+    sh(&[
+        "ip",
+        "-n",
+        w.pod.name(),
+        "-6",
+        "addr",
+        "add",
+        "2001:db8:94::2/64",
+        "dev",
+        "eth1",
+        "nodad",
+    ]);
     let c = vrf_conf(json!({}));
     let pod_before = link_names(&w.pod);
     let add = w.call(&ours("vrf"), "ADD", "eth1", &c);
@@ -338,6 +364,20 @@ fn vrf_add_del_or_clean_refusal() {
         assert_eq!(vrf["linkinfo"]["info_kind"], "vrf", "{vrf}");
         assert_eq!(vrf["linkinfo"]["info_data"]["table"], 1);
         assert_eq!(w.pod_link("eth1")["master"], "blue");
+        let routes = ip(&w.pod, &["route", "show", "table", "1"]);
+        assert!(
+            routes
+                .as_array()
+                .expect("routes")
+                .iter()
+                .any(|r| r["dst"] == "10.200.0.0/24"),
+            "{routes}"
+        );
+        let v6 = ip(
+            &w.pod,
+            &["-6", "addr", "show", "dev", "eth1", "scope", "global"],
+        );
+        assert_eq!(v6[0]["addr_info"][0]["local"], "2001:db8:94::2", "{v6}");
         assert!(w.call(&ours("vrf"), "CHECK", "eth1", &c).ok);
         // Another table for the same VRF is refused.
         let r = w.call(&ours("vrf"), "ADD", "eth1", &vrf_conf(json!({"table": 7})));
