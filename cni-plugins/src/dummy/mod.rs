@@ -27,7 +27,7 @@
 
 use cni_exec::{Plugin, Request};
 use cni_netns::{Handle, Link, Netns};
-use cni_types::{CniError, CniResult};
+use cni_types::CniResult;
 
 use crate::macvlan::common::{self, fail};
 use crate::Result;
@@ -46,8 +46,14 @@ fn require_ipam(req: &Request) -> Result<()> {
     Ok(())
 }
 
-impl Dummy {
-    fn cmd_add(&self, req: &Request) -> Result<CniResult> {
+impl Plugin for Dummy {
+    type Error = crate::Error;
+
+    fn name(&self) -> &str {
+        "dummy"
+    }
+
+    fn add(&self, req: &Request) -> Result<CniResult> {
         require_ipam(req)?;
         let netns = Netns::open(&req.netns)?;
         let pod = Handle::in_netns(&netns)?;
@@ -65,14 +71,14 @@ impl Dummy {
         added
     }
 
-    fn cmd_del(&self, req: &Request) -> Result<()> {
+    fn del(&self, req: &Request) -> Result<()> {
         let pod = common::pod_for_del(req)?;
         common::delete_pod_link_while(pod.as_ref().map(|p| &p.1), &req.ifname, || {
             common::ipam_del(req)
         })
     }
 
-    fn cmd_check(&self, req: &Request) -> Result<()> {
+    fn check(&self, req: &Request) -> Result<()> {
         require_ipam(req)?;
         let netns = Netns::open(&req.netns)?;
         common::ipam_check(req)?;
@@ -90,6 +96,13 @@ impl Dummy {
         prev.routes.clear();
         common::check_addresses_and_routes(&pod, &link, &prev)
     }
+    fn status(&self, req: &Request) -> Result<()> {
+        common::ipam_status(req)
+    }
+
+    fn gc(&self, req: &Request) -> Result<()> {
+        common::ipam_gc(req)
+    }
 }
 
 /// IPAM's addresses on the link (Go's `ipam.ConfigureIface`), and the
@@ -100,30 +113,4 @@ fn attach(req: &Request, pod: &Handle, link: &Link, ipam_done: &mut bool) -> Res
     let result = common::single_interface_result(ipam, link, &req.netns);
     common::configure(pod, &req.ifname, &result)?;
     Ok(result)
-}
-
-impl Plugin for Dummy {
-    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
-        Ok(self.cmd_add(req)?)
-    }
-
-    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(self.cmd_del(req)?)
-    }
-
-    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(self.cmd_check(req)?)
-    }
-
-    fn status(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(common::ipam_status(req)?)
-    }
-
-    fn gc(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(common::ipam_gc(req)?)
-    }
-
-    fn about(&self) -> String {
-        format!("CNI dummy plugin v{}", env!("CARGO_PKG_VERSION"))
-    }
 }

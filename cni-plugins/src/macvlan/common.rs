@@ -302,7 +302,7 @@ pub(crate) fn go_conf<T: serde::de::DeserializeOwned>(
     config: &cni_types::NetworkConfig,
     keys: &[&str],
 ) -> Result<T> {
-    let mut raw = config.raw().clone();
+    let mut raw = config.specific().clone();
     cni_types::json::canonicalize_keys(&mut raw, keys);
     T::deserialize(serde_json::Value::Object(raw))
         .map_err(|e| cni_types::Error::InvalidConfig(format!("failed to load netconf: {e}")).into())

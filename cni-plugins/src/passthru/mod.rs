@@ -34,6 +34,12 @@ use cni_types::{CniError, CniResult, Version};
 pub struct Passthru;
 
 impl Plugin for Passthru {
+    type Error = CniError;
+
+    fn name(&self) -> &str {
+        "passthru"
+    }
+
     fn add(&self, _req: &Request) -> Result<CniResult, CniError> {
         Ok(CniResult::default())
     }

@@ -35,7 +35,7 @@
 
 use cni_exec::{Plugin, Request};
 use cni_netns::{sysctl, Handle, Link, MacAddr, Netns, TapSpec};
-use cni_types::{CniError, CniResult, Dns, NetworkConfig};
+use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -160,8 +160,14 @@ impl TapConf {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Tap;
 
-impl Tap {
-    fn cmd_add(&self, req: &Request) -> Result<CniResult> {
+impl Plugin for Tap {
+    type Error = crate::Error;
+
+    fn name(&self) -> &str {
+        "tap"
+    }
+
+    fn add(&self, req: &Request) -> Result<CniResult> {
         let conf = TapConf::load(&req.config, &req.args_raw)?;
         let netns = Netns::open(&req.netns)?;
         let pod = Handle::in_netns(&netns)?;
@@ -179,7 +185,7 @@ impl Tap {
         added
     }
 
-    fn cmd_del(&self, req: &Request) -> Result<()> {
+    fn del(&self, req: &Request) -> Result<()> {
         TapConf::load(&req.config, &req.args_raw)?;
         let pod = common::pod_for_del(req)?;
         common::delete_pod_link_while(pod.as_ref().map(|p| &p.1), &req.ifname, || {
@@ -187,7 +193,7 @@ impl Tap {
         })
     }
 
-    fn cmd_check(&self, req: &Request) -> Result<()> {
+    fn check(&self, req: &Request) -> Result<()> {
         TapConf::load(&req.config, &req.args_raw)?;
         let netns = Netns::open(&req.netns)?;
         common::ipam_check(req)?;
@@ -199,6 +205,13 @@ impl Tap {
             .link_by_name(&req.ifname)
             .map_err(|_| fail(format!("Failed to find interface {}", req.ifname)))?;
         common::check_addresses_and_routes(&pod, &link, &prev)
+    }
+    fn status(&self, req: &Request) -> Result<()> {
+        common::ipam_status(req)
+    }
+
+    fn gc(&self, req: &Request) -> Result<()> {
+        common::ipam_gc(req)
     }
 }
 
@@ -249,32 +262,6 @@ fn attach(
     };
     result.dns = conf.dns.clone();
     Ok(result)
-}
-
-impl Plugin for Tap {
-    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
-        Ok(self.cmd_add(req)?)
-    }
-
-    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(self.cmd_del(req)?)
-    }
-
-    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(self.cmd_check(req)?)
-    }
-
-    fn status(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(common::ipam_status(req)?)
-    }
-
-    fn gc(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(common::ipam_gc(req)?)
-    }
-
-    fn about(&self) -> String {
-        format!("CNI tap plugin v{}", env!("CARGO_PKG_VERSION"))
-    }
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@
 
 use cni_exec::{Plugin, Request};
 use cni_netns::{Handle, Link, Netns, VlanSpec, VLAN_ID_MAX};
-use cni_types::{CniError, CniResult, Dns, NetworkConfig};
+use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
 use crate::macvlan::common::{self, fail};
@@ -95,8 +95,14 @@ impl VlanConf {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Vlan;
 
-impl Vlan {
-    fn cmd_add(&self, req: &Request) -> Result<CniResult> {
+impl Plugin for Vlan {
+    type Error = crate::Error;
+
+    fn name(&self) -> &str {
+        "vlan"
+    }
+
+    fn add(&self, req: &Request) -> Result<CniResult> {
         let conf = VlanConf::load(&req.config)?;
         if req.config.ipam_type().is_empty() {
             return Err(fail(
@@ -136,7 +142,7 @@ impl Vlan {
         added
     }
 
-    fn cmd_del(&self, req: &Request) -> Result<()> {
+    fn del(&self, req: &Request) -> Result<()> {
         // Go's DEL also looks the master up and fails when it is gone;
         // ours succeeds, so that a node link removed first does not wedge
         // the pod's teardown.
@@ -147,7 +153,7 @@ impl Vlan {
         })
     }
 
-    fn cmd_check(&self, req: &Request) -> Result<()> {
+    fn check(&self, req: &Request) -> Result<()> {
         let conf = VlanConf::load(&req.config)?;
         let netns = Netns::open(&req.netns)?;
         common::ipam_check(req)?;
@@ -175,6 +181,13 @@ impl Vlan {
             )));
         }
         common::check_addresses_and_routes(&pod, &link, &prev)
+    }
+    fn status(&self, req: &Request) -> Result<()> {
+        common::ipam_status(req)
+    }
+
+    fn gc(&self, req: &Request) -> Result<()> {
+        common::ipam_gc(req)
     }
 }
 
@@ -207,32 +220,6 @@ fn attach(
     Ok(result)
 }
 
-impl Plugin for Vlan {
-    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
-        Ok(self.cmd_add(req)?)
-    }
-
-    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(self.cmd_del(req)?)
-    }
-
-    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(self.cmd_check(req)?)
-    }
-
-    fn status(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(common::ipam_status(req)?)
-    }
-
-    fn gc(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(common::ipam_gc(req)?)
-    }
-
-    fn about(&self) -> String {
-        format!("CNI vlan plugin v{}", env!("CARGO_PKG_VERSION"))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,7 +242,7 @@ mod tests {
                 e.to_string(),
                 format!("invalid VLAN ID {bad} (must be between 0 and 4095 inclusive)")
             );
-            assert_eq!(CniError::from(e).code.as_u32(), 999);
+            assert_eq!(cni_types::CniError::from(e).code.as_u32(), 999);
         }
         // Go's decoder matches keys case-insensitively.
         let c = load(r#","MASTER":"eth0","vlanid":7,"LinkInContainer":true"#).unwrap();

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use cni_exec::{Plugin, Request};
 use cni_netns::{free_vrf_table, AddressOptions, Family, Handle, Link, Netns, Route, Vrf};
-use cni_types::{CniError, CniResult, NetworkConfig, Version};
+use cni_types::{CniResult, NetworkConfig, Version};
 use serde::Deserialize;
 
 use crate::macvlan::common::{self, fail};
@@ -80,8 +80,14 @@ fn add_failed(e: Error) -> Error {
     }
 }
 
-impl VrfPlugin {
-    fn cmd_add(&self, req: &Request) -> Result<CniResult> {
+impl Plugin for VrfPlugin {
+    type Error = crate::Error;
+
+    fn name(&self) -> &str {
+        "vrf"
+    }
+
+    fn add(&self, req: &Request) -> Result<CniResult> {
         let conf = VrfConf::load(&req.config)?;
         let prev = req
             .config
@@ -93,7 +99,7 @@ impl VrfPlugin {
         Ok(prev)
     }
 
-    fn cmd_del(&self, req: &Request) -> Result<()> {
+    fn del(&self, req: &Request) -> Result<()> {
         let conf = VrfConf::load(&req.config)?;
         let Some((_, pod)) = common::pod_for_del(req)? else {
             return Ok(());
@@ -118,7 +124,7 @@ impl VrfPlugin {
         Ok(())
     }
 
-    fn cmd_check(&self, req: &Request) -> Result<()> {
+    fn check(&self, req: &Request) -> Result<()> {
         let conf = VrfConf::load(&req.config)?;
         req.config
             .prev_result()?
@@ -138,6 +144,12 @@ impl VrfPlugin {
             )));
         }
         Ok(())
+    }
+    fn supported_versions(&self) -> Vec<Version> {
+        Version::ALL
+            .into_iter()
+            .filter(|v| *v >= Version::V0_3_1)
+            .collect()
     }
 }
 
@@ -268,29 +280,4 @@ fn wait_for_local_route(pod: &Handle, vrf: &Vrf, link: &Link, ip: std::net::IpAd
         "failed getting local/host addresses for {} in table {} with dst {ip}",
         link.name, vrf.table
     )))
-}
-
-impl Plugin for VrfPlugin {
-    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
-        Ok(self.cmd_add(req)?)
-    }
-
-    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(self.cmd_del(req)?)
-    }
-
-    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(self.cmd_check(req)?)
-    }
-
-    fn supported_versions(&self) -> Vec<Version> {
-        Version::ALL
-            .into_iter()
-            .filter(|v| *v >= Version::V0_3_1)
-            .collect()
-    }
-
-    fn about(&self) -> String {
-        format!("CNI vrf plugin v{}", env!("CARGO_PKG_VERSION"))
-    }
 }
