@@ -573,6 +573,14 @@ fn tap_is_created_in_the_pod_with_go_flags() {
     chk["prevResult"] = add.json.clone();
     let r = w.call(&ours("tap"), "CHECK", "tap0", &chk);
     assert!(r.ok, "{:?}", r.json);
+    // GC (1.1.0) goes to IPAM: an attachment not in the valid list loses
+    // its address; the device stays until DEL.
+    let mut gc = c.clone();
+    gc["cniVersion"] = json!("1.1.0");
+    gc["cni.dev/valid-attachments"] = json!([]);
+    let r = w.call(&ours("tap"), "GC", "", &gc);
+    assert!(r.ok, "{:?}", r.json);
+    assert!(w.reservations("tapnet").is_empty());
     for _ in 0..2 {
         let r = w.call(&ours("tap"), "DEL", "tap0", &c);
         assert!(r.ok, "{:?}", r.json);
