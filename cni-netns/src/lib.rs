@@ -43,7 +43,9 @@ mod link;
 mod neigh;
 mod netlink;
 mod netns;
+mod netns_lock;
 mod route;
+mod rule;
 pub mod sysctl;
 pub mod tc;
 
@@ -67,7 +69,9 @@ pub use link::{
 };
 pub use neigh::Neighbour;
 pub use netns::{Netns, OwnedNetns, NETNS_RUN_DIR};
+pub use netns_lock::NetnsLock;
 pub use route::{NextHop, Route, SCOPE_HOST, SCOPE_LINK, SCOPE_UNIVERSE, TABLE_MAIN};
+pub use rule::Rule;
 
 /// Which address family a listing covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

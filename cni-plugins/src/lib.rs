@@ -15,6 +15,7 @@ pub mod macvlan;
 pub mod multus;
 pub mod portmap;
 pub mod ptp;
+pub mod sbr;
 pub mod static_ipam;
 pub mod tuning;
 
