@@ -39,11 +39,13 @@ mod device;
 mod error;
 pub mod firewall;
 mod handle;
+mod iptables;
 mod link;
 mod neigh;
 mod netlink;
 mod netns;
 mod netns_lock;
+mod nft_foreign;
 mod route;
 mod rule;
 pub mod sysctl;
@@ -63,6 +65,7 @@ pub use error::{Error, Result};
 pub use handle::Handle;
 /// The CIDR type used throughout the API (re-exported so callers match versions).
 pub use ipnetwork::IpNetwork;
+pub use iptables::Iptables;
 pub use link::{
     BridgePortOptions, BridgeSpec, BridgeVlan, Link, MacAddr, MacvlanMode, MacvlanSpec, OperState,
     VethSpec, VETH_NAME_ATTEMPTS,
@@ -70,6 +73,7 @@ pub use link::{
 pub use neigh::Neighbour;
 pub use netns::{Netns, OwnedNetns, NETNS_RUN_DIR};
 pub use netns_lock::NetnsLock;
+pub use nft_foreign::{NftForeignTable, NftListedRule};
 pub use route::{NextHop, Route, SCOPE_HOST, SCOPE_LINK, SCOPE_UNIVERSE, TABLE_MAIN};
 pub use rule::Rule;
 

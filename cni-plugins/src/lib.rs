@@ -6,6 +6,7 @@ pub mod bandwidth;
 pub mod binary;
 pub mod bridge;
 mod error;
+pub mod firewall;
 pub mod flannel;
 pub mod host_device;
 pub mod host_local;
