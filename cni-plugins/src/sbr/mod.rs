@@ -257,7 +257,7 @@ fn add_rules_only(h: &Handle, link: &Link, ips: &[IpConfig], table: u32) -> Resu
         let rule = Rule::from_source(ip.address.ip(), table);
         if let Err(e) = h.add_rule(&rule) {
             undo.run(h, link.index);
-            return Err(Error::Internal(format!("Failed to add rule: {e}")));
+            return Err(Error::Internal(format!("failed to add rule: {e}")));
         }
         undo.rules.push(rule);
     }
@@ -300,20 +300,25 @@ fn add_with_tables(h: &Handle, conf: &SbrConf, link: &Link, ips: &[IpConfig]) ->
             }
             for r in main.iter().filter(|r| belongs_to(r, ip)) {
                 h.copy_route_to_table(r, table)
-                    .map_err(|e| Error::Internal(format!("Failed to add route: {e}")))?;
+                    .map_err(|e| Error::Internal(format!("Failed to readd route: {e}")))?;
             }
             table += 1;
         }
-        for r in &main {
-            if conf.add_source_hints && r.scope == Some(cni_netns::SCOPE_LINK) {
-                continue;
-            }
-            h.del_route(r)
-                .map_err(|e| Error::Internal(format!("Failed to delete route {}: {e}", r.dst)))?;
-            undo.removed.push(r.clone());
-        }
         if conf.add_source_hints {
+            // Go only warns about failures here.
             add_source_hints(h, link, ips);
+            for r in main.iter().filter(|r| r.scope != Some(cni_netns::SCOPE_LINK)) {
+                match h.del_route(r) {
+                    Ok(()) => undo.removed.push(r.clone()),
+                    Err(e) => tracing::warn!("sbr: delete route {}: {e}", r.dst),
+                }
+            }
+            return Ok(());
+        }
+        for r in &main {
+            h.del_route(r)
+                .map_err(|e| Error::Internal(format!("Failed to delete route: {e}")))?;
+            undo.removed.push(r.clone());
         }
         Ok(())
     })();

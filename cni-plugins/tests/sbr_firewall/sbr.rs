@@ -280,3 +280,46 @@ fn sbr_bad_input_and_undo() {
     sbr(OURS, "DEL", &gone, &stdin).expect("DEL with the namespace gone");
     assert!(!std::path::Path::new(&gone).exists());
 }
+
+/// Go's unreleased `gateways` and `addSourceHints` (upstream test vectors).
+#[test]
+fn sbr_static_gateways_and_source_hints() {
+    if !can_run("sbr") {
+        return;
+    }
+    let ns = pod("sbrgw");
+    let ips = json!([
+        {"address": "192.168.1.209/24", "gateway": "192.168.1.1", "interface": 0},
+        {"address": "fd00::5/64", "gateway": "fd00::1", "interface": 0},
+    ]);
+    let stdin = conf(
+        "1.0.0",
+        json!({"gateways": ["192.168.1.254", "fd00::fe"], "addSourceHints": true}),
+        ips,
+    );
+    sbr(OURS, "ADD", &ns.path(), &stdin).expect("ADD");
+    let routes = |fam: &str, table: &str| -> Vec<Value> {
+        serde_json::from_str::<Value>(&ns.ip(&["-j", fam, "route", "show", "table", table]))
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["dev"] == "net1")
+            .cloned()
+            .collect()
+    };
+    let t100 = routes("-4", "100");
+    assert!(t100.iter().any(|r| r["dst"] == "default" && r["gateway"] == "192.168.1.254"), "{t100:?}");
+    assert!(t100.iter().any(|r| r["dst"] == "192.168.1.0/24"), "{t100:?}");
+    let t101 = routes("-6", "101");
+    assert!(t101.iter().any(|r| r["dst"] == "default" && r["gateway"] == "fd00::fe"), "{t101:?}");
+    // Main keeps the link routes (with the source hint), loses the others.
+    let main = routes("-4", "main");
+    assert!(
+        main.iter().any(|r| r["dst"] == "192.168.1.0/24" && r["prefsrc"] == "192.168.1.209" && r["scope"] == "link"),
+        "{main:?}"
+    );
+    assert!(!main.iter().any(|r| r["dst"] == "192.168.2.0/24"), "{main:?}");
+    sbr(OURS, "DEL", &ns.path(), &stdin).expect("DEL");
+    assert!(routes("-4", "100").is_empty() && routes("-6", "101").is_empty());
+}
