@@ -39,6 +39,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use cni_exec::{Plugin, Request};
+use cni_netns::FileLock;
 use cni_types::{CniError, CniResult, Version};
 use serde::{Deserialize, Serialize};
 
@@ -111,6 +112,13 @@ fn bridge_name(conf: &FirewallConf, prev: &CniResult) -> Result<Option<String>> 
     }
 }
 
+/// Serialises this plugin's read-modify-write of the node's firewall
+/// (two first ADDs would both insert the jump; a DEL of the last pod could
+/// remove the chain under a concurrent ADD).
+fn lock(conf: &FirewallConf) -> Result<FileLock> {
+    Ok(FileLock::create(Path::new(&conf.data_dir).join("lock"))?)
+}
+
 fn firewalld_unavailable() -> Error {
     if Path::new(SYSTEM_BUS).exists() {
         Error::NotAvailable(format!(
@@ -134,6 +142,7 @@ impl Firewall {
         let prev = config::required_prev(req)?;
         let ips = addresses(&prev);
         let bridge = bridge_name(&conf, &prev)?;
+        let _lock = lock(&conf)?;
         match &conf.backend {
             Backend::Iptables => {
                 let state = state_path(&conf, &req.container_id, &req.ifname);
@@ -194,6 +203,7 @@ impl Firewall {
         let conf = FirewallConf::parse(req)?;
         let prev = req.config.prev_result()?;
         let ips = prev.as_ref().map(addresses).unwrap_or_default();
+        let _lock = lock(&conf)?;
         self.remove(&conf, req, &ips)
     }
 
@@ -228,6 +238,7 @@ impl Firewall {
             .into_iter()
             .map(|a| (a.container_id, a.ifname))
             .collect();
+        let _lock = lock(&conf)?;
         match &conf.backend {
             Backend::Iptables => {
                 let dir = Path::new(&conf.data_dir).join(&conf.network);

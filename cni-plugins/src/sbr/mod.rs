@@ -36,7 +36,7 @@ mod config;
 use std::net::IpAddr;
 
 use cni_exec::{Plugin, Request};
-use cni_netns::{Family, Handle, Link, Netns, NetnsLock, Route, Rule, TABLE_MAIN};
+use cni_netns::{Family, FileLock, Handle, Link, Netns, Route, Rule, TABLE_MAIN};
 use cni_types::{CniError, CniResult, IpConfig};
 
 pub use config::{SbrConf, FIRST_TABLE};
@@ -72,7 +72,7 @@ impl Undo {
 /// Runs `f` on a thread in the pod namespace under Go's lock (the namespace
 /// file itself); `Ok(None)` when the namespace is gone.
 fn in_pod<T: Send>(path: &str, f: impl FnOnce(&Handle) -> Result<T> + Send) -> Result<Option<T>> {
-    let lock = match NetnsLock::acquire(path) {
+    let lock = match FileLock::acquire(path) {
         Ok(l) => l,
         Err(e) if e.is_not_found() => return Ok(None),
         Err(e) => return Err(e.into()),
@@ -307,7 +307,10 @@ fn add_with_tables(h: &Handle, conf: &SbrConf, link: &Link, ips: &[IpConfig]) ->
         if conf.add_source_hints {
             // Go only warns about failures here.
             add_source_hints(h, link, ips);
-            for r in main.iter().filter(|r| r.scope != Some(cni_netns::SCOPE_LINK)) {
+            for r in main
+                .iter()
+                .filter(|r| r.scope != Some(cni_netns::SCOPE_LINK))
+            {
                 match h.del_route(r) {
                     Ok(()) => undo.removed.push(r.clone()),
                     Err(e) => tracing::warn!("sbr: delete route {}: {e}", r.dst),

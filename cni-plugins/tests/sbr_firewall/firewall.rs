@@ -316,7 +316,8 @@ fn firewall_nftables_backend_opens_foreign_table() {
         !reach(p0, "10.99.0.2:8080"),
         "policy drop must block before ADD"
     );
-    let extra = json!({"backend": "nftables", "nftablesTable": "nodefw"});
+    let state = tempfile::tempdir().expect("tempdir");
+    let extra = json!({"backend": "nftables", "nftablesTable": "nodefw", "dataDir": state.path()});
     let c0 = conf("1.1.0", extra.clone(), "fwbr0", &["10.88.3.5/24"]);
     let c1 = conf("1.1.0", extra.clone(), "fwbr0", &["10.88.3.6/24"]);
     fw(&lab.node, None, OURS, "ADD", "c0", &c0).expect("ADD c0");
@@ -371,7 +372,7 @@ fn firewall_nftables_backend_opens_foreign_table() {
     // A chain that is not there is an error naming the key, leaving nothing.
     let bad = conf(
         "1.1.0",
-        json!({"backend": "nftables", "nftablesTable": "nodefw", "nftablesChain": "nope"}),
+        json!({"backend": "nftables", "nftablesTable": "nodefw", "nftablesChain": "nope", "dataDir": state.path()}),
         "fwbr0",
         &["10.88.3.5/24"],
     );
@@ -436,14 +437,19 @@ fn firewall_iptables_gc_and_bad_input() {
     let bare = json!({"cniVersion": "1.0.0", "name": "fwnet", "type": "firewall", "dataDir": state.path()});
     expect_err(bare.to_string(), 7, "missing prevResult");
     expect_err(
-        conf("1.0.0", json!({"backend": "pf"}), "br", &["10.88.3.9/24"]),
+        conf(
+            "1.0.0",
+            json!({"backend": "pf", "dataDir": state.path()}),
+            "br",
+            &["10.88.3.9/24"],
+        ),
         7,
         "backend: unknown",
     );
     expect_err(
         conf(
             "1.0.0",
-            json!({"ingressPolicy": "closed"}),
+            json!({"ingressPolicy": "closed", "dataDir": state.path()}),
             "br",
             &["10.88.3.9/24"],
         ),
@@ -453,7 +459,7 @@ fn firewall_iptables_gc_and_bad_input() {
     expect_err(
         conf(
             "1.0.0",
-            json!({"backend": "firewalld"}),
+            json!({"backend": "firewalld", "dataDir": state.path()}),
             "br",
             &["10.88.3.9/24"],
         ),

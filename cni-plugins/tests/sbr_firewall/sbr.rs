@@ -309,17 +309,33 @@ fn sbr_static_gateways_and_source_hints() {
             .collect()
     };
     let t100 = routes("-4", "100");
-    assert!(t100.iter().any(|r| r["dst"] == "default" && r["gateway"] == "192.168.1.254"), "{t100:?}");
-    assert!(t100.iter().any(|r| r["dst"] == "192.168.1.0/24"), "{t100:?}");
+    assert!(
+        t100.iter()
+            .any(|r| r["dst"] == "default" && r["gateway"] == "192.168.1.254"),
+        "{t100:?}"
+    );
+    assert!(
+        t100.iter().any(|r| r["dst"] == "192.168.1.0/24"),
+        "{t100:?}"
+    );
     let t101 = routes("-6", "101");
-    assert!(t101.iter().any(|r| r["dst"] == "default" && r["gateway"] == "fd00::fe"), "{t101:?}");
+    assert!(
+        t101.iter()
+            .any(|r| r["dst"] == "default" && r["gateway"] == "fd00::fe"),
+        "{t101:?}"
+    );
     // Main keeps the link routes (with the source hint), loses the others.
     let main = routes("-4", "main");
     assert!(
-        main.iter().any(|r| r["dst"] == "192.168.1.0/24" && r["prefsrc"] == "192.168.1.209" && r["scope"] == "link"),
+        main.iter().any(|r| r["dst"] == "192.168.1.0/24"
+            && r["prefsrc"] == "192.168.1.209"
+            && r["scope"] == "link"),
         "{main:?}"
     );
-    assert!(!main.iter().any(|r| r["dst"] == "192.168.2.0/24"), "{main:?}");
+    assert!(
+        !main.iter().any(|r| r["dst"] == "192.168.2.0/24"),
+        "{main:?}"
+    );
     sbr(OURS, "DEL", &ns.path(), &stdin).expect("DEL");
     assert!(routes("-4", "100").is_empty() && routes("-6", "101").is_empty());
 }
