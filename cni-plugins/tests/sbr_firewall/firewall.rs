@@ -483,3 +483,95 @@ fn firewall_iptables_gc_and_bad_input() {
         "failed ADDs leave nothing"
     );
 }
+
+/// `isolated` (Go v1.7.0): the intra-bridge drop above the stage-2 jump.
+#[test]
+fn firewall_isolated_policy_rules() {
+    if !(can_run("firewall") && premise("needs iptables-nft", Variant::available("nft"))) {
+        return;
+    }
+    let v = Variant::new("nft");
+    let node = Ns::new("fwiso");
+    let state = tempfile::tempdir().expect("tempdir");
+    let extra =
+        json!({"backend": "iptables", "dataDir": state.path(), "ingressPolicy": "isolated"});
+    fw(
+        &node,
+        Some(&v),
+        OURS,
+        "ADD",
+        "c0",
+        &conf("1.0.0", extra, "fwbr9", &["10.88.9.5/24"]),
+    )
+    .expect("ADD");
+    let iso = r#""CNI firewall plugin rules (ingressPolicy: isolated)""#;
+    let shared = r#""CNI firewall plugin rules (ingressPolicy: same-bridge)""#;
+    assert_eq!(
+        v.ipt(&node, false, &["-S", "CNI-ISOLATION-STAGE-1"]),
+        format!(
+            "-N CNI-ISOLATION-STAGE-1\n\
+             -A CNI-ISOLATION-STAGE-1 -i fwbr9 -o fwbr9 -m comment --comment {iso} -j DROP\n\
+             -A CNI-ISOLATION-STAGE-1 -i fwbr9 ! -o fwbr9 -m comment --comment {iso} -j CNI-ISOLATION-STAGE-2\n\
+             -A CNI-ISOLATION-STAGE-1 -m comment --comment {shared} -j RETURN\n"
+        )
+    );
+    let fwd = v.ipt(&node, false, &["-S", "FORWARD"]);
+    let first = fwd.lines().nth(1).unwrap_or_default();
+    assert!(first.contains("-j CNI-ISOLATION-STAGE-1"), "{fwd}");
+}
+
+/// Concurrent ADDs and DELs with the nftables backend: one jump, every
+/// pod's rules, and nothing left after the last DEL.
+#[test]
+fn firewall_nftables_concurrent_attachments() {
+    if !(can_run("firewall")
+        && premise("needs nft", std::path::Path::new("/usr/sbin/nft").exists()))
+    {
+        return;
+    }
+    let node = Ns::new("fwpar");
+    node.exec_ok(&["nft", "add table ip nodefw"]);
+    node.exec_ok(&[
+        "nft",
+        "add chain ip nodefw fwdchain { type filter hook forward priority 0; policy drop; }",
+    ]);
+    let state = tempfile::tempdir().expect("tempdir");
+    let extra = json!({"backend": "nftables", "nftablesTable": "nodefw", "nftablesFamily": "ip", "nftablesChain": "fwdchain", "dataDir": state.path()});
+    let confs: Vec<String> = (0..8)
+        .map(|i| {
+            conf(
+                "1.1.0",
+                extra.clone(),
+                "br",
+                &[&format!("10.88.5.{}/24", 10 + i), "fd00:5::10/64"],
+            )
+        })
+        .collect();
+    let run_all = |cmd: &str| {
+        std::thread::scope(|s| {
+            for (i, c) in confs.iter().enumerate() {
+                let node = &node;
+                let cmd = cmd.to_owned();
+                s.spawn(move || fw(node, None, OURS, &cmd, &format!("c{i}"), c).expect(&cmd));
+            }
+        });
+    };
+    run_all("ADD");
+    let fwd = node.exec_ok(&["nft", "list chain ip nodefw fwdchain"]);
+    assert_eq!(fwd.matches("jump cni_rs_firewall").count(), 1, "{fwd}");
+    let own = node.exec_ok(&["nft", "list chain ip nodefw cni_rs_firewall"]);
+    assert_eq!(
+        own.matches("accept").count(),
+        16,
+        "two IPv4 rules per pod, no IPv6 in an ip table: {own}"
+    );
+    run_all("DEL");
+    let fwd = node.exec_ok(&["nft", "list chain ip nodefw fwdchain"]);
+    assert!(!fwd.contains("jump"), "{fwd}");
+    assert!(
+        node.exec(&["nft", "list chain ip nodefw cni_rs_firewall"])
+            .status
+            .code()
+            != Some(0)
+    );
+}
