@@ -244,8 +244,8 @@ mod tests {
     fn rule_request_bytes() {
         let r = Rule::from_source("192.168.1.209".parse().unwrap(), 100);
         let bytes = serialize(RouteNetlinkMessage::NewRule(rule_message(&r)), 0x605, 7);
-        // nlmsghdr: len 40, RTM_NEWRULE (32), flags, seq 7, pid 0.
-        let mut want = vec![40, 0, 0, 0, 32, 0, 0x05, 0x06, 7, 0, 0, 0, 0, 0, 0, 0];
+        // nlmsghdr: len 44, RTM_NEWRULE (32), flags, seq 7, pid 0.
+        let mut want = vec![44, 0, 0, 0, 32, 0, 0x05, 0x06, 7, 0, 0, 0, 0, 0, 0, 0];
         // fib_rule_hdr: AF_INET, dst_len 0, src_len 32, tos 0, table 100,
         // res1, res2, action FR_ACT_TO_TBL, flags 0.
         want.extend([2, 0, 32, 0, 100, 0, 0, 1, 0, 0, 0, 0]);
