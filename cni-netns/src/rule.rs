@@ -132,6 +132,20 @@ pub(crate) fn rule_message(r: &Rule) -> RuleMessage {
     m
 }
 
+/// `IFLA_VRF_TABLE` of a link message, when the link is a VRF.
+fn vrf_table_of(l: &LinkMessage) -> Option<u32> {
+    l.attributes.iter().find_map(|a| match a {
+        LinkAttribute::LinkInfo(infos) => infos.iter().find_map(|i| match i {
+            LinkInfo::Data(InfoData::Vrf(v)) => v.iter().find_map(|x| match x {
+                InfoVrf::TableId(t) => Some(*t),
+                _ => None,
+            }),
+            _ => None,
+        }),
+        _ => None,
+    })
+}
+
 impl Handle {
     /// Adds a rule (`ip rule add`); an identical existing rule is an error
     /// (`EEXIST`).
@@ -214,18 +228,8 @@ impl Handle {
             }
             Err(e) => return Err(e),
         };
-        let infos = replies.iter().find_map(|r| match r {
-            RouteNetlinkMessage::NewLink(l) => l.attributes.iter().find_map(|a| match a {
-                LinkAttribute::LinkInfo(i) => Some(i.clone()),
-                _ => None,
-            }),
-            _ => None,
-        });
-        let table = infos.iter().flatten().find_map(|i| match i {
-            LinkInfo::Data(InfoData::Vrf(v)) => v.iter().find_map(|x| match x {
-                InfoVrf::TableId(t) => Some(*t),
-                _ => None,
-            }),
+        let table = replies.iter().find_map(|r| match r {
+            RouteNetlinkMessage::NewLink(l) => vrf_table_of(l),
             _ => None,
         });
         table.ok_or_else(|| Error::InvalidArgument {
@@ -262,5 +266,32 @@ mod tests {
         assert!(m.attributes.contains(&RuleAttribute::Priority(32765)));
         assert!(m.attributes.contains(&RuleAttribute::Table(5000)));
         assert_eq!(Rule::from_message(&m).unwrap(), Rule { action: 1, ..r6 });
+    }
+
+    #[test]
+    fn vrf_table_is_read_from_link_info() {
+        use netlink_packet_core::NetlinkMessage;
+        use netlink_packet_core::NetlinkPayload::InnerMessage;
+        use netlink_packet_route::link::InfoKind;
+        let mut l = LinkMessage::default();
+        l.attributes.push(LinkAttribute::IfName("vrf-blue".into()));
+        l.attributes.push(LinkAttribute::LinkInfo(vec![
+            LinkInfo::Kind(InfoKind::Vrf),
+            LinkInfo::Data(InfoData::Vrf(vec![InfoVrf::TableId(1001)])),
+        ]));
+        // Through the wire format, as the kernel's reply arrives.
+        let bytes = serialize(RouteNetlinkMessage::NewLink(l), 0, 1);
+        let parsed = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&bytes).unwrap();
+        let InnerMessage(RouteNetlinkMessage::NewLink(parsed)) = parsed.payload else {
+            panic!("not a link message");
+        };
+        assert_eq!(vrf_table_of(&parsed), Some(1001));
+        let mut plain = LinkMessage::default();
+        plain
+            .attributes
+            .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(
+                InfoKind::Veth,
+            )]));
+        assert_eq!(vrf_table_of(&plain), None);
     }
 }

@@ -62,6 +62,9 @@ pub struct Firewall;
 /// rules themselves are Go's, untagged).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct Attachment {
+    #[serde(rename = "containerID")]
+    container_id: String,
+    ifname: String,
     ips: Vec<IpAddr>,
 }
 
@@ -146,7 +149,12 @@ impl Firewall {
         match &conf.backend {
             Backend::Iptables => {
                 let state = state_path(&conf, &req.container_id, &req.ifname);
-                write_state(&state, &Attachment { ips: ips.clone() })?;
+                let record = Attachment {
+                    container_id: req.container_id.clone(),
+                    ifname: req.ifname.clone(),
+                    ips: ips.clone(),
+                };
+                write_state(&state, &record)?;
                 if let Err(e) = iptables::add(&ips, &conf.admin_chain) {
                     remove_state(&state);
                     return Err(e);
@@ -248,16 +256,18 @@ impl Firewall {
                 let mut live = Vec::new();
                 let mut dead = Vec::new();
                 for e in entries.flatten() {
-                    let name = e.file_name().to_string_lossy().into_owned();
-                    let Some((cid, ifname)) = name.rsplit_once('_') else {
+                    // Container ids and interface names may both hold `_`:
+                    // the record, not the file name, says whose it is.
+                    let Some(a) = read_state(&e.path()) else {
                         continue;
                     };
-                    let is_valid = valid.iter().any(|(c, i)| c == cid && i == ifname);
-                    let ips = read_state(&e.path()).map(|a| a.ips).unwrap_or_default();
-                    if is_valid {
-                        live.extend(ips);
+                    if valid
+                        .iter()
+                        .any(|(c, i)| *c == a.container_id && *i == a.ifname)
+                    {
+                        live.extend(a.ips);
                     } else {
-                        dead.push((e.path(), ips));
+                        dead.push((e.path(), a.ips));
                     }
                 }
                 for (path, ips) in dead {
