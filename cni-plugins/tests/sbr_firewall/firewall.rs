@@ -80,7 +80,13 @@ fn conf(version: &str, extra: Value, bridge: &str, ips: &[&str]) -> String {
         "prevResult": {
             "cniVersion": version,
             "interfaces": [{"name": bridge}, {"name": "veth0"}, {"name": "eth0", "sandbox": "/run/netns/pod"}],
-            "ips": ips.iter().map(|a| json!({"address": a, "interface": 2})).collect::<Vec<_>>(),
+            "ips": ips.iter().map(|a| {
+                let mut ip = json!({"address": a, "interface": 2});
+                if version.starts_with("0.") {
+                    ip["version"] = json!(if a.contains(':') { "6" } else { "4" });
+                }
+                ip
+            }).collect::<Vec<_>>(),
         }
     });
     if let (Some(o), Some(e)) = (c.as_object_mut(), extra.as_object()) {
@@ -210,25 +216,51 @@ fn iptables_variant(name: &'static str) {
     assert!(err["msg"].as_str().unwrap().contains("not found"), "{err}");
     fw(&lab.node, Some(&v), OURS, "DEL", "c1", &stdin).expect("second DEL");
 
-    // Differential: the same ADD and DEL by Go and by us on twin nodes.
-    let (go, us) = (Ns::new("fwgo"), Ns::new("fwrs"));
-    let stdin = conf(
-        "1.0.0",
-        json!({"backend": "iptables", "dataDir": state.path(), "ingressPolicy": "same-bridge", "iptablesAdminChainName": "CNI-foobar"}),
-        "fwbr0",
-        &["10.88.3.5/24", "fd00:3::5/64"],
-    );
-    let rules = |ns: &Ns| (v.ipt(ns, false, &["-S"]), v.ipt(ns, true, &["-S"]));
-    let (rgo, tgo_add) = timed(|| fw(&go, Some(&v), GO, "ADD", "c1", &stdin).expect("Go ADD"));
-    let (rus, tus_add) = timed(|| fw(&us, Some(&v), OURS, "ADD", "c1", &stdin).expect("our ADD"));
-    assert_eq!(normalized(rgo), normalized(rus), "result JSON");
-    assert_eq!(rules(&go), rules(&us), "{name}: iptables -S after ADD");
-    let (_, tgo_del) = timed(|| fw(&go, Some(&v), GO, "DEL", "c1", &stdin).expect("Go DEL"));
-    let (_, tus_del) = timed(|| fw(&us, Some(&v), OURS, "DEL", "c1", &stdin).expect("our DEL"));
-    assert_eq!(rules(&go), rules(&us), "{name}: iptables -S after DEL");
-    eprintln!(
-        "firewall iptables-{name} dual-stack same-bridge: ADD go {tgo_add:?} ours {tus_add:?}; DEL go {tgo_del:?} ours {tus_del:?}"
-    );
+    // Differential: the same ADD, CHECK and DEL by Go and by us on twin
+    // nodes, in each version both speak.
+    for version in ["0.4.0", "1.0.0"] {
+        let (go, us) = (Ns::new("fwgo"), Ns::new("fwrs"));
+        let stdin = conf(
+            version,
+            json!({"backend": "iptables", "dataDir": state.path(), "ingressPolicy": "same-bridge", "iptablesAdminChainName": "CNI-foobar"}),
+            "fwbr0",
+            &["10.88.3.5/24", "fd00:3::5/64"],
+        );
+        let rules = |ns: &Ns| (v.ipt(ns, false, &["-S"]), v.ipt(ns, true, &["-S"]));
+        let run = |ns: &Ns, bin: &str, cmd: &str| fw(ns, Some(&v), bin, cmd, "c1", &stdin);
+        let (rgo, tgo_add) = timed(|| run(&go, GO, "ADD").expect("Go ADD"));
+        let (rus, tus_add) = timed(|| run(&us, OURS, "ADD").expect("our ADD"));
+        assert_eq!(normalized(rgo), normalized(rus), "{version}: result JSON");
+        assert_eq!(
+            rules(&go),
+            rules(&us),
+            "{name} {version}: iptables -S after ADD"
+        );
+        run(&go, GO, "CHECK").expect("Go CHECK");
+        run(&us, OURS, "CHECK").expect("our CHECK");
+        let (_, tgo_del) = timed(|| run(&go, GO, "DEL").expect("Go DEL"));
+        let (_, tus_del) = timed(|| run(&us, OURS, "DEL").expect("our DEL"));
+        assert_eq!(
+            rules(&go),
+            rules(&us),
+            "{name} {version}: iptables -S after DEL"
+        );
+        let (ego, eus) = (
+            run(&go, GO, "CHECK").unwrap_err(),
+            run(&us, OURS, "CHECK").unwrap_err(),
+        );
+        assert!(
+            ego["msg"].as_str().unwrap().starts_with("expected rule"),
+            "{ego}"
+        );
+        assert!(
+            eus["msg"].as_str().unwrap().starts_with("expected rule"),
+            "{eus}"
+        );
+        eprintln!(
+            "firewall iptables-{name} {version} dual-stack same-bridge: ADD go {tgo_add:?} ours {tus_add:?}; DEL go {tgo_del:?} ours {tus_del:?}"
+        );
+    }
 }
 
 #[test]

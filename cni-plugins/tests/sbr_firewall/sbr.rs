@@ -88,11 +88,11 @@ fn sbr(bin: &str, cmd: &str, ns: &str, stdin: &str) -> Result<Value, Value> {
 }
 
 /// Go's and our ADD and DEL on twin namespaces, compared.
-fn differential(ips: Value, before: impl Fn(&Ns)) {
+fn differential(version: &str, ips: Value, before: impl Fn(&Ns)) {
     let (go, us) = (pod("sbrgo"), pod("sbrrs"));
     before(&go);
     before(&us);
-    let stdin = conf("1.0.0", json!({}), ips);
+    let stdin = conf(version, json!({}), ips);
     let rgo = sbr(GO, "ADD", &go.path(), &stdin).expect("Go ADD");
     let rus = sbr(OURS, "ADD", &us.path(), &stdin).expect("our ADD");
     assert_eq!(normalized(rgo), normalized(rus), "result JSON");
@@ -137,13 +137,17 @@ fn sbr_matches_go_dual_stack() {
     if !can_run("sbr") {
         return;
     }
-    differential(
-        json!([
+    for version in ["0.3.1", "0.4.0", "1.0.0"] {
+        let mut ips = json!([
             {"address": "192.168.1.209/24", "gateway": "192.168.1.1", "interface": 0},
             {"address": "fd00::5/64", "gateway": "fd00::1", "interface": 0},
-        ]),
-        |_| {},
-    );
+        ]);
+        if version != "1.0.0" {
+            ips[0]["version"] = json!("4");
+            ips[1]["version"] = json!("6");
+        }
+        differential(version, ips, |_| {});
+    }
 }
 
 #[test]
@@ -153,6 +157,7 @@ fn sbr_matches_go_multiple_ips_and_busy_tables() {
     }
     // Tables 100 and 102 are taken: the first IP gets 101, the next 103.
     differential(
+        "1.0.0",
         json!([
             {"address": "192.168.1.209/24", "gateway": "192.168.1.1", "interface": 0},
             {"address": "192.168.101.209/24", "gateway": "192.168.101.1", "interface": 1},
