@@ -305,6 +305,15 @@ impl Plugin for Firewall {
         self.do_gc(req).map_err(CniError::from)
     }
 
+    /// Ready, except with the firewalld backend, which this build cannot
+    /// serve (code 50). Go registers no STATUS.
+    fn status(&self, req: &Request) -> std::result::Result<(), CniError> {
+        match FirewallConf::parse(req).map_err(CniError::from)?.backend {
+            Backend::Firewalld => Err(CniError::from(firewalld_unavailable())),
+            _ => Ok(()),
+        }
+    }
+
     /// 0.4.0 and later, as Go's `version.PluginSupports("0.4.0", ...)`.
     fn supported_versions(&self) -> Vec<Version> {
         Version::ALL

@@ -498,6 +498,20 @@ fn firewall_iptables_gc_and_bad_input() {
         50,
         "firewalld backend:",
     );
+    // STATUS says the firewalld backend cannot serve ADD.
+    let mut status: Value = serde_json::from_str(&conf(
+        "1.1.0",
+        json!({"backend": "firewalld", "dataDir": state.path()}),
+        "br",
+        &[],
+    ))
+    .unwrap();
+    status["cniVersion"] = json!("1.1.0");
+    status.as_object_mut().unwrap().remove("prevResult");
+    let e = fw(&node, Some(&v), OURS, "STATUS", "", &status.to_string()).expect_err("STATUS");
+    assert_eq!(e["code"], 50, "{e}");
+    status["backend"] = json!("iptables");
+    fw(&node, Some(&v), OURS, "STATUS", "", &status.to_string()).expect("STATUS iptables");
     // Go's firewall speaks 0.4.0 and later only.
     let e = fw(
         &node,
