@@ -24,6 +24,10 @@ use criterion::{criterion_group, criterion_main, Criterion};
 struct Noop;
 
 impl Plugin for Noop {
+    type Error = cni_types::CniError;
+    fn name(&self) -> &str {
+        "noop"
+    }
     fn add(&self, _req: &Request) -> Result<CniResult, CniError> {
         let mut r = CniResult::default();
         r.ips

@@ -78,7 +78,7 @@ pub fn plugin_confs_from_dir(dir: &Path, network: &str) -> Result<Vec<Map<String
     let mut out = Vec::new();
     for file in conf_files(&dir.join(network), &[".conf"])? {
         let conf = conf_from_file(&file)?;
-        out.push(conf.raw().clone());
+        out.push(conf.to_map());
     }
     Ok(out)
 }

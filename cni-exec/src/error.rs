@@ -14,6 +14,12 @@ pub enum Error {
     /// reply was built from, as Go's `RawExec.pluginErr` does).
     #[error("{0}")]
     Plugin(CniError),
+    /// Delegation was asked of an executor that runs nothing ([`NoExec`](crate::NoExec)):
+    /// give the request or environment a real one.
+    #[error(
+        "delegate to plugin {0:?}: no executor was given (Env::with_exec / RequestBuilder::exec)"
+    )]
+    NoExecutor(String),
     /// No plugin type was given.
     #[error("no plugin name provided")]
     NoPluginName,

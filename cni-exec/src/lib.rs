@@ -3,90 +3,69 @@
 //! **Plugin side** (the Go reference's `pkg/skel`): implement [`Plugin`],
 //! and a binary's `main` is `cni_exec::run(&MyPlugin)`. [`dispatch`] is the
 //! whole protocol as a pure function (environment and stdin in, stdout and
-//! exit code out), so it is tested without processes and runtimes can call
-//! plugins in-process. Plugins delegate (IPAM) with [`delegate_add`] and
-//! friends; [`run_with_exec`] and [`same_build::SameBuildExec`] let a
-//! plugin run delegates of its own build in-process.
+//! exit code out): it starts no process unless you hand it an [`Exec`] that
+//! does. A plugin's unit test builds a [`Request`] with
+//! [`Request::builder`] and calls `add` directly. Plugins delegate (IPAM)
+//! with [`delegate_add`] and friends through the request's [`Exec`].
 //!
 //! **Runtime side** (`libcni` + `pkg/invoke`): [`CniConfig`] runs network
 //! lists through an [`Exec`] — [`ProcessExec`] (fork/exec with timeout) or
-//! [`InProcessExec`] (registered [`Plugin`] values) — keeps libcni's result
-//! cache on disk, and [`conf`] loads configs from a directory with libcni's
-//! rules. The `cnitool` binary is upstream cnitool on top of these.
+//! [`InProcessExec`] (registered [`Plugin`] values, no fork) — keeps
+//! libcni's result cache on disk, and [`conf`] loads configs from a
+//! directory with libcni's rules. `cnitool` is upstream cnitool on top.
+//!
+//! Modules, leaf first: [`exec`] (the executor vocabulary: [`Command`],
+//! [`PluginEnv`], [`Exec`]), `plugin` ([`Request`], [`Plugin`]), [`skel`]
+//! (pure [`dispatch`]), [`process`] ([`run`], [`ProcessExec`]), [`invoke`]
+//! (in-process executor, delegation, result decoding), [`libcni`].
 //!
 //! # Example
 //!
-//! A plugin, driven through [`dispatch`] and then through the runtime side
-//! in-process:
-//!
 //! ```
-//! use std::sync::Arc;
-//! use cni_exec::{dispatch, CniConfig, Env, InProcessExec, Plugin, Request, RuntimeConf};
-//! use cni_types::{CniError, CniResult, IpConfig, NetworkConfigList};
+//! use cni_exec::{dispatch, Env, Plugin, Request};
+//! use cni_types::{CniError, CniResult, IpConfig};
 //!
 //! struct Fixed;
 //! impl Plugin for Fixed {
+//!     type Error = CniError;
+//!     fn name(&self) -> &str { "fixed" }
 //!     fn add(&self, _req: &Request) -> Result<CniResult, CniError> {
 //!         let mut r = CniResult::default();
 //!         r.ips.push(IpConfig::new("10.1.0.5/24".parse().unwrap()));
 //!         Ok(r)
 //!     }
-//!     fn del(&self, _req: &Request) -> Result<(), CniError> {
-//!         Ok(())
-//!     }
+//!     fn del(&self, _req: &Request) -> Result<(), CniError> { Ok(()) }
 //! }
 //!
-//! // The protocol in memory.
-//! let env = Env::new([
-//!     ("CNI_COMMAND", "ADD"),
-//!     ("CNI_CONTAINERID", "c1"),
-//!     ("CNI_NETNS", "/run/netns/c1"),
-//!     ("CNI_IFNAME", "eth0"),
-//!     ("CNI_PATH", "/opt/cni/bin"),
-//! ]);
+//! let env = Env::new([("CNI_COMMAND", "ADD"), ("CNI_CONTAINERID", "c1"),
+//!     ("CNI_NETNS", "/run/netns/c1"), ("CNI_IFNAME", "eth0"), ("CNI_PATH", "/opt/cni/bin")]);
 //! let out = dispatch(&Fixed, &env, br#"{"cniVersion":"1.0.0","name":"net","type":"fixed"}"#);
-//! assert_eq!(out.exit_code, 0);
-//! assert!(String::from_utf8(out.stdout).unwrap().contains("10.1.0.5/24"));
-//!
-//! // A runtime embedding the plugin: no fork/exec. (CNI_PATH is still
-//! // passed: the protocol requires it, and delegates are found there.)
-//! let exec = InProcessExec::builder().register("fixed", Arc::new(Fixed)).build();
-//! let cache = std::env::temp_dir().join(format!("cni-exec-doc-{}", std::process::id()));
-//! let cni = CniConfig::new(vec!["/opt/cni/bin".into()], Arc::new(exec)).with_cache_dir(&cache);
-//! let list = NetworkConfigList::from_slice(
-//!     br#"{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"fixed"}]}"#,
-//! )?;
-//! let rt = RuntimeConf {
-//!     container_id: "c1".into(),
-//!     netns: "/run/netns/c1".into(),
-//!     ifname: "eth0".into(),
-//!     ..Default::default()
-//! };
-//! let added = cni.add_network_list(&list, &rt)?;
-//! assert_eq!(added.result.ips[0].address.to_string(), "10.1.0.5/24");
-//! cni.del_network_list(&list, &rt)?;
-//! # std::fs::remove_dir_all(&cache).ok();
-//! # Ok::<(), cni_exec::Error>(())
+//! assert!(out.exit_code == 0 && String::from_utf8(out.stdout).unwrap().contains("10.1.0.5/24"));
 //! ```
+//!
+//! A runtime embedding plugins without fork/exec: see [`InProcessExec`].
 
 pub mod cache;
 pub mod conf;
 mod error;
+pub mod exec;
 pub mod invoke;
 pub mod libcni;
 pub mod logging;
 mod plugin;
+pub mod process;
 pub mod same_build;
 pub mod skel;
 
 pub use cache::{NetworkAttachment, ResultCache, RuntimeConf};
+/// A result with the version it is written in (moved to `cni-types`).
+pub use cni_types::VersionedResult;
 pub use error::Error;
+pub use exec::{Command, Exec, NoExec, PluginEnv};
 pub use invoke::{
-    delegate_add, delegate_check, delegate_del, delegate_gc, delegate_status, find_in_path, Exec,
-    InProcessExec, PluginEnv, ProcessExec, StderrSink,
+    delegate_add, delegate_check, delegate_del, delegate_gc, delegate_status, InProcessExec,
 };
-pub use libcni::{CniConfig, VersionedResult};
-pub use plugin::{Command, Plugin, Request};
-pub use skel::{
-    dispatch, run, run_with_exec, Env, NetnsGuard, NoNetnsGuard, Output, OwnNetnsGuard,
-};
+pub use libcni::CniConfig;
+pub use plugin::{DynPlugin, Plugin, Request, RequestBuilder};
+pub use process::{find_in_path, run, run_with_exec, ProcessExec, StderrSink};
+pub use skel::{dispatch, Env, NetnsGuard, NoNetnsGuard, Output, OwnNetnsGuard};

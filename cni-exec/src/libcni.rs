@@ -6,39 +6,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cni_types::{
-    Attachment, CniResult, NetworkConfig, NetworkConfigList, Version, LEGACY_ATTACHMENTS_KEY,
+    Attachment, NetworkConfig, NetworkConfigList, VersionedResult, LEGACY_ATTACHMENTS_KEY,
     VALID_ATTACHMENTS_KEY,
 };
 use serde_json::{Map, Value};
 
 use crate::cache::{NetworkAttachment, ResultCache, RuntimeConf};
+use crate::exec::Command;
 use crate::invoke::{exec_plugin_with_result, get_version_info, Exec, PluginEnv};
-use crate::plugin::Command;
 use crate::Error;
 
 /// libcni's default cache directory.
 pub const DEFAULT_CACHE_DIR: &str = "/var/lib/cni";
-
-/// A result with the version the plugin wrote it in.
-#[derive(Clone, Debug, PartialEq)]
-pub struct VersionedResult {
-    /// The result's own version.
-    pub version: Version,
-    /// The result.
-    pub result: CniResult,
-}
-
-impl VersionedResult {
-    /// The result's JSON in its own version.
-    pub fn to_value(&self) -> Result<Value, Error> {
-        Ok(self.result.to_value(self.version)?)
-    }
-
-    /// The result printed as Go's `Result.Print` (four-space indent).
-    pub fn to_json_pretty(&self) -> Result<Vec<u8>, Error> {
-        Ok(self.result.to_json_pretty(self.version)?)
-    }
-}
 
 /// Runs network lists (libcni's `CNIConfig`): plugin search path, an
 /// [`Exec`], and the result cache.
@@ -233,7 +212,7 @@ impl CniConfig {
         }
         let result = last.ok_or(Error::NoPluginConfigs)?;
         self.cache
-            .write(&list.name, rt, &list.bytes, &result.to_value()?)
+            .write(&list.name, rt, &list.to_bytes(), &result.to_value()?)
             .map_err(|e| Error::Cache {
                 network: list.name.clone(),
                 reason: format!("failed to set network {:?} cached result: {e}", list.name),
@@ -424,7 +403,7 @@ impl CniConfig {
     pub fn validate_network(&self, conf: &NetworkConfig) -> Result<Vec<String>, Error> {
         self.validate_plugin(&conf.plugin_type, &conf.cni_version)?;
         let caps = conf
-            .raw()
+            .specific()
             .get("capabilities")
             .and_then(Value::as_object)
             .map(|c| {
@@ -486,7 +465,7 @@ impl CniConfig {
         conf: &NetworkConfig,
         rt: &RuntimeConf,
     ) -> Result<VersionedResult, Error> {
-        let r = self.add_one(&conf.name, &conf.cni_version, conf.raw(), None, rt)?;
+        let r = self.add_one(&conf.name, &conf.cni_version, &conf.to_map(), None, rt)?;
         self.cache
             .write(&conf.name, rt, &conf.to_bytes(), &r.to_value()?)?;
         Ok(r)
@@ -502,7 +481,7 @@ impl CniConfig {
             Command::Check,
             &conf.name,
             &conf.cni_version,
-            conf.raw(),
+            &conf.to_map(),
             cached.as_ref(),
             rt,
         )
@@ -523,7 +502,7 @@ impl CniConfig {
             Command::Del,
             &conf.name,
             &conf.cni_version,
-            conf.raw(),
+            &conf.to_map(),
             cached.as_ref(),
             rt,
         )?;

@@ -1,5 +1,5 @@
-//! The plugin side's vocabulary: commands, the request a plugin receives,
-//! and the [`Plugin`] trait.
+//! The plugin side's vocabulary: the request a plugin receives (and its
+//! builder, for unit tests), and the [`Plugin`] trait.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -7,57 +7,7 @@ use std::sync::Arc;
 
 use cni_types::{CniArgs, CniError, CniResult, NetworkConfig, Version};
 
-use crate::invoke::Exec;
-
-/// A CNI command (`CNI_COMMAND`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Command {
-    /// `ADD`: attach the container to the network.
-    Add,
-    /// `CHECK`: verify an attachment (spec 0.4.0 on).
-    Check,
-    /// `DEL`: detach; must succeed when already detached.
-    Del,
-    /// `GC`: release resources of attachments not in the valid list (1.1.0).
-    Gc,
-    /// `STATUS`: can the plugin service ADD requests (1.1.0).
-    Status,
-    /// `VERSION`: report the supported spec versions.
-    Version,
-}
-
-impl Command {
-    /// The wire name (`ADD`, `DEL`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Command::Add => "ADD",
-            Command::Check => "CHECK",
-            Command::Del => "DEL",
-            Command::Gc => "GC",
-            Command::Status => "STATUS",
-            Command::Version => "VERSION",
-        }
-    }
-
-    /// Parses a wire name (exact, upper case, as the Go skel matches).
-    pub fn parse(s: &str) -> Option<Command> {
-        Some(match s {
-            "ADD" => Command::Add,
-            "CHECK" => Command::Check,
-            "DEL" => Command::Del,
-            "GC" => Command::Gc,
-            "STATUS" => Command::Status,
-            "VERSION" => Command::Version,
-            _ => return None,
-        })
-    }
-}
-
-impl fmt::Display for Command {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use crate::exec::{Command, Exec, NoExec, PluginEnv};
 
 /// Everything a plugin receives for one command: the `CNI_*` environment,
 /// the parsed network config and the raw stdin.
@@ -89,6 +39,37 @@ pub struct Request {
 }
 
 impl Request {
+    /// Starts a request for a plugin's unit test or an embedding runtime:
+    /// no environment variables, no root, no process. The config's
+    /// `cniVersion` sets [`Request::version`]; stdin is the config's bytes.
+    ///
+    /// ```
+    /// use cni_exec::{Command, Request};
+    /// use cni_types::NetworkConfig;
+    ///
+    /// let conf = NetworkConfig::builder("pods", "my-plugin").cni_version("1.0.0").build()?;
+    /// let req = Request::builder(Command::Add, conf)
+    ///     .container_id("c1")
+    ///     .netns("/run/netns/c1")
+    ///     .ifname("eth0")
+    ///     .build()?;
+    /// assert_eq!(req.version, cni_types::Version::V1_0_0);
+    /// # Ok::<(), cni_types::Error>(())
+    /// ```
+    pub fn builder(command: Command, config: NetworkConfig) -> RequestBuilder {
+        RequestBuilder {
+            command,
+            container_id: String::new(),
+            netns: String::new(),
+            ifname: String::new(),
+            args: String::new(),
+            path: String::new(),
+            netns_override: String::new(),
+            config,
+            exec: None,
+        }
+    }
+
     /// `CNI_ARGS` parsed (`K=V;K=V`). Parsed on demand, as the Go plugins
     /// call `types.LoadArgs` themselves: a plugin that ignores `CNI_ARGS`
     /// is not failed by a malformed one.
@@ -98,9 +79,107 @@ impl Request {
 
     /// The [`Exec`] delegation goes through: the process executor when the
     /// plugin runs as its own process, the in-process registry when a
-    /// runtime embeds it.
+    /// runtime embeds it, [`NoExec`] when nobody gave one.
     pub fn exec(&self) -> &Arc<dyn Exec> {
         &self.exec
+    }
+
+    /// The environment a plugin's delegate gets: this request's own `CNI_*`
+    /// with the command replaced (Go's `DelegateArgs`).
+    pub fn delegate_env(&self, command: Command) -> PluginEnv {
+        let mut extra = Vec::new();
+        if !self.netns_override.is_empty() {
+            extra.push(("CNI_NETNS_OVERRIDE".into(), self.netns_override.clone()));
+        }
+        PluginEnv {
+            command,
+            container_id: self.container_id.clone(),
+            netns: self.netns.clone(),
+            args: self.args_raw.clone(),
+            ifname: self.ifname.clone(),
+            path: self.path_raw.clone(),
+            extra,
+        }
+    }
+}
+
+/// Builds a [`Request`] (see [`Request::builder`]).
+#[must_use]
+pub struct RequestBuilder {
+    command: Command,
+    container_id: String,
+    netns: String,
+    ifname: String,
+    args: String,
+    path: String,
+    netns_override: String,
+    config: NetworkConfig,
+    exec: Option<Arc<dyn Exec>>,
+}
+
+impl RequestBuilder {
+    /// `CNI_CONTAINERID`.
+    pub fn container_id(mut self, id: impl Into<String>) -> Self {
+        self.container_id = id.into();
+        self
+    }
+
+    /// `CNI_NETNS`.
+    pub fn netns(mut self, netns: impl Into<String>) -> Self {
+        self.netns = netns.into();
+        self
+    }
+
+    /// `CNI_IFNAME`.
+    pub fn ifname(mut self, ifname: impl Into<String>) -> Self {
+        self.ifname = ifname.into();
+        self
+    }
+
+    /// `CNI_ARGS` (`K=V;K=V`).
+    pub fn args(mut self, args: impl Into<String>) -> Self {
+        self.args = args.into();
+        self
+    }
+
+    /// `CNI_PATH` (`:`-separated).
+    pub fn path(mut self, path: impl Into<String>) -> Self {
+        self.path = path.into();
+        self
+    }
+
+    /// `CNI_NETNS_OVERRIDE`.
+    pub fn netns_override(mut self, value: impl Into<String>) -> Self {
+        self.netns_override = value.into();
+        self
+    }
+
+    /// The executor delegation goes through (default [`NoExec`]: a
+    /// delegating plugin fails to delegate); e.g. an
+    /// [`InProcessExec`](crate::InProcessExec) holding a fake IPAM plugin.
+    pub fn exec(mut self, exec: Arc<dyn Exec>) -> Self {
+        self.exec = Some(exec);
+        self
+    }
+
+    /// The request; fails when the config's `cniVersion` does not parse.
+    pub fn build(self) -> Result<Request, cni_types::Error> {
+        let version = self.config.version()?;
+        let stdin = self.config.to_bytes();
+        Ok(Request {
+            command: self.command,
+            container_id: self.container_id,
+            netns: self.netns,
+            ifname: self.ifname,
+            args_raw: self.args,
+            path: crate::skel::split_path(&self.path),
+            path_raw: self.path,
+            netns_override: self.netns_override,
+            config: self.config,
+            version,
+            stdin,
+            exec: self.exec.unwrap_or_else(|| Arc::new(NoExec)),
+        })
     }
 }
 
@@ -121,29 +200,56 @@ impl fmt::Debug for Request {
 /// A CNI plugin: one method per command. VERSION is answered from
 /// [`Plugin::supported_versions`].
 ///
-/// Errors are [`CniError`] replies: return one with the right code, or
-/// convert your own error into one (`CniError::internal(e.to_string())`
-/// gives code 999, what the Go skel does with a non-CNI error).
+/// A command returns the plugin's own error type: anything that converts
+/// into a [`CniError`] reply (code, message, details). [`CniError`] itself
+/// will do; a plugin with its own `thiserror` enum implements
+/// `From<MyError> for CniError` once, where it picks the codes.
+///
+/// ```
+/// use cni_exec::{Plugin, Request};
+/// use cni_types::{CniError, CniResult};
+///
+/// struct Noop;
+/// impl Plugin for Noop {
+///     type Error = CniError;
+///     fn name(&self) -> &str {
+///         "noop"
+///     }
+///     fn add(&self, _req: &Request) -> Result<CniResult, CniError> {
+///         Ok(CniResult::default())
+///     }
+///     fn del(&self, _req: &Request) -> Result<(), CniError> {
+///         Ok(())
+///     }
+/// }
+/// assert_eq!(Noop.about(), "CNI noop plugin");
+/// ```
 pub trait Plugin: Send + Sync {
+    /// The error the commands return.
+    type Error: Into<CniError>;
+
+    /// The plugin's name (its binary's name, the config's `type`).
+    fn name(&self) -> &str;
+
     /// ADD: returns the result, printed in the config's `cniVersion`.
-    fn add(&self, req: &Request) -> Result<CniResult, CniError>;
+    fn add(&self, req: &Request) -> Result<CniResult, Self::Error>;
 
     /// DEL.
-    fn del(&self, req: &Request) -> Result<(), CniError>;
+    fn del(&self, req: &Request) -> Result<(), Self::Error>;
 
     /// CHECK. The default succeeds, as the Go skel does for a plugin
     /// without a CHECK function.
-    fn check(&self, _req: &Request) -> Result<(), CniError> {
+    fn check(&self, _req: &Request) -> Result<(), Self::Error> {
         Ok(())
     }
 
     /// STATUS (1.1.0). The default succeeds (the plugin is ready).
-    fn status(&self, _req: &Request) -> Result<(), CniError> {
+    fn status(&self, _req: &Request) -> Result<(), Self::Error> {
         Ok(())
     }
 
     /// GC (1.1.0). The default succeeds (nothing to collect).
-    fn gc(&self, _req: &Request) -> Result<(), CniError> {
+    fn gc(&self, _req: &Request) -> Result<(), Self::Error> {
         Ok(())
     }
 
@@ -153,33 +259,60 @@ pub trait Plugin: Send + Sync {
     }
 
     /// The text printed on stderr when the binary is run without
-    /// `CNI_COMMAND` (recommended: `CNI plugin <name> v<version>`). Empty
-    /// means none: the run then fails like any missing variable.
+    /// `CNI_COMMAND` (default `CNI <name> plugin`, as Go's about string
+    /// without the build version). Empty means none: the run then fails
+    /// like any missing variable.
     fn about(&self) -> String {
-        String::new()
+        format!("CNI {} plugin", self.name())
     }
 }
 
-impl<P: Plugin + ?Sized> Plugin for Arc<P> {
+/// A [`Plugin`] with its error converted: the object-safe form that
+/// [`dispatch`](crate::dispatch), [`run`](crate::run) and
+/// [`InProcessExec`](crate::InProcessExec) take. Every [`Plugin`] is one;
+/// implement [`Plugin`], not this.
+pub trait DynPlugin: Send + Sync {
+    /// [`Plugin::name`].
+    fn name(&self) -> &str;
+    /// [`Plugin::add`], error converted.
+    fn add(&self, req: &Request) -> Result<CniResult, CniError>;
+    /// [`Plugin::del`], error converted.
+    fn del(&self, req: &Request) -> Result<(), CniError>;
+    /// [`Plugin::check`], error converted.
+    fn check(&self, req: &Request) -> Result<(), CniError>;
+    /// [`Plugin::status`], error converted.
+    fn status(&self, req: &Request) -> Result<(), CniError>;
+    /// [`Plugin::gc`], error converted.
+    fn gc(&self, req: &Request) -> Result<(), CniError>;
+    /// [`Plugin::supported_versions`].
+    fn supported_versions(&self) -> Vec<Version>;
+    /// [`Plugin::about`].
+    fn about(&self) -> String;
+}
+
+impl<P: Plugin> DynPlugin for P {
+    fn name(&self) -> &str {
+        Plugin::name(self)
+    }
     fn add(&self, req: &Request) -> Result<CniResult, CniError> {
-        (**self).add(req)
+        Plugin::add(self, req).map_err(Into::into)
     }
     fn del(&self, req: &Request) -> Result<(), CniError> {
-        (**self).del(req)
+        Plugin::del(self, req).map_err(Into::into)
     }
     fn check(&self, req: &Request) -> Result<(), CniError> {
-        (**self).check(req)
+        Plugin::check(self, req).map_err(Into::into)
     }
     fn status(&self, req: &Request) -> Result<(), CniError> {
-        (**self).status(req)
+        Plugin::status(self, req).map_err(Into::into)
     }
     fn gc(&self, req: &Request) -> Result<(), CniError> {
-        (**self).gc(req)
+        Plugin::gc(self, req).map_err(Into::into)
     }
     fn supported_versions(&self) -> Vec<Version> {
-        (**self).supported_versions()
+        Plugin::supported_versions(self)
     }
     fn about(&self) -> String {
-        (**self).about()
+        Plugin::about(self)
     }
 }

@@ -23,6 +23,10 @@
 //!
 //! struct Ipam;
 //! impl Plugin for Ipam {
+//!     type Error = cni_types::CniError;
+//!     fn name(&self) -> &str {
+//!         "ipam"
+//!     }
 //!     fn add(&self, _: &Request) -> Result<CniResult, CniError> { Ok(CniResult::default()) }
 //!     fn del(&self, _: &Request) -> Result<(), CniError> { Ok(()) }
 //! }
@@ -41,7 +45,7 @@ use std::sync::Arc;
 
 use crate::invoke::{find_in_path, run_in_process, Exec, PluginEnv, ProcessExec};
 use crate::skel::{Env, OwnNetnsGuard};
-use crate::{Error, Plugin};
+use crate::{DynPlugin, Error};
 
 /// The ELF section holding a plugin binary's marker.
 pub const MARKER_SECTION: &str = ".cni_rs_plugin";
@@ -135,7 +139,7 @@ pub fn read_marker(path: &Path) -> Option<[u8; MARKER_LEN]> {
 }
 
 /// Makes the plugin value a registered type runs as.
-pub type PluginFactory = fn() -> Arc<dyn Plugin>;
+pub type PluginFactory = fn() -> Arc<dyn DynPlugin>;
 
 /// An [`Exec`] that runs a delegate in this process when the binary found
 /// on `CNI_PATH` is a registered plugin of this build (see the module

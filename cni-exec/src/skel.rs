@@ -1,8 +1,9 @@
 //! The plugin runner: the Go skel's protocol as a pure function
-//! ([`dispatch`]) and its process wrapper ([`run`]).
+//! ([`dispatch`]): environment and stdin in, stdout and exit code out. It
+//! starts no process and reads no process state; [`run`](crate::run), the
+//! binary's entry point, lives in `process`.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
@@ -11,11 +12,8 @@ use std::sync::Arc;
 use cni_types::{CniError, ErrorCode, NetworkConfig, Version, VersionReply};
 use serde_json::Value;
 
-use crate::invoke::{Exec, ProcessExec};
-use crate::plugin::{Command, Plugin, Request};
-
-/// The most stdin [`run`] reads; a bigger config is refused with code 5.
-pub const MAX_STDIN: usize = 16 << 20;
+use crate::exec::{Command, Exec, NoExec};
+use crate::plugin::{DynPlugin, Request};
 
 /// Tells whether `CNI_NETNS` is the plugin's own network namespace.
 ///
@@ -65,7 +63,10 @@ pub struct Env {
 
 impl Env {
     /// An environment with these variables, no own-netns guard
-    /// ([`NoNetnsGuard`]) and process delegation ([`ProcessExec`]).
+    /// ([`NoNetnsGuard`]) and no executor ([`NoExec`]): delegation fails
+    /// until [`Env::with_exec`] gives one (a
+    /// [`ProcessExec`](crate::ProcessExec) to run delegates as processes, an
+    /// [`InProcessExec`](crate::InProcessExec) to run them here).
     pub fn new<I, K, V>(vars: I) -> Self
     where
         I: IntoIterator<Item = (K, V)>,
@@ -78,17 +79,8 @@ impl Env {
                 .map(|(k, v)| (k.into(), v.into()))
                 .collect(),
             guard: Arc::new(NoNetnsGuard),
-            exec: Arc::new(ProcessExec::new()),
+            exec: Arc::new(NoExec),
         }
-    }
-
-    /// The process's environment with the real guard ([`OwnNetnsGuard`]).
-    pub fn from_process() -> Self {
-        Env::new(
-            std::env::vars_os()
-                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
-        )
-        .with_netns_guard(Arc::new(OwnNetnsGuard))
     }
 
     /// Replaces the own-netns guard.
@@ -222,20 +214,10 @@ fn validate_config(stdin: &[u8]) -> Result<serde_json::Map<String, Value>, CniEr
     Ok(map)
 }
 
-/// Go's `create.DecodeVersion`: `cniVersion` as a string, "" is "0.1.0".
+/// The config's version by the one rule both ends use
+/// ([`cni_types::config_version_in`], Go's `version.ConfigDecoder`).
 fn decode_version(map: &serde_json::Map<String, Value>) -> Result<String, CniError> {
-    match json_key(map, "cniVersion") {
-        None | Some(Value::Null) => Ok("0.1.0".into()),
-        Some(Value::String(s)) if s.is_empty() => Ok("0.1.0".into()),
-        Some(Value::String(s)) => Ok(s.clone()),
-        Some(other) => Err(CniError::new(
-            ErrorCode::DecodingFailure,
-            format!(
-                "decoding version from network config: cniVersion must be a string, got {other}"
-            ),
-            "",
-        )),
-    }
+    cni_types::config_version_in(map).map_err(|e| e.to_cni_error())
 }
 
 /// Go's `%q` of a `[]string`: `["a" "b"]`.
@@ -285,7 +267,7 @@ fn env_args(env: &Env) -> Result<Parsed, CniError> {
     })
 }
 
-fn error_output(mut e: CniError, version: Option<&str>) -> Output {
+pub(crate) fn error_output(mut e: CniError, version: Option<&str>) -> Output {
     if e.cni_version.is_none() {
         e.cni_version = version.map(str::to_string);
     }
@@ -302,7 +284,7 @@ fn error_output(mut e: CniError, version: Option<&str>) -> Output {
 /// `env` carries `CNI_*`; `stdin` is the network config. The result (or the
 /// error reply, exit 1) is in [`Output::stdout`]. Nothing here touches the
 /// process: the own-netns check goes through the env's [`NetnsGuard`].
-pub fn dispatch(plugin: &dyn Plugin, env: &Env, stdin: &[u8]) -> Output {
+pub fn dispatch(plugin: &dyn DynPlugin, env: &Env, stdin: &[u8]) -> Output {
     dispatch_with(plugin, env, || Ok(stdin.to_vec()))
 }
 
@@ -310,7 +292,7 @@ pub fn dispatch(plugin: &dyn Plugin, env: &Env, stdin: &[u8]) -> Output {
 /// the about text never read it (as the Go skel), so a plugin run by hand in
 /// a terminal does not wait for input.
 pub fn dispatch_with(
-    plugin: &dyn Plugin,
+    plugin: &dyn DynPlugin,
     env: &Env,
     read_stdin: impl FnOnce() -> Result<Vec<u8>, CniError>,
 ) -> Output {
@@ -374,7 +356,7 @@ pub fn dispatch_with(
 }
 
 fn run_command(
-    plugin: &dyn Plugin,
+    plugin: &dyn DynPlugin,
     env: &Env,
     args: Parsed,
     stdin: Vec<u8>,
@@ -489,71 +471,4 @@ pub fn split_path(s: &str) -> Vec<PathBuf> {
         .filter(|p| !p.is_empty())
         .map(PathBuf::from)
         .collect()
-}
-
-/// Reads stdin up to [`MAX_STDIN`] bytes; more is an error (code 5).
-fn read_stdin_capped(mut input: impl Read) -> Result<Vec<u8>, CniError> {
-    let mut buf = Vec::new();
-    let n = (&mut input)
-        .take(MAX_STDIN as u64 + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| {
-            CniError::new(
-                ErrorCode::IoFailure,
-                format!("error reading from stdin: {e}"),
-                "",
-            )
-        })?;
-    if n > MAX_STDIN {
-        return Err(CniError::new(
-            ErrorCode::IoFailure,
-            format!("error reading from stdin: network config larger than {MAX_STDIN} bytes"),
-            "",
-        ));
-    }
-    Ok(buf)
-}
-
-/// The plugin binary's `main`: reads the environment and stdin, runs
-/// [`dispatch`], writes stdout and stderr and exits with its code. Logging
-/// is set up from the config's `logFile`/`logLevel` or the `CNI_LOG_FILE`
-/// and `CNI_LOG_LEVEL` variables (see [`crate::logging`]).
-///
-/// ```no_run
-/// # struct MyPlugin;
-/// # impl cni_exec::Plugin for MyPlugin {
-/// #   fn add(&self, _: &cni_exec::Request) -> Result<cni_types::CniResult, cni_types::CniError> { Ok(Default::default()) }
-/// #   fn del(&self, _: &cni_exec::Request) -> Result<(), cni_types::CniError> { Ok(()) }
-/// # }
-/// fn main() { cni_exec::run(&MyPlugin) }
-/// ```
-pub fn run(plugin: &dyn Plugin) -> ! {
-    run_with_exec(plugin, Arc::new(ProcessExec::new()))
-}
-
-/// [`run`] with delegates run by `exec` (e.g. a
-/// [`SameBuildExec`](crate::same_build::SameBuildExec)) instead of
-/// [`ProcessExec`].
-pub fn run_with_exec(plugin: &dyn Plugin, exec: Arc<dyn Exec>) -> ! {
-    let env = Env::from_process().with_exec(exec);
-    // dispatch already turns a plugin panic into code 999; this catches a
-    // panic anywhere else so stdout still gets one whole error reply.
-    let out = catch_unwind(AssertUnwindSafe(|| {
-        dispatch_with(plugin, &env, || {
-            let data = read_stdin_capped(std::io::stdin().lock())?;
-            crate::logging::init_from_config(&data, &env);
-            Ok(data)
-        })
-    }))
-    .unwrap_or_else(|_| error_output(CniError::internal("plugin runner panicked"), None));
-    if let Some(e) = out.error() {
-        tracing::error!(code = e.code.as_u32(), msg = %e.msg, details = %e.details, "plugin failed");
-    }
-    // One write of the whole reply: a plugin never leaves half a result.
-    let mut stdout = std::io::stdout().lock();
-    let _ = stdout.write_all(&out.stdout);
-    let _ = stdout.flush();
-    let mut stderr = std::io::stderr().lock();
-    let _ = stderr.write_all(&out.stderr);
-    std::process::exit(out.exit_code)
 }

@@ -12,6 +12,10 @@ use cni_types::{CniError, CniResult, IpConfig};
 struct ArgsReader;
 
 impl Plugin for ArgsReader {
+    type Error = cni_types::CniError;
+    fn name(&self) -> &str {
+        "args-reader"
+    }
     fn add(&self, req: &Request) -> Result<CniResult, CniError> {
         let args = req.args().map_err(|e| e.to_cni_error())?;
         args.check_known(&["IP", "K8S_POD_NAME"])

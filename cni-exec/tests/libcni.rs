@@ -38,6 +38,10 @@ impl Rec {
 }
 
 impl Plugin for Rec {
+    type Error = cni_types::CniError;
+    fn name(&self) -> &str {
+        "rec"
+    }
     fn add(&self, req: &Request) -> Result<CniResult, CniError> {
         self.log(req)?;
         let mut r = req
@@ -209,7 +213,7 @@ fn cache_file_is_libcni_format() {
     assert_eq!(v["result"]["cniVersion"], "1.0.0");
     assert_eq!(v["result"]["ips"][2]["address"], "fd00::2/64");
     let config = cni_exec::cache::decode_config(v["config"].as_str().unwrap()).unwrap();
-    assert_eq!(config, l.bytes);
+    assert_eq!(config, l.to_bytes());
     // No temp file is left behind.
     assert_eq!(
         std::fs::read_dir(s.cache.path().join("results"))
@@ -229,7 +233,7 @@ fn cache_file_is_libcni_format() {
         )
         .unwrap()
         .unwrap();
-    assert_eq!(bytes, l.bytes);
+    assert_eq!(bytes, l.to_bytes());
     assert_eq!(crt.args, rt.args);
     let atts = s.cni.cached_attachments("c1").unwrap();
     assert_eq!(atts.len(), 1);

@@ -42,6 +42,10 @@ impl Recorder {
 }
 
 impl Plugin for Recorder {
+    type Error = cni_types::CniError;
+    fn name(&self) -> &str {
+        "recorder"
+    }
     fn add(&self, req: &Request) -> Result<CniResult, CniError> {
         self.record(req);
         if self.panic_add {
@@ -87,6 +91,10 @@ impl Plugin for Recorder {
 /// A plugin with only ADD and DEL (Go: nil Check/GC/Status callbacks).
 struct Minimal;
 impl Plugin for Minimal {
+    type Error = cni_types::CniError;
+    fn name(&self) -> &str {
+        "minimal"
+    }
     fn add(&self, _: &Request) -> Result<CniResult, CniError> {
         Ok(CniResult::default())
     }
@@ -441,8 +449,18 @@ fn about_text_on_empty_command() {
         String::from_utf8(out.stderr).unwrap(),
         "CNI plugin skel-test v1.2.3\nCNI protocol versions supported: 0.4.0, 1.0.0\n"
     );
+    // The default about text comes from the plugin's name.
+    let out = dispatch(&Minimal, &Env::new([("CNI_PATH", "/x")]), b"");
+    assert_eq!(out.exit_code, 0);
+    assert!(String::from_utf8(out.stderr)
+        .unwrap()
+        .starts_with("CNI minimal plugin\n"));
     // Without an about text the missing command is an error.
-    let e = err_of(&dispatch(&Minimal, &Env::new([("CNI_PATH", "/x")]), b""));
+    let quiet = Recorder {
+        about: String::new(),
+        ..Default::default()
+    };
+    let e = err_of(&dispatch(&quiet, &Env::new([("CNI_PATH", "/x")]), b""));
     assert_eq!(e.msg, "required env variables [CNI_COMMAND] missing");
 }
 
@@ -582,6 +600,10 @@ fn result_printed_in_the_config_version() {
 fn request_exposes_config_and_args() {
     struct Inspect;
     impl Plugin for Inspect {
+        type Error = cni_types::CniError;
+        fn name(&self) -> &str {
+            "inspect"
+        }
         fn add(&self, req: &Request) -> Result<CniResult, CniError> {
             assert_eq!(req.config.name, "net1");
             assert_eq!(req.config.plugin_type, "inspect");
@@ -606,4 +628,91 @@ fn request_exposes_config_and_args() {
     let mut env = env_without("DEL", &[]);
     env.set("CNI_ARGS", "A=b=c");
     assert_eq!(dispatch(&Inspect, &env, conf).exit_code, 0);
+}
+
+/// A plugin that delegates to an IPAM plugin, as bridge does.
+struct Delegating;
+impl Plugin for Delegating {
+    type Error = cni_exec::Error;
+    fn name(&self) -> &str {
+        "delegating"
+    }
+    fn add(&self, req: &Request) -> Result<CniResult, cni_exec::Error> {
+        cni_exec::delegate_add("fake-ipam", &req.stdin, req)
+    }
+    fn del(&self, req: &Request) -> Result<(), cni_exec::Error> {
+        cni_exec::delegate_del("fake-ipam", &req.stdin, req)
+    }
+}
+
+#[test]
+fn pure_dispatch_never_starts_a_process() {
+    // A binary named like the delegate on CNI_PATH: if dispatch forked, it
+    // would run (and leave a file behind).
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let bin = dir.path().join("fake-ipam");
+    std::fs::write(
+        &bin,
+        format!("#!/bin/sh\ntouch {}\necho '{{}}'\n", marker.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut env = env_without("ADD", &[]);
+    env.set("CNI_PATH", dir.path().display().to_string());
+    let e = err_of(&dispatch(&Delegating, &env, STDIN.as_bytes()));
+    assert!(e.msg.contains("no executor"), "{}", e.msg);
+    assert!(!marker.exists(), "dispatch started a process");
+    // Given an executor that runs processes, it does.
+    let env = env.with_exec(std::sync::Arc::new(cni_exec::ProcessExec::new()));
+    let out = dispatch(&Delegating, &env, STDIN.as_bytes());
+    assert_eq!(out.exit_code, 0, "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(marker.exists());
+}
+
+#[test]
+fn request_builder_unit_tests_a_delegating_plugin() {
+    use cni_exec::{Command, InProcessExec};
+    use cni_types::{IpConfig, NetworkConfig};
+    // The fake IPAM, in-process.
+    struct Ipam;
+    impl Plugin for Ipam {
+        type Error = CniError;
+        fn name(&self) -> &str {
+            "fake-ipam"
+        }
+        fn add(&self, _: &Request) -> Result<CniResult, CniError> {
+            let mut r = CniResult::default();
+            r.ips.push(IpConfig::new("10.9.0.2/24".parse().unwrap()));
+            Ok(r)
+        }
+        fn del(&self, _: &Request) -> Result<(), CniError> {
+            Ok(())
+        }
+    }
+    let exec = InProcessExec::builder()
+        .register("fake-ipam", std::sync::Arc::new(Ipam))
+        .build();
+    let conf = NetworkConfig::builder("net", "delegating")
+        .cni_version("1.0.0")
+        .build()
+        .unwrap();
+    let req = Request::builder(Command::Add, conf)
+        .container_id("c1")
+        .netns("/run/netns/c1")
+        .ifname("eth0")
+        .path("/opt/cni/bin")
+        .exec(std::sync::Arc::new(exec))
+        .build()
+        .unwrap();
+    let r = Plugin::add(&Delegating, &req).unwrap();
+    assert_eq!(r.ips[0].address.to_string(), "10.9.0.2/24");
+    // Without an executor the request refuses to delegate.
+    let conf = NetworkConfig::builder("net", "delegating").build().unwrap();
+    let req = Request::builder(Command::Add, conf).build().unwrap();
+    assert!(matches!(
+        Plugin::add(&Delegating, &req),
+        Err(cni_exec::Error::NoExecutor(_))
+    ));
 }

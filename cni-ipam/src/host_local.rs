@@ -108,7 +108,7 @@ impl HostLocalConfig {
 
     /// [`HostLocalConfig::load`] from a config `cni-types` already decoded.
     pub fn from_network_config(config: &NetworkConfig, cni_args: &str) -> Result<HostLocalConfig> {
-        Self::load_value(Value::Object(config.raw().clone()), cni_args)
+        Self::load_value(Value::Object(config.to_map()), cni_args)
     }
 
     fn load_value(mut value: Value, cni_args: &str) -> Result<HostLocalConfig> {

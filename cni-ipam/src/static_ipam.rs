@@ -116,7 +116,7 @@ impl StaticConfig {
 
     /// [`StaticConfig::load`] from a config `cni-types` already decoded.
     pub fn from_network_config(config: &NetworkConfig, cni_args: &str) -> Result<StaticConfig> {
-        Self::load_value(Value::Object(config.raw().clone()), cni_args)
+        Self::load_value(Value::Object(config.to_map()), cni_args)
     }
 
     fn load_value(mut value: Value, cni_args: &str) -> Result<StaticConfig> {

@@ -34,6 +34,10 @@ impl FakeBridge {
 }
 
 impl Plugin for FakeBridge {
+    type Error = cni_types::CniError;
+    fn name(&self) -> &str {
+        "fake-bridge"
+    }
     fn add(&self, req: &Request) -> Result<CniResult, CniError> {
         self.record(req);
         let mut r = CniResult::default();

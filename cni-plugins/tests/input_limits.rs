@@ -35,7 +35,7 @@ const PLUGINS: &[(&str, &str)] = &[
 ];
 
 const TIMEOUT: Duration = Duration::from_secs(20);
-const MAX_STDIN: usize = cni_exec::skel::MAX_STDIN;
+const MAX_STDIN: usize = cni_exec::process::MAX_STDIN;
 
 struct Outcome {
     code: Option<i32>,

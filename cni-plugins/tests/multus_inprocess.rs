@@ -18,6 +18,10 @@ struct Fake {
 }
 
 impl Plugin for Fake {
+    type Error = cni_types::CniError;
+    fn name(&self) -> &str {
+        "fake"
+    }
     fn add(&self, req: &Request) -> Result<CniResult, CniError> {
         self.log
             .lock()

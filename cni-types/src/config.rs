@@ -189,6 +189,22 @@ fn canonicalize_runtime_config(m: &mut Map<String, Value>) {
     }
 }
 
+/// The spec-defined keys of a plugin config that [`NetworkConfig`] decodes
+/// into typed fields, in the order a config built in code prints them.
+const TYPED_CONFIG_KEYS: [&str; 9] = [
+    "cniVersion",
+    "name",
+    "type",
+    "args",
+    "ipMasq",
+    "ipam",
+    "dns",
+    "runtimeConfig",
+    "prevResult",
+];
+
+/// Keys matched case-insensitively as Go's `NetConf` does (the typed keys
+/// and `capabilities`, which stays a plugin-specific key here).
 const NETWORK_CONFIG_KEYS: &[&str] = &[
     "cniVersion",
     "name",
@@ -202,12 +218,108 @@ const NETWORK_CONFIG_KEYS: &[&str] = &[
     "capabilities",
 ];
 
-/// A plugin's network configuration, as it arrives on stdin.
+/// What a parsed config or conflist remembers of its input, so that keys the
+/// user did not touch print in their original order with their original
+/// values (a `"disableCheck": "TRUE"` stays a string, `"dns": null` stays).
+#[derive(Clone, Debug, Default)]
+struct Origin {
+    /// Every key as read (spec keys in their canonical spelling), in order.
+    order: Vec<String>,
+    /// The raw value of each typed key that was present.
+    raw: Map<String, Value>,
+    /// Each typed key's value as decoded, re-encoded (absent when `None`).
+    parsed: Map<String, Value>,
+}
+
+impl Origin {
+    /// Assembles an object: keys in their original order, then new typed
+    /// keys (in `typed_keys` order), then new specific keys. A typed key
+    /// whose value is what was parsed prints its original raw value.
+    fn emit(
+        origin: Option<&Origin>,
+        typed_keys: &[&str],
+        typed: impl Fn(&str) -> Option<Value>,
+        specific: &Map<String, Value>,
+    ) -> Map<String, Value> {
+        let mut out = Map::new();
+        let put_typed = |key: &str, out: &mut Map<String, Value>| {
+            let now = typed(key);
+            match origin {
+                Some(o) if o.parsed.get(key) == now.as_ref() => {
+                    if let Some(raw) = o.raw.get(key) {
+                        out.insert(key.to_string(), raw.clone());
+                    }
+                }
+                _ => {
+                    if let Some(v) = now {
+                        out.insert(key.to_string(), v);
+                    }
+                }
+            }
+        };
+        if let Some(o) = origin {
+            for key in &o.order {
+                if typed_keys.contains(&key.as_str()) {
+                    put_typed(key, &mut out);
+                } else if let Some(v) = specific.get(key) {
+                    out.insert(key.clone(), v.clone());
+                }
+            }
+        }
+        for key in typed_keys {
+            let seen = origin.is_some_and(|o| o.order.iter().any(|k| k == key));
+            if !seen {
+                put_typed(key, &mut out);
+            }
+        }
+        for (k, v) in specific {
+            if !out.contains_key(k) && !typed_keys.contains(&k.as_str()) {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+        out
+    }
+}
+
+fn to_value_or_null<T: Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+/// A plugin's network configuration, as it arrives on stdin; also what a
+/// runtime builds to send.
 ///
-/// The spec-defined keys are decoded; the whole object is kept verbatim (key
-/// order included) so a plugin can decode its own section with
-/// [`NetworkConfig::parse_as`].
-#[derive(Clone, Debug, PartialEq)]
+/// The spec-defined keys are typed fields; every other key (the plugin's
+/// own, `capabilities`, GC's `cni.dev/valid-attachments`) is a
+/// *plugin-specific* key, read with [`NetworkConfig::specific`] and set
+/// with [`NetworkConfig::set_specific`]. What you change is exactly what
+/// [`NetworkConfig::to_bytes`] and `Serialize` print; keys you did not
+/// touch keep their order and values.
+///
+/// ```
+/// use cni_types::NetworkConfig;
+/// use serde_json::json;
+///
+/// let mut conf = NetworkConfig::from_slice(
+///     br#"{"cniVersion":"1.0.0","name":"pods","type":"bridge","bridge":"cni0"}"#,
+/// )?;
+/// conf.set_name("renamed")?;
+/// conf.ip_masq = true;
+/// conf.set_specific("bridge", json!("br1"))?;
+/// let back: serde_json::Value = serde_json::from_slice(&conf.to_bytes())?;
+/// assert_eq!(back, json!({"cniVersion":"1.0.0","name":"renamed","type":"bridge",
+///                         "bridge":"br1","ipMasq":true}));
+///
+/// // Built in code, no JSON text:
+/// let conf = NetworkConfig::builder("pods", "bridge")
+///     .cni_version("1.1.0")
+///     .specific("bridge", json!("cni0"))
+///     .ipam(json!({"type": "host-local", "subnet": "10.22.0.0/16"}))
+///     .build()?;
+/// assert_eq!(conf.ipam_type(), "host-local");
+/// assert!(NetworkConfig::builder("bad/name", "bridge").build().is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
 pub struct NetworkConfig {
     /// `cniVersion` as written ("" means 0.1.0).
     pub cni_version: String,
@@ -225,9 +337,19 @@ pub struct NetworkConfig {
     pub dns: Option<Dns>,
     /// `runtimeConfig`.
     pub runtime_config: Option<RuntimeConfig>,
-    /// `prevResult`, verbatim (decode with [`NetworkConfig::prev_result`]).
+    /// `prevResult`, verbatim (decode with [`NetworkConfig::prev_result`],
+    /// set from a result with [`NetworkConfig::set_prev_result`]).
     pub prev_result: Option<Value>,
-    raw: Map<String, Value>,
+    specific: Map<String, Value>,
+    origin: Option<Box<Origin>>,
+}
+
+/// Two configs are equal when they print the same keys with the same values
+/// (key order aside).
+impl PartialEq for NetworkConfig {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_map() == other.to_map()
+    }
 }
 
 fn decode(what: &str, e: impl std::fmt::Display) -> Error {
@@ -237,15 +359,24 @@ fn decode(what: &str, e: impl std::fmt::Display) -> Error {
     }
 }
 
-fn opt_string(map: &Map<String, Value>, key: &str) -> Result<String, Error> {
-    match map.get(key) {
+fn take_string(map: &mut Map<String, Value>, key: &str) -> Result<String, Error> {
+    match map.shift_remove(key) {
         None | Some(Value::Null) => Ok(String::new()),
-        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::String(s)) => Ok(s),
         Some(other) => Err(decode(
             "network configuration",
             format!("{key} must be a string, got {other}"),
         )),
     }
+}
+
+fn reserved_key(key: &str, typed: &[&str]) -> Result<(), Error> {
+    if typed.iter().any(|t| t.eq_ignore_ascii_case(key)) {
+        return Err(Error::SpecKey {
+            key: key.to_string(),
+        });
+    }
+    Ok(())
 }
 
 impl NetworkConfig {
@@ -259,12 +390,21 @@ impl NetworkConfig {
     }
 
     /// Decodes a plugin config from a JSON object.
-    pub fn from_map(mut raw: Map<String, Value>) -> Result<Self, Error> {
-        canonicalize_keys(&mut raw, NETWORK_CONFIG_KEYS);
-        let field = |key: &str| raw.get(key).filter(|v| !v.is_null());
-        let ipam = match field("ipam") {
+    pub fn from_map(mut map: Map<String, Value>) -> Result<Self, Error> {
+        canonicalize_keys(&mut map, NETWORK_CONFIG_KEYS);
+        let order: Vec<String> = map.keys().cloned().collect();
+        let mut raw = Map::new();
+        for key in TYPED_CONFIG_KEYS {
+            if let Some(v) = map.get(key) {
+                raw.insert(key.to_string(), v.clone());
+            }
+        }
+        let non_null = |map: &mut Map<String, Value>, key: &str| {
+            map.shift_remove(key).filter(|v| !v.is_null())
+        };
+        let ipam = match non_null(&mut map, "ipam") {
             None => None,
-            Some(Value::Object(m)) => Some(m.clone()),
+            Some(Value::Object(m)) => Some(m),
             Some(other) => {
                 return Err(decode(
                     "network configuration",
@@ -272,9 +412,9 @@ impl NetworkConfig {
                 ))
             }
         };
-        let ip_masq = match field("ipMasq") {
+        let ip_masq = match non_null(&mut map, "ipMasq") {
             None => false,
-            Some(Value::Bool(b)) => *b,
+            Some(Value::Bool(b)) => b,
             Some(other) => {
                 return Err(decode(
                     "network configuration",
@@ -282,13 +422,12 @@ impl NetworkConfig {
                 ))
             }
         };
-        let dns = field("dns")
+        let dns = non_null(&mut map, "dns")
             .map(|v| Dns::deserialize(v).map_err(|e| decode("network configuration dns", e)))
             .transpose()?;
-        let runtime_config = match field("runtimeConfig") {
+        let runtime_config = match non_null(&mut map, "runtimeConfig") {
             None => None,
-            Some(Value::Object(m)) => {
-                let mut m = m.clone();
+            Some(Value::Object(mut m)) => {
                 canonicalize_runtime_config(&mut m);
                 Some(
                     RuntimeConfig::deserialize(Value::Object(m))
@@ -302,23 +441,90 @@ impl NetworkConfig {
                 ))
             }
         };
-        Ok(NetworkConfig {
-            cni_version: opt_string(&raw, "cniVersion")?,
-            name: opt_string(&raw, "name")?,
-            plugin_type: opt_string(&raw, "type")?,
-            args: field("args").cloned(),
+        let mut conf = NetworkConfig {
+            cni_version: take_string(&mut map, "cniVersion")?,
+            name: take_string(&mut map, "name")?,
+            plugin_type: take_string(&mut map, "type")?,
+            args: non_null(&mut map, "args"),
             ip_masq,
             ipam,
             dns,
             runtime_config,
-            prev_result: field("prevResult").cloned(),
-            raw,
-        })
+            prev_result: non_null(&mut map, "prevResult"),
+            specific: map,
+            origin: None,
+        };
+        let mut parsed = Map::new();
+        for key in TYPED_CONFIG_KEYS {
+            if let Some(v) = conf.typed_value(key) {
+                parsed.insert(key.to_string(), v);
+            }
+        }
+        conf.origin = Some(Box::new(Origin { order, raw, parsed }));
+        Ok(conf)
+    }
+
+    /// Starts a config built in code. [`NetworkConfigBuilder::build`]
+    /// validates the name and the version.
+    pub fn builder(
+        name: impl Into<String>,
+        plugin_type: impl Into<String>,
+    ) -> NetworkConfigBuilder {
+        NetworkConfigBuilder {
+            conf: NetworkConfig {
+                cni_version: Version::CURRENT.to_string(),
+                name: name.into(),
+                plugin_type: plugin_type.into(),
+                args: None,
+                ip_masq: false,
+                ipam: None,
+                dns: None,
+                runtime_config: None,
+                prev_result: None,
+                specific: Map::new(),
+                origin: None,
+            },
+            error: None,
+        }
+    }
+
+    /// The current value of a typed key as JSON; `None` (an empty string,
+    /// `false`, an absent object) prints nothing unless it is what was read.
+    fn typed_value(&self, key: &str) -> Option<Value> {
+        let text = |s: &str| (!s.is_empty()).then(|| Value::String(s.to_string()));
+        match key {
+            "cniVersion" => text(&self.cni_version),
+            "name" => text(&self.name),
+            "type" => text(&self.plugin_type),
+            "args" => self.args.clone(),
+            "ipMasq" => self.ip_masq.then_some(Value::Bool(true)),
+            "ipam" => self.ipam.clone().map(Value::Object),
+            "dns" => self.dns.as_ref().map(to_value_or_null),
+            "runtimeConfig" => self.runtime_config.as_ref().map(to_value_or_null),
+            "prevResult" => self.prev_result.clone(),
+            _ => None,
+        }
     }
 
     /// The parsed `cniVersion` ("" is 0.1.0).
     pub fn version(&self) -> Result<Version, Error> {
         Version::parse(&self.cni_version)
+    }
+
+    /// Sets `cniVersion`, refusing a string that is not a version.
+    pub fn set_cni_version(&mut self, version: impl Into<String>) -> Result<(), Error> {
+        let version = version.into();
+        Version::parse(&version)?;
+        self.cni_version = version;
+        Ok(())
+    }
+
+    /// Sets `name`, refusing a name the spec does not allow (code 7).
+    pub fn set_name(&mut self, name: impl Into<String>) -> Result<(), Error> {
+        let name = name.into();
+        crate::validate::network_name(&name)?;
+        self.name = name;
+        Ok(())
     }
 
     /// Checks `name` with the spec's rules (code 7 when missing or invalid).
@@ -335,20 +541,58 @@ impl NetworkConfig {
             .unwrap_or("")
     }
 
-    /// The whole config object, verbatim.
-    pub fn raw(&self) -> &Map<String, Value> {
-        &self.raw
+    /// The plugin-specific keys: every key that is not a typed field, in
+    /// the order read (new keys last).
+    pub fn specific(&self) -> &Map<String, Value> {
+        &self.specific
     }
 
-    /// The config as compact JSON bytes (the same keys and order as read).
+    /// Sets a plugin-specific key. A spec-defined key (any spelling of
+    /// `name`, `cniVersion`, `ipam`...) is refused: set its field instead.
+    pub fn set_specific(&mut self, key: impl Into<String>, value: Value) -> Result<(), Error> {
+        let key = key.into();
+        reserved_key(&key, &TYPED_CONFIG_KEYS)?;
+        self.specific.insert(key, value);
+        Ok(())
+    }
+
+    /// Removes a plugin-specific key, returning its value.
+    pub fn remove_specific(&mut self, key: &str) -> Option<Value> {
+        self.specific.shift_remove(key)
+    }
+
+    /// Sets `prevResult` from a result, in the shape of the config's
+    /// `cniVersion` (what a runtime passes to the next plugin of a chain).
+    pub fn set_prev_result(&mut self, result: &CniResult) -> Result<(), Error> {
+        let mut value = result.to_value(self.version()?)?;
+        if let Some(obj) = value.as_object_mut() {
+            obj.insert("cniVersion".into(), Value::String(self.cni_version.clone()));
+        }
+        self.prev_result = Some(value);
+        Ok(())
+    }
+
+    /// The whole config as a JSON object: what [`NetworkConfig::to_bytes`]
+    /// prints.
+    pub fn to_map(&self) -> Map<String, Value> {
+        Origin::emit(
+            self.origin.as_deref(),
+            &TYPED_CONFIG_KEYS,
+            |k| self.typed_value(k),
+            &self.specific,
+        )
+    }
+
+    /// The config as compact JSON bytes: untouched keys as read, in their
+    /// order; changed and new keys as set.
     pub fn to_bytes(&self) -> Vec<u8> {
-        serde_json::to_vec(&self.raw).unwrap_or_default()
+        serde_json::to_vec(&self.to_map()).unwrap_or_default()
     }
 
     /// Decodes the whole config into a plugin's own config struct `T`, which
     /// may include the spec keys it needs next to its own.
     pub fn parse_as<T: DeserializeOwned>(&self) -> Result<T, Error> {
-        T::deserialize(Value::Object(self.raw.clone()))
+        T::deserialize(Value::Object(self.to_map()))
             .map_err(|e| Error::InvalidConfig(format!("failed to load netconf: {e}")))
     }
 
@@ -366,9 +610,9 @@ impl NetworkConfig {
     /// legacy `cni.dev/attachments`); `None` when neither key is present.
     pub fn valid_attachments(&self) -> Result<Option<Vec<Attachment>>, Error> {
         let v = self
-            .raw
+            .specific
             .get(VALID_ATTACHMENTS_KEY)
-            .or_else(|| self.raw.get(LEGACY_ATTACHMENTS_KEY));
+            .or_else(|| self.specific.get(LEGACY_ATTACHMENTS_KEY));
         match v {
             None | Some(Value::Null) => Ok(None),
             Some(v) => Vec::<Attachment>::deserialize(v)
@@ -380,6 +624,99 @@ impl NetworkConfig {
     /// The `args.cni` object of the config, if any (CONVENTIONS.md).
     pub fn args_cni(&self) -> Option<&Map<String, Value>> {
         self.args.as_ref()?.get("cni")?.as_object()
+    }
+}
+
+impl Serialize for NetworkConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_map().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for NetworkConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let map = Map::<String, Value>::deserialize(d)?;
+        NetworkConfig::from_map(map).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Builds a [`NetworkConfig`] in code (see [`NetworkConfig::builder`]).
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct NetworkConfigBuilder {
+    conf: NetworkConfig,
+    error: Option<Error>,
+}
+
+impl NetworkConfigBuilder {
+    /// `cniVersion` (default: the newest, 1.1.0).
+    pub fn cni_version(mut self, version: impl Into<String>) -> Self {
+        if let Err(e) = self.conf.set_cni_version(version) {
+            self.error.get_or_insert(e);
+        }
+        self
+    }
+
+    /// `args`.
+    pub fn args(mut self, args: Value) -> Self {
+        self.conf.args = Some(args);
+        self
+    }
+
+    /// `ipMasq`.
+    pub fn ip_masq(mut self, on: bool) -> Self {
+        self.conf.ip_masq = on;
+        self
+    }
+
+    /// `ipam`: a JSON object (anything else is an error at `build`).
+    pub fn ipam(mut self, ipam: Value) -> Self {
+        match ipam {
+            Value::Object(m) => self.conf.ipam = Some(m),
+            other => {
+                self.error.get_or_insert(Error::InvalidConfig(format!(
+                    "ipam must be an object, got {other}"
+                )));
+            }
+        }
+        self
+    }
+
+    /// `dns`.
+    pub fn dns(mut self, dns: Dns) -> Self {
+        self.conf.dns = Some(dns);
+        self
+    }
+
+    /// `runtimeConfig`.
+    pub fn runtime_config(mut self, rc: RuntimeConfig) -> Self {
+        self.conf.runtime_config = Some(rc);
+        self
+    }
+
+    /// `prevResult`, printed in the config's version.
+    pub fn prev_result(mut self, result: &CniResult) -> Self {
+        if let Err(e) = self.conf.set_prev_result(result) {
+            self.error.get_or_insert(e);
+        }
+        self
+    }
+
+    /// A plugin-specific key.
+    pub fn specific(mut self, key: impl Into<String>, value: Value) -> Self {
+        if let Err(e) = self.conf.set_specific(key, value) {
+            self.error.get_or_insert(e);
+        }
+        self
+    }
+
+    /// The config; fails on an invalid name, version, `ipam` or key.
+    pub fn build(self) -> Result<NetworkConfig, Error> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        self.conf.validate_name()?;
+        Ok(self.conf)
     }
 }
 
@@ -408,10 +745,31 @@ const CONFLIST_KEYS: &[&str] = &[
 ];
 
 /// A network configuration list (a `.conflist`), the admin-facing config.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// Like [`NetworkConfig`], what you change through the fields is what
+/// [`NetworkConfigList::to_bytes`] and `Serialize` print; untouched keys
+/// (including keys this type does not know) keep their order and values,
+/// and an unchanged list prints the very bytes it was read from.
+///
+/// ```
+/// use cni_types::NetworkConfigList;
+/// use serde_json::json;
+///
+/// let text = br#"{"cniVersion":"1.0.0","name":"pods","plugins":[{"type":"bridge"}]}"#;
+/// let mut list = NetworkConfigList::from_slice(text)?;
+/// assert_eq!(list.to_bytes(), text);
+/// list.disable_check = true;
+/// list.plugins.push(json!({"type": "portmap"}).as_object().unwrap().clone());
+/// let again = NetworkConfigList::from_slice(&list.to_bytes())?;
+/// assert!(again.disable_check);
+/// assert_eq!(again.plugins.len(), 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
 pub struct NetworkConfigList {
     /// The version to use: `cniVersion`, or the highest usable entry of
-    /// `cniVersions` if that is higher (libcni's selection).
+    /// `cniVersions` if that is higher (libcni's selection). Left
+    /// unchanged, the list prints its `cniVersion` as written.
     pub cni_version: String,
     /// `cniVersions` as written.
     pub cni_versions: Vec<String>,
@@ -427,8 +785,23 @@ pub struct NetworkConfigList {
     pub plugins: Vec<Map<String, Value>>,
     /// True when the `plugins` key was present.
     pub has_plugins_key: bool,
-    /// The bytes the list was read from (libcni caches these).
-    pub bytes: Vec<u8>,
+    other: Map<String, Value>,
+    origin: Option<Box<ListOrigin>>,
+}
+
+#[derive(Clone, Debug)]
+struct ListOrigin {
+    keys: Origin,
+    /// The object as printed right after parsing, and the bytes read.
+    map: Map<String, Value>,
+    bytes: Vec<u8>,
+}
+
+/// Two lists are equal when they print the same keys with the same values.
+impl PartialEq for NetworkConfigList {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_map() == other.to_map()
+    }
 }
 
 impl NetworkConfigList {
@@ -437,6 +810,13 @@ impl NetworkConfigList {
         let mut raw: Map<String, Value> =
             serde_json::from_slice(bytes).map_err(|e| decode("network configuration list", e))?;
         canonicalize_keys(&mut raw, CONFLIST_KEYS);
+        let order: Vec<String> = raw.keys().cloned().collect();
+        let mut typed_raw = Map::new();
+        for key in CONFLIST_KEYS {
+            if let Some(v) = raw.get(*key) {
+                typed_raw.insert(key.to_string(), v.clone());
+            }
+        }
         let name = match raw.get("name") {
             None => {
                 return Err(Error::InvalidConfig(
@@ -525,7 +905,10 @@ impl NetworkConfigList {
                 "error parsing configuration list: `loadOnlyInlinedPlugins` is true, and no 'plugins' key".into(),
             ));
         }
-        Ok(NetworkConfigList {
+        for key in CONFLIST_KEYS {
+            raw.shift_remove(*key);
+        }
+        let mut list = NetworkConfigList {
             cni_version,
             cni_versions,
             name,
@@ -534,8 +917,120 @@ impl NetworkConfigList {
             load_only_inlined_plugins,
             plugins,
             has_plugins_key,
+            other: raw,
+            origin: None,
+        };
+        let mut parsed = Map::new();
+        for key in CONFLIST_KEYS {
+            if let Some(v) = list.typed_value(key) {
+                parsed.insert(key.to_string(), v);
+            }
+        }
+        let keys = Origin {
+            order,
+            raw: typed_raw,
+            parsed,
+        };
+        let map = Origin::emit(
+            Some(&keys),
+            CONFLIST_KEYS,
+            |k| list.typed_value(k),
+            &list.other,
+        );
+        list.origin = Some(Box::new(ListOrigin {
+            keys,
+            map,
             bytes: bytes.to_vec(),
-        })
+        }));
+        Ok(list)
+    }
+
+    /// A list built in code: `name`, version 1.1.0, these plugins. The name
+    /// is validated; each plugin needs a `type`.
+    pub fn new(
+        name: impl Into<String>,
+        plugins: impl IntoIterator<Item = NetworkConfig>,
+    ) -> Result<Self, Error> {
+        let name = name.into();
+        crate::validate::network_name(&name)?;
+        let mut list = NetworkConfigList {
+            cni_version: Version::CURRENT.to_string(),
+            cni_versions: Vec::new(),
+            name,
+            disable_check: false,
+            disable_gc: false,
+            load_only_inlined_plugins: false,
+            plugins: Vec::new(),
+            has_plugins_key: true,
+            other: Map::new(),
+            origin: None,
+        };
+        for p in plugins {
+            list.push_plugin(&p)?;
+        }
+        Ok(list)
+    }
+
+    /// Appends a plugin config built in code. Its `name` and `cniVersion`
+    /// are left out: a list's plugins inherit the list's (libcni injects
+    /// them when it runs the plugin).
+    pub fn push_plugin(&mut self, plugin: &NetworkConfig) -> Result<(), Error> {
+        let mut m = plugin.to_map();
+        m.shift_remove("name");
+        m.shift_remove("cniVersion");
+        check_plugin_type(&m, self.plugins.len())?;
+        self.plugins.push(m);
+        Ok(())
+    }
+
+    fn typed_value(&self, key: &str) -> Option<Value> {
+        let flag = |b: bool| b.then_some(Value::Bool(true));
+        match key {
+            "cniVersion" => {
+                (!self.cni_version.is_empty()).then(|| Value::String(self.cni_version.clone()))
+            }
+            "cniVersions" => (!self.cni_versions.is_empty()).then(|| {
+                Value::Array(
+                    self.cni_versions
+                        .iter()
+                        .cloned()
+                        .map(Value::String)
+                        .collect(),
+                )
+            }),
+            "name" => Some(Value::String(self.name.clone())),
+            "disableCheck" => flag(self.disable_check),
+            "disableGC" => flag(self.disable_gc),
+            "loadOnlyInlinedPlugins" => flag(self.load_only_inlined_plugins),
+            "plugins" => (self.has_plugins_key || !self.plugins.is_empty())
+                .then(|| Value::Array(self.plugins.iter().cloned().map(Value::Object).collect())),
+            _ => None,
+        }
+    }
+
+    /// Keys of the list this type does not decode, verbatim.
+    pub fn other_keys(&self) -> &Map<String, Value> {
+        &self.other
+    }
+
+    /// The list as a JSON object: what [`NetworkConfigList::to_bytes`] prints.
+    pub fn to_map(&self) -> Map<String, Value> {
+        Origin::emit(
+            self.origin.as_deref().map(|o| &o.keys),
+            CONFLIST_KEYS,
+            |k| self.typed_value(k),
+            &self.other,
+        )
+    }
+
+    /// The list as JSON bytes: the bytes it was read from when nothing was
+    /// changed (libcni caches those), else the edited list, compact.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let map = self.to_map();
+        match &self.origin {
+            Some(o) if o.map == map => o.bytes.clone(),
+            _ => serde_json::to_vec(&map).unwrap_or_default(),
+        }
     }
 
     /// Upgrades a single-plugin `.conf` to a one-plugin list, as libcni's
@@ -573,6 +1068,20 @@ impl NetworkConfigList {
             self.plugins.push(p);
         }
         Ok(())
+    }
+}
+
+impl Serialize for NetworkConfigList {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_map().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for NetworkConfigList {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let map = Map::<String, Value>::deserialize(d)?;
+        let bytes = serde_json::to_vec(&map).map_err(serde::de::Error::custom)?;
+        NetworkConfigList::from_slice(&bytes).map_err(serde::de::Error::custom)
     }
 }
 
@@ -685,7 +1194,7 @@ mod tests {
             rc.ip_ranges[0][0].range_start.unwrap().to_string(),
             "10.0.0.10"
         );
-        let keys: Vec<_> = c.raw().keys().cloned().collect();
+        let keys: Vec<_> = c.to_map().keys().cloned().collect();
         assert_eq!(keys[3], "zeta");
         #[derive(Deserialize)]
         struct Mine {

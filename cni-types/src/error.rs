@@ -222,6 +222,13 @@ pub enum Error {
     /// `CNI_ARGS` does not parse, or names an unknown key.
     #[error("ARGS: {0}")]
     Args(String),
+    /// A plugin-specific key was set with the name of a spec-defined key
+    /// (code 7): set the typed field instead.
+    #[error("set plugin-specific key {key:?}: it is a spec-defined key, set its typed field")]
+    SpecKey {
+        /// The key given.
+        key: String,
+    },
     /// A name (network, container id, interface) fails validation.
     #[error("{msg}")]
     InvalidName {
@@ -242,7 +249,7 @@ impl Error {
                 ErrorCode::IncompatibleCniVersion
             }
             Error::Decode { .. } => ErrorCode::DecodingFailure,
-            Error::InvalidConfig(_) => ErrorCode::InvalidNetworkConfig,
+            Error::InvalidConfig(_) | Error::SpecKey { .. } => ErrorCode::InvalidNetworkConfig,
             Error::Convert { .. } => ErrorCode::IncompatibleCniVersion,
             Error::Args(_) => ErrorCode::InvalidEnvironmentVariables,
             Error::InvalidName { code, .. } => *code,

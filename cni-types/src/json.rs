@@ -84,23 +84,29 @@ pub mod opt_ip {
 /// spec-defined objects (network config, conflist, runtimeConfig); a
 /// plugin's own fields are matched exactly unless the plugin calls this too.
 pub fn canonicalize_keys(map: &mut Map<String, Value>, known: &[&str]) {
-    let renames: Vec<(String, &str)> = map
-        .keys()
-        .filter(|k| !known.contains(&k.as_str()))
-        .filter_map(|k| {
+    let needs = map.keys().any(|k| {
+        !known.contains(&k.as_str()) && known.iter().any(|want| want.eq_ignore_ascii_case(k))
+    });
+    if !needs {
+        return;
+    }
+    // Rebuild in order so that a renamed key keeps its position.
+    let old = std::mem::take(map);
+    let exact: Vec<bool> = known.iter().map(|want| old.contains_key(*want)).collect();
+    for (k, v) in old {
+        let rename = if known.contains(&k.as_str()) {
+            None
+        } else {
             known
                 .iter()
-                .find(|want| want.eq_ignore_ascii_case(k))
-                .map(|want| (k.clone(), *want))
-        })
-        .collect();
-    for (from, to) in renames {
-        if map.contains_key(to) {
-            continue; // exact match wins
-        }
-        if let Some(v) = map.remove(&from) {
-            map.insert(to.to_string(), v);
-        }
+                .zip(&exact)
+                .find(|(want, has_exact)| !**has_exact && want.eq_ignore_ascii_case(&k))
+                .map(|(want, _)| *want)
+        };
+        match rename {
+            Some(want) => map.insert(want.to_string(), v),
+            None => map.insert(k, v),
+        };
     }
 }
 
@@ -140,6 +146,9 @@ mod tests {
                 .unwrap();
         canonicalize_keys(&mut m, &["runtimeConfig", "cniVersion"]);
         assert!(m.contains_key("runtimeConfig"));
+        // position kept, exact match wins, the other spelling stays as is
+        assert_eq!(m.keys().next().unwrap(), "runtimeConfig");
+        assert!(m.contains_key("CNIVERSION"));
         assert_eq!(m["cniVersion"], "y");
     }
 }

@@ -52,9 +52,9 @@ pub mod version;
 
 pub use args::CniArgs;
 pub use config::{
-    Attachment, Bandwidth, IpRange, NetworkConfig, NetworkConfigList, PortMapping, RuntimeConfig,
-    LEGACY_ATTACHMENTS_KEY, VALID_ATTACHMENTS_KEY,
+    Attachment, Bandwidth, IpRange, NetworkConfig, NetworkConfigBuilder, NetworkConfigList,
+    PortMapping, RuntimeConfig, LEGACY_ATTACHMENTS_KEY, VALID_ATTACHMENTS_KEY,
 };
 pub use error::{CniError, Error, ErrorCode};
-pub use result::{CniResult, Dns, Interface, IpConfig, Route};
-pub use version::{ResultFamily, Version, VersionReply};
+pub use result::{CniResult, Dns, Interface, IpConfig, Route, VersionedResult};
+pub use version::{config_version, config_version_in, ResultFamily, Version, VersionReply};

@@ -488,6 +488,81 @@ impl CniResult {
     }
 }
 
+/// `Serialize` prints the newest wire shape (1.1.0, with `cniVersion`);
+/// for another version use [`VersionedResult`] or [`CniResult::to_value`].
+impl Serialize for CniResult {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_value(Version::CURRENT)
+            .map_err(serde::ser::Error::custom)?
+            .serialize(s)
+    }
+}
+
+/// `Deserialize` reads any wire version by the result's own `cniVersion`
+/// (a result without one is read in the newest shape).
+impl<'de> Deserialize<'de> for CniResult {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(d)?;
+        CniResult::from_value(&value, Version::CURRENT)
+            .map(|(_, r)| r)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A result with the wire version it is (or was) written in: what a plugin
+/// prints, what the runtime caches. Serializes in that version's shape.
+///
+/// ```
+/// use cni_types::{CniResult, IpConfig, Version, VersionedResult};
+///
+/// let mut result = CniResult::default();
+/// result.ips.push(IpConfig::new("10.1.0.5/24".parse().unwrap()));
+/// let old = VersionedResult { version: Version::V0_2_0, result };
+/// let json = serde_json::to_value(&old)?;
+/// assert_eq!(json["ip4"]["ip"], "10.1.0.5/24");
+/// let back: VersionedResult = serde_json::from_value(json)?;
+/// assert_eq!(back, old);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VersionedResult {
+    /// The wire version.
+    pub version: Version,
+    /// The result.
+    pub result: CniResult,
+}
+
+impl VersionedResult {
+    /// The result's JSON in its own version.
+    pub fn to_value(&self) -> Result<Value, Error> {
+        self.result.to_value(self.version)
+    }
+
+    /// The result printed as Go's `Result.Print` (four-space indent).
+    pub fn to_json_pretty(&self) -> Result<Vec<u8>, Error> {
+        self.result.to_json_pretty(self.version)
+    }
+}
+
+impl Serialize for VersionedResult {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_value()
+            .map_err(serde::ser::Error::custom)?
+            .serialize(s)
+    }
+}
+
+/// Reads the result's own `cniVersion`; a result without one is 0.1.0, as
+/// Go's `create.CreateFromBytes` reads it.
+impl<'de> Deserialize<'de> for VersionedResult {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(d)?;
+        CniResult::from_value(&value, Version::V0_1_0)
+            .map(|(version, result)| VersionedResult { version, result })
+            .map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

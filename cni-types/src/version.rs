@@ -6,6 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
 
 use crate::Error;
 
@@ -161,6 +162,54 @@ impl<'de> Deserialize<'de> for Version {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
         Version::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The version of a network config, by the one rule both ends of the
+/// protocol use (Go's `version.ConfigDecoder.Decode`): the `cniVersion` key
+/// (matched case-insensitively, an exact match winning), which must be a
+/// string when present; absent, `null` or `""` is `"0.1.0"`. The string is
+/// returned as written (it is not parsed here).
+///
+/// ```
+/// use cni_types::config_version;
+/// assert_eq!(config_version(br#"{"CNIVersion":"1.0.0"}"#).unwrap(), "1.0.0");
+/// assert_eq!(config_version(br#"{"cniVersion":""}"#).unwrap(), "0.1.0");
+/// assert!(config_version(br#"{"cniVersion":1}"#).is_err());
+/// ```
+pub fn config_version(config: &[u8]) -> Result<String, Error> {
+    let value: Value = serde_json::from_slice(config).map_err(version_decode_error)?;
+    match value {
+        Value::Object(map) => config_version_in(&map),
+        Value::Null => Ok(Version::V0_1_0.to_string()),
+        other => Err(version_decode_error(format!(
+            "expected an object, got {other}"
+        ))),
+    }
+}
+
+/// [`config_version`] on a decoded config object.
+pub fn config_version_in(config: &Map<String, Value>) -> Result<String, Error> {
+    let found = config.get("cniVersion").or_else(|| {
+        config
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("cniVersion"))
+            .map(|(_, v)| v)
+    });
+    match found {
+        None | Some(Value::Null) => Ok(Version::V0_1_0.to_string()),
+        Some(Value::String(s)) if s.is_empty() => Ok(Version::V0_1_0.to_string()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(other) => Err(version_decode_error(format!(
+            "cniVersion must be a string, got {other}"
+        ))),
+    }
+}
+
+fn version_decode_error(reason: impl std::fmt::Display) -> Error {
+    Error::Decode {
+        what: "version from network config".into(),
+        reason: reason.to_string(),
     }
 }
 

@@ -248,3 +248,216 @@ proptest! {
         let _ = cni_types::validate::container_id(&s);
     }
 }
+
+// ---- configs round-trip through edits ---------------------------------
+
+/// JSON floats do not survive a text round trip bit for bit (serde_json
+/// without `float_roundtrip`); that is not what these tests are about.
+fn no_floats(v: Value) -> Value {
+    match v {
+        Value::Number(n) if n.is_f64() => Value::Null,
+        Value::Array(a) => Value::Array(a.into_iter().map(no_floats).collect()),
+        Value::Object(o) => Value::Object(o.into_iter().map(|(k, v)| (k, no_floats(v))).collect()),
+        other => other,
+    }
+}
+
+fn exact_json() -> impl Strategy<Value = Value> {
+    json().prop_map(no_floats)
+}
+
+/// A config object as JSON: spec keys (some in other spellings, as Go
+/// accepts) and plugin keys, in random order.
+fn config_json() -> impl Strategy<Value = serde_json::Map<String, Value>> {
+    let spec = (
+        proptest::option::of(proptest::sample::select(vec!["cniVersion", "CNIVersion"])),
+        proptest::option::of(proptest::sample::select(vec![
+            "", "0.1.0", "0.4.0", "1.0.0", "1.1.0",
+        ])),
+        proptest::option::of("[a-z][a-z0-9_.-]{0,10}"),
+        proptest::option::of(any::<bool>()),
+        proptest::option::of(dns()),
+    );
+    let plugin = proptest::collection::vec(("[a-z]{1,6}", exact_json()), 0..5);
+    (spec, plugin, any::<u64>()).prop_map(|((vkey, ver, name, masq, dns), plugin, seed)| {
+        let mut items: Vec<(String, Value)> = vec![("type".into(), Value::from("bridge"))];
+        if let (Some(k), Some(v)) = (vkey, ver) {
+            items.push((k.into(), Value::from(v)));
+        }
+        if let Some(n) = name {
+            items.push(("name".into(), Value::from(n)));
+        }
+        if let Some(m) = masq {
+            items.push(("ipMasq".into(), Value::Bool(m)));
+        }
+        if let Some(d) = dns {
+            items.push(("dns".into(), serde_json::to_value(d).unwrap()));
+        }
+        for (k, v) in plugin {
+            // plugin keys never collide with spec keys here
+            items.push((format!("p_{k}"), v));
+        }
+        // a deterministic shuffle
+        let n = items.len();
+        for i in (1..n).rev() {
+            let j = (seed.wrapping_mul(i as u64 + 7) % (i as u64 + 1)) as usize;
+            items.swap(i, j);
+        }
+        items.into_iter().collect()
+    })
+}
+
+#[derive(Debug, Clone)]
+enum Edit {
+    Name(String),
+    Version(&'static str),
+    IpMasq(bool),
+    Dns(Option<Dns>),
+    Set(String, Value),
+    Remove(usize),
+    Nothing,
+}
+
+fn edit() -> impl Strategy<Value = Edit> {
+    prop_oneof![
+        "[a-z][a-z0-9]{0,8}".prop_map(Edit::Name),
+        proptest::sample::select(vec!["0.3.1", "1.0.0", "1.1.0"]).prop_map(Edit::Version),
+        any::<bool>().prop_map(Edit::IpMasq),
+        proptest::option::of(dns()).prop_map(Edit::Dns),
+        ("[a-z]{1,6}", exact_json()).prop_map(|(k, v)| Edit::Set(format!("p_{k}"), v)),
+        (0usize..8).prop_map(Edit::Remove),
+        Just(Edit::Nothing),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// parse -> edit any field -> serialize -> parse gives the edited
+    /// config, and untouched keys keep their order and values.
+    #[test]
+    fn config_edits_round_trip(obj in config_json(), edits in proptest::collection::vec(edit(), 0..4)) {
+        let bytes = serde_json::to_vec(&obj).unwrap();
+        let mut conf = NetworkConfig::from_slice(&bytes).unwrap();
+        // Unedited, every key prints as read (spec keys in canonical spelling).
+        let printed: serde_json::Map<String, Value> = serde_json::from_slice(&conf.to_bytes()).unwrap();
+        let canon = |k: &str| if k.eq_ignore_ascii_case("cniVersion") { "cniVersion".to_string() } else { k.to_string() };
+        let want: Vec<String> = obj.keys().map(|k| canon(k)).collect();
+        let got: Vec<String> = printed.keys().cloned().collect();
+        prop_assert_eq!(&got, &want);
+        for (k, v) in &obj {
+            prop_assert_eq!(&printed[&canon(k)], v);
+        }
+        let mut touched = std::collections::HashSet::new();
+        for e in &edits {
+            match e {
+                Edit::Name(n) => { conf.set_name(n.clone()).unwrap(); touched.insert("name".to_string()); }
+                Edit::Version(v) => { conf.set_cni_version(*v).unwrap(); touched.insert("cniVersion".to_string()); }
+                Edit::IpMasq(b) => { conf.ip_masq = *b; touched.insert("ipMasq".to_string()); }
+                Edit::Dns(d) => { conf.dns = d.clone(); touched.insert("dns".to_string()); }
+                Edit::Set(k, v) => { conf.set_specific(k.clone(), v.clone()).unwrap(); touched.insert(k.clone()); }
+                Edit::Remove(i) => {
+                    let key = conf.specific().keys().nth(*i).cloned();
+                    if let Some(k) = key { conf.remove_specific(&k); touched.insert(k); }
+                }
+                Edit::Nothing => {}
+            }
+        }
+        let again = NetworkConfig::from_slice(&conf.to_bytes()).unwrap();
+        prop_assert_eq!(&again, &conf);
+        prop_assert_eq!(&again.name, &conf.name);
+        prop_assert_eq!(&again.cni_version, &conf.cni_version);
+        prop_assert_eq!(again.ip_masq, conf.ip_masq);
+        prop_assert_eq!(&again.dns, &conf.dns);
+        prop_assert_eq!(again.specific(), conf.specific());
+        // serde gives the same as to_bytes
+        let via_serde: NetworkConfig = serde_json::from_value(serde_json::to_value(&conf).unwrap()).unwrap();
+        prop_assert_eq!(&via_serde, &conf);
+        // untouched keys keep their relative order
+        let printed: serde_json::Map<String, Value> = serde_json::from_slice(&conf.to_bytes()).unwrap();
+        let kept: Vec<&String> = printed.keys().filter(|k| !touched.contains(*k)).collect();
+        let orig: Vec<String> = want.iter().filter(|k| !touched.contains(*k) && printed.contains_key(*k)).cloned().collect();
+        prop_assert_eq!(kept.into_iter().cloned().collect::<Vec<_>>(), orig);
+        // Go's rule: "" (or no cniVersion) is 0.1.0
+        if again.cni_version.is_empty() {
+            prop_assert_eq!(again.version().unwrap(), Version::V0_1_0);
+        }
+    }
+
+    /// A conflist edited through its fields prints its edits; unedited it
+    /// prints the bytes it was read from.
+    #[test]
+    fn conflist_edits_round_trip(name in "[a-z][a-z0-9]{0,8}", check in any::<bool>(), extra in exact_json(), n in 1usize..4) {
+        let text = serde_json::to_vec(&serde_json::json!({
+            "cniVersion": "1.0.0", "name": "net", "zz": extra,
+            "plugins": (0..n).map(|i| serde_json::json!({"type": format!("p{i}")})).collect::<Vec<_>>(),
+        })).unwrap();
+        let mut list = NetworkConfigList::from_slice(&text).unwrap();
+        prop_assert_eq!(list.to_bytes(), text.clone());
+        list.name = name.clone();
+        list.disable_check = check;
+        list.plugins.pop();
+        let back = NetworkConfigList::from_slice(&list.to_bytes());
+        if n == 1 {
+            // an empty plugins list is refused by libcni's rules
+            prop_assert!(back.is_err());
+        } else {
+            let back = back.unwrap();
+            prop_assert_eq!(&back, &list);
+            prop_assert_eq!(&back.name, &name);
+            prop_assert_eq!(back.disable_check, check);
+            prop_assert_eq!(back.plugins.len(), n - 1);
+            prop_assert_eq!(&back.other_keys()["zz"], &extra);
+        }
+    }
+
+    /// Results serialize with serde in the newest shape, and a
+    /// `VersionedResult` in its own.
+    #[test]
+    fn result_serde(r in result(), v in version()) {
+        let back: CniResult = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
+        prop_assert_eq!(&back, &r);
+        let vr = cni_types::VersionedResult { version: v, result: r.clone() };
+        if let Ok(wire) = serde_json::to_value(&vr) {
+            let back: cni_types::VersionedResult = serde_json::from_value(wire.clone()).unwrap();
+            prop_assert_eq!(back.version, v);
+            prop_assert_eq!(back.to_value().unwrap(), wire);
+        }
+    }
+}
+
+#[test]
+fn issue_example_edits_are_kept() {
+    let mut conf = NetworkConfig::from_slice(
+        br#"{"cniVersion":"1.0.0","name":"net","type":"bridge","bridge":"cni0"}"#,
+    )
+    .unwrap();
+    conf.name = "renamed".into();
+    conf.ip_masq = true;
+    let v: Value = serde_json::from_slice(&conf.to_bytes()).unwrap();
+    assert_eq!(v["name"], "renamed");
+    assert_eq!(v["ipMasq"], true);
+    assert_eq!(v["bridge"], "cni0");
+    // spec keys cannot be set as plugin keys; bad names and versions are refused
+    assert!(conf.set_specific("NAME", Value::from("x")).is_err());
+    assert!(conf.set_name("bad/name").is_err());
+    assert!(conf.set_cni_version("1.x").is_err());
+}
+
+#[test]
+fn one_version_rule() {
+    use cni_types::config_version;
+    // the cases where skel and invoke used to disagree
+    assert_eq!(
+        config_version(br#"{"CNIVERSION":"0.4.0"}"#).unwrap(),
+        "0.4.0"
+    );
+    assert!(config_version(br#"{"cniVersion":5}"#).is_err());
+    assert_eq!(config_version(br#"{"cniVersion":null}"#).unwrap(), "0.1.0");
+    assert_eq!(config_version(br#"{}"#).unwrap(), "0.1.0");
+    assert_eq!(
+        config_version(br#"{"cniVersion":"1.0.0","CNIVERSION":"0.4.0"}"#).unwrap(),
+        "1.0.0"
+    );
+    assert!(config_version(b"[1]").is_err());
+}

@@ -89,7 +89,7 @@ fn tuning_request_with_prev_result() {
     let prev = c.prev_result().unwrap().unwrap();
     assert_eq!(prev.interfaces[2].sandbox, "/var/run/netns/blue");
     assert_eq!(prev.ips[0].interface, Some(2));
-    assert_eq!(c.raw()["sysctl"]["net.core.somaxconn"], "500");
+    assert_eq!(c.specific()["sysctl"]["net.core.somaxconn"], "500");
 }
 
 #[test]

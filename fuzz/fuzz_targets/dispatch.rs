@@ -118,6 +118,10 @@ fn stdin_bytes(stdin: &Stdin) -> Vec<u8> {
 struct Trivial;
 
 impl Plugin for Trivial {
+    type Error = cni_types::CniError;
+    fn name(&self) -> &str {
+        "trivial"
+    }
     fn add(&self, req: &Request) -> Result<CniResult, CniError> {
         if let Some(prev) = req.config.prev_result().map_err(|e| e.to_cni_error())? {
             return Ok(prev);

@@ -14,7 +14,7 @@ fn data_dir(req: &Request) -> Result<PathBuf, CniError> {
         .ipam
         .as_ref()
         .and_then(|i| i.get("dataDir"))
-        .or_else(|| req.config.raw().get("dataDir"))
+        .or_else(|| req.config.specific().get("dataDir"))
         .and_then(|v| v.as_str())
         .map(|s| PathBuf::from(s).join(&req.config.name))
         .ok_or_else(|| CniError::invalid_config("fx-ipam: dataDir is required"))
@@ -31,6 +31,10 @@ fn address(container_id: &str) -> String {
 pub(crate) struct FxIpam;
 
 impl Plugin for FxIpam {
+    type Error = cni_types::CniError;
+    fn name(&self) -> &str {
+        "fx-ipam"
+    }
     fn add(&self, req: &Request) -> Result<CniResult, CniError> {
         let dir = data_dir(req)?;
         std::fs::create_dir_all(&dir).map_err(|e| CniError::internal(e.to_string()))?;
@@ -120,6 +124,10 @@ fn ipam_type(req: &Request) -> Result<String, CniError> {
 }
 
 impl Plugin for FxMain {
+    type Error = cni_types::CniError;
+    fn name(&self) -> &str {
+        "fx-main"
+    }
     fn add(&self, req: &Request) -> Result<CniResult, CniError> {
         let mut r = delegate_add(&ipam_type(req)?, &req.stdin, req)?;
         r.interfaces.push(Interface {

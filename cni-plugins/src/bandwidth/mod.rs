@@ -47,7 +47,7 @@ use std::path::PathBuf;
 use cni_exec::{Plugin, Request};
 use cni_netns::tc::{self, PschedClock, RedirectFilterKind, Tbf};
 use cni_netns::{Handle, Link, Netns};
-use cni_types::{Bandwidth as BandwidthEntry, CniError, CniResult, Interface, Version};
+use cni_types::{Bandwidth as BandwidthEntry, CniResult, Interface, Version};
 use serde_json::Value;
 use sha2::{Digest, Sha512};
 
@@ -114,7 +114,7 @@ fn field_u64(raw: &serde_json::Map<String, Value>, key: &str) -> Result<u64> {
 
 /// Parses and validates the plugin's configuration (Go's `parseConfig`).
 pub fn parse_config(config: &cni_types::NetworkConfig) -> Result<BandwidthConf> {
-    let raw = config.raw();
+    let raw = config.specific();
     let limits = if ENTRY_KEYS.iter().any(|k| raw.contains_key(*k)) {
         Some(BandwidthEntry {
             ingress_rate: field_u64(raw, "ingressRate")?,
@@ -192,8 +192,16 @@ impl Bandwidth {
         }
         .map_err(err)
     }
+}
 
-    fn do_add(&self, req: &Request) -> Result<CniResult> {
+impl Plugin for Bandwidth {
+    type Error = crate::Error;
+
+    fn name(&self) -> &str {
+        "bandwidth"
+    }
+
+    fn add(&self, req: &Request) -> Result<CniResult> {
         let (conf, prev) = load(req)?;
         let limits = match conf.limits {
             Some(l) if !is_zero(&l) => l,
@@ -253,7 +261,7 @@ impl Bandwidth {
         }
     }
 
-    fn do_del(&self, req: &Request) -> Result<()> {
+    fn del(&self, req: &Request) -> Result<()> {
         let (conf, prev) = load(req)?;
         let host = self.host()?;
         host.delete_link_by_name(&ifb_name(&conf.network, &req.container_id))
@@ -288,7 +296,7 @@ impl Bandwidth {
         Ok(())
     }
 
-    fn do_check(&self, req: &Request) -> Result<()> {
+    fn check(&self, req: &Request) -> Result<()> {
         let (conf, prev) = load(req)?;
         let prev =
             prev.ok_or_else(|| Error::Config("must be called as a chained plugin".into()))?;
@@ -326,7 +334,7 @@ impl Bandwidth {
         Ok(())
     }
 
-    fn do_gc(&self, req: &Request) -> Result<()> {
+    fn gc(&self, req: &Request) -> Result<()> {
         let conf = parse_config(&req.config)?;
         let Some(valid) = req.config.valid_attachments()? else {
             return Ok(());
@@ -350,6 +358,16 @@ impl Bandwidth {
             host.delete_link_by_name(&link.name).map_err(err)?;
         }
         Ok(())
+    }
+
+    /// 0.3.0 on, as the reference: the host veth is found through the
+    /// result's interfaces, which older results do not have.
+    fn supported_versions(&self) -> Vec<Version> {
+        Version::ALL
+            .iter()
+            .copied()
+            .filter(|v| *v >= Version::new(0, 3, 0))
+            .collect()
     }
 }
 
@@ -461,38 +479,6 @@ impl Drop for Undo<'_> {
                 tracing::warn!("rollback: {e}");
             }
         }
-    }
-}
-
-impl Plugin for Bandwidth {
-    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
-        self.do_add(req).map_err(CniError::from)
-    }
-
-    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
-        self.do_del(req).map_err(CniError::from)
-    }
-
-    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
-        self.do_check(req).map_err(CniError::from)
-    }
-
-    fn gc(&self, req: &Request) -> std::result::Result<(), CniError> {
-        self.do_gc(req).map_err(CniError::from)
-    }
-
-    /// 0.3.0 on, as the reference: the host veth is found through the
-    /// result's interfaces, which older results do not have.
-    fn supported_versions(&self) -> Vec<Version> {
-        Version::ALL
-            .iter()
-            .copied()
-            .filter(|v| *v >= Version::new(0, 3, 0))
-            .collect()
-    }
-
-    fn about(&self) -> String {
-        format!("CNI bandwidth plugin v{}", env!("CARGO_PKG_VERSION"))
     }
 }
 

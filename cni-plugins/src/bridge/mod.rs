@@ -37,7 +37,7 @@ use cni_netns::{
     configure_interface, sysctl, BridgePortOptions, BridgeSpec, BridgeVlan, Family, Handle,
     IpNetwork, Link, Netns, OperState, VethSpec, SCOPE_UNIVERSE,
 };
-use cni_types::{CniError, CniResult, Interface};
+use cni_types::{CniResult, Interface};
 
 pub use config::BridgeConf;
 use gateway::Gateways;
@@ -98,53 +98,6 @@ impl Bridge {
     /// another namespace).
     pub fn with_firewall(firewall: Arc<dyn Firewall>) -> Bridge {
         Bridge { firewall }
-    }
-
-    fn cmd_add(&self, req: &Request) -> Result<CniResult> {
-        tracing::debug!("ADD");
-        let conf = BridgeConf::load(&req.config, &req.args_raw)?;
-        let at = Attachment::new(req, &conf);
-        conf.validate_for_add(!at.ipam.is_empty())?;
-        let mut done = Done::default();
-        // IPAM (a process, or a plugin of this build run in-process) runs
-        // from the start, while the bridge, the namespace and the veth are
-        // set up; whichever fails, `done` says what the other left to undo.
-        let (connected, allocated) = std::thread::scope(|s| {
-            let allocated = (!at.ipam.is_empty()).then(|| {
-                s.spawn(|| {
-                    let r = delegate_add(at.ipam, &req.stdin, req);
-                    tracing::debug!("IPAM ADD returned");
-                    r
-                })
-            });
-            let connected = connect(&at, &mut done);
-            (connected, allocated.map(|a| a.join()))
-        });
-        let ipam = match allocated {
-            None => Ok(None),
-            Some(Err(_)) => Err(panicked("IPAM ADD")),
-            Some(Ok(r)) => {
-                done.ipam = r.is_ok();
-                r.map(Some).map_err(delegate)
-            }
-        };
-        let c = match connected {
-            Ok(c) => c,
-            Err(e) => {
-                self.undo(&at, None, &done);
-                return Err(e);
-            }
-        };
-        let sides = Sides {
-            host: &c.host,
-            bridge: &c.bridge,
-            pod: &c.pod,
-        };
-        let added = ipam.and_then(|ipam| self.attach(&at, &sides, c.host_veth, ipam, &mut done));
-        if added.is_err() {
-            self.undo(&at, Some(&c.pod), &done);
-        }
-        added
     }
 
     fn attach(
@@ -308,7 +261,83 @@ impl Bridge {
         }
     }
 
-    fn cmd_del(&self, req: &Request) -> Result<()> {
+    fn del_rules(
+        &self,
+        at: &Attachment<'_>,
+        conf: &BridgeConf,
+        addresses: &[IpNetwork],
+    ) -> Result<()> {
+        if conf.mac_spoof_chk {
+            // As Go: a spoof check teardown failure does not fail DEL.
+            if let Err(e) = self
+                .firewall
+                .delete_attachment(RuleKind::MacSpoofCheck, &at.id)
+            {
+                tracing::warn!("DEL: {e}");
+            }
+        }
+        if !at.ipam.is_empty() && conf.ip_masq {
+            self.firewall.del_masquerades(&at.id, addresses)?;
+        }
+        Ok(())
+    }
+}
+
+impl Plugin for Bridge {
+    type Error = crate::Error;
+
+    fn name(&self) -> &str {
+        "bridge"
+    }
+
+    fn add(&self, req: &Request) -> Result<CniResult> {
+        tracing::debug!("ADD");
+        let conf = BridgeConf::load(&req.config, &req.args_raw)?;
+        let at = Attachment::new(req, &conf);
+        conf.validate_for_add(!at.ipam.is_empty())?;
+        let mut done = Done::default();
+        // IPAM (a process, or a plugin of this build run in-process) runs
+        // from the start, while the bridge, the namespace and the veth are
+        // set up; whichever fails, `done` says what the other left to undo.
+        let (connected, allocated) = std::thread::scope(|s| {
+            let allocated = (!at.ipam.is_empty()).then(|| {
+                s.spawn(|| {
+                    let r = delegate_add(at.ipam, &req.stdin, req);
+                    tracing::debug!("IPAM ADD returned");
+                    r
+                })
+            });
+            let connected = connect(&at, &mut done);
+            (connected, allocated.map(|a| a.join()))
+        });
+        let ipam = match allocated {
+            None => Ok(None),
+            Some(Err(_)) => Err(panicked("IPAM ADD")),
+            Some(Ok(r)) => {
+                done.ipam = r.is_ok();
+                r.map(Some).map_err(delegate)
+            }
+        };
+        let c = match connected {
+            Ok(c) => c,
+            Err(e) => {
+                self.undo(&at, None, &done);
+                return Err(e);
+            }
+        };
+        let sides = Sides {
+            host: &c.host,
+            bridge: &c.bridge,
+            pod: &c.pod,
+        };
+        let added = ipam.and_then(|ipam| self.attach(&at, &sides, c.host_veth, ipam, &mut done));
+        if added.is_err() {
+            self.undo(&at, Some(&c.pod), &done);
+        }
+        added
+    }
+
+    fn del(&self, req: &Request) -> Result<()> {
         let conf = BridgeConf::load(&req.config, &req.args_raw)?;
         let at = Attachment::new(req, &conf);
         // Go only releases IPAM when the netns is gone; the rules this
@@ -359,28 +388,11 @@ impl Bridge {
         })
     }
 
-    fn del_rules(
-        &self,
-        at: &Attachment<'_>,
-        conf: &BridgeConf,
-        addresses: &[IpNetwork],
-    ) -> Result<()> {
-        if conf.mac_spoof_chk {
-            // As Go: a spoof check teardown failure does not fail DEL.
-            if let Err(e) = self
-                .firewall
-                .delete_attachment(RuleKind::MacSpoofCheck, &at.id)
-            {
-                tracing::warn!("DEL: {e}");
-            }
-        }
-        if !at.ipam.is_empty() && conf.ip_masq {
-            self.firewall.del_masquerades(&at.id, addresses)?;
-        }
-        Ok(())
+    fn check(&self, req: &Request) -> Result<()> {
+        check::check(self.firewall.as_ref(), req)
     }
 
-    fn cmd_status(&self, req: &Request) -> Result<()> {
+    fn status(&self, req: &Request) -> Result<()> {
         let ipam = req.config.ipam_type();
         if !ipam.is_empty() {
             delegate_status(ipam, &req.stdin, req).map_err(delegate)?;
@@ -388,7 +400,7 @@ impl Bridge {
         Ok(())
     }
 
-    fn cmd_gc(&self, req: &Request) -> Result<()> {
+    fn gc(&self, req: &Request) -> Result<()> {
         let conf = BridgeConf::load(&req.config, &req.args_raw)?;
         let network = &req.config.name;
         // Without the valid list nothing is known to be dead.
@@ -409,32 +421,6 @@ impl Bridge {
             delegate_gc(ipam, &req.stdin, req).map_err(delegate)?;
         }
         Ok(())
-    }
-}
-
-impl Plugin for Bridge {
-    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
-        Ok(self.cmd_add(req)?)
-    }
-
-    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(self.cmd_del(req)?)
-    }
-
-    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(check::check(self.firewall.as_ref(), req)?)
-    }
-
-    fn status(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(self.cmd_status(req)?)
-    }
-
-    fn gc(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(self.cmd_gc(req)?)
-    }
-
-    fn about(&self) -> String {
-        format!("CNI bridge plugin v{}", env!("CARGO_PKG_VERSION"))
     }
 }
 

@@ -18,7 +18,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use cni_exec::{delegate_add, delegate_del, delegate_gc, Plugin, Request};
-use cni_types::{CniError, CniResult, LEGACY_ATTACHMENTS_KEY, VALID_ATTACHMENTS_KEY};
+use cni_types::{CniResult, LEGACY_ATTACHMENTS_KEY, VALID_ATTACHMENTS_KEY};
 use serde_json::{Map, Value};
 
 use super::delegate::render;
@@ -144,83 +144,6 @@ fn delegate_type(saved: &[u8]) -> Option<String> {
 }
 
 impl Flannel {
-    fn do_add(&self, req: &Request) -> Result<CniResult> {
-        let conf = load_conf(req)
-            .map_err(|e| Error::Config(format!("failed to load flannel netconf file: {e}")))?;
-        let env = SubnetEnv::load(&conf.subnet_file).map_err(|e| {
-            Error::Internal(format!(
-                "failed to load flannel 'subnet.env' file: {e}. Check the flannel pod log for this node."
-            ))
-        })?;
-        let delegate = render(&conf, &env)?;
-        let plugin_type = delegate
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("bridge")
-            .to_string();
-        let bytes = serde_json::to_vec(&delegate)
-            .map_err(|e| Error::Internal(format!("error serializing delegate netconf: {e}")))?;
-        tracing::debug!(
-            "delegateAdd: netconf sent to delegate plugin: {}",
-            String::from_utf8_lossy(&bytes)
-        );
-        save(&conf.data_dir, &req.container_id, &req.ifname, &bytes)?;
-        delegate_add(&plugin_type, &bytes, req).map_err(exec_err)
-    }
-
-    fn do_del(&self, req: &Request) -> Result<()> {
-        let conf = load_conf(req)?;
-        let path = saved_config_path(&conf.data_dir, &req.container_id, &req.ifname);
-        let legacy = legacy_config_path(&conf.data_dir, &req.container_id);
-        // A flannel killed inside `save` leaves its temp file behind; it is
-        // never read, so it can go first.
-        cni_exec::cache::remove_temp_files(&path);
-        let (saved, ours) = match read_opt(&path)? {
-            Some(b) => (b, true),
-            None => match read_opt(&legacy)? {
-                Some(b) => (b, false),
-                // Already deleted, or never added: success per the spec.
-                None => return Ok(()),
-            },
-        };
-        let Some(plugin_type) = delegate_type(&saved) else {
-            // As the reference: the host side stays until the node reboots,
-            // but the pod can go; the file is kept for inspection.
-            tracing::warn!(
-                "failed to parse netconf {}: not a JSON object with a string type",
-                if ours {
-                    path.display()
-                } else {
-                    legacy.display()
-                }
-            );
-            return Ok(());
-        };
-        delegate_del(&plugin_type, &saved, req).map_err(exec_err)?;
-        if ours {
-            remove_legacy_if_same(&legacy, &saved)?;
-            remove_opt(&path)
-        } else {
-            remove_opt(&legacy)
-        }
-    }
-
-    fn do_status(&self, req: &Request) -> Result<()> {
-        let conf = load_conf(req)?;
-        match SubnetEnv::load(&conf.subnet_file) {
-            Ok(_) => Ok(()),
-            Err(Error::Io { source, .. }) if source.kind() == ErrorKind::NotFound => {
-                Err(Error::NotAvailable(format!(
-                    "flannel is not ready on this node: {} does not exist yet (flanneld writes it once it has a subnet lease; check the flannel pod log for this node)",
-                    conf.subnet_file.display()
-                )))
-            }
-            Err(e) => Err(Error::NotAvailable(format!(
-                "flannel is not ready on this node: {e}"
-            ))),
-        }
-    }
-
     /// The delegate config a GC is sent with: the rendered one when
     /// `subnet.env` is there, else the delegate dictionary with the same
     /// defaults that need no `subnet.env` (name, type, cniVersion, the base
@@ -247,28 +170,11 @@ impl Flannel {
             }
         };
         for key in [VALID_ATTACHMENTS_KEY, LEGACY_ATTACHMENTS_KEY] {
-            if let Some(v) = req.config.raw().get(key) {
+            if let Some(v) = req.config.specific().get(key) {
                 d.insert(key.into(), v.clone());
             }
         }
         Ok(d)
-    }
-
-    fn do_gc(&self, req: &Request) -> Result<()> {
-        let conf = load_conf(req)?;
-        let d = self.gc_config(req, &conf)?;
-        let plugin_type = d
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("bridge")
-            .to_string();
-        let bytes = serde_json::to_vec(&Value::Object(d))
-            .map_err(|e| Error::Internal(format!("error serializing delegate netconf: {e}")))?;
-        delegate_gc(&plugin_type, &bytes, req).map_err(exec_err)?;
-        if let Some(valid) = req.config.valid_attachments()? {
-            self.gc_saved(&conf, &valid)?;
-        }
-        Ok(())
     }
 
     /// Removes the saved configs of this network's attachments that are not
@@ -309,28 +215,106 @@ impl Flannel {
 }
 
 impl Plugin for Flannel {
-    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
-        self.do_add(req).map_err(CniError::from)
+    type Error = crate::Error;
+
+    fn name(&self) -> &str {
+        "flannel"
     }
 
-    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
-        self.do_del(req).map_err(CniError::from)
+    fn add(&self, req: &Request) -> Result<CniResult> {
+        let conf = load_conf(req)
+            .map_err(|e| Error::Config(format!("failed to load flannel netconf file: {e}")))?;
+        let env = SubnetEnv::load(&conf.subnet_file).map_err(|e| {
+            Error::Internal(format!(
+                "failed to load flannel 'subnet.env' file: {e}. Check the flannel pod log for this node."
+            ))
+        })?;
+        let delegate = render(&conf, &env)?;
+        let plugin_type = delegate
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("bridge")
+            .to_string();
+        let bytes = serde_json::to_vec(&delegate)
+            .map_err(|e| Error::Internal(format!("error serializing delegate netconf: {e}")))?;
+        tracing::debug!(
+            "delegateAdd: netconf sent to delegate plugin: {}",
+            String::from_utf8_lossy(&bytes)
+        );
+        save(&conf.data_dir, &req.container_id, &req.ifname, &bytes)?;
+        delegate_add(&plugin_type, &bytes, req).map_err(exec_err)
     }
 
-    fn check(&self, _req: &Request) -> std::result::Result<(), CniError> {
-        // The reference does not implement CHECK either (flannel.go).
+    fn del(&self, req: &Request) -> Result<()> {
+        let conf = load_conf(req)?;
+        let path = saved_config_path(&conf.data_dir, &req.container_id, &req.ifname);
+        let legacy = legacy_config_path(&conf.data_dir, &req.container_id);
+        // A flannel killed inside `save` leaves its temp file behind; it is
+        // never read, so it can go first.
+        cni_exec::cache::remove_temp_files(&path);
+        let (saved, ours) = match read_opt(&path)? {
+            Some(b) => (b, true),
+            None => match read_opt(&legacy)? {
+                Some(b) => (b, false),
+                // Already deleted, or never added: success per the spec.
+                None => return Ok(()),
+            },
+        };
+        let Some(plugin_type) = delegate_type(&saved) else {
+            // As the reference: the host side stays until the node reboots,
+            // but the pod can go; the file is kept for inspection.
+            tracing::warn!(
+                "failed to parse netconf {}: not a JSON object with a string type",
+                if ours {
+                    path.display()
+                } else {
+                    legacy.display()
+                }
+            );
+            return Ok(());
+        };
+        delegate_del(&plugin_type, &saved, req).map_err(exec_err)?;
+        if ours {
+            remove_legacy_if_same(&legacy, &saved)?;
+            remove_opt(&path)
+        } else {
+            remove_opt(&legacy)
+        }
+    }
+
+    // CHECK is the default (success): the reference does not implement
+    // it either (flannel.go).
+
+    fn status(&self, req: &Request) -> Result<()> {
+        let conf = load_conf(req)?;
+        match SubnetEnv::load(&conf.subnet_file) {
+            Ok(_) => Ok(()),
+            Err(Error::Io { source, .. }) if source.kind() == ErrorKind::NotFound => {
+                Err(Error::NotAvailable(format!(
+                    "flannel is not ready on this node: {} does not exist yet (flanneld writes it once it has a subnet lease; check the flannel pod log for this node)",
+                    conf.subnet_file.display()
+                )))
+            }
+            Err(e) => Err(Error::NotAvailable(format!(
+                "flannel is not ready on this node: {e}"
+            ))),
+        }
+    }
+
+    fn gc(&self, req: &Request) -> Result<()> {
+        let conf = load_conf(req)?;
+        let d = self.gc_config(req, &conf)?;
+        let plugin_type = d
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("bridge")
+            .to_string();
+        let bytes = serde_json::to_vec(&Value::Object(d))
+            .map_err(|e| Error::Internal(format!("error serializing delegate netconf: {e}")))?;
+        delegate_gc(&plugin_type, &bytes, req).map_err(exec_err)?;
+        if let Some(valid) = req.config.valid_attachments()? {
+            self.gc_saved(&conf, &valid)?;
+        }
         Ok(())
-    }
-
-    fn status(&self, req: &Request) -> std::result::Result<(), CniError> {
-        self.do_status(req).map_err(CniError::from)
-    }
-
-    fn gc(&self, req: &Request) -> std::result::Result<(), CniError> {
-        self.do_gc(req).map_err(CniError::from)
-    }
-
-    fn about(&self) -> String {
-        format!("CNI flannel plugin v{}", env!("CARGO_PKG_VERSION"))
     }
 }

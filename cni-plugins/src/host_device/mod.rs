@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use cni_exec::{Plugin, Request};
 use cni_netns::{Handle, Link, MacAddr, Netns};
-use cni_types::{CniError, CniResult, Dns, NetworkConfig};
+use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
 use crate::macvlan::common::{self, fail, interface};
@@ -121,8 +121,14 @@ impl HostDeviceConf {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HostDevice;
 
-impl HostDevice {
-    fn cmd_add(&self, req: &Request) -> Result<CniResult> {
+impl Plugin for HostDevice {
+    type Error = crate::Error;
+
+    fn name(&self) -> &str {
+        "host-device"
+    }
+
+    fn add(&self, req: &Request) -> Result<CniResult> {
         let conf = HostDeviceConf::load(&req.config)?;
         let dpdk = conf.dpdk_mode()?;
         let netns = Netns::open(&req.netns)?;
@@ -160,7 +166,7 @@ impl HostDevice {
         added
     }
 
-    fn cmd_del(&self, req: &Request) -> Result<()> {
+    fn del(&self, req: &Request) -> Result<()> {
         let conf = HostDeviceConf::load(&req.config)?;
         let dpdk = conf.dpdk_mode()?;
         let Some((_, pod)) = common::pod_for_del(req)? else {
@@ -175,7 +181,7 @@ impl HostDevice {
         Ok(())
     }
 
-    fn cmd_check(&self, req: &Request) -> Result<()> {
+    fn check(&self, req: &Request) -> Result<()> {
         let conf = HostDeviceConf::load(&req.config)?;
         let dpdk = conf.dpdk_mode()?;
         let netns = Netns::open(&req.netns)?;
@@ -188,6 +194,14 @@ impl HostDevice {
         let pod = Handle::in_netns(&netns)?;
         let link = common::check_container_link(&pod, intf, None)?;
         common::check_addresses_and_routes(&pod, &link, &prev)
+    }
+
+    fn status(&self, req: &Request) -> Result<()> {
+        common::ipam_status(req)
+    }
+
+    fn gc(&self, req: &Request) -> Result<()> {
+        common::ipam_gc(req)
     }
 }
 
@@ -334,30 +348,4 @@ fn move_out(pod: &Handle, host: &Handle, ifname: &str) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-impl Plugin for HostDevice {
-    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
-        Ok(self.cmd_add(req)?)
-    }
-
-    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(self.cmd_del(req)?)
-    }
-
-    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(self.cmd_check(req)?)
-    }
-
-    fn status(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(common::ipam_status(req)?)
-    }
-
-    fn gc(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(common::ipam_gc(req)?)
-    }
-
-    fn about(&self) -> String {
-        format!("CNI host-device plugin v{}", env!("CARGO_PKG_VERSION"))
-    }
 }

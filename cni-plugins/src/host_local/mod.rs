@@ -37,7 +37,7 @@
 use cni_exec::{Plugin, Request};
 use cni_ipam::host_local::{self, HostLocalConfig};
 use cni_ipam::store::Owner;
-use cni_types::{CniError, CniResult};
+use cni_types::CniResult;
 
 use crate::error::{Error, Result};
 
@@ -96,72 +96,54 @@ fn config_field(msg: &str) -> Option<&'static str> {
         .map(|(_, field)| *field)
 }
 
-/// ADD: one address per range set, routes and DNS.
-pub fn add(req: &Request) -> Result<CniResult> {
-    let config = load(req)?;
-    Ok(host_local::add(&config, &req.container_id, &req.ifname)?)
-}
-
-/// DEL: releases what the attachment holds; an unknown one is success.
-pub fn del(req: &Request) -> Result<()> {
-    let config = load(req)?;
-    Ok(host_local::del(&config, &req.container_id, &req.ifname)?)
-}
-
-/// CHECK: the attachment holds at least one reservation.
-pub fn check(req: &Request) -> Result<()> {
-    let config = load(req)?;
-    Ok(host_local::check(&config, &req.container_id, &req.ifname)?)
-}
-
-/// GC: releases every reservation of an attachment missing from
-/// `cni.dev/valid-attachments`. The key is required: without it every
-/// reservation would look stale, so its absence is a config error rather
-/// than a wipe.
-pub fn gc(req: &Request) -> Result<()> {
-    let config = load(req)?;
-    let valid = req.config.valid_attachments()?.ok_or_else(|| {
-        Error::Config(format!(
-            "GC needs the valid attachments list ({})",
-            cni_types::config::VALID_ATTACHMENTS_KEY
-        ))
-    })?;
-    let owners: Vec<Owner> = valid.iter().map(Owner::from).collect();
-    let released = host_local::gc(&config, &owners)?;
-    if !released.is_empty() {
-        tracing::info!(network = %config.name, released = ?released, "GC released stale reservations");
-    }
-    Ok(())
-}
-
-/// STATUS: the data directory can be locked and written (code 50 if not).
-pub fn status(req: &Request) -> Result<()> {
-    let config = load(req)?;
-    Ok(host_local::status(&config)?)
-}
-
 impl Plugin for HostLocal {
-    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
-        Ok(add(req)?)
+    type Error = crate::Error;
+
+    fn name(&self) -> &str {
+        "host-local"
     }
 
-    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(del(req)?)
+    /// ADD: one address per range set, routes and DNS.
+    fn add(&self, req: &Request) -> Result<CniResult> {
+        let config = load(req)?;
+        Ok(host_local::add(&config, &req.container_id, &req.ifname)?)
     }
 
-    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(check(req)?)
+    /// DEL: releases what the attachment holds; an unknown one is success.
+    fn del(&self, req: &Request) -> Result<()> {
+        let config = load(req)?;
+        Ok(host_local::del(&config, &req.container_id, &req.ifname)?)
     }
 
-    fn gc(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(gc(req)?)
+    /// CHECK: the attachment holds at least one reservation.
+    fn check(&self, req: &Request) -> Result<()> {
+        let config = load(req)?;
+        Ok(host_local::check(&config, &req.container_id, &req.ifname)?)
     }
 
-    fn status(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(status(req)?)
+    /// GC: releases every reservation of an attachment missing from
+    /// `cni.dev/valid-attachments`. The key is required: without it every
+    /// reservation would look stale, so its absence is a config error rather
+    /// than a wipe.
+    fn gc(&self, req: &Request) -> Result<()> {
+        let config = load(req)?;
+        let valid = req.config.valid_attachments()?.ok_or_else(|| {
+            Error::Config(format!(
+                "GC needs the valid attachments list ({})",
+                cni_types::config::VALID_ATTACHMENTS_KEY
+            ))
+        })?;
+        let owners: Vec<Owner> = valid.iter().map(Owner::from).collect();
+        let released = host_local::gc(&config, &owners)?;
+        if !released.is_empty() {
+            tracing::info!(network = %config.name, released = ?released, "GC released stale reservations");
+        }
+        Ok(())
     }
 
-    fn about(&self) -> String {
-        format!("CNI host-local plugin v{}", env!("CARGO_PKG_VERSION"))
+    /// STATUS: the data directory can be locked and written (code 50 if not).
+    fn status(&self, req: &Request) -> Result<()> {
+        let config = load(req)?;
+        Ok(host_local::status(&config)?)
     }
 }

@@ -22,7 +22,7 @@
 
 use cni_exec::{Plugin, Request};
 use cni_netns::{Handle, IpvlanMode, IpvlanSpec, Link, Netns};
-use cni_types::{CniError, CniResult, Dns, NetworkConfig};
+use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
 use crate::macvlan::common::{self, fail, interface};
@@ -81,8 +81,14 @@ impl IpvlanConf {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Ipvlan;
 
-impl Ipvlan {
-    fn cmd_add(&self, req: &Request) -> Result<CniResult> {
+impl Plugin for Ipvlan {
+    type Error = crate::Error;
+
+    fn name(&self) -> &str {
+        "ipvlan"
+    }
+
+    fn add(&self, req: &Request) -> Result<CniResult> {
         let conf = IpvlanConf::load(&req.config)?;
         let prev = req.config.prev_result()?;
         let netns = Netns::open(&req.netns)?;
@@ -103,7 +109,7 @@ impl Ipvlan {
         added
     }
 
-    fn cmd_del(&self, req: &Request) -> Result<()> {
+    fn del(&self, req: &Request) -> Result<()> {
         IpvlanConf::load(&req.config)?;
         let pod = common::pod_for_del(req)?;
         common::delete_pod_link_while(pod.as_ref().map(|p| &p.1), &req.ifname, || {
@@ -111,7 +117,7 @@ impl Ipvlan {
         })
     }
 
-    fn cmd_check(&self, req: &Request) -> Result<()> {
+    fn check(&self, req: &Request) -> Result<()> {
         let conf = IpvlanConf::load(&req.config)?;
         let netns = Netns::open(&req.netns)?;
         common::ipam_check(req)?;
@@ -132,6 +138,14 @@ impl Ipvlan {
             )));
         }
         common::check_addresses_and_routes(&pod, &link, &prev)
+    }
+
+    fn status(&self, req: &Request) -> Result<()> {
+        common::ipam_status(req)
+    }
+
+    fn gc(&self, req: &Request) -> Result<()> {
+        common::ipam_gc(req)
     }
 }
 
@@ -208,30 +222,4 @@ fn attach(
     common::configure_announced(pod, &req.ifname, &result)?;
     result.dns = conf.dns.clone();
     Ok(result)
-}
-
-impl Plugin for Ipvlan {
-    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
-        Ok(self.cmd_add(req)?)
-    }
-
-    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(self.cmd_del(req)?)
-    }
-
-    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(self.cmd_check(req)?)
-    }
-
-    fn status(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(common::ipam_status(req)?)
-    }
-
-    fn gc(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(common::ipam_gc(req)?)
-    }
-
-    fn about(&self) -> String {
-        format!("CNI ipvlan plugin v{}", env!("CARGO_PKG_VERSION"))
-    }
 }

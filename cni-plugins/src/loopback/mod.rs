@@ -20,7 +20,7 @@
 
 use cni_exec::{Plugin, Request};
 use cni_netns::{Family, Handle, Netns};
-use cni_types::{CniError, CniResult, Interface, IpConfig};
+use cni_types::{CniResult, Interface, IpConfig};
 
 use crate::{Error, Result};
 
@@ -30,8 +30,14 @@ const LO: &str = "lo";
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Loopback;
 
-impl Loopback {
-    fn cmd_add(&self, req: &Request) -> Result<CniResult> {
+impl Plugin for Loopback {
+    type Error = crate::Error;
+
+    fn name(&self) -> &str {
+        "loopback"
+    }
+
+    fn add(&self, req: &Request) -> Result<CniResult> {
         // Parsed first, as Go: a bad prevResult fails before any change.
         let prev = req.config.prev_result()?;
         let pod = Handle::in_netns(&Netns::open(&req.netns)?)?;
@@ -66,7 +72,7 @@ impl Loopback {
         }))
     }
 
-    fn cmd_del(&self, req: &Request) -> Result<()> {
+    fn del(&self, req: &Request) -> Result<()> {
         if req.netns.is_empty() {
             return Ok(());
         }
@@ -85,29 +91,11 @@ impl Loopback {
         Ok(())
     }
 
-    fn cmd_check(&self, req: &Request) -> Result<()> {
+    fn check(&self, req: &Request) -> Result<()> {
         let pod = Handle::in_netns(&Netns::open(&req.netns)?)?;
         if !pod.link_by_name(LO)?.is_up() {
             return Err(Error::Internal("loopback interface is down".into()));
         }
         Ok(())
-    }
-}
-
-impl Plugin for Loopback {
-    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
-        Ok(self.cmd_add(req)?)
-    }
-
-    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(self.cmd_del(req)?)
-    }
-
-    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(self.cmd_check(req)?)
-    }
-
-    fn about(&self) -> String {
-        format!("CNI loopback plugin v{}", env!("CARGO_PKG_VERSION"))
     }
 }

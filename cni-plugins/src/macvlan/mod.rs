@@ -23,7 +23,7 @@ pub(crate) mod common;
 
 use cni_exec::{Plugin, Request};
 use cni_netns::{Handle, Link, MacAddr, MacvlanMode, MacvlanSpec, Netns};
-use cni_types::{CniArgs, CniError, CniResult, Dns, NetworkConfig};
+use cni_types::{CniArgs, CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
 use crate::Result;
@@ -112,8 +112,14 @@ impl MacvlanConf {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Macvlan;
 
-impl Macvlan {
-    fn cmd_add(&self, req: &Request) -> Result<CniResult> {
+impl Plugin for Macvlan {
+    type Error = crate::Error;
+
+    fn name(&self) -> &str {
+        "macvlan"
+    }
+
+    fn add(&self, req: &Request) -> Result<CniResult> {
         let conf = MacvlanConf::load(&req.config, &req.args_raw)?;
         let netns = Netns::open(&req.netns)?;
         let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
@@ -138,14 +144,14 @@ impl Macvlan {
         added
     }
 
-    fn cmd_del(&self, req: &Request) -> Result<()> {
+    fn del(&self, req: &Request) -> Result<()> {
         let pod = common::pod_for_del(req)?;
         common::delete_pod_link_while(pod.as_ref().map(|p| &p.1), &req.ifname, || {
             common::ipam_del(req)
         })
     }
 
-    fn cmd_check(&self, req: &Request) -> Result<()> {
+    fn check(&self, req: &Request) -> Result<()> {
         let conf = MacvlanConf::load(&req.config, &req.args_raw)?;
         let netns = Netns::open(&req.netns)?;
         common::ipam_check(req)?;
@@ -163,6 +169,14 @@ impl Macvlan {
             )));
         }
         common::check_addresses_and_routes(&pod, &link, &prev)
+    }
+
+    fn status(&self, req: &Request) -> Result<()> {
+        common::ipam_status(req)
+    }
+
+    fn gc(&self, req: &Request) -> Result<()> {
+        common::ipam_gc(req)
     }
 }
 
@@ -230,30 +244,4 @@ fn attach(
     }
     result.dns = conf.dns.clone();
     Ok(result)
-}
-
-impl Plugin for Macvlan {
-    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
-        Ok(self.cmd_add(req)?)
-    }
-
-    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(self.cmd_del(req)?)
-    }
-
-    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(self.cmd_check(req)?)
-    }
-
-    fn status(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(common::ipam_status(req)?)
-    }
-
-    fn gc(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(common::ipam_gc(req)?)
-    }
-
-    fn about(&self) -> String {
-        format!("CNI macvlan plugin v{}", env!("CARGO_PKG_VERSION"))
-    }
 }

@@ -2,7 +2,7 @@
 //! embedding runtime registers in-process.
 
 use cni_exec::{Plugin, Request};
-use cni_types::{CniError, CniResult, Version};
+use cni_types::CniResult;
 
 use super::conf::NetConf;
 use super::flow::{cmd_add, cmd_check, cmd_del, cmd_gc, cmd_status};
@@ -65,51 +65,34 @@ fn pod_request(req: &Request) -> Result<PodRequest, Error> {
 }
 
 impl Plugin for Multus {
-    fn add(&self, req: &Request) -> Result<CniResult, CniError> {
-        let ctx = Ctx::new(req, true)?;
-        Ok(cmd_add(
-            &ctx.conf,
-            &pod_request(req)?,
-            ctx.kube(),
-            &ctx.exec,
-        )?)
+    type Error = Error;
+
+    fn name(&self) -> &str {
+        "multus"
     }
 
-    fn del(&self, req: &Request) -> Result<(), CniError> {
+    fn add(&self, req: &Request) -> Result<CniResult, Error> {
+        let ctx = Ctx::new(req, true)?;
+        cmd_add(&ctx.conf, &pod_request(req)?, ctx.kube(), &ctx.exec)
+    }
+
+    fn del(&self, req: &Request) -> Result<(), Error> {
         let ctx = Ctx::new(req, false)?;
-        Ok(cmd_del(
-            &ctx.conf,
-            &pod_request(req)?,
-            ctx.kube(),
-            &ctx.exec,
-        )?)
+        cmd_del(&ctx.conf, &pod_request(req)?, ctx.kube(), &ctx.exec)
     }
 
-    fn check(&self, req: &Request) -> Result<(), CniError> {
+    fn check(&self, req: &Request) -> Result<(), Error> {
         let ctx = Ctx::new(req, true)?;
-        Ok(cmd_check(
-            &ctx.conf,
-            &pod_request(req)?,
-            ctx.kube(),
-            &ctx.exec,
-        )?)
+        cmd_check(&ctx.conf, &pod_request(req)?, ctx.kube(), &ctx.exec)
     }
 
-    fn status(&self, req: &Request) -> Result<(), CniError> {
+    fn status(&self, req: &Request) -> Result<(), Error> {
         let ctx = Ctx::new(req, true)?;
-        Ok(cmd_status(&ctx.conf, ctx.kube(), &ctx.exec)?)
+        cmd_status(&ctx.conf, ctx.kube(), &ctx.exec)
     }
 
-    fn gc(&self, req: &Request) -> Result<(), CniError> {
+    fn gc(&self, req: &Request) -> Result<(), Error> {
         let ctx = Ctx::new(req, true)?;
-        Ok(cmd_gc(&ctx.conf, ctx.kube(), &ctx.exec)?)
-    }
-
-    fn supported_versions(&self) -> Vec<Version> {
-        Version::ALL.to_vec()
-    }
-
-    fn about(&self) -> String {
-        "multus (thin) meta-plugin, Rust implementation".into()
+        cmd_gc(&ctx.conf, ctx.kube(), &ctx.exec)
     }
 }

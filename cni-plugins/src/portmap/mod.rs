@@ -39,7 +39,7 @@ use cni_exec::{Plugin, Request};
 use cni_netns::conntrack::{Conntrack, IpFamily};
 use cni_netns::firewall::{AttachmentId, Backend, Firewall, PortMappingSpec, RuleKind};
 use cni_netns::{sysctl, Family, Handle, Netns};
-use cni_types::{CniError, CniResult};
+use cni_types::CniResult;
 
 pub use config::{container_ips, PortmapConf, DEFAULT_MARK_BIT};
 
@@ -207,8 +207,14 @@ fn families(spec: &PortMappingSpec) -> Vec<IpFamily> {
     .collect()
 }
 
-impl Portmap {
-    fn do_add(&self, req: &Request) -> Result<CniResult> {
+impl Plugin for Portmap {
+    type Error = crate::Error;
+
+    fn name(&self) -> &str {
+        "portmap"
+    }
+
+    fn add(&self, req: &Request) -> Result<CniResult> {
         let (conf, prev) = load(req)?;
         let prev = prev.ok_or_else(|| Error::Config("must be called as chained plugin".into()))?;
         if conf.mappings.is_empty() {
@@ -228,7 +234,7 @@ impl Portmap {
         Ok(prev)
     }
 
-    fn do_del(&self, req: &Request) -> Result<()> {
+    fn del(&self, req: &Request) -> Result<()> {
         let (conf, prev) = load(req)?;
         if conf.mappings.is_empty() {
             return Ok(());
@@ -251,7 +257,7 @@ impl Portmap {
         Ok(())
     }
 
-    fn do_check(&self, req: &Request) -> Result<()> {
+    fn check(&self, req: &Request) -> Result<()> {
         let (conf, prev) = load(req)?;
         let prev = prev.ok_or_else(|| Error::Config("Required prevResult missing".into()))?;
         if conf.mappings.is_empty() {
@@ -266,7 +272,7 @@ impl Portmap {
             .map_err(netns_err)
     }
 
-    fn do_gc(&self, req: &Request) -> Result<()> {
+    fn gc(&self, req: &Request) -> Result<()> {
         let conf = config::parse(&req.config)?;
         // Without a valid list nothing is known to be dead.
         let Some(valid) = req.config.valid_attachments()? else {
@@ -286,7 +292,7 @@ impl Portmap {
         Ok(())
     }
 
-    fn do_status(&self, req: &Request) -> Result<()> {
+    fn status(&self, req: &Request) -> Result<()> {
         config::parse(&req.config)?;
         // Only the `nft`-process backend needs a program; native needs none.
         if self.firewall.is_none() && Backend::select(None) == Backend::Nft && !nft_available() {
@@ -306,30 +312,4 @@ fn nft_available() -> bool {
 fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-impl Plugin for Portmap {
-    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
-        self.do_add(req).map_err(CniError::from)
-    }
-
-    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
-        self.do_del(req).map_err(CniError::from)
-    }
-
-    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
-        self.do_check(req).map_err(CniError::from)
-    }
-
-    fn gc(&self, req: &Request) -> std::result::Result<(), CniError> {
-        self.do_gc(req).map_err(CniError::from)
-    }
-
-    fn status(&self, req: &Request) -> std::result::Result<(), CniError> {
-        self.do_status(req).map_err(CniError::from)
-    }
-
-    fn about(&self) -> String {
-        format!("CNI portmap plugin v{}", env!("CARGO_PKG_VERSION"))
-    }
 }

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use cni_exec::{Plugin, Request};
 use cni_netns::firewall::{default_backend, AttachmentId, Firewall, RuleKind};
 use cni_netns::{sysctl, AddressOptions, Handle, IpNetwork, Link, Netns, Route, SCOPE_HOST};
-use cni_types::{CniError, CniResult, Dns, NetworkConfig};
+use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
 use crate::macvlan::common::{self, fail, interface};
@@ -93,18 +93,6 @@ impl Ptp {
         Ptp { firewall }
     }
 
-    fn cmd_add(&self, req: &Request) -> Result<CniResult> {
-        let conf = PtpConf::load(&req.config)?;
-        let netns = Netns::open(&req.netns)?;
-        let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
-        let mut done = Done::default();
-        let added = self.attach(req, &conf, &host, &netns, &pod, &mut done);
-        if added.is_err() {
-            self.undo(req, &pod, &done);
-        }
-        added
-    }
-
     fn attach(
         &self,
         req: &Request,
@@ -167,8 +155,28 @@ impl Ptp {
             common::undo_ipam(req);
         }
     }
+}
 
-    fn cmd_del(&self, req: &Request) -> Result<()> {
+impl Plugin for Ptp {
+    type Error = crate::Error;
+
+    fn name(&self) -> &str {
+        "ptp"
+    }
+
+    fn add(&self, req: &Request) -> Result<CniResult> {
+        let conf = PtpConf::load(&req.config)?;
+        let netns = Netns::open(&req.netns)?;
+        let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
+        let mut done = Done::default();
+        let added = self.attach(req, &conf, &host, &netns, &pod, &mut done);
+        if added.is_err() {
+            self.undo(req, &pod, &done);
+        }
+        added
+    }
+
+    fn del(&self, req: &Request) -> Result<()> {
         let conf = PtpConf::load(&req.config)?;
         let pod = common::pod_for_del(req)?;
         // Deleting the pod end deletes the pair, and with it the node's
@@ -185,7 +193,7 @@ impl Ptp {
         })
     }
 
-    fn cmd_check(&self, req: &Request) -> Result<()> {
+    fn check(&self, req: &Request) -> Result<()> {
         let conf = PtpConf::load(&req.config)?;
         let netns = Netns::open(&req.netns)?;
         common::ipam_check(req)?;
@@ -201,7 +209,11 @@ impl Ptp {
         Ok(())
     }
 
-    fn cmd_gc(&self, req: &Request) -> Result<()> {
+    fn status(&self, req: &Request) -> Result<()> {
+        common::ipam_status(req)
+    }
+
+    fn gc(&self, req: &Request) -> Result<()> {
         let conf = PtpConf::load(&req.config)?;
         let network = &req.config.name;
         if let (true, Some(valid)) = (conf.ip_masq, req.config.valid_attachments()?) {
@@ -279,31 +291,5 @@ fn gateway_on_host(host: &Handle, veth: &Link, address: IpNetwork, gw: IpAddr) -
     }) {
         Err(e) if !e.is_exists() => Err(e.into()),
         _ => Ok(()),
-    }
-}
-
-impl Plugin for Ptp {
-    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
-        Ok(self.cmd_add(req)?)
-    }
-
-    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(self.cmd_del(req)?)
-    }
-
-    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(self.cmd_check(req)?)
-    }
-
-    fn status(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(common::ipam_status(req)?)
-    }
-
-    fn gc(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(self.cmd_gc(req)?)
-    }
-
-    fn about(&self) -> String {
-        format!("CNI ptp plugin v{}", env!("CARGO_PKG_VERSION"))
     }
 }

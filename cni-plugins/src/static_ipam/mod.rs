@@ -22,7 +22,7 @@
 
 use cni_exec::{Plugin, Request};
 use cni_ipam::static_ipam::{self, StaticConfig};
-use cni_types::{CniError, CniResult};
+use cni_types::CniResult;
 
 use crate::error::Result;
 
@@ -38,36 +38,30 @@ pub fn load(req: &Request) -> Result<StaticConfig> {
     )?)
 }
 
-/// ADD: the configured addresses, routes and DNS.
-pub fn add(req: &Request) -> Result<CniResult> {
-    Ok(static_ipam::add(&load(req)?))
-}
-
-/// CHECK: every configured address found in `prevResult` carries the
-/// configured gateway.
-pub fn check(req: &Request) -> Result<()> {
-    Ok(static_ipam::check_network_config(
-        &req.config,
-        &req.args_raw,
-        &req.ifname,
-    )?)
-}
-
 impl Plugin for Static {
-    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
-        Ok(add(req)?)
+    type Error = crate::Error;
+
+    fn name(&self) -> &str {
+        "static"
+    }
+
+    /// ADD: the configured addresses, routes and DNS.
+    fn add(&self, req: &Request) -> Result<CniResult> {
+        Ok(static_ipam::add(&load(req)?))
     }
 
     /// Nothing was allocated: always succeeds, as Go's.
-    fn del(&self, _req: &Request) -> std::result::Result<(), CniError> {
+    fn del(&self, _req: &Request) -> Result<()> {
         Ok(())
     }
 
-    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(check(req)?)
-    }
-
-    fn about(&self) -> String {
-        format!("CNI static plugin v{}", env!("CARGO_PKG_VERSION"))
+    /// CHECK: every configured address found in `prevResult` carries the
+    /// configured gateway.
+    fn check(&self, req: &Request) -> Result<()> {
+        Ok(static_ipam::check_network_config(
+            &req.config,
+            &req.args_raw,
+            &req.ifname,
+        )?)
     }
 }

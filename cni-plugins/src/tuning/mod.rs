@@ -40,7 +40,7 @@ use std::path::{Path, PathBuf};
 
 use cni_exec::{Plugin, Request};
 use cni_netns::{Handle, MacAddr, Netns};
-use cni_types::{CniError, CniResult};
+use cni_types::CniResult;
 use serde::{Deserialize, Serialize};
 
 pub use config::{sysctl_file_name, TuningConf, DEFAULT_ALLOWLIST, DEFAULT_DATA_DIR};
@@ -338,28 +338,6 @@ impl Tuning {
             .ok_or_else(|| Error::Config("Required prevResult missing".into()))
     }
 
-    fn do_add(&self, req: &Request) -> Result<CniResult> {
-        config::reject_duplicate_sysctls(&req.stdin)?;
-        let conf = TuningConf::parse(req)?;
-        config::check_allowlist(&self.allowlist, &conf.sysctl)?;
-        if req.ifname.contains('/') {
-            return Err(Error::Config(format!(
-                "Interface name ({}) contains an invalid character /",
-                req.ifname
-            )));
-        }
-        let result = self.prev(req)?;
-        let files: Vec<(String, String)> = conf
-            .sysctl
-            .iter()
-            .map(|(k, v)| Ok((sysctl_file_name(k, &req.ifname)?, v.clone())))
-            .collect::<Result<_>>()?;
-
-        in_pod(&req.netns, |handle| {
-            self.add_in_pod(handle, req, &conf, files, result)
-        })
-    }
-
     fn add_in_pod(
         &self,
         handle: &Handle,
@@ -428,8 +406,38 @@ impl Tuning {
         }
         Ok(result)
     }
+}
 
-    fn do_del(&self, req: &Request) -> Result<()> {
+impl Plugin for Tuning {
+    type Error = crate::Error;
+
+    fn name(&self) -> &str {
+        "tuning"
+    }
+
+    fn add(&self, req: &Request) -> Result<CniResult> {
+        config::reject_duplicate_sysctls(&req.stdin)?;
+        let conf = TuningConf::parse(req)?;
+        config::check_allowlist(&self.allowlist, &conf.sysctl)?;
+        if req.ifname.contains('/') {
+            return Err(Error::Config(format!(
+                "Interface name ({}) contains an invalid character /",
+                req.ifname
+            )));
+        }
+        let result = self.prev(req)?;
+        let files: Vec<(String, String)> = conf
+            .sysctl
+            .iter()
+            .map(|(k, v)| Ok((sysctl_file_name(k, &req.ifname)?, v.clone())))
+            .collect::<Result<_>>()?;
+
+        in_pod(&req.netns, |handle| {
+            self.add_in_pod(handle, req, &conf, files, result)
+        })
+    }
+
+    fn del(&self, req: &Request) -> Result<()> {
         let conf = TuningConf::parse(req)?;
         let path = backup_path(&conf.data_dir, &req.container_id, &req.ifname);
         let data = match std::fs::read(&path) {
@@ -454,6 +462,11 @@ impl Tuning {
                 restore_in_pod(&handle, &req.ifname, backup, &path)
             })
             .map_err(netns_err)?
+    }
+
+    fn check(&self, req: &Request) -> Result<()> {
+        let (conf, _) = self.load(req)?;
+        in_pod(&req.netns, |handle| check_in_pod(handle, req, &conf))
     }
 }
 
@@ -482,13 +495,6 @@ fn restore_in_pod(handle: &Handle, ifname: &str, backup: Backup, path: &Path) ->
         // Go keeps the backup and still succeeds.
         tracing::warn!("{}", errs.join("; "));
         Ok(())
-    }
-}
-
-impl Tuning {
-    fn do_check(&self, req: &Request) -> Result<()> {
-        let (conf, _) = self.load(req)?;
-        in_pod(&req.netns, |handle| check_in_pod(handle, req, &conf))
     }
 }
 
@@ -562,24 +568,6 @@ fn check_in_pod(handle: &Handle, req: &Request, conf: &TuningConf) -> Result<()>
         }
     }
     Ok(())
-}
-
-impl Plugin for Tuning {
-    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
-        self.do_add(req).map_err(CniError::from)
-    }
-
-    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
-        self.do_del(req).map_err(CniError::from)
-    }
-
-    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
-        self.do_check(req).map_err(CniError::from)
-    }
-
-    fn about(&self) -> String {
-        format!("CNI tuning plugin v{}", env!("CARGO_PKG_VERSION"))
-    }
 }
 
 #[cfg(test)]

@@ -40,6 +40,10 @@ fn each_route(req: &Request, op: Op, missing_ok: bool) -> Result<Vec<Route>, Cni
 struct ExtraRoutes;
 
 impl Plugin for ExtraRoutes {
+    type Error = cni_types::CniError;
+    fn name(&self) -> &str {
+        "extra-routes"
+    }
     fn add(&self, req: &Request) -> Result<CniResult, CniError> {
         let mut result = req.config.prev_result()?.ok_or_else(|| {
             CniError::invalid_config("extra-routes must be chained: no prevResult")
@@ -57,4 +61,56 @@ impl Plugin for ExtraRoutes {
 
 fn main() {
     cni_exec::run(&ExtraRoutes)
+}
+
+/// A plugin author's unit tests: a [`Request`] built in code, the plugin
+/// called directly. No root, no processes, no environment variables.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cni_exec::Command;
+    use cni_types::{ErrorCode, IpConfig, NetworkConfig};
+    use serde_json::json;
+
+    fn request(command: Command, conf: NetworkConfig) -> Request {
+        Request::builder(command, conf)
+            .container_id("c1")
+            .netns("/run/netns/no-such-pod-here")
+            .ifname("eth0")
+            .build()
+            .unwrap()
+    }
+
+    fn conf(prev: Option<&CniResult>) -> NetworkConfig {
+        let mut b = NetworkConfig::builder("net", "extra-routes")
+            .cni_version("1.0.0")
+            .specific("routes", json!([{"dst": "192.0.2.0/24"}]));
+        if let Some(p) = prev {
+            b = b.prev_result(p);
+        }
+        b.build().unwrap()
+    }
+
+    #[test]
+    fn add_must_be_chained() {
+        let e = ExtraRoutes
+            .add(&request(Command::Add, conf(None)))
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidNetworkConfig);
+    }
+
+    #[test]
+    fn add_fails_cleanly_when_the_pod_is_missing() {
+        let mut prev = CniResult::default();
+        prev.ips.push(IpConfig::new("10.0.0.2/24".parse().unwrap()));
+        let e = ExtraRoutes
+            .add(&request(Command::Add, conf(Some(&prev))))
+            .unwrap_err();
+        assert!(e.msg.contains("no-such-pod-here"), "{}", e.msg);
+    }
+
+    #[test]
+    fn del_of_a_vanished_pod_succeeds() {
+        ExtraRoutes.del(&request(Command::Del, conf(None))).unwrap();
+    }
 }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use cni_exec::{Plugin, Request};
-use cni_types::{CniError, CniResult, Version};
+use cni_types::CniResult;
 use serde_json::{Map, Value};
 
 use crate::multus::delegate::Delegate;
@@ -175,37 +175,41 @@ fn kube_ref(k: &Option<SharedKube>) -> Option<&dyn KubeClient> {
 }
 
 impl Plugin for DaemonPlugin {
-    fn add(&self, req: &Request) -> Result<CniResult, CniError> {
-        let (conf, kube, exec) = self.ctx(req, true)?;
-        Ok(cmd_add(&conf, &pod_request(req)?, kube_ref(&kube), &exec)?)
+    type Error = Error;
+
+    fn name(&self) -> &str {
+        "multus-daemon"
     }
 
-    fn del(&self, req: &Request) -> Result<(), CniError> {
+    fn add(&self, req: &Request) -> Result<CniResult, Error> {
+        let (conf, kube, exec) = self.ctx(req, true)?;
+        cmd_add(&conf, &pod_request(req)?, kube_ref(&kube), &exec)
+    }
+
+    fn del(&self, req: &Request) -> Result<(), Error> {
         let (conf, kube, exec) = self.ctx(req, false)?;
-        Ok(cmd_del(&conf, &pod_request(req)?, kube_ref(&kube), &exec)?)
+        cmd_del(&conf, &pod_request(req)?, kube_ref(&kube), &exec)
     }
 
-    fn check(&self, req: &Request) -> Result<(), CniError> {
+    fn check(&self, req: &Request) -> Result<(), Error> {
         let (conf, kube, exec) = self.ctx(req, true)?;
-        Ok(cmd_check(
-            &conf,
-            &pod_request(req)?,
-            kube_ref(&kube),
-            &exec,
-        )?)
+        cmd_check(&conf, &pod_request(req)?, kube_ref(&kube), &exec)
     }
 
-    fn status(&self, req: &Request) -> Result<(), CniError> {
+    fn status(&self, req: &Request) -> Result<(), Error> {
         let (conf, kube, exec) = self.ctx(req, true)?;
-        Ok(cmd_status(&conf, kube_ref(&kube), &exec)?)
+        cmd_status(&conf, kube_ref(&kube), &exec)
     }
 
-    fn gc(&self, req: &Request) -> Result<(), CniError> {
+    fn gc(&self, req: &Request) -> Result<(), Error> {
         let (conf, kube, exec) = self.ctx(req, true)?;
-        Ok(cmd_gc(&conf, kube_ref(&kube), &exec)?)
+        cmd_gc(&conf, kube_ref(&kube), &exec)
     }
 
-    fn supported_versions(&self) -> Vec<Version> {
-        Version::ALL.to_vec()
+    /// None: the daemon serves requests over its socket and is never run
+    /// by hand, so a request without `CNI_COMMAND` fails instead of
+    /// printing one.
+    fn about(&self) -> String {
+        String::new()
     }
 }

@@ -448,16 +448,28 @@ struct DelegateEndpoint<'a> {
 }
 
 impl cni_exec::Plugin for DelegateEndpoint<'_> {
-    fn add(&self, req: &cni_exec::Request) -> Result<cni_types::CniResult, CniError> {
+    type Error = crate::Error;
+
+    fn name(&self) -> &str {
+        "multus-delegate"
+    }
+
+    fn add(&self, req: &cni_exec::Request) -> crate::Result<cni_types::CniResult> {
         Ok(self
             .plugin
             .delegate(req, self.attrs.as_ref())?
             .unwrap_or_default())
     }
 
-    fn del(&self, req: &cni_exec::Request) -> Result<(), CniError> {
+    fn del(&self, req: &cni_exec::Request) -> crate::Result<()> {
         self.plugin.delegate(req, self.attrs.as_ref())?;
         Ok(())
+    }
+
+    /// None: the endpoint is only reached through the daemon's socket, so
+    /// a request without `CNI_COMMAND` fails instead of printing one.
+    fn about(&self) -> String {
+        String::new()
     }
 }
 

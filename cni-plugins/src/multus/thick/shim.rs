@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cni_exec::{Plugin, Request};
-use cni_types::{CniError, CniResult, ErrorCode, Version};
+use cni_types::{CniError, CniResult, ErrorCode};
 use serde_json::{Map, Value};
 
 use super::api::{self, CniRequest, CniResponse};
@@ -102,8 +102,10 @@ fn forward(req: &Request) -> Result<Result<CniResponse, CniError>, Error> {
     )
 }
 
-fn answer(req: &Request) -> Result<CniResponse, CniError> {
-    forward(req).map_err(CniError::from)?
+/// The daemon's reply to `req`; a daemon failure is its error reply,
+/// passed on unchanged.
+fn answer(req: &Request) -> Result<CniResponse, Error> {
+    forward(req)?.map_err(Error::Cni)
 }
 
 /// DEL without the daemon: the thin plugin's DEL from the delegate cache
@@ -121,47 +123,45 @@ pub fn fallback_del(req: &Request) -> Result<(), CniError> {
 }
 
 impl Plugin for Shim {
-    fn add(&self, req: &Request) -> Result<CniResult, CniError> {
+    type Error = Error;
+
+    fn name(&self) -> &str {
+        "multus-shim"
+    }
+
+    fn add(&self, req: &Request) -> Result<CniResult, Error> {
         let resp = answer(req)?;
         let Some(v) = resp.result else {
-            return Err(CniError::new(
+            return Err(Error::Cni(CniError::new(
                 ErrorCode::DecodingFailure,
                 "multus daemon sent no result for ADD",
                 "",
-            ));
+            )));
         };
-        let (_, r) = CniResult::from_value(&v, req.version).map_err(|e| e.to_cni_error())?;
+        let (_, r) = CniResult::from_value(&v, req.version)?;
         Ok(r)
     }
 
-    fn del(&self, req: &Request) -> Result<(), CniError> {
+    fn del(&self, req: &Request) -> Result<(), Error> {
         match forward(req) {
-            Ok(r) => r.map(|_| ()),
+            Ok(r) => r.map(|_| ()).map_err(Error::Cni),
             Err(e @ Error::DaemonUnreachable { .. }) => {
                 tracing::warn!("{e}; deleting from the delegate cache in-process");
-                fallback_del(req)
+                fallback_del(req).map_err(Error::Cni)
             }
-            Err(e) => Err(e.into()),
+            Err(e) => Err(e),
         }
     }
 
-    fn check(&self, req: &Request) -> Result<(), CniError> {
+    fn check(&self, req: &Request) -> Result<(), Error> {
         answer(req).map(|_| ())
     }
 
-    fn status(&self, req: &Request) -> Result<(), CniError> {
+    fn status(&self, req: &Request) -> Result<(), Error> {
         answer(req).map(|_| ())
     }
 
-    fn gc(&self, req: &Request) -> Result<(), CniError> {
+    fn gc(&self, req: &Request) -> Result<(), Error> {
         answer(req).map(|_| ())
-    }
-
-    fn supported_versions(&self) -> Vec<Version> {
-        Version::ALL.to_vec()
-    }
-
-    fn about(&self) -> String {
-        "multus-shim: forwards CNI requests to the multus daemon, Rust implementation".into()
     }
 }

@@ -1,0 +1,171 @@
+//! The executor vocabulary, shared by both ends of the protocol and
+//! depending on nothing else in this crate: the [`Command`], the `CNI_*`
+//! environment of one invocation ([`PluginEnv`]), the [`Exec`] trait that
+//! runs a plugin, and [`NoExec`], the executor that runs nothing.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use cni_types::CniError;
+
+use crate::Error;
+
+/// A CNI command (`CNI_COMMAND`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Command {
+    /// `ADD`: attach the container to the network.
+    Add,
+    /// `CHECK`: verify an attachment (spec 0.4.0 on).
+    Check,
+    /// `DEL`: detach; must succeed when already detached.
+    Del,
+    /// `GC`: release resources of attachments not in the valid list (1.1.0).
+    Gc,
+    /// `STATUS`: can the plugin service ADD requests (1.1.0).
+    Status,
+    /// `VERSION`: report the supported spec versions.
+    Version,
+}
+
+impl Command {
+    /// The wire name (`ADD`, `DEL`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Command::Add => "ADD",
+            Command::Check => "CHECK",
+            Command::Del => "DEL",
+            Command::Gc => "GC",
+            Command::Status => "STATUS",
+            Command::Version => "VERSION",
+        }
+    }
+
+    /// Parses a wire name (exact, upper case, as the Go skel matches).
+    pub fn parse(s: &str) -> Option<Command> {
+        Some(match s {
+            "ADD" => Command::Add,
+            "CHECK" => Command::Check,
+            "DEL" => Command::Del,
+            "GC" => Command::Gc,
+            "STATUS" => Command::Status,
+            "VERSION" => Command::Version,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for Command {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The `CNI_*` variables of one invocation (what Go's `invoke.Args` turns
+/// into an environment). Every variable is set, empty when unused, as
+/// libcni does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PluginEnv {
+    /// `CNI_COMMAND`.
+    pub command: Command,
+    /// `CNI_CONTAINERID`.
+    pub container_id: String,
+    /// `CNI_NETNS`.
+    pub netns: String,
+    /// `CNI_ARGS` (`K=V;K=V`).
+    pub args: String,
+    /// `CNI_IFNAME`.
+    pub ifname: String,
+    /// `CNI_PATH` (`:`-separated).
+    pub path: String,
+    /// Further variables (set after the `CNI_*` ones, so they win).
+    pub extra: Vec<(String, String)>,
+}
+
+impl PluginEnv {
+    /// An environment with only the command and `CNI_PATH` set (GC, STATUS).
+    pub fn new(command: Command, path: impl Into<String>) -> Self {
+        PluginEnv {
+            command,
+            container_id: String::new(),
+            netns: String::new(),
+            args: String::new(),
+            ifname: String::new(),
+            path: path.into(),
+            extra: Vec::new(),
+        }
+    }
+
+    /// The variables as `(name, value)` pairs, `CNI_*` first.
+    pub fn vars(&self) -> Vec<(&str, &str)> {
+        let mut v = vec![
+            ("CNI_COMMAND", self.command.as_str()),
+            ("CNI_CONTAINERID", self.container_id.as_str()),
+            ("CNI_NETNS", self.netns.as_str()),
+            ("CNI_ARGS", self.args.as_str()),
+            ("CNI_IFNAME", self.ifname.as_str()),
+            ("CNI_PATH", self.path.as_str()),
+        ];
+        v.extend(self.extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        v
+    }
+}
+
+/// Runs plugins. Two implementations: [`ProcessExec`](crate::ProcessExec) (fork/exec, the
+/// reference behaviour) and [`InProcessExec`](crate::InProcessExec) (a registry of [`Plugin`](crate::Plugin)
+/// values called through [`dispatch`](crate::dispatch)).
+pub trait Exec: Send + Sync {
+    /// Resolves a plugin type to what [`Exec::exec_plugin`] runs.
+    fn find_plugin(&self, plugin_type: &str, paths: &[PathBuf]) -> Result<PathBuf, Error>;
+
+    /// Runs the plugin with `stdin` and `env`; returns its stdout on
+    /// success, its error reply ([`Error::Plugin`]) on failure.
+    fn exec_plugin(&self, plugin: &Path, stdin: &[u8], env: &PluginEnv) -> Result<Vec<u8>, Error>;
+}
+
+/// An executor that runs nothing: delegation through it fails with
+/// [`Error::NoExecutor`]. What [`Env::new`](crate::Env::new) starts with, so
+/// a pure [`dispatch`](crate::dispatch)(crate::dispatch) never starts a process unless the
+/// caller hands it an executor that does.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoExec;
+
+impl Exec for NoExec {
+    fn find_plugin(&self, plugin_type: &str, _paths: &[PathBuf]) -> Result<PathBuf, Error> {
+        Err(Error::NoExecutor(plugin_type.to_string()))
+    }
+
+    fn exec_plugin(
+        &self,
+        plugin: &Path,
+        _stdin: &[u8],
+        _env: &PluginEnv,
+    ) -> Result<Vec<u8>, Error> {
+        Err(Error::NoExecutor(plugin.display().to_string()))
+    }
+}
+
+/// Go's `RawExec.pluginErr`: the plugin's error reply, or one built from
+/// its stderr or its unparsable stdout.
+pub fn plugin_error(status_text: &str, stdout: &[u8], stderr: &[u8]) -> CniError {
+    let msg = |m: String| CniError::new(cni_types::ErrorCode::Unknown, m, "");
+    if stdout.is_empty() {
+        if stderr.is_empty() {
+            msg(format!(
+                "netplugin failed with no error message: {status_text}"
+            ))
+        } else {
+            msg(format!(
+                "netplugin failed: {:?}: {status_text}",
+                String::from_utf8_lossy(stderr)
+            ))
+        }
+    } else {
+        match serde_json::from_slice::<CniError>(stdout) {
+            Ok(e) => e,
+            Err(e) => msg(format!(
+                "netplugin failed but error parsing its diagnostic message {:?}: {e}",
+                String::from_utf8_lossy(stdout)
+            )),
+        }
+    }
+}
