@@ -40,7 +40,7 @@ use std::path::{Path, PathBuf};
 
 use cni_exec::{Plugin, Request};
 use cni_netns::FileLock;
-use cni_types::{CniError, CniResult, Version};
+use cni_types::{CniResult, Version};
 use serde::{Deserialize, Serialize};
 
 pub use config::{
@@ -289,27 +289,33 @@ impl Firewall {
 }
 
 impl Plugin for Firewall {
-    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
-        self.do_add(req).map_err(CniError::from)
+    type Error = Error;
+
+    fn name(&self) -> &str {
+        "firewall"
     }
 
-    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
-        self.do_del(req).map_err(CniError::from)
+    fn add(&self, req: &Request) -> Result<CniResult> {
+        self.do_add(req)
     }
 
-    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
-        self.do_check(req).map_err(CniError::from)
+    fn del(&self, req: &Request) -> Result<()> {
+        self.do_del(req)
     }
 
-    fn gc(&self, req: &Request) -> std::result::Result<(), CniError> {
-        self.do_gc(req).map_err(CniError::from)
+    fn check(&self, req: &Request) -> Result<()> {
+        self.do_check(req)
+    }
+
+    fn gc(&self, req: &Request) -> Result<()> {
+        self.do_gc(req)
     }
 
     /// Ready, except with the firewalld backend, which this build cannot
     /// serve (code 50). Go registers no STATUS.
-    fn status(&self, req: &Request) -> std::result::Result<(), CniError> {
-        match FirewallConf::parse(req).map_err(CniError::from)?.backend {
-            Backend::Firewalld => Err(CniError::from(firewalld_unavailable())),
+    fn status(&self, req: &Request) -> Result<()> {
+        match FirewallConf::parse(req)?.backend {
+            Backend::Firewalld => Err(firewalld_unavailable()),
             _ => Ok(()),
         }
     }
@@ -321,9 +327,5 @@ impl Plugin for Firewall {
             .copied()
             .filter(|v| *v >= Version::V0_4_0)
             .collect()
-    }
-
-    fn about(&self) -> String {
-        format!("CNI firewall plugin v{}", env!("CARGO_PKG_VERSION"))
     }
 }

@@ -37,7 +37,7 @@ use std::net::IpAddr;
 
 use cni_exec::{Plugin, Request};
 use cni_netns::{Family, FileLock, Handle, Link, Netns, Route, Rule, TABLE_MAIN};
-use cni_types::{CniError, CniResult, IpConfig};
+use cni_types::{CniResult, IpConfig};
 
 pub use config::{SbrConf, FIRST_TABLE};
 
@@ -387,20 +387,22 @@ fn del_rules(h: &Handle, link: &Link, extra: &[IpAddr], fixed: Option<u32>) -> R
 }
 
 impl Plugin for Sbr {
-    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
-        self.do_add(req).map_err(CniError::from)
+    type Error = Error;
+
+    fn name(&self) -> &str {
+        "sbr"
     }
 
-    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
-        self.do_del(req).map_err(CniError::from)
+    fn add(&self, req: &Request) -> Result<CniResult> {
+        self.do_add(req)
     }
 
-    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
-        self.do_check(req).map_err(CniError::from)
+    fn del(&self, req: &Request) -> Result<()> {
+        self.do_del(req)
     }
 
-    fn about(&self) -> String {
-        format!("CNI sbr plugin v{}", env!("CARGO_PKG_VERSION"))
+    fn check(&self, req: &Request) -> Result<()> {
+        self.do_check(req)
     }
 }
 
