@@ -145,36 +145,36 @@ impl Firewall {
         let prev = config::required_prev(req)?;
         let ips = addresses(&prev);
         let bridge = bridge_name(&conf, &prev)?;
+        if conf.backend == Backend::Firewalld {
+            return Err(firewalld_unavailable());
+        }
         let _lock = lock(&conf)?;
-        match &conf.backend {
-            Backend::Iptables => {
-                let state = state_path(&conf, &req.container_id, &req.ifname);
+        let opened = match &conf.backend {
+            Backend::Nftables {
+                family,
+                table,
+                chain,
+            } => nftables::NodeTable::new(family, table, chain)
+                .add(&tag(&conf.network, &req.container_id, &req.ifname), &ips),
+            _ => {
                 let record = Attachment {
                     container_id: req.container_id.clone(),
                     ifname: req.ifname.clone(),
                     ips: ips.clone(),
                 };
-                write_state(&state, &record)?;
-                if let Err(e) = iptables::add(&ips, &conf.admin_chain) {
-                    remove_state(&state);
-                    return Err(e);
-                }
+                write_state(&state_path(&conf, &req.container_id, &req.ifname), &record)
+                    .and_then(|()| iptables::add(&ips, &conf.admin_chain))
             }
-            Backend::Firewalld => return Err(firewalld_unavailable()),
-            Backend::Nftables {
-                family,
-                table,
-                chain,
-            } => {
-                let t = nftables::NodeTable::new(family, table, chain);
-                t.add(&tag(&conf.network, &req.container_id, &req.ifname), &ips)?;
-            }
-        }
-        if let Some(br) = bridge {
-            if let Err(e) = iptables::setup_isolation(&ips, &br, conf.ingress) {
-                let _ = self.remove(&conf, req, &ips);
-                return Err(e);
-            }
+        };
+        let isolated = opened.and_then(|()| match &bridge {
+            Some(br) => iptables::setup_isolation(&ips, br, conf.ingress),
+            None => Ok(()),
+        });
+        if let Err(e) = isolated {
+            // Every family's address rules go, not only the failed one's
+            // (Go cleans up the failing family only).
+            let _ = self.remove(&conf, req, &ips);
+            return Err(e);
         }
         Ok(prev)
     }

@@ -498,6 +498,29 @@ fn firewall_iptables_gc_and_bad_input() {
         50,
         "firewalld backend:",
     );
+    // ip6tables fails after the IPv4 rules went in: they go again.
+    let broken = tempfile::tempdir().expect("tempdir");
+    std::os::unix::fs::symlink("/usr/sbin/iptables-nft", broken.path().join("iptables")).unwrap();
+    std::os::unix::fs::symlink("/bin/false", broken.path().join("ip6tables")).unwrap();
+    let mut c: Command = plugin_cmd(OURS, "ADD", "/run/netns/pod", "eth0", "cy");
+    c.env("PATH", format!("{}:/usr/bin:/bin", broken.path().display()));
+    let dual = conf(
+        "1.0.0",
+        extra.clone(),
+        "br",
+        &["10.88.3.77/24", "fd00:3::77/64"],
+    );
+    let e = reply(&node.output(c, dual.as_bytes())).expect_err("ip6tables fails");
+    assert!(e["msg"].as_str().unwrap().contains("ip6tables"), "{e}");
+    assert!(
+        !v.ipt(&node, false, &["-S"]).contains("10.88.3.77"),
+        "IPv4 rules removed"
+    );
+    assert!(
+        !state.path().join("fwnet").join("cy_eth0").exists(),
+        "no state left"
+    );
+
     // STATUS says the firewalld backend cannot serve ADD.
     let mut status: Value = serde_json::from_str(&conf(
         "1.1.0",

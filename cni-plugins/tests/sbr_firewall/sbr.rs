@@ -53,6 +53,21 @@ fn pod(prefix: &str) -> Ns {
     ns.ip(&["addr", "add", "10.0.0.2/24", "dev", "eth0"]);
     ns.ip(&["route", "add", "192.168.2.0/24", "via", "192.168.1.2"]);
     ns.ip(&["route", "add", "default", "via", "10.0.0.1"]);
+    // The kernel adds the IPv6 link-local addresses and routes when the
+    // links come up (after DAD): wait for them, so that twin namespaces
+    // compare equal and the routes to copy exist.
+    let settled = crate::nodenet::wait_until(std::time::Duration::from_secs(10), || {
+        let routes = ns.ip(&["-6", "route", "show", "table", "all"]);
+        ns.ip(&["-6", "addr", "show", "tentative"])
+            .trim()
+            .is_empty()
+            && ["net1", "peer1", "eth0", "peer0"].iter().all(|l| {
+                routes.contains(&format!("fe80::/64 dev {l} "))
+                    && routes.contains(&format!("ff00::/8 dev {l} "))
+            })
+            && routes.contains("local fd00::5 dev net1")
+    });
+    assert!(settled, "IPv6 link-local setup in {}", ns.name);
     ns
 }
 
