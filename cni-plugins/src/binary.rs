@@ -56,6 +56,8 @@ pub fn all_delegates() -> SameBuildExec {
         .register("bandwidth", || Arc::new(crate::bandwidth::Bandwidth::new()))
         .register("portmap", || Arc::new(crate::portmap::Portmap::new()))
         .register("flannel", || Arc::new(crate::flannel::Flannel::new()))
+        .register("sbr", || Arc::new(crate::sbr::Sbr::new()))
+        .register("firewall", || Arc::new(crate::firewall::Firewall::new()))
 }
 
 /// Defines a plugin binary's `main`: the binary carries the marker of

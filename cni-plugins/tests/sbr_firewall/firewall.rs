@@ -375,6 +375,8 @@ fn firewall_nftables_backend_opens_foreign_table() {
     assert_eq!(own.matches("10.88.3.5").count(), 2, "{own}");
 
     fw(&lab.node, None, OURS, "DEL", "c0", &c0).expect("DEL c0");
+    let err = fw(&lab.node, None, OURS, "CHECK", "c0", &c0).expect_err("CHECK after DEL");
+    assert!(err["msg"].as_str().unwrap().contains("not found"), "{err}");
     assert!(!reach(p0, "10.99.0.2:8080"), "c0 blocked after its DEL");
     assert!(reach(p1, "10.99.0.2:8080"), "c1 still open");
     assert_eq!(jumps(&lab.node), 1, "the jump stays while pods remain");

@@ -210,6 +210,11 @@ fn sbr_table_mode_adds_rules_only() {
     assert_eq!(to5000, ["192.168.101.209", "192.168.1.209"]);
     sbr(OURS, "CHECK", &ns.path(), &stdin).expect("CHECK");
     sbr(OURS, "DEL", &ns.path(), &stdin).expect("DEL");
+    let err = sbr(OURS, "CHECK", &ns.path(), &stdin).expect_err("CHECK after DEL");
+    assert!(
+        err["msg"].as_str().unwrap().contains("no rule from"),
+        "{err}"
+    );
     assert_eq!(before, state(&ns), "DEL restores the rules");
 
     // A table used by another interface's rule is refused, naming the field.
