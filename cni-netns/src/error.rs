@@ -187,6 +187,17 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Creating a tun/tap device (`/dev/net/tun` ioctls, or `ip tuntap`
+    /// under an SELinux context) failed.
+    #[error("{op} in {netns}: {reason}")]
+    Tun {
+        /// The operation and the device.
+        op: String,
+        /// The namespace.
+        netns: String,
+        /// What failed.
+        reason: String,
+    },
     // ---- end of namespaces/netlink block ----
     // ---- firewall / conntrack ----
     /// The `nft` binary could not be started or talked to.
@@ -295,6 +306,29 @@ pub enum Error {
         source: io::Error,
     },
     // ---- end firewall / conntrack ----
+    // ---- iptables / foreign nft tables (firewall plugin) ----
+    /// A firewall program (`iptables`, `ip6tables`, `nft`) could not be started.
+    #[error("{op}: run {program}: {source}")]
+    ToolSpawn {
+        /// What was being done.
+        op: String,
+        /// The program.
+        program: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// A firewall program refused a command.
+    #[error("{op}: {command}: {message}")]
+    FirewallTool {
+        /// What was being done.
+        op: String,
+        /// The command line.
+        command: String,
+        /// What the program printed on stderr (or its exit status).
+        message: String,
+    },
+    // ---- end iptables / foreign nft tables ----
     // ---- native nf_tables (nftnative) ----
     /// The kernel refused a native nf_tables request (or its socket failed).
     #[error("{op} for {attachment}: {object}: {source}")]

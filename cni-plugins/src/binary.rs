@@ -77,6 +77,13 @@ pub fn all_delegates() -> SameBuildExec {
             Arc::new(crate::portmap::Portmap::new().with_backend(firewall_backend()))
         })
         .register("flannel", || Arc::new(crate::flannel::Flannel::new()))
+        .register("vlan", || Arc::new(crate::vlan::Vlan))
+        .register("vrf", || Arc::new(crate::vrf::VrfPlugin))
+        .register("dummy", || Arc::new(crate::dummy::Dummy))
+        .register("tap", || Arc::new(crate::tap::Tap))
+        .register("passthru", || Arc::new(crate::passthru::Passthru))
+        .register("sbr", || Arc::new(crate::sbr::Sbr::new()))
+        .register("firewall", || Arc::new(crate::firewall::Firewall::new()))
 }
 
 /// Defines a plugin binary's `main`: the binary carries the marker of

@@ -5,7 +5,9 @@
 pub mod bandwidth;
 pub mod binary;
 pub mod bridge;
+pub mod dummy;
 mod error;
+pub mod firewall;
 pub mod flannel;
 pub mod host_device;
 pub mod host_local;
@@ -13,9 +15,14 @@ pub mod ipvlan;
 pub mod loopback;
 pub mod macvlan;
 pub mod multus;
+pub mod passthru;
 pub mod portmap;
 pub mod ptp;
+pub mod sbr;
 pub mod static_ipam;
+pub mod tap;
 pub mod tuning;
+pub mod vlan;
+pub mod vrf;
 
 pub use error::{Error, Result};

@@ -294,3 +294,86 @@ pub(crate) fn find_master(
         }
     })
 }
+
+/// The plugin's own section of the config, its keys matched to `keys`
+/// case-insensitively as Go's `encoding/json` does (the tap docs spell
+/// `selinuxcontext` what the Go struct tags `selinuxContext`).
+pub(crate) fn go_conf<T: serde::de::DeserializeOwned>(
+    config: &cni_types::NetworkConfig,
+    keys: &[&str],
+) -> Result<T> {
+    let mut raw = config.specific().clone();
+    cni_types::json::canonicalize_keys(&mut raw, keys);
+    T::deserialize(serde_json::Value::Object(raw))
+        .map_err(|e| cni_types::Error::InvalidConfig(format!("failed to load netconf: {e}")).into())
+}
+
+/// A link stacked on a master (macvlan, ipvlan, vlan; tap reuses it for
+/// the rename), created under a temporary name
+/// ([`temp_link_name`]) by `create(creator, name, target)`: from the host
+/// straight into the pod (`target` is the pod's namespace), or, with
+/// `linkInContainer`, inside the pod next to its master; then renamed to
+/// `ifname` inside the pod. A failed rename deletes the link.
+pub(crate) fn create_stacked_link(
+    link_in_container: bool,
+    host: &Handle,
+    netns: &Netns,
+    pod: &Handle,
+    ifname: &str,
+    create: impl FnOnce(&Handle, String, Option<&Netns>) -> cni_netns::Result<()>,
+) -> Result<Link> {
+    let tmp = temp_link_name();
+    let (creator, target) = if link_in_container {
+        (pod, None)
+    } else {
+        (host, Some(netns))
+    };
+    create(creator, tmp.clone(), target)?;
+    let link = pod.link_by_name(&tmp)?;
+    let renamed = pod
+        .rename(link.index, ifname)
+        .and_then(|()| pod.link_by_index(link.index));
+    if renamed.is_err() {
+        let _ = pod.delete_link(link.index);
+    }
+    Ok(renamed?)
+}
+
+/// Sets the IPAM result's addresses on the pod's only interface (index
+/// 0) and names that interface, as Go's single-interface plugins do.
+pub(crate) fn single_interface_result(ipam: CniResult, link: &Link, sandbox: &str) -> CniResult {
+    let mut result = ipam;
+    for ip in &mut result.ips {
+        ip.interface = Some(0);
+    }
+    result.interfaces = vec![interface(link, sandbox)];
+    result
+}
+
+/// The pod link's MAC as macvlan and tap pick it: the config's `mac`,
+/// overridden by `CNI_ARGS` `MAC`, overridden by `runtimeConfig.mac`.
+pub(crate) fn requested_mac(
+    config: &cni_types::NetworkConfig,
+    cni_args: &str,
+    conf_mac: String,
+) -> Result<Option<cni_netns::MacAddr>> {
+    let mut mac = conf_mac;
+    let args = cni_types::CniArgs::parse(cni_args)?;
+    args.check_known(&["MAC"])?;
+    if let Some(m) = args.get("MAC").filter(|m| !m.is_empty()) {
+        mac = m.to_owned();
+    }
+    if let Some(m) = config.runtime_config.as_ref().and_then(|r| r.mac.as_ref()) {
+        if !m.is_empty() {
+            mac.clone_from(m);
+        }
+    }
+    match mac.as_str() {
+        "" => Ok(None),
+        m => Ok(Some(m.parse().map_err(|_| {
+            fail(format!(
+                "invalid args {m} for MAC addr: invalid MAC address"
+            ))
+        })?)),
+    }
+}

@@ -23,7 +23,7 @@ pub(crate) mod common;
 
 use cni_exec::{Plugin, Request};
 use cni_netns::{Handle, Link, MacAddr, MacvlanMode, MacvlanSpec, Netns};
-use cni_types::{CniArgs, CniResult, Dns, NetworkConfig};
+use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
 use crate::Result;
@@ -77,25 +77,7 @@ impl MacvlanConf {
             .map_err(|_| fail(format!("unknown macvlan mode: {:?}", raw.mode)))?;
         let mtu = u32::try_from(raw.mtu)
             .map_err(|_| fail(format!("invalid MTU {}, must be >= 0", raw.mtu)))?;
-        let mut mac = raw.mac;
-        let args = CniArgs::parse(cni_args)?;
-        args.check_known(&["MAC"])?;
-        if let Some(m) = args.get("MAC").filter(|m| !m.is_empty()) {
-            mac = m.to_owned();
-        }
-        if let Some(m) = config.runtime_config.as_ref().and_then(|r| r.mac.as_ref()) {
-            if !m.is_empty() {
-                mac.clone_from(m);
-            }
-        }
-        let mac = match mac.as_str() {
-            "" => None,
-            m => Some(m.parse().map_err(|_| {
-                fail(format!(
-                    "invalid args {m} for MAC addr: invalid MAC address"
-                ))
-            })?),
-        };
+        let mac = common::requested_mac(config, cni_args, raw.mac)?;
         Ok(MacvlanConf {
             master: raw.master,
             mode,
@@ -190,31 +172,33 @@ fn create_macvlan(
     pod: &Handle,
     ifname: &str,
 ) -> Result<Link> {
-    let tmp = common::temp_link_name();
-    let (creator, target) = if conf.link_in_container {
-        (pod, None)
-    } else {
-        (host, Some(netns))
+    let link = common::create_stacked_link(
+        conf.link_in_container,
+        host,
+        netns,
+        pod,
+        ifname,
+        |creator, name, target| {
+            creator.add_macvlan(&MacvlanSpec {
+                name,
+                parent: master.index,
+                mode: conf.mode,
+                mtu: (conf.mtu > 0).then_some(conf.mtu),
+                mac: conf.mac,
+                netns: target,
+            })
+        },
+    )?;
+    let Some(len) = conf.bc_queue_len else {
+        return Ok(link);
     };
-    creator.add_macvlan(&MacvlanSpec {
-        name: tmp.clone(),
-        parent: master.index,
-        mode: conf.mode,
-        mtu: (conf.mtu > 0).then_some(conf.mtu),
-        mac: conf.mac,
-        netns: target,
-    })?;
-    let link = pod.link_by_name(&tmp)?;
-    let renamed = pod.rename(link.index, ifname).and_then(|()| {
-        if let Some(len) = conf.bc_queue_len {
-            pod.set_macvlan_bc_queue_len(link.index, len)?;
-        }
-        pod.link_by_index(link.index)
-    });
-    if renamed.is_err() {
+    let queued = pod
+        .set_macvlan_bc_queue_len(link.index, len)
+        .and_then(|()| pod.link_by_index(link.index));
+    if queued.is_err() {
         let _ = pod.delete_link(link.index);
     }
-    Ok(renamed?)
+    Ok(queued?)
 }
 
 /// Everything after the link exists: addresses from IPAM (or just up for
