@@ -33,10 +33,10 @@ scripts/conformance.sh
 # root, and cni-conformance on its own plugin binary.
 scripts/outside-crate.sh
 # The nft-process firewall backend keeps full coverage (native is the default).
-CNI_FIREWALL_BACKEND=nft cargo test --locked -p cni-netns --test firewall --test firewall_traffic
+CNI_FIREWALL_BACKEND=nft cargo test --locked -p cni-netns --test netns -- firewall:: firewall_traffic::
 # Tests on the node's default paths (cni0, /run/flannel/subnet.env): they save
 # and restore what was there, and must run alone.
-cargo test --locked -p cni-plugins --test flannel_e2e -- --ignored --test-threads=1
+cargo test --locked -p cni-plugins --test plugins -- --ignored --test-threads=1 flannel_e2e::
 # The end-to-end benchmark in smoke mode (a few pods, our plugins exec'd and
 # in-process, and the Go plugins): it must keep working; figures come from
 # full runs (BENCHMARKS.md).
