@@ -1,5 +1,7 @@
 //! Inputs the fuzz targets (`fuzz/`) found to crash, hang or exhaust
 //! memory, kept as regular tests with the input bytes inline.
+// The kubeconfig cases are multus's: needs the `multus` feature.
+#![cfg(feature = "multus")]
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -7,6 +7,8 @@
 //! Nothing here reaches the kernel: every case fails in the runner (skel)
 //! or in the plugin's config and argument checks, before a namespace is
 //! opened; `CNI_NETNS` names a path that does not exist.
+// Runs the multus binaries too: needs the `multus` feature.
+#![cfg(feature = "multus")]
 
 use std::io::{Read, Write};
 use std::path::Path;

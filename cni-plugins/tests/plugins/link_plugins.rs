@@ -36,6 +36,7 @@ fn ours(name: &str) -> PathBuf {
         "passthru" => env!("CARGO_BIN_EXE_passthru"),
         "tuning" => env!("CARGO_BIN_EXE_tuning"),
         "host-local" => env!("CARGO_BIN_EXE_host-local"),
+        #[cfg(feature = "multus")]
         "multus" => env!("CARGO_BIN_EXE_multus"),
         other => panic!("no binary {other}"),
     };
@@ -705,6 +706,7 @@ fn passthru_passes_the_previous_result_in_every_version() {
     assert!(link_names(&w.pod).is_empty());
 }
 
+#[cfg(feature = "multus")]
 #[test]
 fn multus_auxiliary_chain_runs_passthru_then_tuning() {
     if !premise() {

@@ -3,6 +3,7 @@
 //! network and two NADs (Go bridge + host-local from /usr/lib/cni as
 //! delegates), talking to the test API server over HTTPS. Needs root;
 //! skipped (with a message) otherwise.
+#![cfg(feature = "multus")]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

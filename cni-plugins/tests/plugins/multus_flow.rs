@@ -1,17 +1,18 @@
 //! multus ADD/DEL/CHECK/STATUS/GC against the test API server, with a
 //! recording delegate executor (no kernel state: the end-to-end test with
 //! real plugins is separate).
+#![cfg(feature = "multus")]
 
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use cni_plugins::multus::k8s::{ClientConfig, HttpKubeClient, KubeClient};
+use cni_plugins::multus::Error;
 use cni_plugins::multus::{
     cmd_add, cmd_check, cmd_del, cmd_gc, cmd_status, Delegate, DelegateExec, DelegateRuntime,
     NetConf, PodRequest,
 };
-use cni_plugins::Error;
 use cni_testkit::KubeApiServer;
 use cni_types::{Attachment, CniError, CniResult, ErrorCode, Interface, IpConfig};
 use serde_json::{json, Value};

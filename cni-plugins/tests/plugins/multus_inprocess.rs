@@ -2,6 +2,7 @@
 //! cni-exec's in-process executor (no fork/exec), driven through libcni's
 //! `CniConfig`, with the test API server. Needs root (a pod namespace is
 //! created for the interface-name check); skipped otherwise.
+#![cfg(feature = "multus")]
 
 use std::sync::{Arc, Mutex};
 

@@ -1,11 +1,12 @@
 //! The multus Kubernetes client against the test API server (real HTTPS on
 //! 127.0.0.1, a CA generated for the test).
+#![cfg(feature = "multus")]
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use cni_plugins::multus::k8s::{ClientConfig, HttpKubeClient, KubeClient};
-use cni_plugins::Error;
+use cni_plugins::multus::Error;
 use cni_testkit::{KubeApiServer, KubeconfigAuth, KubeconfigCa};
 
 const T: Duration = Duration::from_secs(5);

@@ -5,6 +5,7 @@
 //! the test API server. Also: the socket's error handling, health, metrics
 //! and auto-configuration against an in-process daemon. Kernel tests need
 //! root; they are skipped (with a message) otherwise.
+#![cfg(feature = "multus")]
 
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;

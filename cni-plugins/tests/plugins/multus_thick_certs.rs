@@ -1,6 +1,7 @@
 //! Per-node certificates against the test API server (HTTPS on
 //! loopback): CSR created with the bootstrap credentials, approved and
 //! issued, stored in `certDir`, used for the API, rotated before expiry.
+#![cfg(feature = "multus")]
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

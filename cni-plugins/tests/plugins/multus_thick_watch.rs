@@ -1,5 +1,6 @@
 //! The daemon's watch cache against the test API server (HTTPS on
 //! loopback): list, watch (add, patch, delete), GET on a miss.
+#![cfg(feature = "multus")]
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

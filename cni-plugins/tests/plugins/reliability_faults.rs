@@ -26,6 +26,8 @@
 //! reliability_faults -- --ignored --nocapture` (the `full_*` tests; 300
 //! kills per chain unless `RELIABILITY_KILLS` says otherwise). Needs root;
 //! skipped otherwise.
+// Runs the multus binaries too: needs the `multus` feature.
+#![cfg(feature = "multus")]
 
 use crate::reliability_support as support;
 

@@ -25,6 +25,8 @@
 //!
 //! The tests need root (they are skipped with a message otherwise) and
 //! run serialized within this binary: fd counts are per process.
+// Runs the multus binaries too: needs the `multus` feature.
+#![cfg(feature = "multus")]
 
 use crate::nodenet;
 
