@@ -14,6 +14,7 @@ pub mod host_local;
 pub mod ipvlan;
 pub mod loopback;
 pub mod macvlan;
+#[cfg(feature = "multus")]
 pub mod multus;
 pub mod passthru;
 pub mod portmap;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::Error;
+use crate::multus::Error;
 
 /// Where `multus-daemon` reads its configuration by default.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/cni/net.d/multus.d/daemon-config.json";
@@ -138,8 +138,7 @@ pub fn parse_go_duration(s: &str) -> Option<Duration> {
 impl DaemonConfig {
     /// Reads and decodes the configuration file.
     pub fn from_file(path: &Path) -> Result<DaemonConfig, Error> {
-        let bytes =
-            std::fs::read(path).map_err(|e| Error::multus_io("read daemon config", path, e))?;
+        let bytes = std::fs::read(path).map_err(|e| Error::io("read daemon config", path, e))?;
         DaemonConfig::from_slice(&bytes, path)
     }
 
