@@ -16,6 +16,7 @@ pub mod multus;
 pub mod portmap;
 pub mod ptp;
 pub mod static_ipam;
+mod steps;
 pub mod tuning;
 
 pub use error::{Error, Result};

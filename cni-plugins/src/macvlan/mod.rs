@@ -19,15 +19,14 @@
 //! # Ok::<(), cni_plugins::Error>(())
 //! ```
 
-pub(crate) mod common;
-
 use cni_exec::{Plugin, Request};
 use cni_netns::{Handle, Link, MacAddr, MacvlanMode, MacvlanSpec, Netns};
 use cni_types::{CniArgs, CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
+use crate::steps::iface::{self, interface};
+use crate::steps::{check, fail, ipam, Undo};
 use crate::Result;
-use common::{fail, interface};
 
 /// The macvlan plugin's configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,7 +122,7 @@ impl Plugin for Macvlan {
         let conf = MacvlanConf::load(&req.config, &req.args_raw)?;
         let netns = Netns::open(&req.netns)?;
         let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
-        let master = common::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
+        let master = iface::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
         if conf.mtu > master.mtu {
             return Err(fail(format!(
                 "invalid MTU {}, must be [0, master MTU({})]",
@@ -131,35 +130,42 @@ impl Plugin for Macvlan {
             )));
         }
         let link = create_macvlan(&conf, &master, &host, &netns, &pod, &req.ifname)?;
-        let mut ipam_done = false;
-        let added = attach(req, &conf, &pod, &link, &mut ipam_done);
-        if added.is_err() {
-            if ipam_done {
-                common::undo_ipam(req);
+        let mut undo = Undo::new();
+        undo.push(|| pod.delete_link(link.index));
+        let mut result = CniResult {
+            interfaces: vec![interface(&link, &req.netns)],
+            ..Default::default()
+        };
+        if req.config.ipam_type().is_empty() {
+            pod.set_up(link.index)?;
+        } else {
+            let ipam = ipam::add(req, &mut undo)?;
+            result.ips = ipam.ips;
+            result.routes = ipam.routes;
+            for ip in &mut result.ips {
+                ip.interface = Some(0);
             }
-            if let Err(e) = pod.delete_link(link.index) {
-                tracing::warn!("undo ADD: {e}");
-            }
+            iface::configure_announced(&pod, &req.ifname, &result)?;
         }
-        added
+        result.dns = conf.dns.clone();
+        undo.commit();
+        Ok(result)
     }
 
     fn del(&self, req: &Request) -> Result<()> {
-        let pod = common::pod_for_del(req)?;
-        common::delete_pod_link_while(pod.as_ref().map(|p| &p.1), &req.ifname, || {
-            common::ipam_del(req)
-        })
+        let pod = iface::pod_for_del(req)?;
+        iface::delete_pod_link_while(pod.as_ref().map(|p| &p.1), &req.ifname, || ipam::del(req))
     }
 
     fn check(&self, req: &Request) -> Result<()> {
         let conf = MacvlanConf::load(&req.config, &req.args_raw)?;
         let netns = Netns::open(&req.netns)?;
-        common::ipam_check(req)?;
-        let prev = common::prev_result(req)?;
-        let intf = common::prev_container(req, &prev)?;
+        ipam::check(req)?;
+        let prev = check::prev_result(req)?;
+        let intf = check::prev_container(req, &prev)?;
         let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
-        common::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
-        let link = common::check_container_link(&pod, intf, Some("macvlan"))?;
+        iface::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
+        let link = check::container_link(&pod, intf, Some("macvlan"))?;
         let mode = pod.link_details(&link.name)?.macvlan_mode;
         if mode != Some(conf.mode) {
             return Err(fail(format!(
@@ -168,15 +174,15 @@ impl Plugin for Macvlan {
                 conf.mode
             )));
         }
-        common::check_addresses_and_routes(&pod, &link, &prev)
+        check::addresses_and_routes(&pod, &link, &prev)
     }
 
     fn status(&self, req: &Request) -> Result<()> {
-        common::ipam_status(req)
+        ipam::status(req)
     }
 
     fn gc(&self, req: &Request) -> Result<()> {
-        common::ipam_gc(req)
+        ipam::gc(req)
     }
 }
 
@@ -190,7 +196,7 @@ fn create_macvlan(
     pod: &Handle,
     ifname: &str,
 ) -> Result<Link> {
-    let tmp = common::temp_link_name();
+    let tmp = iface::temp_link_name();
     let (creator, target) = if conf.link_in_container {
         (pod, None)
     } else {
@@ -215,33 +221,4 @@ fn create_macvlan(
         let _ = pod.delete_link(link.index);
     }
     Ok(renamed?)
-}
-
-/// Everything after the link exists: addresses from IPAM (or just up for
-/// an L2-only attachment), and the result.
-fn attach(
-    req: &Request,
-    conf: &MacvlanConf,
-    pod: &Handle,
-    link: &Link,
-    ipam_done: &mut bool,
-) -> Result<CniResult> {
-    let mut result = CniResult {
-        interfaces: vec![interface(link, &req.netns)],
-        ..Default::default()
-    };
-    if req.config.ipam_type().is_empty() {
-        pod.set_up(link.index)?;
-    } else {
-        let ipam = common::ipam_add(req)?;
-        *ipam_done = true;
-        result.ips = ipam.ips;
-        result.routes = ipam.routes;
-        for ip in &mut result.ips {
-            ip.interface = Some(0);
-        }
-        common::configure_announced(pod, &req.ifname, &result)?;
-    }
-    result.dns = conf.dns.clone();
-    Ok(result)
 }
