@@ -25,13 +25,13 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use cni_exec::{Plugin, Request};
-use cni_netns::firewall::{default_backend, AttachmentId, Firewall, RuleKind};
+use cni_netns::firewall::{default_backend, Firewall, RuleKind};
 use cni_netns::{sysctl, AddressOptions, Handle, IpNetwork, Link, Netns, Route, SCOPE_HOST};
 use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
 use crate::steps::iface::{self, interface};
-use crate::steps::{check, fail, ipam, Undo};
+use crate::steps::{self, addresses, attachment, check, fail, ipam, Undo};
 use crate::{Error, Result};
 
 /// The ptp plugin's configuration.
@@ -173,28 +173,12 @@ impl Plugin for Ptp {
 
     fn gc(&self, req: &Request) -> Result<()> {
         let conf = PtpConf::load(&req.config)?;
-        let network = &req.config.name;
-        if let (true, Some(valid)) = (conf.ip_masq, req.config.valid_attachments()?) {
-            let valid: Vec<AttachmentId> = valid
-                .into_iter()
-                .map(|a| AttachmentId::new(network.clone(), a.container_id, a.ifname))
-                .collect();
-            self.firewall.gc(RuleKind::Masquerade, network, &valid)?;
+        if let (true, Some(valid)) = (conf.ip_masq, steps::valid_attachments(req)?) {
+            self.firewall
+                .gc(RuleKind::Masquerade, &req.config.name, &valid)?;
         }
         ipam::gc(req)
     }
-}
-
-fn attachment(req: &Request) -> AttachmentId {
-    AttachmentId::new(
-        req.config.name.clone(),
-        req.container_id.clone(),
-        req.ifname.clone(),
-    )
-}
-
-fn addresses(result: &CniResult) -> Vec<IpNetwork> {
-    result.ips.iter().map(|ip| ip.address).collect()
 }
 
 fn host_prefix(ip: IpAddr) -> u8 {

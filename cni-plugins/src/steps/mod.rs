@@ -2,7 +2,8 @@
 //! share: IPAM delegation whose ADD is undone when a later step fails
 //! ([`ipam`]), the pod interface ([`iface`]), CHECK's comparisons of a
 //! previous result with the kernel ([`check`]), the [`Undo`] list an ADD
-//! rolls back with, and running two steps at once ([`concurrently`]).
+//! rolls back with, running two steps at once ([`concurrently`]), and the
+//! attachment the firewall rules of a pod are tagged with.
 
 pub(crate) mod check;
 pub(crate) mod iface;
@@ -10,6 +11,11 @@ pub(crate) mod ipam;
 mod undo;
 
 pub(crate) use undo::Undo;
+
+use cni_exec::Request;
+use cni_netns::firewall::AttachmentId;
+use cni_netns::IpNetwork;
+use cni_types::CniResult;
 
 use crate::{Error, Result};
 
@@ -34,4 +40,31 @@ pub(crate) fn concurrently<A: Send, B>(
         });
         (background, foreground)
     })
+}
+
+/// The attachment of a request (network, container, interface): what its
+/// firewall rules are tagged with.
+pub(crate) fn attachment(req: &Request) -> AttachmentId {
+    AttachmentId::new(
+        req.config.name.clone(),
+        req.container_id.clone(),
+        req.ifname.clone(),
+    )
+}
+
+/// GC's valid attachments (`cni.dev/attachments`) of the request's
+/// network; `None` without the list, when nothing is known to be dead.
+pub(crate) fn valid_attachments(req: &Request) -> Result<Option<Vec<AttachmentId>>> {
+    let network = &req.config.name;
+    Ok(req.config.valid_attachments()?.map(|valid| {
+        valid
+            .into_iter()
+            .map(|a| AttachmentId::new(network.clone(), a.container_id, a.ifname))
+            .collect()
+    }))
+}
+
+/// A result's addresses (what a masquerade is keyed by).
+pub(crate) fn addresses(result: &CniResult) -> Vec<IpNetwork> {
+    result.ips.iter().map(|ip| ip.address).collect()
 }
