@@ -45,27 +45,33 @@ mod tests {
     use super::*;
     use std::cell::RefCell;
 
+    fn note(ran: &RefCell<Vec<u8>>, step: u8) -> Result<(), &'static str> {
+        ran.borrow_mut().push(step);
+        if step == 2 {
+            return Err("fails");
+        }
+        Ok(())
+    }
+
     #[test]
     fn dropped_runs_newest_first_past_failures() {
         let ran = RefCell::new(Vec::new());
         {
             let mut undo = Undo::new();
-            undo.push(|| Ok::<_, String>(ran.borrow_mut().push(1)));
-            undo.push(|| {
-                ran.borrow_mut().push(2);
-                Err::<(), _>("fails")
-            });
-            undo.push(|| Ok::<_, String>(ran.borrow_mut().push(3)));
+            for step in 1..=3 {
+                let ran = &ran;
+                undo.push(move || note(ran, step));
+            }
         }
         assert_eq!(*ran.borrow(), [3, 2, 1]);
     }
 
     #[test]
     fn committed_runs_nothing() {
-        let ran = RefCell::new(false);
+        let ran = RefCell::new(Vec::new());
         let mut undo = Undo::new();
-        undo.push(|| Ok::<_, String>(*ran.borrow_mut() = true));
+        undo.push(|| note(&ran, 1));
         undo.commit();
-        assert!(!*ran.borrow());
+        assert!(ran.borrow().is_empty());
     }
 }
