@@ -15,7 +15,7 @@ if [ "${SKIP_APT:-0}" != 1 ]; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends \
         iproute2 nftables iptables conntrack jq containernetworking-plugins \
-        iputils-ping curl ca-certificates procps kmod >/dev/null
+        iputils-ping curl ca-certificates procps kmod strace >/dev/null
 fi
 
 # The bandwidth plugin's IFB devices: loading the module with its defaults
@@ -27,6 +27,8 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 cargo test --workspace --locked
+# The conformance kit against our plugins (must pass) and Go's (information).
+scripts/conformance.sh
 # The nft-process firewall backend keeps full coverage (native is the default).
 CNI_FIREWALL_BACKEND=nft cargo test --locked -p cni-netns --test firewall --test firewall_traffic
 # Tests on the node's default paths (cni0, /run/flannel/subnet.env): they save

@@ -187,6 +187,17 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Creating a tun/tap device (`/dev/net/tun` ioctls, or `ip tuntap`
+    /// under an SELinux context) failed.
+    #[error("{op} in {netns}: {reason}")]
+    Tun {
+        /// The operation and the device.
+        op: String,
+        /// The namespace.
+        netns: String,
+        /// What failed.
+        reason: String,
+    },
     // ---- end of namespaces/netlink block ----
     // ---- firewall / conntrack ----
     /// The `nft` binary could not be started or talked to.

@@ -40,12 +40,14 @@ mod error;
 pub mod firewall;
 mod handle;
 mod link;
+mod link_kinds;
 mod neigh;
 mod netlink;
 mod netns;
 mod route;
 pub mod sysctl;
 pub mod tc;
+mod tun;
 
 #[cfg(test)]
 mod tests;
@@ -65,9 +67,11 @@ pub use link::{
     BridgePortOptions, BridgeSpec, BridgeVlan, Link, MacAddr, MacvlanMode, MacvlanSpec, OperState,
     VethSpec, VETH_NAME_ATTEMPTS,
 };
+pub use link_kinds::{free_vrf_table, VlanSpec, Vrf, VLAN_ID_MAX};
 pub use neigh::Neighbour;
 pub use netns::{Netns, OwnedNetns, NETNS_RUN_DIR};
 pub use route::{NextHop, Route, SCOPE_HOST, SCOPE_LINK, SCOPE_UNIVERSE, TABLE_MAIN};
+pub use tun::{TapSpec, IFF_MULTI_QUEUE, IFF_NO_PI, IFF_TAP, IFF_VNET_HDR};
 
 /// Which address family a listing covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

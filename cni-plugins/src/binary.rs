@@ -56,6 +56,11 @@ pub fn all_delegates() -> SameBuildExec {
         .register("bandwidth", || Arc::new(crate::bandwidth::Bandwidth::new()))
         .register("portmap", || Arc::new(crate::portmap::Portmap::new()))
         .register("flannel", || Arc::new(crate::flannel::Flannel::new()))
+        .register("vlan", || Arc::new(crate::vlan::Vlan))
+        .register("vrf", || Arc::new(crate::vrf::VrfPlugin))
+        .register("dummy", || Arc::new(crate::dummy::Dummy))
+        .register("tap", || Arc::new(crate::tap::Tap))
+        .register("passthru", || Arc::new(crate::passthru::Passthru))
 }
 
 /// Defines a plugin binary's `main`: the binary carries the marker of

@@ -5,6 +5,7 @@
 pub mod bandwidth;
 pub mod binary;
 pub mod bridge;
+pub mod dummy;
 mod error;
 pub mod flannel;
 pub mod host_device;
@@ -13,10 +14,14 @@ pub mod ipvlan;
 pub mod loopback;
 pub mod macvlan;
 pub mod multus;
+pub mod passthru;
 pub mod portmap;
 pub mod ptp;
 pub mod static_ipam;
 mod steps;
+pub mod tap;
 pub mod tuning;
+pub mod vlan;
+pub mod vrf;
 
 pub use error::{Error, Result};

@@ -20,6 +20,7 @@ use serde_json::{json, Value};
 const PLUGINS: &[(&str, &str)] = &[
     ("bandwidth", env!("CARGO_BIN_EXE_bandwidth")),
     ("bridge", env!("CARGO_BIN_EXE_bridge")),
+    ("dummy", env!("CARGO_BIN_EXE_dummy")),
     ("flannel", env!("CARGO_BIN_EXE_flannel")),
     ("host-device", env!("CARGO_BIN_EXE_host-device")),
     ("host-local", env!("CARGO_BIN_EXE_host-local")),
@@ -28,10 +29,14 @@ const PLUGINS: &[(&str, &str)] = &[
     ("macvlan", env!("CARGO_BIN_EXE_macvlan")),
     ("multus", env!("CARGO_BIN_EXE_multus")),
     ("multus-shim", env!("CARGO_BIN_EXE_multus-shim")),
+    ("passthru", env!("CARGO_BIN_EXE_passthru")),
     ("portmap", env!("CARGO_BIN_EXE_portmap")),
     ("ptp", env!("CARGO_BIN_EXE_ptp")),
     ("static", env!("CARGO_BIN_EXE_static")),
+    ("tap", env!("CARGO_BIN_EXE_tap")),
     ("tuning", env!("CARGO_BIN_EXE_tuning")),
+    ("vlan", env!("CARGO_BIN_EXE_vlan")),
+    ("vrf", env!("CARGO_BIN_EXE_vrf")),
 ];
 
 const TIMEOUT: Duration = Duration::from_secs(20);

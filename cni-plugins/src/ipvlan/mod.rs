@@ -177,25 +177,20 @@ fn create_ipvlan(
     pod: &Handle,
     ifname: &str,
 ) -> Result<Link> {
-    let tmp = iface::temp_link_name();
-    let (creator, target) = if conf.link_in_container {
-        (pod, None)
-    } else {
-        (host, Some(netns))
-    };
-    creator.add_ipvlan(&IpvlanSpec {
-        name: tmp.clone(),
-        parent: master.index,
-        mode: conf.mode,
-        mtu: (conf.mtu > 0).then_some(conf.mtu),
-        netns: target,
-    })?;
-    let link = pod.link_by_name(&tmp)?;
-    let renamed = pod
-        .rename(link.index, ifname)
-        .and_then(|()| pod.link_by_index(link.index));
-    if renamed.is_err() {
-        let _ = pod.delete_link(link.index);
-    }
-    Ok(renamed?)
+    iface::create_stacked_link(
+        conf.link_in_container,
+        host,
+        netns,
+        pod,
+        ifname,
+        |creator, name, target| {
+            creator.add_ipvlan(&IpvlanSpec {
+                name,
+                parent: master.index,
+                mode: conf.mode,
+                mtu: (conf.mtu > 0).then_some(conf.mtu),
+                netns: target,
+            })
+        },
+    )
 }

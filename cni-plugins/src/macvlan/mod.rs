@@ -21,11 +21,11 @@
 
 use cni_exec::{Plugin, Request};
 use cni_netns::{Handle, Link, MacAddr, MacvlanMode, MacvlanSpec, Netns};
-use cni_types::{CniArgs, CniResult, Dns, NetworkConfig};
+use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
 use crate::steps::iface::{self, interface};
-use crate::steps::{check, fail, ipam, Undo};
+use crate::steps::{check, conf, fail, ipam, Undo};
 use crate::Result;
 
 /// The macvlan plugin's configuration.
@@ -76,25 +76,7 @@ impl MacvlanConf {
             .map_err(|_| fail(format!("unknown macvlan mode: {:?}", raw.mode)))?;
         let mtu = u32::try_from(raw.mtu)
             .map_err(|_| fail(format!("invalid MTU {}, must be >= 0", raw.mtu)))?;
-        let mut mac = raw.mac;
-        let args = CniArgs::parse(cni_args)?;
-        args.check_known(&["MAC"])?;
-        if let Some(m) = args.get("MAC").filter(|m| !m.is_empty()) {
-            mac = m.to_owned();
-        }
-        if let Some(m) = config.runtime_config.as_ref().and_then(|r| r.mac.as_ref()) {
-            if !m.is_empty() {
-                mac.clone_from(m);
-            }
-        }
-        let mac = match mac.as_str() {
-            "" => None,
-            m => Some(m.parse().map_err(|_| {
-                fail(format!(
-                    "invalid args {m} for MAC addr: invalid MAC address"
-                ))
-            })?),
-        };
+        let mac = conf::requested_mac(config, cni_args, raw.mac)?;
         Ok(MacvlanConf {
             master: raw.master,
             mode,
@@ -196,29 +178,31 @@ fn create_macvlan(
     pod: &Handle,
     ifname: &str,
 ) -> Result<Link> {
-    let tmp = iface::temp_link_name();
-    let (creator, target) = if conf.link_in_container {
-        (pod, None)
-    } else {
-        (host, Some(netns))
+    let link = iface::create_stacked_link(
+        conf.link_in_container,
+        host,
+        netns,
+        pod,
+        ifname,
+        |creator, name, target| {
+            creator.add_macvlan(&MacvlanSpec {
+                name,
+                parent: master.index,
+                mode: conf.mode,
+                mtu: (conf.mtu > 0).then_some(conf.mtu),
+                mac: conf.mac,
+                netns: target,
+            })
+        },
+    )?;
+    let Some(len) = conf.bc_queue_len else {
+        return Ok(link);
     };
-    creator.add_macvlan(&MacvlanSpec {
-        name: tmp.clone(),
-        parent: master.index,
-        mode: conf.mode,
-        mtu: (conf.mtu > 0).then_some(conf.mtu),
-        mac: conf.mac,
-        netns: target,
-    })?;
-    let link = pod.link_by_name(&tmp)?;
-    let renamed = pod.rename(link.index, ifname).and_then(|()| {
-        if let Some(len) = conf.bc_queue_len {
-            pod.set_macvlan_bc_queue_len(link.index, len)?;
-        }
-        pod.link_by_index(link.index)
-    });
-    if renamed.is_err() {
+    let queued = pod
+        .set_macvlan_bc_queue_len(link.index, len)
+        .and_then(|()| pod.link_by_index(link.index));
+    if queued.is_err() {
         let _ = pod.delete_link(link.index);
     }
-    Ok(renamed?)
+    Ok(queued?)
 }

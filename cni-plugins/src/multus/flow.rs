@@ -122,33 +122,47 @@ pub fn pod_delegates(
         add_pod_delegates(k, p, conf, &mut delegates)?;
     }
     if let (Some(aux), Some(cluster)) = (&conf.auxiliary_cni_chain_name, &conf.cluster_network) {
-        let dir = Path::new(cluster)
-            .parent()
-            .unwrap_or(Path::new("/"))
-            .join(aux);
-        let mut plugins = vec![json!({"type": "passthru", "name": "passthru-cni"})];
-        for f in conf_files(&dir, &["conf"])? {
-            let bytes = std::fs::read(&f).map_err(|source| Error::MultusIo {
-                op: "read auxiliary chain plugin",
-                path: f.clone(),
-                source,
-            })?;
-            let v: Value = serde_json::from_slice(&bytes).map_err(|e| Error::DelegateConfig {
-                what: f.display().to_string(),
-                reason: e.to_string(),
-            })?;
-            plugins.push(v);
-        }
-        // Only a chain with plugins beyond passthru is worth running.
-        if plugins.len() > 1 {
-            let list = json!({"cniVersion": conf.cni_version, "name": aux, "plugins": plugins});
-            delegates.push(Delegate::from_value(list, None)?);
+        // As multus-cni's LoadChainedDelegatesFromBytes: a chain that does
+        // not load is logged and skipped, never a failed ADD.
+        match auxiliary_chain(conf, aux, cluster) {
+            Ok(Some(d)) => delegates.push(d),
+            Ok(None) => {}
+            Err(e) => tracing::error!("auxiliary chain {aux:?} skipped: {e}"),
         }
     }
     if let Some(first) = delegates.first_mut() {
         first.master = true;
     }
     Ok(delegates)
+}
+
+/// The auxiliary chain's delegate: passthru, then every `.conf` of
+/// `<dirname(clusterNetwork)>/<aux>/` in file order; `None` when the folder
+/// adds nothing to passthru.
+fn auxiliary_chain(conf: &NetConf, aux: &str, cluster: &str) -> Result<Option<Delegate>, Error> {
+    let dir = Path::new(cluster)
+        .parent()
+        .unwrap_or(Path::new("/"))
+        .join(aux);
+    let mut plugins = vec![json!({"type": "passthru", "name": "passthru-cni"})];
+    for f in conf_files(&dir, &["conf"])? {
+        let bytes = std::fs::read(&f).map_err(|source| Error::MultusIo {
+            op: "read auxiliary chain plugin",
+            path: f.clone(),
+            source,
+        })?;
+        let v: Value = serde_json::from_slice(&bytes).map_err(|e| Error::DelegateConfig {
+            what: f.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        plugins.push(v);
+    }
+    // Only a chain with plugins beyond passthru is worth running.
+    if plugins.len() < 2 {
+        return Ok(None);
+    }
+    let list = json!({"cniVersion": conf.cni_version, "name": aux, "plugins": plugins});
+    Delegate::from_value(list, None).map(Some)
 }
 
 /// The result Go returns when the pod vanished before ADD (a quirk kept

@@ -60,7 +60,7 @@ pub(crate) fn configure_announced(pod: &Handle, ifname: &str, result: &CniResult
 /// A temporary link name (`veth` + 8 hex digits, as Go's
 /// `ip.RandomVethName`): a link created straight into the pod may clash
 /// with a host link of the final name, so it is renamed once inside.
-pub(crate) fn temp_link_name() -> String {
+fn temp_link_name() -> String {
     let mut h = RandomState::new().build_hasher();
     h.write_u128(
         std::time::SystemTime::now()
@@ -69,6 +69,48 @@ pub(crate) fn temp_link_name() -> String {
             .unwrap_or(0),
     );
     format!("veth{:08x}", h.finish() as u32)
+}
+
+/// A link stacked on a master (macvlan, ipvlan, vlan; tap reuses it for
+/// the rename), created under a temporary name
+/// ([`temp_link_name`]) by `create(creator, name, target)`: from the host
+/// straight into the pod (`target` is the pod's namespace), or, with
+/// `linkInContainer`, inside the pod next to its master; then renamed to
+/// `ifname` inside the pod. A failed rename deletes the link.
+pub(crate) fn create_stacked_link(
+    link_in_container: bool,
+    host: &Handle,
+    netns: &Netns,
+    pod: &Handle,
+    ifname: &str,
+    create: impl FnOnce(&Handle, String, Option<&Netns>) -> cni_netns::Result<()>,
+) -> Result<Link> {
+    let tmp = temp_link_name();
+    let (creator, target) = if link_in_container {
+        (pod, None)
+    } else {
+        (host, Some(netns))
+    };
+    create(creator, tmp.clone(), target)?;
+    let link = pod.link_by_name(&tmp)?;
+    let renamed = pod
+        .rename(link.index, ifname)
+        .and_then(|()| pod.link_by_index(link.index));
+    if renamed.is_err() {
+        let _ = pod.delete_link(link.index);
+    }
+    Ok(renamed?)
+}
+
+/// Sets the IPAM result's addresses on the pod's only interface (index
+/// 0) and names that interface, as Go's single-interface plugins do.
+pub(crate) fn single_interface_result(ipam: CniResult, link: &Link, sandbox: &str) -> CniResult {
+    let mut result = ipam;
+    for ip in &mut result.ips {
+        ip.interface = Some(0);
+    }
+    result.interfaces = vec![interface(link, sandbox)];
+    result
 }
 
 /// The master link: named in the config, else the device of the default

@@ -1,11 +1,13 @@
-//! Steps the interface plugins (bridge, ptp, macvlan, ipvlan, host-device)
-//! share: IPAM delegation whose ADD is undone when a later step fails
-//! ([`ipam`]), the pod interface ([`iface`]), CHECK's comparisons of a
-//! previous result with the kernel ([`check`]), the [`Undo`] list an ADD
-//! rolls back with, running two steps at once ([`concurrently`]), and the
-//! attachment the firewall rules of a pod are tagged with.
+//! Steps the interface plugins (bridge, ptp, macvlan, ipvlan, host-device,
+//! vlan, dummy, tap, vrf) share: IPAM delegation whose ADD is undone when
+//! a later step fails ([`ipam`]), the pod interface ([`iface`]), CHECK's
+//! comparisons of a previous result with the kernel ([`check`]), config
+//! keys read alike ([`conf`]), the [`Undo`] list an ADD rolls back with,
+//! running two steps at once ([`concurrently`]), and the attachment a
+//! pod's firewall rules are tagged with.
 
 pub(crate) mod check;
+pub(crate) mod conf;
 pub(crate) mod iface;
 pub(crate) mod ipam;
 mod undo;

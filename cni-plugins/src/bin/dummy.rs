@@ -1,0 +1,7 @@
+//! The `dummy` CNI plugin binary.
+
+cni_plugins::plugin_main!(
+    "dummy",
+    cni_plugins::dummy::Dummy,
+    cni_plugins::binary::ipam_delegates
+);

@@ -1,0 +1,7 @@
+//! The `tap` CNI plugin binary.
+
+cni_plugins::plugin_main!(
+    "tap",
+    cni_plugins::tap::Tap,
+    cni_plugins::binary::ipam_delegates
+);

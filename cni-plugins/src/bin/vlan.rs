@@ -1,0 +1,7 @@
+//! The `vlan` CNI plugin binary.
+
+cni_plugins::plugin_main!(
+    "vlan",
+    cni_plugins::vlan::Vlan,
+    cni_plugins::binary::ipam_delegates
+);

@@ -1,0 +1,101 @@
+//! The dummy plugin: gives the pod a dummy link (no wire: a stable address
+//! to bind to) addressed by the IPAM plugin — Go's
+//! `plugins/main/dummy/dummy.go` (v1.9.0: the link is created from inside
+//! the pod, so a host link of the same name does not clash), plus GC
+//! delegated to IPAM.
+//!
+//! A kernel without the dummy driver ("Unknown device type") fails ADD
+//! with a CNI error naming the `dummy` link type, before anything is
+//! allocated.
+//!
+//! ```
+//! use cni_exec::{dispatch, Env};
+//! use cni_plugins::dummy::Dummy;
+//!
+//! // IPAM is required; the refusal comes before any kernel work.
+//! let env = Env::new([
+//!     ("CNI_COMMAND", "ADD"),
+//!     ("CNI_CONTAINERID", "c1"),
+//!     ("CNI_NETNS", "/run/netns/no-such-namespace-here"),
+//!     ("CNI_IFNAME", "dummy0"),
+//!     ("CNI_PATH", "/opt/cni/bin"),
+//! ]);
+//! let out = dispatch(&Dummy, &env, br#"{"cniVersion":"1.0.0","name":"d","type":"dummy"}"#);
+//! assert_ne!(out.exit_code, 0);
+//! assert!(String::from_utf8_lossy(&out.stdout).contains("dummy interface requires an IPAM configuration"));
+//! ```
+
+use cni_exec::{Plugin, Request};
+use cni_netns::{Handle, Netns};
+use cni_types::CniResult;
+
+use crate::steps::{check, fail, iface, ipam, Undo};
+use crate::Result;
+
+/// The dummy plugin.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Dummy;
+
+/// Go's refusal of a config without IPAM (ADD and CHECK).
+fn require_ipam(req: &Request) -> Result<()> {
+    if req.config.ipam_type().is_empty() {
+        return Err(fail(
+            "dummy interface requires an IPAM configuration".into(),
+        ));
+    }
+    Ok(())
+}
+
+impl Plugin for Dummy {
+    type Error = crate::Error;
+
+    fn name(&self) -> &str {
+        "dummy"
+    }
+
+    fn add(&self, req: &Request) -> Result<CniResult> {
+        require_ipam(req)?;
+        let netns = Netns::open(&req.netns)?;
+        let pod = Handle::in_netns(&netns)?;
+        let link = pod.add_dummy(&req.ifname)?;
+        let mut undo = Undo::new();
+        undo.push(|| pod.delete_link(link.index));
+        let ipam = ipam::add(req, &mut undo)?;
+        // Without the config's `dns`, as Go's.
+        let result = iface::single_interface_result(ipam, &link, &req.netns);
+        iface::configure(&pod, &req.ifname, &result)?;
+        undo.commit();
+        Ok(result)
+    }
+
+    fn del(&self, req: &Request) -> Result<()> {
+        let pod = iface::pod_for_del(req)?;
+        iface::delete_pod_link_while(pod.as_ref().map(|p| &p.1), &req.ifname, || ipam::del(req))
+    }
+
+    fn check(&self, req: &Request) -> Result<()> {
+        require_ipam(req)?;
+        let netns = Netns::open(&req.netns)?;
+        ipam::check(req)?;
+        let mut prev = req
+            .config
+            .prev_result()?
+            .ok_or_else(|| fail("dummy: Required prevResult missing".into()))?;
+        let intf = check::prev_container(req, &prev)?.clone();
+        let pod = Handle::in_netns(&netns)?;
+        let link = check::container_link(&pod, &intf, Some("dummy"))?;
+        if !link.is_up() {
+            return Err(fail(format!("Interface {} is down", intf.name)));
+        }
+        // Go's dummy CHECK compares addresses only, not routes.
+        prev.routes.clear();
+        check::addresses_and_routes(&pod, &link, &prev)
+    }
+    fn status(&self, req: &Request) -> Result<()> {
+        ipam::status(req)
+    }
+
+    fn gc(&self, req: &Request) -> Result<()> {
+        ipam::gc(req)
+    }
+}

@@ -1,0 +1,283 @@
+//! The vrf plugin (chained): puts the pod's interface into a VRF of the
+//! pod's namespace, creating the VRF when it does not exist — Go's
+//! `plugins/meta/vrf` (main.go, vrf.go), with the v1.9.1 route handling:
+//! the interface's routes (but not its connected and local ones) move into
+//! the VRF's table, and its global IPv6 addresses, which the kernel drops
+//! when the link changes master, are put back. DEL releases the interface
+//! and deletes the VRF once it has no member left.
+//!
+//! A kernel without VRF ("Unknown device type") fails ADD with a CNI error
+//! naming the `vrf` link type; the interface is left as it was.
+//!
+//! ```
+//! use cni_plugins::vrf::VrfConf;
+//! use cni_types::NetworkConfig;
+//!
+//! let conf = NetworkConfig::from_slice(
+//!     br#"{"cniVersion":"1.0.0","name":"n","type":"vrf","vrfname":"blue","table":1001}"#,
+//! )?;
+//! let vrf = VrfConf::load(&conf)?;
+//! assert_eq!((vrf.vrf_name.as_str(), vrf.table), ("blue", 1001));
+//! # Ok::<(), cni_plugins::Error>(())
+//! ```
+
+use std::time::Duration;
+
+use cni_exec::{Plugin, Request};
+use cni_netns::{free_vrf_table, AddressOptions, Family, Handle, Link, Netns, Route, Vrf};
+use cni_types::{CniResult, NetworkConfig, Version};
+use serde::Deserialize;
+
+use crate::steps::{conf, fail, iface};
+use crate::{Error, Result};
+
+/// The vrf plugin's configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct VrfConf {
+    /// `vrfname`: the VRF to put the interface in (required).
+    pub vrf_name: String,
+    /// `table`: the routing table of a VRF the plugin creates (0: the
+    /// smallest one no VRF of the namespace uses).
+    pub table: u32,
+}
+
+const KEYS: &[&str] = &["vrfname", "table"];
+
+#[derive(Deserialize)]
+pub(crate) struct Raw {
+    #[serde(default)]
+    vrfname: String,
+    #[serde(default)]
+    table: u32,
+}
+
+impl VrfConf {
+    /// Go's `parseConf`: `vrfname` is required.
+    pub fn load(config: &NetworkConfig) -> Result<VrfConf> {
+        let raw: Raw = conf::go_conf(config, KEYS)?;
+        if raw.vrfname.is_empty() {
+            return Err(fail(
+                "configuration is expected to have a valid vrf name".into(),
+            ));
+        }
+        Ok(VrfConf {
+            vrf_name: raw.vrfname,
+            table: raw.table,
+        })
+    }
+}
+
+/// The vrf plugin.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct VrfPlugin;
+
+/// Go's messages wrap every failure inside the namespace this way.
+fn add_failed(e: Error) -> Error {
+    match e {
+        Error::Internal(m) => fail(format!("cmdAdd failed: {m}")),
+        other => fail(format!("cmdAdd failed: {other}")),
+    }
+}
+
+impl Plugin for VrfPlugin {
+    type Error = crate::Error;
+
+    fn name(&self) -> &str {
+        "vrf"
+    }
+
+    fn add(&self, req: &Request) -> Result<CniResult> {
+        let conf = VrfConf::load(&req.config)?;
+        let prev = req
+            .config
+            .prev_result()?
+            .ok_or_else(|| fail("missing prevResult from earlier plugin".into()))?;
+        let pod = Handle::in_netns(&Netns::open(&req.netns)?)?;
+        let vrf = ensure_vrf(&pod, &conf).map_err(add_failed)?;
+        add_interface(&pod, &vrf, &req.ifname).map_err(add_failed)?;
+        Ok(prev)
+    }
+
+    fn del(&self, req: &Request) -> Result<()> {
+        let conf = VrfConf::load(&req.config)?;
+        let Some((_, pod)) = iface::pod_for_del(req)? else {
+            return Ok(());
+        };
+        let Some(vrf) = find_vrf(&pod, &conf.vrf_name)? else {
+            return Ok(());
+        };
+        // Go fails DEL when the interface is gone ("resetMaster: could not
+        // get link by name"); a repeated DEL must succeed, so we go on to
+        // the VRF itself.
+        match pod.link_by_name(&req.ifname) {
+            Ok(link) => pod.set_nomaster(link.index)?,
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+        if pod.links_with_master(vrf.link.index)?.is_empty() {
+            match pod.delete_link(vrf.link.index) {
+                Err(e) if !e.is_not_found() => return Err(e.into()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn check(&self, req: &Request) -> Result<()> {
+        let conf = VrfConf::load(&req.config)?;
+        req.config
+            .prev_result()?
+            .ok_or_else(|| fail("missing prevResult from earlier plugin".into()))?;
+        let pod = Handle::in_netns(&Netns::open(&req.netns)?)?;
+        let vrf = find_vrf(&pod, &conf.vrf_name)?.ok_or_else(|| {
+            fail(format!(
+                "Link not found: vrf {} does not exist",
+                conf.vrf_name
+            ))
+        })?;
+        let members = pod.links_with_master(vrf.link.index)?;
+        if !members.iter().any(|l| l.name == req.ifname) {
+            return Err(fail(format!(
+                "failed to find {} associated to vrf {}",
+                req.ifname, conf.vrf_name
+            )));
+        }
+        Ok(())
+    }
+    fn supported_versions(&self) -> Vec<Version> {
+        Version::ALL
+            .into_iter()
+            .filter(|v| *v >= Version::V0_3_1)
+            .collect()
+    }
+}
+
+/// Go's `findVRF`: `None` when no link has the name; an error when the
+/// link is not a VRF.
+fn find_vrf(pod: &Handle, name: &str) -> Result<Option<Vrf>> {
+    pod.vrf_by_name(name).map_err(|e| match e {
+        cni_netns::Error::WrongLinkKind { .. } => fail(format!("Netlink {name} is not a VRF")),
+        other => other.into(),
+    })
+}
+
+/// The VRF to use: the existing one (its table must match a configured
+/// one), or a new one on the configured or the first free table.
+fn ensure_vrf(pod: &Handle, conf: &VrfConf) -> Result<Vrf> {
+    if let Some(vrf) = find_vrf(pod, &conf.vrf_name)? {
+        if conf.table != 0 && vrf.table != conf.table {
+            return Err(fail(format!(
+                "VRF {} already exist with different routing table {}",
+                conf.vrf_name, vrf.table
+            )));
+        }
+        return Ok(vrf);
+    }
+    let table = match conf.table {
+        0 => {
+            let used: Vec<u32> = pod.vrfs()?.iter().map(|v| v.table).collect();
+            free_vrf_table(&used).ok_or_else(|| {
+                fail("findFreeRoutingTableID: Failed to find an available routing id".into())
+            })?
+        }
+        t => t,
+    };
+    Ok(pod.add_vrf(&conf.vrf_name, table)?)
+}
+
+/// Go's `addInterface`: enslave `ifname` to the VRF, then restore the
+/// global IPv6 addresses the kernel dropped and move the interface's
+/// routes into the VRF's table.
+fn add_interface(pod: &Handle, vrf: &Vrf, ifname: &str) -> Result<()> {
+    let link = pod
+        .link_by_name(ifname)
+        .map_err(|_| fail(format!("could not get link by name {ifname}")))?;
+    if let Some(master) = link.master {
+        let name = pod
+            .link_by_index(master)
+            .map(|m| m.name)
+            .unwrap_or_else(|_| format!("#{master}"));
+        return Err(fail(format!(
+            "interface {ifname} has already a master set: {name}"
+        )));
+    }
+    let v6_before = global_addresses(pod, &link)?;
+    let routes = movable_routes(pod, &link)?;
+    pod.set_master(link.index, vrf.link.index)?;
+    let v6_after = global_addresses(pod, &link)?;
+    let dropped = v6_before
+        .iter()
+        .filter(|a| !v6_after.iter().any(|b| b.address == a.address));
+    for addr in dropped {
+        pod.add_address(link.index, addr.address, addr.options)?;
+        wait_for_local_route(pod, vrf, &link, addr.address.ip())?;
+    }
+    for r in routes {
+        pod.replace_route(&Route {
+            table: Some(vrf.table),
+            ..r
+        })?;
+    }
+    Ok(())
+}
+
+struct SavedAddress {
+    address: cni_netns::IpNetwork,
+    options: AddressOptions,
+}
+
+/// The link's IPv6 addresses of global scope (Go's `getGlobalAddresses`).
+fn global_addresses(pod: &Handle, link: &Link) -> Result<Vec<SavedAddress>> {
+    const IFA_F_NODAD: u32 = 0x02; // linux/if_addr.h
+    const IFA_F_NOPREFIXROUTE: u32 = 0x200; // linux/if_addr.h
+    Ok(pod
+        .addresses(Some(link.index), Family::V6)?
+        .into_iter()
+        .filter(|a| a.scope == cni_netns::SCOPE_UNIVERSE)
+        .map(|a| SavedAddress {
+            address: a.address,
+            options: AddressOptions {
+                nodad: a.flags & IFA_F_NODAD != 0,
+                noprefixroute: a.flags & IFA_F_NOPREFIXROUTE != 0,
+            },
+        })
+        .collect())
+}
+
+/// The routes through the link in the main table, but not its connected
+/// and local ones (scope universe), as Go lists them before enslaving.
+fn movable_routes(pod: &Handle, link: &Link) -> Result<Vec<Route>> {
+    Ok(pod
+        .routes(Family::All)?
+        .into_iter()
+        .filter(|r| {
+            r.oif == Some(link.index)
+                && r.scope == Some(cni_netns::SCOPE_UNIVERSE)
+                && r.table == Some(cni_netns::TABLE_MAIN)
+        })
+        .collect())
+}
+
+/// Go waits (10 ms doubling, 9 tries) for the kernel to install a
+/// restored IPv6 address's /128 route in the VRF's table.
+fn wait_for_local_route(pod: &Handle, vrf: &Vrf, link: &Link, ip: std::net::IpAddr) -> Result<()> {
+    for attempt in 0..=8u32 {
+        let present = pod.routes(Family::V6)?.into_iter().any(|r| {
+            r.table == Some(vrf.table)
+                && r.oif == Some(link.index)
+                && r.dst.ip() == ip
+                && r.dst.prefix() == 128
+        });
+        if present {
+            return Ok(());
+        }
+        if attempt < 8 {
+            std::thread::sleep(Duration::from_millis(10 << attempt));
+        }
+    }
+    Err(fail(format!(
+        "failed getting local/host addresses for {} in table {} with dst {ip}",
+        link.name, vrf.table
+    )))
+}

@@ -1,0 +1,434 @@
+//! The conformance kit against our own plugin binaries (all cases must
+//! pass), and against plugins made to misbehave (the kit must notice).
+//!
+//! Needs root and the debug plugin binaries: run
+//! `cargo build -p cni-plugins --bins` first (`cargo test --workspace`
+//! builds them too). They are looked up in `$CARGO_TARGET_DIR/debug`, else
+//! in `target/debug` of the workspace.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Runs the test unless not root: then it fails, or with
+/// `CNI_TEST_ALLOW_SKIP=1` prints SKIP and returns false.
+fn premise() -> bool {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false);
+    if root {
+        return true;
+    }
+    if std::env::var("CNI_TEST_ALLOW_SKIP").as_deref() == Ok("1") {
+        eprintln!("SKIP: the conformance kit creates network namespaces and needs root");
+        return false;
+    }
+    panic!("the conformance kit creates network namespaces: run as root (or set CNI_TEST_ALLOW_SKIP=1 to skip)");
+}
+
+fn plugin_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => PathBuf::from(dir).join("debug"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debug"),
+    }
+}
+
+fn our_plugin(name: &str) -> PathBuf {
+    let path = plugin_dir().join(name);
+    assert!(
+        path.is_file(),
+        "plugin binary {} is missing: run `cargo build -p cni-plugins --bins` first",
+        path.display()
+    );
+    path
+}
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn lines(&self) -> Vec<&str> {
+        self.stdout.lines().collect()
+    }
+
+    fn failures(&self) -> Vec<&str> {
+        self.lines()
+            .into_iter()
+            .filter(|l| l.starts_with("FAIL "))
+            .collect()
+    }
+
+    fn case(&self, name: &str) -> &str {
+        self.lines()
+            .into_iter()
+            .find(|l| {
+                l.strip_prefix("ok ")
+                    .or_else(|| l.strip_prefix("FAIL "))
+                    .is_some_and(|rest| rest.split([' ', ':']).next() == Some(name))
+            })
+            .unwrap_or_else(|| panic!("no case {name} in:\n{}", self.stdout))
+    }
+}
+
+fn kit(args: &[&str], plugin: &Path) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_cni-conformance"))
+        .args(args)
+        .arg(plugin)
+        .output()
+        .expect("run cni-conformance");
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Every case passes, the summary says so and the exit status is 0.
+fn assert_all_pass(name: &str) {
+    if !premise() {
+        return;
+    }
+    let run = kit(&[], &our_plugin(name));
+    assert!(
+        run.failures().is_empty() && run.code == Some(0),
+        "{name}: exit {:?}\n{}{}",
+        run.code,
+        run.stdout,
+        run.stderr
+    );
+    let lines = run.lines();
+    let last = lines.last().copied().unwrap_or_default();
+    assert_eq!(
+        last,
+        format!("{} passed, 0 failed", lines.len() - 1),
+        "{}",
+        run.stdout
+    );
+    for must in [
+        "version",
+        "add-check-del-del",
+        "del-without-add",
+        "del-after-netns-deleted",
+        "error-unsupported-version",
+        "unknown-command",
+        "host-netns-refused",
+    ] {
+        run.case(must);
+    }
+}
+
+#[test]
+fn bridge() {
+    assert_all_pass("bridge");
+}
+
+#[test]
+fn ptp() {
+    assert_all_pass("ptp");
+}
+
+#[test]
+fn macvlan() {
+    assert_all_pass("macvlan");
+}
+
+#[test]
+fn host_device() {
+    assert_all_pass("host-device");
+}
+
+#[test]
+fn loopback() {
+    assert_all_pass("loopback");
+}
+
+#[test]
+fn host_local() {
+    assert_all_pass("host-local");
+}
+
+#[test]
+fn static_ipam() {
+    assert_all_pass("static");
+}
+
+#[test]
+fn tuning() {
+    assert_all_pass("tuning");
+}
+
+#[test]
+fn bandwidth() {
+    assert_all_pass("bandwidth");
+}
+
+#[test]
+fn portmap() {
+    assert_all_pass("portmap");
+}
+
+#[test]
+fn flannel() {
+    assert_all_pass("flannel");
+}
+
+/// This kernel has no ipvlan: every case that needs a successful ADD fails
+/// with the plugin's "not supported by this kernel" error, every other case
+/// passes. On a kernel with ipvlan, everything passes.
+#[test]
+fn ipvlan_on_a_kernel_without_ipvlan_fails_only_the_add_cases() {
+    if !premise() {
+        return;
+    }
+    let run = kit(&[], &our_plugin("ipvlan"));
+    if run.code == Some(0) {
+        return;
+    }
+    assert_eq!(run.code, Some(1), "{}{}", run.stdout, run.stderr);
+    let needs_add = |l: &str| {
+        [
+            "FAIL add-check-del-del:",
+            "FAIL del-without-netns:",
+            "FAIL del-after-netns-deleted:",
+            "FAIL add-result-",
+            "FAIL gc-empty-valid-attachments:",
+        ]
+        .iter()
+        .any(|p| l.starts_with(p))
+    };
+    for line in run.failures() {
+        assert!(
+            needs_add(line) && line.contains("ipvlan is not supported by this kernel"),
+            "unexpected failure: {line}\n{}",
+            run.stdout
+        );
+    }
+    for case in [
+        "version",
+        "del-without-add",
+        "error-unsupported-version",
+        "error-missing-ifname",
+        "unknown-command",
+        "add-ifname-exists",
+        "host-netns-refused",
+        "status",
+    ] {
+        assert!(run.case(case).starts_with("ok "), "{}", run.stdout);
+    }
+}
+
+/// A `.conflist` given with `--config`: the plugin of the binary's type is
+/// taken from it.
+#[test]
+fn config_file_from_a_conflist() {
+    if !premise() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("10-net.conflist");
+    let conflist = serde_json::json!({
+        "cniVersion": "0.4.0",
+        "name": "userconf",
+        "plugins": [
+            {"type": "ptp", "ipMasq": true, "ipam": {
+                "type": "host-local",
+                "subnet": "10.77.0.0/24",
+                // Replaced by the kit's own directory.
+                "dataDir": "/var/lib/cni/networks"
+            }},
+            {"type": "portmap", "capabilities": {"portMappings": true}}
+        ]
+    });
+    std::fs::write(&path, conflist.to_string()).unwrap();
+    let run = kit(
+        &["--config", path.to_str().unwrap(), "--ifname", "net1"],
+        &our_plugin("ptp"),
+    );
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+    // The config's version is the one ADD/CHECK/DEL use.
+    assert!(run.case("add-check-del-del").starts_with("ok "));
+    assert!(!Path::new("/var/lib/cni/networks/userconf").exists());
+}
+
+fn script_plugin(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// A plugin that answers `{}` to everything with exit 0 fails every case
+/// that looks at an answer; only DEL-style cases pass.
+#[test]
+fn a_plugin_that_always_succeeds_fails_the_kit() {
+    if !premise() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = script_plugin(dir.path(), "loopback", "cat >/dev/null; echo '{}'");
+    let run = kit(&[], &plugin);
+    assert_eq!(run.code, Some(1), "{}{}", run.stdout, run.stderr);
+    for case in [
+        "version",
+        "add-check-del-del",
+        "error-unsupported-version",
+        "error-missing-ifname",
+        "unknown-command",
+        "host-netns-refused",
+    ] {
+        assert!(
+            run.case(case).starts_with("FAIL "),
+            "{case}:\n{}",
+            run.stdout
+        );
+    }
+    assert!(run.case("del-without-add").starts_with("ok "));
+    assert!(
+        run.stdout.ends_with("2 passed, 8 failed\n"),
+        "{}",
+        run.stdout
+    );
+}
+
+/// A plugin that never answers is killed after the timeout and the case
+/// fails; the run goes on.
+#[test]
+fn a_hanging_plugin_is_killed_after_the_timeout() {
+    if !premise() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = script_plugin(
+        dir.path(),
+        "loopback",
+        r#"if [ "$CNI_COMMAND" = VERSION ]; then sleep 600; fi; cat >/dev/null; echo '{}'"#,
+    );
+    let started = std::time::Instant::now();
+    let run = kit(&["--timeout", "1"], &plugin);
+    assert!(
+        started.elapsed().as_secs() < 30,
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(run.code, Some(1), "{}{}", run.stdout, run.stderr);
+    assert!(run.case("version").contains("timed out"), "{}", run.stdout);
+}
+
+/// Usage errors and an unknown type without a config exit 2 (the kit could
+/// not run), not 1 (a plugin failed).
+#[test]
+fn kit_errors_exit_2() {
+    let missing = kit(&[], Path::new("/nonexistent/bridge"));
+    assert_eq!(missing.code, Some(2), "{}", missing.stderr);
+    assert!(missing.stderr.contains("not found"), "{}", missing.stderr);
+    if !premise() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = script_plugin(dir.path(), "mystery", "echo '{}'");
+    let unknown = kit(&[], &plugin);
+    assert_eq!(unknown.code, Some(2), "{}", unknown.stderr);
+    assert!(unknown.stderr.contains("--config"), "{}", unknown.stderr);
+}
+
+/// SIGINT stops the run: the plugin call in progress is killed, the kit's
+/// namespaces are removed, and the exit status is 130.
+#[test]
+fn sigint_cleans_up_and_exits_130() {
+    if !premise() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("seen");
+    let plugin = script_plugin(
+        dir.path(),
+        "bridge",
+        &format!(
+            r#"if [ "$CNI_COMMAND" = ADD ]; then echo "$$ $CNI_NETNS" > {seen}.tmp; mv {seen}.tmp {seen}; exec sleep 600; fi
+cat >/dev/null; echo '{{"cniVersion":"1.0.0","supportedVersions":["1.0.0"]}}'"#,
+            seen = seen.display()
+        ),
+    );
+    let child = Command::new(env!("CARGO_BIN_EXE_cni-conformance"))
+        .arg(&plugin)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !seen.exists() {
+        assert!(
+            started.elapsed().as_secs() < 20,
+            "the plugin's ADD never ran"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let text = std::fs::read_to_string(&seen).unwrap();
+    let (pid, netns) = text.trim().split_once(' ').unwrap();
+    assert!(Path::new(netns).exists());
+    let kit_pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &kit_pid])
+        .status()
+        .unwrap()
+        .success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!Path::new(netns).exists(), "{netns} left behind");
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "plugin process {pid} still running"
+    );
+}
+
+/// The GC case really looks at the firewall: a chained plugin that adds an
+/// nftables rule naming the container on ADD, removes it on DEL, and does
+/// nothing on GC fails `gc-empty-valid-attachments`. (Needs `nft` and `jq`,
+/// both installed by scripts/test-all.sh.)
+#[test]
+fn gc_that_leaves_a_firewall_rule_fails() {
+    if !premise() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = script_plugin(
+        dir.path(),
+        "portmap",
+        r#"case "$CNI_COMMAND" in
+VERSION) echo '{"cniVersion":"1.1.0","supportedVersions":["1.0.0","1.1.0"]}' ;;
+ADD)
+    conf=$(cat)
+    nft add table inet cnikfake && nft add chain inet cnikfake c || exit 1
+    nft add rule inet cnikfake c counter comment "\"$CNI_CONTAINERID\"" || exit 1
+    printf '%s' "$conf" | jq -c '.prevResult + {cniVersion: .cniVersion}' ;;
+DEL) cat >/dev/null; nft flush chain inet cnikfake c 2>/dev/null; exit 0 ;;
+*) cat >/dev/null; exit 0 ;;
+esac"#,
+    );
+    let run = kit(&[], &plugin);
+    assert!(
+        run.case("add-check-del-del").starts_with("ok "),
+        "{}{}",
+        run.stdout,
+        run.stderr
+    );
+    let gc = run.case("gc-empty-valid-attachments");
+    assert!(
+        gc.starts_with("FAIL ") && gc.contains("firewall item(s) added for the attachment remain"),
+        "{}",
+        run.stdout
+    );
+}
