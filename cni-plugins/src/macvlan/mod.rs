@@ -114,6 +114,9 @@ impl Plugin for Macvlan {
         let link = create_macvlan(&conf, &master, &host, &netns, &pod, &req.ifname)?;
         let mut undo = Undo::new();
         undo.push(|| pod.delete_link(link.index));
+        if let Some(len) = conf.bc_queue_len {
+            pod.set_macvlan_bc_queue_len(link.index, len)?;
+        }
         let mut result = CniResult {
             interfaces: vec![interface(&link, &req.netns)],
             ..Default::default()
@@ -178,7 +181,7 @@ fn create_macvlan(
     pod: &Handle,
     ifname: &str,
 ) -> Result<Link> {
-    let link = iface::create_stacked_link(
+    iface::create_stacked_link(
         conf.link_in_container,
         host,
         netns,
@@ -194,15 +197,5 @@ fn create_macvlan(
                 netns: target,
             })
         },
-    )?;
-    let Some(len) = conf.bc_queue_len else {
-        return Ok(link);
-    };
-    let queued = pod
-        .set_macvlan_bc_queue_len(link.index, len)
-        .and_then(|()| pod.link_by_index(link.index));
-    if queued.is_err() {
-        let _ = pod.delete_link(link.index);
-    }
-    Ok(queued?)
+    )
 }
