@@ -306,6 +306,29 @@ pub enum Error {
         source: io::Error,
     },
     // ---- end firewall / conntrack ----
+    // ---- iptables / foreign nft tables (firewall plugin) ----
+    /// A firewall program (`iptables`, `ip6tables`, `nft`) could not be started.
+    #[error("{op}: run {program}: {source}")]
+    ToolSpawn {
+        /// What was being done.
+        op: String,
+        /// The program.
+        program: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// A firewall program refused a command.
+    #[error("{op}: {command}: {message}")]
+    FirewallTool {
+        /// What was being done.
+        op: String,
+        /// The command line.
+        command: String,
+        /// What the program printed on stderr (or its exit status).
+        message: String,
+    },
+    // ---- end iptables / foreign nft tables ----
     // ---- native nf_tables (nftnative) ----
     /// The kernel refused a native nf_tables request (or its socket failed).
     #[error("{op} for {attachment}: {object}: {source}")]

@@ -15,6 +15,12 @@
 //!   spoof check through the [`firewall::Firewall`] trait (nftables), every
 //!   rule tagged with the attachment that owns it; [`conntrack`] flushes
 //!   stale UDP conntrack entries.
+//! * [`Rule`] routing policy rules (`ip rule`) on the same [`Handle`];
+//!   [`FileLock`] an exclusive `flock`.
+//! * [`Iptables`] runs the system `iptables`/`ip6tables`, and
+//!   [`NftForeignTable`] puts rules of ours into an nftables table another
+//!   program owns: for the firewall plugin, which opens the node's own
+//!   firewall.
 //!
 //! Errors name the operation, the object and the namespace:
 //! `add address 10.1.0.5/24 to eth0 in /run/netns/x: File exists`.
@@ -37,14 +43,18 @@ mod configure;
 pub mod conntrack;
 mod device;
 mod error;
+mod file_lock;
 pub mod firewall;
 mod handle;
+mod iptables;
 mod link;
 mod link_kinds;
 mod neigh;
 mod netlink;
 mod netns;
+mod nft_foreign;
 mod route;
+mod rule;
 pub mod sysctl;
 pub mod tc;
 mod tun;
@@ -60,9 +70,11 @@ pub use addr::{Address, AddressOptions, DAD_POLL, DAD_TIMEOUT};
 pub use configure::configure_interface;
 pub use device::{IpvlanMode, IpvlanSpec, LinkDetails};
 pub use error::{Error, Result};
+pub use file_lock::FileLock;
 pub use handle::Handle;
 /// The CIDR type used throughout the API (re-exported so callers match versions).
 pub use ipnetwork::IpNetwork;
+pub use iptables::Iptables;
 pub use link::{
     BridgePortOptions, BridgeSpec, BridgeVlan, Link, MacAddr, MacvlanMode, MacvlanSpec, OperState,
     VethSpec, VETH_NAME_ATTEMPTS,
@@ -70,7 +82,9 @@ pub use link::{
 pub use link_kinds::{free_vrf_table, VlanSpec, Vrf, VLAN_ID_MAX};
 pub use neigh::Neighbour;
 pub use netns::{Netns, OwnedNetns, NETNS_RUN_DIR};
+pub use nft_foreign::{NftForeignTable, NftListedRule};
 pub use route::{NextHop, Route, SCOPE_HOST, SCOPE_LINK, SCOPE_UNIVERSE, TABLE_MAIN};
+pub use rule::Rule;
 pub use tun::{TapSpec, IFF_MULTI_QUEUE, IFF_NO_PI, IFF_TAP, IFF_VNET_HDR};
 
 /// Which address family a listing covers.

@@ -61,6 +61,8 @@ pub fn all_delegates() -> SameBuildExec {
         .register("dummy", || Arc::new(crate::dummy::Dummy))
         .register("tap", || Arc::new(crate::tap::Tap))
         .register("passthru", || Arc::new(crate::passthru::Passthru))
+        .register("sbr", || Arc::new(crate::sbr::Sbr::new()))
+        .register("firewall", || Arc::new(crate::firewall::Firewall::new()))
 }
 
 /// Defines a plugin binary's `main`: the binary carries the marker of

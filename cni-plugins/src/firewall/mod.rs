@@ -1,0 +1,331 @@
+//! The firewall meta-plugin, chained only: opens the node's firewall for
+//! the pod's traffic, for a node whose forward policy drops it. Run by the
+//! runtime in the node's network namespace (where the rules go).
+//!
+//! Behaviour follows containernetworking/plugins `plugins/meta/firewall`:
+//! the iptables backend writes Go's chains and rules exactly (`FORWARD` →
+//! `CNI-FORWARD` → the admin chain, then per address
+//! `-d <ip> -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT` and
+//! `-s <ip> -j ACCEPT`), by running the system `iptables`/`ip6tables` (so
+//! iptables-nft or iptables-legacy, as the node has it); `ingressPolicy`
+//! `same-bridge`/`isolated` adds Go's `CNI-ISOLATION-STAGE-1/2` chains.
+//! Ours: an `nftables` backend for nodes whose firewall is a native
+//! nftables table; GC; unknown `backend`/`ingressPolicy` values refused up
+//! front. The firewalld backend needs D-Bus, which this build does not
+//! speak: it fails with a clear error. The result is `prevResult`.
+//!
+//! ```
+//! use cni_exec::{dispatch, Env};
+//! use cni_plugins::firewall::Firewall;
+//!
+//! let env = Env::new([
+//!     ("CNI_COMMAND", "ADD"),
+//!     ("CNI_CONTAINERID", "c1"),
+//!     ("CNI_NETNS", "/run/netns/c1"),
+//!     ("CNI_IFNAME", "eth0"),
+//!     ("CNI_PATH", "/opt/cni/bin"),
+//! ]);
+//! let out = dispatch(&Firewall::new(), &env,
+//!     br#"{"cniVersion":"1.0.0","name":"n","type":"firewall","backend":"pf"}"#);
+//! assert_eq!(out.exit_code, 1);
+//! assert!(String::from_utf8(out.stdout).unwrap().contains("backend: unknown"));
+//! ```
+
+mod config;
+mod iptables;
+mod nftables;
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use cni_exec::{Plugin, Request};
+use cni_netns::FileLock;
+use cni_types::{CniResult, Version};
+use serde::{Deserialize, Serialize};
+
+pub use config::{
+    Backend, FirewallConf, IngressPolicy, DEFAULT_ADMIN_CHAIN, DEFAULT_DATA_DIR, DEFAULT_ZONE,
+};
+pub use iptables::FORWARD_CHAIN;
+pub use nftables::{tag, OWN_CHAIN};
+
+use crate::{Error, Result};
+
+/// Where firewalld would be reached.
+pub const SYSTEM_BUS: &str = "/run/dbus/system_bus_socket";
+
+/// The firewall plugin.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Firewall;
+
+/// What the iptables backend remembers of one attachment, for GC (the
+/// rules themselves are Go's, untagged).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Attachment {
+    #[serde(rename = "containerID")]
+    container_id: String,
+    ifname: String,
+    ips: Vec<IpAddr>,
+}
+
+fn state_path(conf: &FirewallConf, container_id: &str, ifname: &str) -> PathBuf {
+    Path::new(&conf.data_dir)
+        .join(&conf.network)
+        .join(format!("{container_id}_{ifname}"))
+}
+
+fn write_state(path: &Path, a: &Attachment) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
+    }
+    let data = serde_json::to_vec(a).map_err(|e| Error::Internal(e.to_string()))?;
+    cni_exec::cache::write_atomic(path, &data).map_err(|e| Error::Internal(e.to_string()))
+}
+
+fn read_state(path: &Path) -> Option<Attachment> {
+    std::fs::read(path)
+        .ok()
+        .and_then(|d| serde_json::from_slice(&d).ok())
+}
+
+fn remove_state(path: &Path) {
+    let _ = std::fs::remove_file(path);
+}
+
+fn addresses(prev: &CniResult) -> Vec<IpAddr> {
+    prev.ips.iter().map(|ip| ip.address.ip()).collect()
+}
+
+/// The bridge of `same-bridge`/`isolated`: the first interface of
+/// `prevResult` (the bridge plugin lists the bridge first).
+fn bridge_name(conf: &FirewallConf, prev: &CniResult) -> Result<Option<String>> {
+    if conf.ingress == IngressPolicy::Open {
+        return Ok(None);
+    }
+    let policy = match conf.ingress {
+        IngressPolicy::Isolated => "isolated",
+        _ => "same-bridge",
+    };
+    match prev.interfaces.first() {
+        None => Err(Error::Config(format!(
+            "interface needs to be set for ingress policy {policy:?}, make sure to chain \"firewall\" plugin with \"bridge\""
+        ))),
+        Some(i) if i.name.is_empty() => Err(Error::Config("got empty bridge name".into())),
+        Some(i) => Ok(Some(i.name.clone())),
+    }
+}
+
+/// Serialises this plugin's read-modify-write of the node's firewall
+/// (two first ADDs would both insert the jump; a DEL of the last pod could
+/// remove the chain under a concurrent ADD).
+fn lock(conf: &FirewallConf) -> Result<FileLock> {
+    Ok(FileLock::create(Path::new(&conf.data_dir).join("lock"))?)
+}
+
+fn firewalld_unavailable() -> Error {
+    if Path::new(SYSTEM_BUS).exists() {
+        Error::NotAvailable(format!(
+            "firewalld backend: not supported by this build (no D-Bus client for {SYSTEM_BUS}); use backend \"iptables\" or \"nftables\""
+        ))
+    } else {
+        Error::NotAvailable(format!(
+            "firewalld backend: D-Bus system bus not reachable at {SYSTEM_BUS}"
+        ))
+    }
+}
+
+impl Firewall {
+    /// The plugin (it has no state of its own).
+    pub fn new() -> Self {
+        Firewall
+    }
+
+    fn do_add(&self, req: &Request) -> Result<CniResult> {
+        let conf = FirewallConf::parse(req)?;
+        let prev = config::required_prev(req)?;
+        let ips = addresses(&prev);
+        let bridge = bridge_name(&conf, &prev)?;
+        if conf.backend == Backend::Firewalld {
+            return Err(firewalld_unavailable());
+        }
+        let _lock = lock(&conf)?;
+        let opened = match &conf.backend {
+            Backend::Nftables {
+                family,
+                table,
+                chain,
+            } => nftables::NodeTable::new(family, table, chain)
+                .add(&tag(&conf.network, &req.container_id, &req.ifname), &ips),
+            _ => {
+                let record = Attachment {
+                    container_id: req.container_id.clone(),
+                    ifname: req.ifname.clone(),
+                    ips: ips.clone(),
+                };
+                write_state(&state_path(&conf, &req.container_id, &req.ifname), &record)
+                    .and_then(|()| iptables::add(&ips, &conf.admin_chain))
+            }
+        };
+        let isolated = opened.and_then(|()| match &bridge {
+            Some(br) => iptables::setup_isolation(&ips, br, conf.ingress),
+            None => Ok(()),
+        });
+        if let Err(e) = isolated {
+            // Every family's address rules go, not only the failed one's
+            // (Go cleans up the failing family only).
+            let _ = self.remove(&conf, req, &ips);
+            return Err(e);
+        }
+        Ok(prev)
+    }
+
+    /// The attachment's own rules go (Go's DEL); chains, jumps and
+    /// isolation rules stay.
+    fn remove(&self, conf: &FirewallConf, req: &Request, ips: &[IpAddr]) -> Result<()> {
+        match &conf.backend {
+            Backend::Iptables => {
+                let state = state_path(conf, &req.container_id, &req.ifname);
+                let mut ips = ips.to_vec();
+                if ips.is_empty() {
+                    ips = read_state(&state).map(|a| a.ips).unwrap_or_default();
+                }
+                iptables::del(&ips);
+                remove_state(&state);
+                Ok(())
+            }
+            // Nothing of ours can be in a firewalld we cannot reach.
+            Backend::Firewalld => Ok(()),
+            Backend::Nftables {
+                family,
+                table,
+                chain,
+            } => nftables::NodeTable::new(family, table, chain).del(&tag(
+                &conf.network,
+                &req.container_id,
+                &req.ifname,
+            )),
+        }
+    }
+
+    fn do_del(&self, req: &Request) -> Result<()> {
+        let conf = FirewallConf::parse(req)?;
+        let prev = req.config.prev_result()?;
+        let ips = prev.as_ref().map(addresses).unwrap_or_default();
+        let _lock = lock(&conf)?;
+        self.remove(&conf, req, &ips)
+    }
+
+    fn do_check(&self, req: &Request) -> Result<()> {
+        let conf = FirewallConf::parse(req)?;
+        let prev = config::required_prev(req)?;
+        let ips = addresses(&prev);
+        match &conf.backend {
+            Backend::Iptables => iptables::check(&ips, &conf.admin_chain),
+            Backend::Firewalld => Err(firewalld_unavailable()),
+            Backend::Nftables {
+                family,
+                table,
+                chain,
+            } => nftables::NodeTable::new(family, table, chain)
+                .check(&tag(&conf.network, &req.container_id, &req.ifname), &ips),
+        }
+    }
+
+    /// GC: the rules of this network's attachments that are not in
+    /// `cni.dev/valid-attachments` go. An address still used by a valid
+    /// attachment keeps its rules (Go's rules are per address, not per
+    /// attachment).
+    fn do_gc(&self, req: &Request) -> Result<()> {
+        let conf = FirewallConf::parse(req)?;
+        let valid: Vec<(String, String)> = req
+            .config
+            .valid_attachments()?
+            .ok_or_else(|| {
+                Error::Config("cni.dev/valid-attachments: missing from the GC request".into())
+            })?
+            .into_iter()
+            .map(|a| (a.container_id, a.ifname))
+            .collect();
+        let _lock = lock(&conf)?;
+        match &conf.backend {
+            Backend::Iptables => {
+                let dir = Path::new(&conf.data_dir).join(&conf.network);
+                let Ok(entries) = std::fs::read_dir(&dir) else {
+                    return Ok(());
+                };
+                let mut live = Vec::new();
+                let mut dead = Vec::new();
+                for e in entries.flatten() {
+                    // Container ids and interface names may both hold `_`:
+                    // the record, not the file name, says whose it is.
+                    let Some(a) = read_state(&e.path()) else {
+                        continue;
+                    };
+                    if valid
+                        .iter()
+                        .any(|(c, i)| *c == a.container_id && *i == a.ifname)
+                    {
+                        live.extend(a.ips);
+                    } else {
+                        dead.push((e.path(), a.ips));
+                    }
+                }
+                for (path, ips) in dead {
+                    let ips: Vec<IpAddr> =
+                        ips.into_iter().filter(|ip| !live.contains(ip)).collect();
+                    iptables::del(&ips);
+                    remove_state(&path);
+                }
+                Ok(())
+            }
+            Backend::Firewalld => Ok(()),
+            Backend::Nftables {
+                family,
+                table,
+                chain,
+            } => nftables::NodeTable::new(family, table, chain).gc(&conf.network, &valid),
+        }
+    }
+}
+
+impl Plugin for Firewall {
+    type Error = Error;
+
+    fn name(&self) -> &str {
+        "firewall"
+    }
+
+    fn add(&self, req: &Request) -> Result<CniResult> {
+        self.do_add(req)
+    }
+
+    fn del(&self, req: &Request) -> Result<()> {
+        self.do_del(req)
+    }
+
+    fn check(&self, req: &Request) -> Result<()> {
+        self.do_check(req)
+    }
+
+    fn gc(&self, req: &Request) -> Result<()> {
+        self.do_gc(req)
+    }
+
+    /// Ready, except with the firewalld backend, which this build cannot
+    /// serve (code 50). Go registers no STATUS.
+    fn status(&self, req: &Request) -> Result<()> {
+        match FirewallConf::parse(req)?.backend {
+            Backend::Firewalld => Err(firewalld_unavailable()),
+            _ => Ok(()),
+        }
+    }
+
+    /// 0.4.0 and later, as Go's `version.PluginSupports("0.4.0", ...)`.
+    fn supported_versions(&self) -> Vec<Version> {
+        Version::ALL
+            .iter()
+            .copied()
+            .filter(|v| *v >= Version::V0_4_0)
+            .collect()
+    }
+}
