@@ -181,12 +181,12 @@ impl Plugin for Bridge {
         let id = attachment(req);
         let pod = iface::pod_for_del(req)?;
         let addresses = match &pod {
-            Some((_, pod)) => global_addresses(pod, &req.ifname)?,
+            Some(pod) => global_addresses(pod, &req.ifname)?,
             None => Vec::new(),
         };
         // Rules go before the address is released, so a new pod given the
         // same address never has its rules removed by this DEL.
-        iface::delete_pod_link_while(pod.as_ref().map(|p| &p.1), &req.ifname, || {
+        iface::delete_pod_link_while(pod.as_ref(), &req.ifname, || {
             if conf.mac_spoof_chk {
                 // As Go: a spoof check teardown failure does not fail DEL.
                 if let Err(e) = self

@@ -175,7 +175,7 @@ impl Plugin for HostDevice {
     fn del(&self, req: &Request) -> Result<()> {
         let conf = HostDeviceConf::load(&req.config)?;
         let dpdk = conf.dpdk_mode()?;
-        let Some((_, pod)) = iface::pod_for_del(req)? else {
+        let Some(pod) = iface::pod_for_del(req)? else {
             // The kernel already returned the link to the initial namespace
             // with the pod's; only the addresses are left to release.
             return ipam::del(req);

@@ -138,8 +138,7 @@ impl Plugin for Macvlan {
     }
 
     fn del(&self, req: &Request) -> Result<()> {
-        let pod = iface::pod_for_del(req)?;
-        iface::delete_pod_link_while(pod.as_ref().map(|p| &p.1), &req.ifname, || ipam::del(req))
+        iface::del_link_and_lease(req)
     }
 
     fn check(&self, req: &Request) -> Result<()> {

@@ -9,7 +9,7 @@ use cni_exec::Request;
 use cni_netns::{configure_interface, sysctl, Handle, Link, Netns};
 use cni_types::{CniResult, Interface};
 
-use super::{concurrently, fail};
+use super::{concurrently, fail, ipam};
 use crate::Result;
 
 /// A result interface for `link` (`sandbox` empty on the node).
@@ -140,18 +140,22 @@ pub(crate) fn find_master(
 
 /// The pod's namespace for DEL: `None` when `CNI_NETNS` is empty or the
 /// namespace is gone (nothing to remove inside it).
-pub(crate) fn pod_for_del(req: &Request) -> Result<Option<(Netns, Handle)>> {
+pub(crate) fn pod_for_del(req: &Request) -> Result<Option<Handle>> {
     if req.netns.is_empty() {
         return Ok(None);
     }
     match Netns::open(&req.netns) {
-        Ok(netns) => {
-            let pod = Handle::in_netns(&netns)?;
-            Ok(Some((netns, pod)))
-        }
+        Ok(netns) => Ok(Some(Handle::in_netns(&netns)?)),
         Err(e) if e.is_netns_gone() => Ok(None),
         Err(e) => Err(e.into()),
     }
+}
+
+/// DEL of a plugin whose state is the pod link and the IPAM lease alone
+/// (macvlan, ipvlan, vlan, dummy, tap).
+pub(crate) fn del_link_and_lease(req: &Request) -> Result<()> {
+    let pod = pod_for_del(req)?;
+    delete_pod_link_while(pod.as_ref(), &req.ifname, || ipam::del(req))
 }
 
 /// Deletes `ifname` in the pod (a missing link is not an error) while

@@ -144,8 +144,7 @@ impl Plugin for Vlan {
         // ours succeeds, so that a node link removed first does not wedge
         // the pod's teardown.
         VlanConf::load(&req.config)?;
-        let pod = iface::pod_for_del(req)?;
-        iface::delete_pod_link_while(pod.as_ref().map(|p| &p.1), &req.ifname, || ipam::del(req))
+        iface::del_link_and_lease(req)
     }
 
     fn check(&self, req: &Request) -> Result<()> {

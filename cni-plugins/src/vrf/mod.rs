@@ -101,7 +101,7 @@ impl Plugin for VrfPlugin {
 
     fn del(&self, req: &Request) -> Result<()> {
         let conf = VrfConf::load(&req.config)?;
-        let Some((_, pod)) = iface::pod_for_del(req)? else {
+        let Some(pod) = iface::pod_for_del(req)? else {
             return Ok(());
         };
         let Some(vrf) = find_vrf(&pod, &conf.vrf_name)? else {
