@@ -29,6 +29,9 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 cargo test --workspace --locked
 # The conformance kit against our plugins (must pass) and Go's (information).
 scripts/conformance.sh
+# A crate outside the workspace: serde round trips, plugin unit tests without
+# root, and cni-conformance on its own plugin binary.
+scripts/outside-crate.sh
 # The nft-process firewall backend keeps full coverage (native is the default).
 CNI_FIREWALL_BACKEND=nft cargo test --locked -p cni-netns --test firewall --test firewall_traffic
 # Tests on the node's default paths (cni0, /run/flannel/subnet.env): they save

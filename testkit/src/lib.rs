@@ -16,6 +16,21 @@
 //! ...
 //! 14 passed, 0 failed
 //! ```
+//!
+//! From a Rust test (as root; [`conformance::run`] makes its own
+//! namespaces), with the config the kit builds for the plugin's type:
+//!
+//! ```
+//! use cni_testkit::conformance::{self, Options, PluginKind, Role};
+//!
+//! let plugin = std::path::Path::new("/usr/lib/cni/bridge");
+//! assert_eq!(PluginKind::from_binary(plugin).role(), Role::Interface);
+//! if nix::unistd::geteuid().is_root() && plugin.exists() {
+//!     let report = conformance::run(&Options::new(plugin))?;
+//!     assert!(report.case("add-check-del-del").is_some_and(|c| c.passed()));
+//! }
+//! # Ok::<(), cni_testkit::Error>(())
+//! ```
 
 pub mod conformance;
 mod error;

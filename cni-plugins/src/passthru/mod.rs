@@ -3,10 +3,12 @@
 //! have a valid chain to be appended to — multus-cni's
 //! `cmd/passthru-cni/main.go` (Multus v4.2.1+).
 //!
-//! ADD prints an empty result in the config's version (Go's passthru does
-//! not pass a `prevResult` through: it is meant to be first); DEL, CHECK,
-//! STATUS and GC succeed without doing anything. It speaks 0.3.0 to 1.1.0,
-//! as Go's.
+//! ADD passes a `prevResult` through unchanged, and prints an empty result
+//! in the config's version when there is none (multus-cni's passthru
+//! always prints an empty result: it is meant to be first, where both
+//! agree; passing the previous result on keeps a chain whole wherever
+//! passthru sits). DEL, CHECK, STATUS and GC succeed without doing
+//! anything. It speaks 0.3.0 to 1.1.0, as Go's.
 //!
 //! ```
 //! use cni_exec::{dispatch, Env};
@@ -40,8 +42,8 @@ impl Plugin for Passthru {
         "passthru"
     }
 
-    fn add(&self, _req: &Request) -> Result<CniResult, CniError> {
-        Ok(CniResult::default())
+    fn add(&self, req: &Request) -> Result<CniResult, CniError> {
+        Ok(req.config.prev_result()?.unwrap_or_default())
     }
 
     fn del(&self, _req: &Request) -> Result<(), CniError> {

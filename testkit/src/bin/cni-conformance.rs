@@ -1,4 +1,4 @@
-//! `cni-conformance [--config FILE] [--ifname NAME] [--timeout SECS] PLUGIN_BINARY`
+//! `cni-conformance [--config FILE] [--ifname NAME] [--timeout SECS] [--role interface|ipam|chained] PLUGIN_BINARY`
 //!
 //! Runs a CNI plugin binary through the spec's requirements in network
 //! namespaces it creates and removes (see `cni_testkit::conformance`).
@@ -10,6 +10,10 @@
 //! whose `type` is the binary's name (or the only plugin), with the list's
 //! `cniVersion` and `name`; a host-local `dataDir` (and tuning's and
 //! flannel's) is replaced by a directory of the kit's.
+//!
+//! `--role` says what a plugin of a type the kit does not know does:
+//! `interface` (creates `CNI_IFNAME`, the default), `ipam` (allocates
+//! addresses), or `chained` (works on a `prevResult`).
 //!
 //! SIGINT, SIGTERM and SIGHUP stop the run after killing the plugin call in
 //! progress; the kit's namespaces and files are removed before it exits
@@ -24,16 +28,17 @@ use std::time::Duration;
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 
-use cni_testkit::conformance::{load_config, run, Options, PluginKind};
+use cni_testkit::conformance::{load_config, run, Options, PluginKind, Role};
 
 const USAGE: &str =
-    "usage: cni-conformance [--config FILE] [--ifname NAME] [--timeout SECS] PLUGIN_BINARY";
+    "usage: cni-conformance [--config FILE] [--ifname NAME] [--timeout SECS] [--role interface|ipam|chained] PLUGIN_BINARY";
 
 struct Args {
     plugin: PathBuf,
     config: Option<PathBuf>,
     ifname: Option<String>,
     timeout: Option<u64>,
+    role: Option<Role>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -42,6 +47,7 @@ fn parse_args() -> Result<Args, String> {
     let mut config = None;
     let mut ifname = None;
     let mut timeout = None;
+    let mut role = None;
     while let Some(arg) = args.next() {
         let arg = arg.to_string_lossy().into_owned();
         let mut value = |name: &str| {
@@ -59,6 +65,14 @@ fn parse_args() -> Result<Args, String> {
                     .map_err(|_| format!("--timeout: not a number of seconds: {v:?}"))?;
                 timeout = Some(secs);
             }
+            "--role" => {
+                role = Some(match value("--role")?.to_string_lossy().as_ref() {
+                    "interface" => Role::Interface,
+                    "ipam" => Role::Ipam,
+                    "chained" => Role::Meta,
+                    other => return Err(format!("--role: unknown role {other:?}\n{USAGE}")),
+                })
+            }
             "-h" | "--help" => return Err(USAGE.to_owned()),
             flag if flag.starts_with("--") => {
                 return Err(format!("unknown option {flag}\n{USAGE}"))
@@ -72,6 +86,7 @@ fn parse_args() -> Result<Args, String> {
         config,
         ifname,
         timeout,
+        role,
     })
 }
 
@@ -122,6 +137,9 @@ fn main() -> ExitCode {
     }
     if let Some(ifname) = args.ifname {
         options = options.with_ifname(ifname);
+    }
+    if let Some(role) = args.role {
+        options = options.with_role(role);
     }
     if let Some(secs) = args.timeout {
         options.timeout = Duration::from_secs(secs);

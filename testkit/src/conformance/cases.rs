@@ -109,7 +109,7 @@ pub(super) fn run(options: &Options) -> Result<Report, Error> {
         .unwrap_or_default();
     let ctx = Ctx {
         sb: &sb,
-        role: kind.role(),
+        role: options.role.unwrap_or_else(|| kind.role()),
         ifname: options
             .ifname
             .clone()

@@ -57,6 +57,9 @@ pub struct Options {
     /// `CNI_IFNAME`; `None` is the type's default (`eth0`, `lo` for
     /// loopback).
     pub ifname: Option<String>,
+    /// The plugin's role; `None` takes it from its type (a type the kit does
+    /// not know is taken as an interface plugin).
+    pub role: Option<Role>,
     /// How long one plugin call may take before it is killed (30 s).
     pub timeout: Duration,
     /// Extra directories for `CNI_PATH`, after the plugin's own directory
@@ -75,6 +78,7 @@ impl Options {
             plugin: plugin.into(),
             config: None,
             ifname: None,
+            role: None,
             timeout: Duration::from_secs(30),
             cni_path: Vec::new(),
             cancel: None,
@@ -84,6 +88,13 @@ impl Options {
     /// Uses `config` instead of the built-in one.
     pub fn with_config(mut self, config: Value) -> Options {
         self.config = Some(config);
+        self
+    }
+
+    /// Tests the plugin in `role` (for a type the kit does not know, e.g.
+    /// [`Role::Meta`] for a chained plugin of your own).
+    pub fn with_role(mut self, role: Role) -> Options {
+        self.role = Some(role);
         self
     }
 
