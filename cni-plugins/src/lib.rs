@@ -21,6 +21,7 @@ pub mod portmap;
 pub mod ptp;
 pub mod sbr;
 pub mod static_ipam;
+mod steps;
 pub mod tap;
 pub mod tuning;
 pub mod vlan;
