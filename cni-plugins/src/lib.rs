@@ -5,6 +5,7 @@
 pub mod bandwidth;
 pub mod binary;
 pub mod bridge;
+pub mod dhcp;
 pub mod dummy;
 mod error;
 pub mod firewall;
