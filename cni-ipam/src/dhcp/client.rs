@@ -188,28 +188,42 @@ impl Client<'_> {
         }
     }
 
-    /// DISCOVER, OFFER, REQUEST, ACK, retried with back-off (2 s doubling
-    /// up to `resend_max`, ±0.5 s) until `resend_timeout`. A NAK restarts
-    /// the exchange.
+    /// DISCOVER, OFFER, REQUEST, ACK, retried until `resend_timeout`.
+    /// After each DISCOVER the client listens for `timeout` plus the
+    /// back-off pause (2 s doubling up to `resend_max`, ±0.5 s), so a
+    /// server that answers late (dnsmasq pings an address before offering
+    /// it) is still heard. One transaction id and one filtered socket
+    /// serve the whole acquire; a NAK restarts the exchange.
     pub fn acquire(&self) -> Result<Lease> {
         let start = Instant::now();
         let deadline = start + self.config.resend_timeout;
+        let xid = random_u32();
+        let sock = self
+            .sockets
+            .packet(xid)
+            .map_err(self.socket_error("open packet socket on"))?;
+        let mut discover = self.message(MessageType::Discover, xid);
+        if self.config.broadcast {
+            discover.flags = FLAG_BROADCAST;
+        }
         let mut last_nak = None;
         let mut delay = Duration::from_secs(2);
-        loop {
-            match self.try_acquire(deadline)? {
+        while Instant::now() < deadline {
+            discover.secs = start.elapsed().as_secs().min(u64::from(u16::MAX)) as u16;
+            self.broadcast(&sock, &discover, Ipv4Addr::UNSPECIFIED)?;
+            let jitter = Duration::from_millis(u64::from(random_u32() % 1000));
+            let pause = (delay + jitter).saturating_sub(Duration::from_millis(500));
+            let wait = (Instant::now() + self.config.timeout + pause).min(deadline);
+            delay = (delay * 2).min(self.config.resend_max.max(Duration::from_secs(1)));
+            let offer = self.receive(&sock, xid, wait, |m| {
+                m.message_type() == Some(MessageType::Offer)
+            })?;
+            let Some((offer, src)) = offer else { continue };
+            match self.request_offer(&sock, &discover, &offer, src, deadline)? {
                 Some(Ok(lease)) => return Ok(lease),
                 Some(Err(nak)) => last_nak = Some(nak),
                 None => {}
             }
-            let jitter = Duration::from_millis(u64::from(random_u32() % 1000))
-                .saturating_sub(Duration::from_millis(500));
-            let pause = (delay + jitter).min(deadline.saturating_duration_since(Instant::now()));
-            if pause.is_zero() {
-                break;
-            }
-            std::thread::sleep(pause);
-            delay = (delay * 2).min(self.config.resend_max.max(Duration::from_secs(1)));
         }
         Err(match last_nak {
             Some(reason) => Error::DhcpNak {
@@ -223,34 +237,25 @@ impl Client<'_> {
         })
     }
 
-    /// One exchange: `None` when no server answered in time, the lease,
-    /// or the NAK's text.
-    fn try_acquire(&self, deadline: Instant) -> Result<Option<std::result::Result<Lease, String>>> {
-        let xid = random_u32();
-        let sock = self
-            .sockets
-            .packet(xid)
-            .map_err(self.socket_error("open packet socket on"))?;
-        let mut discover = self.message(MessageType::Discover, xid);
-        if self.config.broadcast {
-            discover.flags = FLAG_BROADCAST;
-        }
-        self.broadcast(&sock, &discover, Ipv4Addr::UNSPECIFIED)?;
-        let wait = (Instant::now() + self.config.timeout).min(deadline);
-        let Some((offer, src)) = self.receive(&sock, xid, wait, |m| {
-            m.message_type() == Some(MessageType::Offer)
-        })?
-        else {
-            return Ok(None);
-        };
+    /// REQUEST for `offer`: `None` when the server did not answer in
+    /// `timeout`, the lease, or the NAK's text.
+    fn request_offer(
+        &self,
+        sock: &PacketSocket,
+        discover: &Message,
+        offer: &Message,
+        src: Ipv4Addr,
+        deadline: Instant,
+    ) -> Result<Option<std::result::Result<Lease, String>>> {
         let server = offer.option_ipv4(opt::SERVER_ID).unwrap_or(src);
-        let mut request = self.message(MessageType::Request, xid);
+        let mut request = self.message(MessageType::Request, discover.xid);
         request.flags = discover.flags;
+        request.secs = discover.secs;
         request.set_option(opt::REQUESTED_IP, offer.yiaddr.octets().to_vec());
         request.set_option(opt::SERVER_ID, server.octets().to_vec());
-        self.broadcast(&sock, &request, Ipv4Addr::UNSPECIFIED)?;
+        self.broadcast(sock, &request, Ipv4Addr::UNSPECIFIED)?;
         let wait = (Instant::now() + self.config.timeout).min(deadline);
-        let reply = self.receive(&sock, xid, wait, |m| {
+        let reply = self.receive(sock, discover.xid, wait, |m| {
             matches!(m.message_type(), Some(MessageType::Ack | MessageType::Nak))
                 && m.option_ipv4(opt::SERVER_ID).is_none_or(|s| s == server)
         })?;

@@ -299,8 +299,11 @@ impl Plugin for Bridge {
         // IPAM (a process, or a plugin of this build run in-process) runs
         // from the start, while the bridge, the namespace and the veth are
         // set up; whichever fails, `done` says what the other left to undo.
+        // dhcp runs its client on the pod interface, so it waits for the
+        // veth (Go's order for every IPAM plugin).
+        let parallel = !crate::macvlan::common::ipam_uses_pod_link(at.ipam);
         let (connected, allocated) = std::thread::scope(|s| {
-            let allocated = (!at.ipam.is_empty()).then(|| {
+            let allocated = (!at.ipam.is_empty() && parallel).then(|| {
                 s.spawn(|| {
                     let r = delegate_add(at.ipam, &req.stdin, req);
                     tracing::debug!("IPAM ADD returned");
@@ -310,6 +313,12 @@ impl Plugin for Bridge {
             let connected = connect(&at, &mut done);
             (connected, allocated.map(|a| a.join()))
         });
+        let allocated = match allocated {
+            None if !parallel && connected.is_ok() => {
+                Some(Ok(delegate_add(at.ipam, &req.stdin, req)))
+            }
+            other => other,
+        };
         let ipam = match allocated {
             None => Ok(None),
             Some(Err(_)) => Err(panicked("IPAM ADD")),
@@ -365,7 +374,14 @@ impl Plugin for Bridge {
         // the rules and the IPAM release run meanwhile. Rules go before the
         // address is released, so a new pod given the same address never
         // has its rules removed by this DEL.
-        std::thread::scope(|s| -> Result<()> {
+        // dhcp releases from the leased address on the pod link: the link
+        // goes after the release.
+        let (link, link_after) = if crate::macvlan::common::ipam_uses_pod_link(at.ipam) {
+            (None, link)
+        } else {
+            (link, None)
+        };
+        let released = std::thread::scope(|s| -> Result<()> {
             let deleted = link.map(|(pod, link)| s.spawn(move || pod.delete_link(link.index)));
             let released = self.del_rules(&at, &conf, &addresses).and_then(|()| {
                 tracing::debug!("rules removed");
@@ -385,7 +401,14 @@ impl Plugin for Bridge {
                 }
             }
             released
-        })
+        });
+        if let Some((pod, link)) = link_after {
+            match pod.delete_link(link.index) {
+                Err(e) if !e.is_not_found() => return Err(e.into()),
+                _ => {}
+            }
+        }
+        released
     }
 
     fn check(&self, req: &Request) -> Result<()> {

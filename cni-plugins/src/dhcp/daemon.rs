@@ -26,13 +26,15 @@ use cni_ipam::dhcp::options;
 use cni_ipam::dhcp::rpc::{self, DaemonOp, DaemonReply, DaemonRequest};
 use cni_ipam::dhcp::socket::{bound_udp, PacketSocket};
 use cni_ipam::dhcp::store::{attachment_key, LeaseRecord, LeaseStore};
-use cni_netns::{Family, Handle, IpNetwork, Netns};
+use cni_netns::{Family, Handle, IpNetwork, Netns, OperState};
 use cni_types::{CniError, CniResult, NetworkConfig, Version};
 use tracing::{info, warn};
 
 use super::config::{DaemonOptions, DhcpConfig};
 use crate::{Error, Result};
 
+/// How long ADD waits for the carrier of a link it brought up.
+const CARRIER_WAIT: Duration = Duration::from_secs(1);
 /// How long a connection may take to send its request.
 const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -236,8 +238,19 @@ fn pod_link(netns: &str, ifname: &str, set_up: bool) -> Result<ClientLink> {
     let mac = link.mac.ok_or_else(|| {
         Error::Config(format!("dhcp: {ifname} in {netns} has no Ethernet address"))
     })?;
-    if set_up && !link.is_up() {
-        handle.set_up(link.index)?;
+    if set_up {
+        if !link.is_up() {
+            handle.set_up(link.index)?;
+        }
+        // A DISCOVER sent before the carrier is up is lost and costs a
+        // whole retry period: give the link a moment (a veth whose peer is
+        // down stays lower-layer-down: then go on and let retries work).
+        let until = std::time::Instant::now() + CARRIER_WAIT;
+        while std::time::Instant::now() < until
+            && handle.link_by_index(link.index)?.oper_state != OperState::Up
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
     Ok(ClientLink {
         ifindex: link.index,
@@ -327,6 +340,8 @@ impl Daemon {
         let _ = stream.set_read_timeout(Some(REQUEST_READ_TIMEOUT));
         let reply = match rpc::read_request(&stream) {
             Ok(req) => self.handle(&req),
+            // A connection closed without a request (a liveness probe).
+            Err(e) if e.ends_with("EOF while parsing a value at line 1 column 0") => return,
             Err(e) => DaemonReply {
                 result: None,
                 error: Some(CniError::new(cni_types::ErrorCode::DecodingFailure, e, "")),

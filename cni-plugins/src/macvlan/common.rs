@@ -97,15 +97,33 @@ pub(crate) fn netns_gone(e: &cni_netns::Error) -> bool {
     )
 }
 
+/// True for the IPAM plugins that use the pod interface itself, so that
+/// ADD must run after it exists and DEL before it is deleted (Go's order
+/// for every IPAM plugin): dhcp sends its DHCPRELEASE from the leased
+/// address on that interface.
+pub(crate) fn ipam_uses_pod_link(ipam_type: &str) -> bool {
+    ipam_type == "dhcp"
+}
+
 /// Deletes `ifname` in the pod (a missing link is not an error) while
 /// `release` runs: deleting a link takes the kernel 10-30 ms (RCU grace
 /// periods), enough for the IPAM plugin's process and the firewall. Both
-/// run to completion; the link's error is reported first.
+/// run to completion; the link's error is reported first. When the IPAM
+/// plugin `ipam_type` uses the link ([`ipam_uses_pod_link`]), the release
+/// runs first and the link is deleted after it.
 pub(crate) fn delete_pod_link_while(
     pod: Option<&Handle>,
     ifname: &str,
+    ipam_type: &str,
     release: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
+    if ipam_uses_pod_link(ipam_type) {
+        let released = release();
+        if let Some(pod) = pod {
+            pod.delete_link_by_name(ifname)?;
+        }
+        return released;
+    }
     std::thread::scope(|s| {
         let deleted = pod.map(|pod| s.spawn(move || pod.delete_link_by_name(ifname)));
         let released = release();

@@ -184,13 +184,18 @@ impl Plugin for Ptp {
         // their owner whether or not the pod's addresses can still be
         // read, go before the addresses are released, so that a new pod
         // given one never loses its rules.
-        common::delete_pod_link_while(pod.as_ref().map(|p| &p.1), &req.ifname, || {
-            if conf.ip_masq {
-                self.firewall
-                    .delete_attachment(RuleKind::Masquerade, &attachment(req))?;
-            }
-            common::ipam_del(req)
-        })
+        common::delete_pod_link_while(
+            pod.as_ref().map(|p| &p.1),
+            &req.ifname,
+            req.config.ipam_type(),
+            || {
+                if conf.ip_masq {
+                    self.firewall
+                        .delete_attachment(RuleKind::Masquerade, &attachment(req))?;
+                }
+                common::ipam_del(req)
+            },
+        )
     }
 
     fn check(&self, req: &Request) -> Result<()> {
