@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::message::{
     ipv4_udp_frame, opt, udp_payload_to_client, Message, MessageType, FLAG_BROADCAST,
 };
-use super::socket::{server_addr, udp_recv_until, PacketSocket};
+use super::socket::{server_addr, PacketSocket};
 use crate::error::{Error, Result};
 
 /// What the client sends and how long it waits.
@@ -274,30 +274,29 @@ impl Client<'_> {
     }
 
     /// Renewing (RFC 2131 4.3.6): a REQUEST with `ciaddr`, unicast from
-    /// the leased address to the server, no options 50 and 54. `Ok(None)`
-    /// when the server did not answer in `timeout`.
+    /// the leased address to the server, no options 50 and 54. The reply
+    /// is read from a filtered packet socket, which also sees a NAK the
+    /// server broadcasts (a socket bound to the leased address would not).
+    /// `Ok(None)` when the server did not answer in `timeout`.
     pub fn renew(&self, lease: &Lease) -> Result<Option<Renewal>> {
+        let xid = random_u32();
+        let listen = self
+            .sockets
+            .packet(xid)
+            .map_err(self.socket_error("open packet socket on"))?;
         let sock = self
             .sockets
             .udp(lease.address)
             .map_err(self.socket_error("bind leased address on"))?;
-        let xid = random_u32();
         let mut request = self.message(MessageType::Request, xid);
         request.ciaddr = lease.address;
         sock.send_to(&request.encode(), server_addr(lease.server))
             .map_err(self.socket_error("send DHCPREQUEST (renew) on"))?;
         let deadline = Instant::now() + self.config.timeout;
-        while let Some(bytes) =
-            udp_recv_until(&sock, deadline).map_err(self.socket_error("receive on"))?
-        {
-            let Ok(m) = Message::decode(&bytes) else {
-                continue;
-            };
-            if m.op == 2 && m.xid == xid && m.chaddr == self.link.mac {
-                return Ok(self.renewal(&m, lease.server));
-            }
-        }
-        Ok(None)
+        let reply = self.receive(&listen, xid, deadline, |m| {
+            matches!(m.message_type(), Some(MessageType::Ack | MessageType::Nak))
+        })?;
+        Ok(reply.and_then(|(m, src)| self.renewal(&m, src)))
     }
 
     /// Rebinding: the same REQUEST broadcast from the leased address to

@@ -10,7 +10,7 @@
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::message::{CLIENT_PORT, SERVER_PORT};
 
@@ -231,31 +231,6 @@ pub fn bound_udp(addr: Ipv4Addr) -> io::Result<UdpSocket> {
 /// The server's DHCP address for a unicast send.
 pub fn server_addr(server: Ipv4Addr) -> SocketAddrV4 {
     SocketAddrV4::new(server, SERVER_PORT)
-}
-
-/// Receives on `sock` until `deadline`; `None` when nothing came.
-pub fn udp_recv_until(sock: &UdpSocket, deadline: Instant) -> io::Result<Option<Vec<u8>>> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        return Ok(None);
-    }
-    sock.set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
-    let mut buf = vec![0u8; 2048];
-    match sock.recv(&mut buf) {
-        Ok(n) => {
-            buf.truncate(n);
-            Ok(Some(buf))
-        }
-        Err(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-            ) =>
-        {
-            Ok(None)
-        }
-        Err(e) => Err(e),
-    }
 }
 
 #[cfg(test)]
