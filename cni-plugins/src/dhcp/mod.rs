@@ -74,66 +74,48 @@ fn absolute(netns: &str) -> String {
         .unwrap_or_else(|_| netns.to_owned())
 }
 
-/// ADD: the lease's result.
-pub fn add(req: &Request) -> Result<CniResult> {
-    let conf = DhcpConfig::from_network_config(&req.config)?;
-    let value = ask(req, DaemonOp::Add, &conf)?
-        .ok_or_else(|| Error::Internal("dhcp daemon answered ADD without a result".into()))?;
-    Ok(CniResult::from_value_as(&value, Version::V1_1_0)?)
-}
-
-/// DEL: release and forget the lease.
-pub fn del(req: &Request) -> Result<()> {
-    let conf = DhcpConfig::from_network_config(&req.config)?;
-    ask(req, DaemonOp::Del, &conf).map(drop)
-}
-
-/// CHECK: the daemon holds the lease and the address is on the interface.
-pub fn check(req: &Request) -> Result<()> {
-    let conf = DhcpConfig::from_network_config(&req.config)?;
-    ask(req, DaemonOp::Check, &conf).map(drop)
-}
-
-/// GC: release the leases of attachments the runtime no longer has.
-pub fn gc(req: &Request) -> Result<()> {
-    let conf = DhcpConfig::from_network_config(&req.config)?;
-    ask(req, DaemonOp::Gc, &conf).map(drop)
-}
-
-/// STATUS: the daemon answers (code 50 otherwise).
-pub fn status(req: &Request) -> Result<()> {
-    let conf = DhcpConfig::from_network_config(&req.config)?;
-    ask(req, DaemonOp::Status, &conf).map(drop).map_err(|e| {
-        Error::Cni(CniError::new(
-            ErrorCode::PluginNotAvailable,
-            format!("dhcp daemon not available: {e}"),
-            "",
-        ))
-    })
-}
-
 impl Plugin for Dhcp {
-    fn add(&self, req: &Request) -> std::result::Result<CniResult, CniError> {
-        Ok(add(req)?)
+    type Error = Error;
+
+    fn name(&self) -> &str {
+        "dhcp"
     }
 
-    fn del(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(del(req)?)
+    /// ADD: the lease's result.
+    fn add(&self, req: &Request) -> Result<CniResult> {
+        let conf = DhcpConfig::from_network_config(&req.config)?;
+        let value = ask(req, DaemonOp::Add, &conf)?
+            .ok_or_else(|| Error::Internal("dhcp daemon answered ADD without a result".into()))?;
+        Ok(CniResult::from_value_as(&value, Version::V1_1_0)?)
     }
 
-    fn check(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(check(req)?)
+    /// DEL: release and forget the lease.
+    fn del(&self, req: &Request) -> Result<()> {
+        let conf = DhcpConfig::from_network_config(&req.config)?;
+        ask(req, DaemonOp::Del, &conf).map(drop)
     }
 
-    fn status(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(status(req)?)
+    /// CHECK: the daemon holds the lease and the address is on the interface.
+    fn check(&self, req: &Request) -> Result<()> {
+        let conf = DhcpConfig::from_network_config(&req.config)?;
+        ask(req, DaemonOp::Check, &conf).map(drop)
     }
 
-    fn gc(&self, req: &Request) -> std::result::Result<(), CniError> {
-        Ok(gc(req)?)
+    /// STATUS: the daemon answers (code 50 otherwise).
+    fn status(&self, req: &Request) -> Result<()> {
+        let conf = DhcpConfig::from_network_config(&req.config)?;
+        ask(req, DaemonOp::Status, &conf).map(drop).map_err(|e| {
+            Error::Cni(CniError::new(
+                ErrorCode::PluginNotAvailable,
+                format!("dhcp daemon not available: {e}"),
+                "",
+            ))
+        })
     }
 
-    fn about(&self) -> String {
-        format!("CNI dhcp plugin v{}", env!("CARGO_PKG_VERSION"))
+    /// GC: release the leases of attachments the runtime no longer has.
+    fn gc(&self, req: &Request) -> Result<()> {
+        let conf = DhcpConfig::from_network_config(&req.config)?;
+        ask(req, DaemonOp::Gc, &conf).map(drop)
     }
 }
