@@ -299,9 +299,13 @@ struct Daemon {
 
 impl Daemon {
     fn ours(lab: &Lab, name: &str) -> Daemon {
+        Daemon::ours_with(lab, name, &[])
+    }
+
+    fn ours_with(lab: &Lab, name: &str, extra: &[&str]) -> Daemon {
         let socket = lab.socket(name);
         let state = lab.dir.path().join(format!("{name}-state"));
-        let args = vec![
+        let mut args = vec![
             "daemon".to_owned(),
             "-socketpath".into(),
             socket.display().to_string(),
@@ -312,6 +316,7 @@ impl Daemon {
             "-resendmax".into(),
             "4s".into(),
         ];
+        args.extend(extra.iter().map(|a| a.to_string()));
         Daemon::start(lab, OUR_DHCP, &args, socket, name)
     }
 
@@ -658,7 +663,13 @@ fn gc_releases_leases_of_vanished_attachments() {
         return;
     }
     let mut lab = Lab::new();
-    let daemon = Daemon::ours(&lab, "ours");
+    // Also the flags a containerised daemon uses: the host's root under a
+    // prefix (a symlink to / here) for the socket and the netns paths,
+    // and the broadcast flag.
+    let host = lab.dir.path().join("host");
+    std::os::unix::fs::symlink("/", &host).expect("symlink");
+    let prefix = host.display().to_string();
+    let daemon = Daemon::ours_with(&lab, "ours", &["-hostprefix", &prefix, "-broadcast"]);
     let pods = [lab.pod(), lab.pod()];
     let cni_path = CniPath::new(&[]);
     let r = Runner {
