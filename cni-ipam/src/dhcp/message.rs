@@ -357,6 +357,36 @@ fn checksum(parts: &[&[u8]]) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        // Whatever arrives on the wire: no panic, and the option readers
+        // built on the decoder do not panic either.
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+            if let Ok(m) = Message::decode(&bytes) {
+                let _ = crate::dhcp::options::ip_config(&m);
+                let _ = crate::dhcp::options::routes(&m, 1);
+                let _ = crate::dhcp::options::dns(&m, &[6, 15, 119]);
+            }
+            let _ = udp_payload_to_client(&bytes);
+            let _ = crate::dhcp::options::domain_search(&bytes);
+            let _ = crate::dhcp::options::classless_routes(&bytes);
+        }
+
+        #[test]
+        fn encode_decode_round_trip(
+            xid in any::<u32>(),
+            chaddr in any::<[u8; 6]>(),
+            opts in proptest::collection::vec((1u8..=254, proptest::collection::vec(any::<u8>(), 0..400)), 0..6),
+        ) {
+            let mut m = Message::request(MessageType::Request, xid, chaddr);
+            for (code, value) in opts {
+                m.set_option(code, value);
+            }
+            prop_assert_eq!(Message::decode(&m.encode()).unwrap(), m);
+        }
+    }
 
     #[test]
     fn round_trip_with_long_option() {

@@ -236,6 +236,70 @@ pub fn server_addr(server: Ipv4Addr) -> SocketAddrV4 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dhcp::message::{Message, MessageType};
+    use std::time::Duration;
+
+    fn is_root() -> bool {
+        // SAFETY: geteuid(2) has no failure mode.
+        unsafe { libc::geteuid() == 0 }
+    }
+
+    // The kernel runs the filter: in a fresh namespace, a packet socket on
+    // `lo` for transaction 0x1234 gets the BOOTP reply to port 68 with that
+    // xid and chaddr, never one with another xid, another chaddr or
+    // another port (recv_until does no filtering of its own).
+    #[test]
+    fn kernel_filter_passes_only_our_transaction() {
+        if !is_root() {
+            assert_eq!(
+                std::env::var("CNI_TEST_ALLOW_SKIP").as_deref(),
+                Ok("1"),
+                "needs root (CNI_TEST_ALLOW_SKIP=1 to skip)"
+            );
+            eprintln!("SKIP: needs root");
+            return;
+        }
+        let mac = [2, 0, 0, 0, 0, 7];
+        let got = std::thread::spawn(move || {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare");
+            let up = std::process::Command::new("ip")
+                .args(["link", "set", "lo", "up"])
+                .status()
+                .expect("ip");
+            assert!(up.success());
+            let sock = PacketSocket::open(1, 0x1234, mac).expect("packet socket");
+            let tx = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
+            let reply = |xid, chaddr| {
+                let mut m = Message::request(MessageType::Offer, xid, chaddr);
+                m.op = 2;
+                m.encode()
+            };
+            tx.send_to(&reply(0x9999, mac), "127.0.0.1:68")
+                .expect("send");
+            tx.send_to(&reply(0x1234, [2, 0, 0, 0, 0, 8]), "127.0.0.1:68")
+                .expect("send");
+            tx.send_to(&reply(0x1234, mac), "127.0.0.1:69")
+                .expect("send");
+            tx.send_to(&reply(0x1234, mac), "127.0.0.1:68")
+                .expect("send");
+            let mut got = Vec::new();
+            let deadline = Instant::now() + Duration::from_millis(300);
+            while let Some(p) = sock.recv_until(deadline).expect("recv") {
+                if !p.is_empty() {
+                    got.push(p);
+                }
+            }
+            got
+        })
+        .join()
+        .expect("thread");
+        assert!(!got.is_empty(), "our reply was filtered out");
+        for p in &got {
+            let (_, payload) = crate::dhcp::message::udp_payload_to_client(p).expect("to port 68");
+            let m = Message::decode(payload).expect("bootp");
+            assert_eq!((m.xid, m.chaddr), (0x1234, mac));
+        }
+    }
 
     #[test]
     fn filter_jumps_land_on_drop() {
