@@ -567,6 +567,28 @@ fn restarted_daemon_resumes_renews_and_releases() {
     );
     let (check, _) = r.call("CHECK", "c1", pod, "eth0", "", &conf);
     assert!(check.ok, "{check:?}");
+
+    // A lease that expired while the daemon was down (its file says it
+    // was acquired long ago) is confirmed by INIT-REBOOT, not re-acquired.
+    let mut daemon = daemon;
+    daemon.kill();
+    let state = lab.dir.path().join("ours-state");
+    let file = state.join("c1%2Fdhnet%2Feth0.json");
+    let mut record: Value =
+        serde_json::from_slice(&std::fs::read(&file).expect("lease file")).expect("lease JSON");
+    let old = record["lease"]["acquired"].as_u64().expect("acquired") - 1000;
+    record["lease"]["acquired"] = json!(old);
+    std::fs::write(&file, record.to_string()).expect("rewrite lease file");
+    let before = lab.lease_expiry(&addr).expect("leased");
+    std::thread::sleep(Duration::from_millis(1100));
+    let daemon = Daemon::ours(&lab, "ours");
+    wait_for("the INIT-REBOOT", Duration::from_secs(5), || {
+        lab.lease_expiry(&addr).is_some_and(|e| e > before)
+    });
+    assert_eq!(lab.dnsmasq_log().matches("DHCPDISCOVER").count(), 1);
+    let (check, _) = r.call("CHECK", "c1", pod, "eth0", "", &conf);
+    assert!(check.ok, "{check:?}\n{}", daemon.log());
+
     let (del, _) = r.call("DEL", "c1", pod, "eth0", "", &conf);
     assert!(del.ok, "{del:?}");
     wait_for(
@@ -574,7 +596,6 @@ fn restarted_daemon_resumes_renews_and_releases() {
         Duration::from_secs(3),
         || !lab.has_lease(&addr),
     );
-    let state = lab.dir.path().join("ours-state");
     assert_eq!(std::fs::read_dir(state).expect("state dir").count(), 0);
 }
 

@@ -317,6 +317,26 @@ impl Client<'_> {
         Ok(reply.and_then(|(m, src)| self.renewal(&m, src)))
     }
 
+    /// INIT-REBOOT (RFC 2131 4.3.2): a REQUEST broadcast from 0.0.0.0
+    /// with the remembered address as option 50, no `ciaddr` and no server
+    /// identifier; for a lease that expired while the daemon was down.
+    /// `Ok(None)` when nobody answered in `timeout`.
+    pub fn reboot(&self, lease: &Lease) -> Result<Option<Renewal>> {
+        let xid = random_u32();
+        let sock = self
+            .sockets
+            .packet(xid)
+            .map_err(self.socket_error("open packet socket on"))?;
+        let mut request = self.message(MessageType::Request, xid);
+        request.set_option(opt::REQUESTED_IP, lease.address.octets().to_vec());
+        self.broadcast(&sock, &request, Ipv4Addr::UNSPECIFIED)?;
+        let deadline = Instant::now() + self.config.timeout;
+        let reply = self.receive(&sock, xid, deadline, |m| {
+            matches!(m.message_type(), Some(MessageType::Ack | MessageType::Nak))
+        })?;
+        Ok(reply.and_then(|(m, src)| self.renewal(&m, src)))
+    }
+
     fn renewal(&self, m: &Message, src: Ipv4Addr) -> Option<Renewal> {
         match m.message_type()? {
             MessageType::Ack => Some(Renewal::Extended(Lease::from_ack(m, src))),

@@ -148,7 +148,9 @@ impl Active {
 
 /// The lease's life: renew at T1 (unicast), rebind at T2 (broadcast),
 /// retry at half the time left (at most `resend_max`, at least 1 s), lost
-/// on NAK, on expiry, or when the pod interface is gone.
+/// on NAK, on expiry, or when the pod interface is gone. A resumed lease
+/// is renewed at once, or (expired while the daemon was down) confirmed
+/// by INIT-REBOOT.
 fn maintain(
     shared: &Shared,
     store: &LeaseStore,
@@ -166,6 +168,9 @@ fn maintain(
     } else {
         lock(&shared.record).lease.t1()
     };
+    // A lease that expired while the daemon was down gets one INIT-REBOOT
+    // (the pod still uses the address); later expiry loses it.
+    let mut reboot = resume;
     loop {
         let wait = Duration::from_secs(next.saturating_sub(unix_now()));
         match stop.recv_timeout(wait) {
@@ -174,9 +179,11 @@ fn maintain(
         }
         let record = lock(&shared.record).clone();
         let now = unix_now();
-        if now >= record.lease.expiry() {
+        let expired = now >= record.lease.expiry();
+        if expired && !reboot {
             return lose("lease expired without being renewed".into());
         }
+        reboot = false;
         let link = match pod_link(&record.netns, &record.ifname, false) {
             Ok(l) => l,
             Err(e) => return lose(format!("stopped maintaining: {e}")),
@@ -189,7 +196,9 @@ fn maintain(
             sockets: &sockets,
         };
         let rebinding = now >= record.lease.t2();
-        let outcome = if rebinding {
+        let outcome = if expired {
+            client.reboot(&record.lease)
+        } else if rebinding {
             client.rebind(&record.lease)
         } else {
             client.renew(&record.lease)
@@ -213,6 +222,11 @@ fn maintain(
                 return lose(format!("server moved the lease to {}", other.address))
             }
             Ok(Some(Renewal::Refused(why))) => return lose(format!("DHCPNAK: {why}")),
+            Ok(None) | Err(_) if expired => {
+                return lose(
+                    "lease expired while the daemon was down and INIT-REBOOT got no answer".into(),
+                )
+            }
             Ok(None) | Err(_) => {
                 let end = if rebinding {
                     record.lease.expiry()
