@@ -10,37 +10,30 @@
 //! attachment are serialized.
 
 use std::collections::HashMap;
-use std::io;
-use std::net::{Ipv4Addr, UdpSocket};
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::os::unix::net::UnixStream;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use cni_ipam::dhcp::client::{
-    client_id, unix_now, Client, ClientConfig, ClientLink, Renewal, Sockets,
-};
+use cni_ipam::dhcp::client::{client_id, unix_now, Client, ClientConfig, Renewal};
 use cni_ipam::dhcp::options;
 use cni_ipam::dhcp::rpc::{self, DaemonOp, DaemonReply, DaemonRequest};
-use cni_ipam::dhcp::socket::{bound_udp, PacketSocket};
 use cni_ipam::dhcp::store::{attachment_key, LeaseRecord, LeaseStore};
-use cni_netns::{Family, Handle, IpNetwork, Netns, OperState};
+use cni_netns::{Family, Handle, IpNetwork, Netns};
 use cni_types::{CniError, CniResult, NetworkConfig, Version};
 use tracing::{info, warn};
 
 use super::config::{DaemonOptions, DhcpConfig};
+use super::pod::{pod_link, PodSockets};
 use crate::{Error, Result};
 
-/// How long ADD waits for the carrier of a link it brought up.
-const CARRIER_WAIT: Duration = Duration::from_secs(1);
 /// How long a connection may take to send its request.
 const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Binds the socket, resumes the persisted leases, and serves forever.
 pub fn run(opts: DaemonOptions) -> Result<()> {
-    let listener = listen(&opts.listen_path())?;
+    let listener = rpc::listen(&opts.listen_path())?;
     if let Some(pidfile) = &opts.pidfile {
         std::fs::write(pidfile, std::process::id().to_string())
             .map_err(|e| Error::io("write pidfile", pidfile, e))?;
@@ -56,29 +49,6 @@ pub fn run(opts: DaemonOptions) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Listens on `path`, replacing a stale socket (one nobody answers on)
-/// that a killed daemon left, where Go fails with "address already in use".
-fn listen(path: &Path) -> Result<UnixListener> {
-    if let Some(dir) = path.parent() {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| Error::io("create socket directory", dir, e))?;
-    }
-    if path.exists() {
-        if UnixStream::connect(path).is_ok() {
-            return Err(Error::Config(format!(
-                "another dhcp daemon is listening on {}",
-                path.display()
-            )));
-        }
-        std::fs::remove_file(path).map_err(|e| Error::io("remove stale socket", path, e))?;
-    }
-    UnixListener::bind(path).map_err(|e| Error::io("listen on", path, e))
 }
 
 /// The daemon's state: the lease store and one slot per attachment.
@@ -240,66 +210,6 @@ fn maintain(
                 }
             }
         }
-    }
-}
-
-/// The pod interface's index and MAC, looked up inside the pod's
-/// namespace; `set_up` brings a down link up (as Go does before DORA).
-fn pod_link(netns: &str, ifname: &str, set_up: bool) -> Result<ClientLink> {
-    let ns = Netns::open(netns)?;
-    let handle = Handle::in_netns(&ns)?;
-    let link = handle.link_by_name(ifname)?;
-    let mac = link.mac.ok_or_else(|| {
-        Error::Config(format!("dhcp: {ifname} in {netns} has no Ethernet address"))
-    })?;
-    if set_up {
-        if !link.is_up() {
-            handle.set_up(link.index)?;
-        }
-        // A DISCOVER sent before the carrier is up is lost and costs a
-        // whole retry period: give the link a moment (a veth whose peer is
-        // down stays lower-layer-down: then go on and let retries work).
-        let until = std::time::Instant::now() + CARRIER_WAIT;
-        while std::time::Instant::now() < until
-            && handle.link_by_index(link.index)?.oper_state != OperState::Up
-        {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-    Ok(ClientLink {
-        ifindex: link.index,
-        mac: mac.0,
-    })
-}
-
-/// Opens the client's sockets in the pod's namespace, reopening the
-/// namespace by path each time (the daemon never pins a pod's namespace).
-struct PodSockets {
-    netns: PathBuf,
-    link: ClientLink,
-}
-
-impl PodSockets {
-    fn new(netns: &str, link: ClientLink) -> PodSockets {
-        PodSockets {
-            netns: PathBuf::from(netns),
-            link,
-        }
-    }
-
-    fn in_pod<T: Send>(&self, f: impl FnOnce() -> io::Result<T> + Send) -> io::Result<T> {
-        let ns = Netns::open(&self.netns).map_err(io::Error::other)?;
-        ns.run(f).map_err(io::Error::other)?
-    }
-}
-
-impl Sockets for PodSockets {
-    fn packet(&self, xid: u32) -> io::Result<PacketSocket> {
-        self.in_pod(|| PacketSocket::open(self.link.ifindex, xid, self.link.mac))
-    }
-
-    fn udp(&self, addr: Ipv4Addr) -> io::Result<UdpSocket> {
-        self.in_pod(|| bound_udp(addr))
     }
 }
 

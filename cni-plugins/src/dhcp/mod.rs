@@ -20,6 +20,7 @@
 
 pub mod config;
 pub mod daemon;
+mod pod;
 
 use std::path::Path;
 use std::time::Duration;
