@@ -73,9 +73,12 @@ impl Plugin for Dummy {
 
     fn del(&self, req: &Request) -> Result<()> {
         let pod = common::pod_for_del(req)?;
-        common::delete_pod_link_while(pod.as_ref().map(|p| &p.1), &req.ifname, || {
-            common::ipam_del(req)
-        })
+        common::delete_pod_link_while(
+            pod.as_ref().map(|p| &p.1),
+            &req.ifname,
+            req.config.ipam_type(),
+            || common::ipam_del(req),
+        )
     }
 
     fn check(&self, req: &Request) -> Result<()> {
