@@ -17,6 +17,23 @@
 //!
 //! An unreachable daemon is code 11 ("try again later"); the plugin never
 //! waits longer than the acquire deadline plus a margin.
+//!
+//! ```
+//! use cni_exec::{dispatch, Env};
+//! use cni_plugins::dhcp::Dhcp;
+//!
+//! let conf = br#"{"cniVersion": "1.1.0", "name": "n", "type": "macvlan",
+//!     "ipam": {"type": "dhcp", "daemonSocketPath": "/nonexistent/dhcp.sock"}}"#;
+//! let env = |command| Env::new([
+//!     ("CNI_COMMAND", command), ("CNI_CONTAINERID", "c1"), ("CNI_NETNS", "/run/netns/c1"),
+//!     ("CNI_IFNAME", "eth0"), ("CNI_PATH", "/opt/cni/bin"),
+//! ]);
+//! let reply: serde_json::Value = serde_json::from_slice(&dispatch(&Dhcp, &env("ADD"), conf).stdout)?;
+//! assert_eq!(reply["code"], 11);
+//! let reply: serde_json::Value = serde_json::from_slice(&dispatch(&Dhcp, &env("STATUS"), conf).stdout)?;
+//! assert_eq!(reply["code"], 50);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod config;
 pub mod daemon;
