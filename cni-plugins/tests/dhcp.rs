@@ -1029,3 +1029,70 @@ fn del_after_the_pod_is_gone_forgets_the_lease() {
     let state = lab.dir.path().join("ours-state");
     assert_eq!(std::fs::read_dir(state).expect("state dir").count(), 0);
 }
+
+/// systemd socket activation (Go's `cni-dhcp.socket` unit): the daemon
+/// serves on the listening socket passed as fd 3 and creates none.
+#[test]
+fn socket_activation_serves_on_the_passed_socket() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("activated.sock");
+    let listener = UnixListener::bind(&socket).expect("bind");
+    let fd = listener.as_raw_fd();
+    let mut cmd = Command::new("/bin/sh");
+    cmd.args([
+        "-c",
+        "LISTEN_PID=$$ LISTEN_FDS=1 exec \"$0\" daemon -socketpath \"$1\" -statedir \"$2\"",
+    ])
+    .arg(OUR_DHCP)
+    .arg(dir.path().join("unused.sock"))
+    .arg(dir.path().join("state"))
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    // SAFETY: dup2 is async-signal-safe; the child only execs after it.
+    unsafe {
+        cmd.pre_exec(move || {
+            // dup2 onto itself would keep close-on-exec: clear it then.
+            let rc = if fd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(fd, 3)
+            };
+            if rc < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let log = dir.path().join("daemon.log");
+    cmd.stderr(std::fs::File::create(&log).expect("log"));
+    let _daemon = Proc(cmd.spawn().expect("spawn daemon"));
+    drop(listener);
+    let conf = json!({"cniVersion": "1.1.0", "name": "n", "type": "bridge",
+        "ipam": {"type": "dhcp", "daemonSocketPath": socket}});
+    let status = || {
+        let mut child = Command::new(OUR_DHCP)
+            .env_clear()
+            .env("CNI_COMMAND", "STATUS")
+            .env("CNI_PATH", "/nonexistent")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn plugin");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(conf.to_string().as_bytes())
+            .expect("stdin");
+        child.wait_with_output().expect("wait").status.success()
+    };
+    wait_for(
+        "STATUS through the activated socket",
+        Duration::from_secs(5),
+        status,
+    );
+    assert!(!dir.path().join("unused.sock").exists());
+}

@@ -139,6 +139,48 @@ pub fn listen(path: &Path) -> Result<UnixListener> {
     UnixListener::bind(path).map_err(|e| Error::io("listen on", path, e))
 }
 
+/// The listening socket systemd passed as fd 3 (socket activation with
+/// one socket), marked close-on-exec. Fails when fd 3 is not a listening
+/// unix socket.
+pub fn activated_listener() -> Result<UnixListener> {
+    const SD_LISTEN_FDS_START: i32 = 3;
+    let fd = SD_LISTEN_FDS_START;
+    let check = |what: &str| {
+        Error::io(
+            "use socket-activated fd 3",
+            Path::new("fd:3"),
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, what.to_owned()),
+        )
+    };
+    let mut ty: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt(2) on an fd number writes at most `len` bytes
+    // into `ty`; a non-socket fd is an error, not undefined behaviour.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TYPE,
+            std::ptr::addr_of_mut!(ty).cast(),
+            &mut len,
+        )
+    };
+    if rc < 0 || ty != libc::SOCK_STREAM {
+        return Err(check("not a stream socket"));
+    }
+    // SAFETY: fcntl(2) on an fd number; errors are returned.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
+        return Err(Error::io(
+            "use socket-activated fd 3",
+            Path::new("fd:3"),
+            std::io::Error::last_os_error(),
+        ));
+    }
+    // SAFETY: systemd hands fd 3 to this process, checked above to be a
+    // stream socket; nothing else in the process owns it.
+    Ok(unsafe { <UnixListener as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+}
+
 /// Reads one line (at most [`MAX_LINE`] bytes), without its newline.
 pub fn read_line(stream: &UnixStream) -> std::io::Result<String> {
     let mut text = String::new();

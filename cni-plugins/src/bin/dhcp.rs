@@ -10,7 +10,17 @@ fn main() {
         cni_exec::run(&cni_plugins::dhcp::Dhcp);
     }
     let opts = match cni_plugins::dhcp::config::DaemonOptions::parse(&args[1..]) {
-        Ok(o) => o,
+        Ok(mut o) => {
+            // systemd socket activation, as Go's daemon (activation.Listeners).
+            let ours = std::env::var("LISTEN_PID").ok() == Some(std::process::id().to_string());
+            if ours {
+                o.activated_fds = std::env::var("LISTEN_FDS")
+                    .ok()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+            }
+            o
+        }
         Err(e) => {
             eprintln!("dhcp daemon: {e}");
             eprintln!("usage: dhcp daemon [-socketpath PATH] [-hostprefix PATH] [-broadcast] [-timeout DUR] [-resendmax DUR] [-resendtimeout DUR] [-pidfile PATH] [-statedir DIR]");

@@ -97,6 +97,10 @@ pub struct DaemonOptions {
     pub pidfile: Option<PathBuf>,
     /// `-statedir`: where leases are persisted (ours).
     pub state_dir: PathBuf,
+    /// Listening sockets passed by systemd socket activation
+    /// (`LISTEN_FDS`, when `LISTEN_PID` is this process; the binary reads
+    /// the environment): Go's `cni-dhcp.socket` unit works unchanged.
+    pub activated_fds: u32,
 }
 
 impl Default for DaemonOptions {
@@ -110,6 +114,7 @@ impl Default for DaemonOptions {
             resend_timeout: Duration::from_secs(208),
             pidfile: None,
             state_dir: PathBuf::from(DEFAULT_STATE_DIR),
+            activated_fds: 0,
         }
     }
 }

@@ -33,7 +33,15 @@ const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Binds the socket, resumes the persisted leases, and serves forever.
 pub fn run(opts: DaemonOptions) -> Result<()> {
-    let listener = rpc::listen(&opts.listen_path())?;
+    let listener = match opts.activated_fds {
+        0 => rpc::listen(&opts.listen_path())?,
+        1 => rpc::activated_listener()?,
+        n => {
+            return Err(Error::Config(format!(
+                "Too many ({n}) FDs passed through socket activation"
+            )))
+        }
+    };
     if let Some(pidfile) = &opts.pidfile {
         std::fs::write(pidfile, std::process::id().to_string())
             .map_err(|e| Error::io("write pidfile", pidfile, e))?;
