@@ -568,26 +568,37 @@ fn restarted_daemon_resumes_renews_and_releases() {
     let (check, _) = r.call("CHECK", "c1", pod, "eth0", "", &conf);
     assert!(check.ok, "{check:?}");
 
-    // A lease that expired while the daemon was down (its file says it
-    // was acquired long ago) is confirmed by INIT-REBOOT, not re-acquired.
-    let mut daemon = daemon;
-    daemon.kill();
+    // The daemon was down past T2 (its file says the lease is that old):
+    // it rebinds (broadcast REQUEST with ciaddr); down past expiry: it
+    // confirms the address by INIT-REBOOT. Never a new DISCOVER.
     let state = lab.dir.path().join("ours-state");
     let file = state.join("c1%2Fdhnet%2Feth0.json");
-    let mut record: Value =
-        serde_json::from_slice(&std::fs::read(&file).expect("lease file")).expect("lease JSON");
-    let old = record["lease"]["acquired"].as_u64().expect("acquired") - 1000;
-    record["lease"]["acquired"] = json!(old);
-    std::fs::write(&file, record.to_string()).expect("rewrite lease file");
-    let before = lab.lease_expiry(&addr).expect("leased");
-    std::thread::sleep(Duration::from_millis(1100));
-    let daemon = Daemon::ours(&lab, "ours");
-    wait_for("the INIT-REBOOT", Duration::from_secs(5), || {
-        lab.lease_expiry(&addr).is_some_and(|e| e > before)
-    });
-    assert_eq!(lab.dnsmasq_log().matches("DHCPDISCOVER").count(), 1);
-    let (check, _) = r.call("CHECK", "c1", pod, "eth0", "", &conf);
-    assert!(check.ok, "{check:?}\n{}", daemon.log());
+    let mut daemon = daemon;
+    for (age, what) in [(110, "rebinding"), (1000, "INIT-REBOOT")] {
+        daemon.kill();
+        let mut record: Value =
+            serde_json::from_slice(&std::fs::read(&file).expect("lease file")).expect("lease JSON");
+        // dnsmasq's 2-minute lease: T2 at 105 s, expiry at 120 s.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_secs();
+        record["lease"]["acquired"] = json!(now - age);
+        std::fs::write(&file, record.to_string()).expect("rewrite lease file");
+        let before = lab.lease_expiry(&addr).expect("leased");
+        std::thread::sleep(Duration::from_millis(1100));
+        daemon = Daemon::ours(&lab, "ours");
+        wait_for(what, Duration::from_secs(5), || {
+            lab.lease_expiry(&addr).is_some_and(|e| e > before)
+        });
+        assert_eq!(
+            lab.dnsmasq_log().matches("DHCPDISCOVER").count(),
+            1,
+            "{what}"
+        );
+        let (check, _) = r.call("CHECK", "c1", pod, "eth0", "", &conf);
+        assert!(check.ok, "{what}: {check:?}\n{}", daemon.log());
+    }
 
     let (del, _) = r.call("DEL", "c1", pod, "eth0", "", &conf);
     assert!(del.ok, "{del:?}");
