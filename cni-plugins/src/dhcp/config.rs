@@ -142,6 +142,17 @@ impl DaemonOptions {
                 };
                 continue;
             }
+            const VALUED: [&str; 6] = [
+                "socketpath",
+                "hostprefix",
+                "timeout",
+                "resendmax",
+                "resendtimeout",
+                "pidfile",
+            ];
+            if !VALUED.contains(&name) && name != "statedir" {
+                return Err(format!("flag provided but not defined: -{name}"));
+            }
             let value = match inline {
                 Some(v) => v,
                 None => it
@@ -213,7 +224,10 @@ mod tests {
         assert!(o.broadcast);
         assert_eq!(o.state_dir, PathBuf::from("/tmp/s"));
         assert_eq!(DaemonOptions::parse(&[]).unwrap(), DaemonOptions::default());
-        assert!(DaemonOptions::parse(&args(&["-nope", "1"])).is_err());
+        assert_eq!(
+            DaemonOptions::parse(&args(&["-nope"])).unwrap_err(),
+            "flag provided but not defined: -nope"
+        );
         assert!(DaemonOptions::parse(&args(&["-timeout", "ten"])).is_err());
         assert!(DaemonOptions::parse(&args(&["-pidfile", "rel"])).is_err());
     }
