@@ -372,7 +372,7 @@ impl Daemon {
 }
 
 fn ipam_conf(socket: &Path, extra: Value) -> Value {
-    let mut ipam = json!({"type": "dhcp", "daemonSocketPath": socket, "resendTimeout": "6s"});
+    let mut ipam = json!({"type": "dhcp", "daemonSocketPath": socket, "resendTimeout": "15s"});
     for (k, v) in extra.as_object().expect("object") {
         ipam[k] = v.clone();
     }
@@ -505,7 +505,7 @@ fn add_check_del_releases_the_lease() {
     assert!(del.ok, "{del:?}");
     wait_for(
         "dnsmasq to drop the released lease",
-        Duration::from_secs(3),
+        Duration::from_secs(5),
         || !lab.has_lease(&addr),
     );
     assert!(lab
@@ -604,7 +604,7 @@ fn restarted_daemon_resumes_renews_and_releases() {
     assert!(del.ok, "{del:?}");
     wait_for(
         "dnsmasq to drop the released lease",
-        Duration::from_secs(3),
+        Duration::from_secs(5),
         || !lab.has_lease(&addr),
     );
     assert_eq!(std::fs::read_dir(state).expect("state dir").count(), 0);
@@ -651,7 +651,7 @@ fn two_pods_at_once_get_two_leases() {
         let (del, _) = r.call("DEL", &format!("c{i}"), pod, "eth0", "", &conf);
         assert!(del.ok, "{del:?}");
     }
-    wait_for("both leases released", Duration::from_secs(3), || {
+    wait_for("both leases released", Duration::from_secs(5), || {
         lab.leases().is_empty()
     });
 }
@@ -720,7 +720,7 @@ fn gc_releases_leases_of_vanished_attachments() {
     gc_conf["cni.dev/valid-attachments"] = json!([{"containerID": "gc1", "ifname": "eth0"}]);
     let (gc, _) = r.call("GC", "", pods[0], "", "", &gc_conf);
     assert!(gc.ok, "{gc:?}");
-    wait_for("the stale lease released", Duration::from_secs(3), || {
+    wait_for("the stale lease released", Duration::from_secs(5), || {
         !lab.has_lease(&addrs[0])
     });
     assert!(lab.has_lease(&addrs[1]));
@@ -772,7 +772,7 @@ fn bridge_and_macvlan_delegate_to_our_dhcp() {
         assert!(check.ok, "{kind}: {check:?}");
         let (del, _) = r.call("DEL", kind, pod, "eth0", "", &conf);
         assert!(del.ok, "{kind}: {del:?}");
-        wait_for("the lease released", Duration::from_secs(3), || {
+        wait_for("the lease released", Duration::from_secs(5), || {
             !lab.has_lease(&addr)
         });
     }
@@ -1004,7 +1004,7 @@ fn a_nak_on_renewal_loses_the_lease() {
     );
     let (del, _) = r.call("DEL", "c1", pod, "eth0", "", &conf);
     assert!(del.ok, "{del:?}");
-    wait_for("the new lease released", Duration::from_secs(3), || {
+    wait_for("the new lease released", Duration::from_secs(5), || {
         !lab.has_lease(&new_addr)
     });
 }
