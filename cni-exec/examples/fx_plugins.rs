@@ -2,7 +2,7 @@
 //! (`fx-main` or `fx-ipam`, symlinks made by the tests). Used only by the
 //! cni-exec tests that compare the exec and in-process paths.
 
-#[path = "../tests/support/fixture.rs"]
+#[path = "../tests/exec/support/fixture.rs"]
 mod fixture;
 
 fn main() {

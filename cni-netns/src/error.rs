@@ -417,4 +417,12 @@ impl Error {
     pub fn is_unsupported(&self) -> bool {
         matches!(self, Error::Unsupported { .. }) || matches!(self.errno(), Some(Errno::EOPNOTSUPP))
     }
+
+    /// True when the network namespace opened is gone: its path does not
+    /// exist, or its bind mount was removed and left a plain file. A DEL
+    /// has nothing left to remove inside it (Go forgives only the first,
+    /// `NSPathNotExistErr`).
+    pub fn is_netns_gone(&self) -> bool {
+        matches!(self, Error::NetnsNotFound { .. } | Error::NotANetns { .. })
+    }
 }

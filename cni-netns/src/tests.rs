@@ -318,10 +318,11 @@ fn netlink_errors_name_op_object_and_namespace() {
 fn netns_open_distinguishes_missing_from_not_a_namespace() {
     let e = Netns::open("/nonexistent/netns/path").unwrap_err();
     assert!(matches!(e, Error::NetnsNotFound { .. }), "{e}");
-    assert!(e.is_not_found());
+    assert!(e.is_not_found() && e.is_netns_gone());
     let dir = tempfile::tempdir().unwrap();
     let e = Netns::open(dir.path()).unwrap_err();
     assert!(matches!(e, Error::NotANetns { .. }), "{e}");
+    assert!(e.is_netns_gone());
     assert!(e.to_string().ends_with("not a network namespace"));
     let cur = Netns::current().unwrap();
     assert!(cur.is_current().unwrap());

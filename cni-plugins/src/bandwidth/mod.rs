@@ -51,6 +51,7 @@ use cni_types::{Bandwidth as BandwidthEntry, CniResult, Interface, Version};
 use serde_json::Value;
 use sha2::{Digest, Sha512};
 
+use crate::steps::Undo;
 use crate::{Error, Result};
 
 /// Maximum length of the IFB device name (`IFNAMSIZ - 1`).
@@ -211,54 +212,42 @@ impl Plugin for Bandwidth {
         };
         let mut result =
             prev.ok_or_else(|| Error::Config("must be called as chained plugin".into()))?;
-        let host = self.host()?;
+        let host = &self.host()?;
         let pod = Netns::open(&req.netns)
             .map_err(|e| Error::Internal(format!("failed to open netns {:?}: {e}", req.netns)))?;
-        let veth = host_interface(&host, &pod, &result, &req.ifname)?;
+        let veth = host_interface(host, &pod, &result, &req.ifname)?;
         let clock = PschedClock::read();
-        let mut undo = Undo::new(&host, veth.index);
-        let res = (|| {
-            if limits.ingress_rate > 0 && limits.ingress_burst > 0 {
-                let tbf =
-                    Tbf::from_rate_and_burst(limits.ingress_rate, limits.ingress_burst, clock);
-                host.add_tbf(veth.index, &tbf)
-                    .map_err(|e| Error::Internal(format!("create qdisc: {e}")))?;
-                undo.root_tbf = true;
-            }
-            if limits.egress_rate > 0 && limits.egress_burst > 0 {
-                let name = ifb_name(&conf.network, &req.container_id);
-                let alias = ifb_alias(&conf.network, &req.container_id);
-                let ifb = host
-                    .add_ifb(&name, veth.mtu, alias.as_deref())
-                    .map_err(|e| Error::Internal(format!("adding link: {e}")))?;
-                undo.ifb = Some(ifb.index);
-                result.interfaces.push(Interface {
-                    name: ifb.name.clone(),
-                    mac: ifb.mac.map(|m| m.to_string()).unwrap_or_default(),
-                    ..Interface::default()
-                });
-                host.add_ingress_qdisc(veth.index)
-                    .map_err(|e| Error::Internal(format!("create ingress qdisc: {e}")))?;
-                undo.ingress = true;
-                host.add_redirect_filter(
-                    veth.index,
-                    ifb.index,
-                    RedirectFilterKind::U32GoCompatible,
-                )
-                .map_err(|e| Error::Internal(format!("add filter: {e}")))?;
-                let tbf = Tbf::from_rate_and_burst(limits.egress_rate, limits.egress_burst, clock);
-                host.add_tbf(ifb.index, &tbf)
-                    .map_err(|e| Error::Internal(format!("create ifb qdisc: create qdisc: {e}")))?;
-            }
-            Ok(())
-        })();
-        match res {
-            Ok(()) => {
-                undo.disarm();
-                Ok(result)
-            }
-            Err(e) => Err(e),
+        let mut undo = Undo::new();
+        if limits.ingress_rate > 0 && limits.ingress_burst > 0 {
+            let tbf = Tbf::from_rate_and_burst(limits.ingress_rate, limits.ingress_burst, clock);
+            host.add_tbf(veth.index, &tbf)
+                .map_err(|e| Error::Internal(format!("create qdisc: {e}")))?;
+            undo.push(|| host.delete_qdisc(veth.index, tc::HANDLE_ROOT));
         }
+        if limits.egress_rate > 0 && limits.egress_burst > 0 {
+            let name = ifb_name(&conf.network, &req.container_id);
+            let alias = ifb_alias(&conf.network, &req.container_id);
+            let ifb = host
+                .add_ifb(&name, veth.mtu, alias.as_deref())
+                .map_err(|e| Error::Internal(format!("adding link: {e}")))?;
+            let ifb_index = ifb.index;
+            undo.push(move || host.delete_link(ifb_index));
+            result.interfaces.push(Interface {
+                name: ifb.name.clone(),
+                mac: ifb.mac.map(|m| m.to_string()).unwrap_or_default(),
+                ..Interface::default()
+            });
+            host.add_ingress_qdisc(veth.index)
+                .map_err(|e| Error::Internal(format!("create ingress qdisc: {e}")))?;
+            undo.push(|| host.delete_qdisc(veth.index, tc::HANDLE_INGRESS));
+            host.add_redirect_filter(veth.index, ifb.index, RedirectFilterKind::U32GoCompatible)
+                .map_err(|e| Error::Internal(format!("add filter: {e}")))?;
+            let tbf = Tbf::from_rate_and_burst(limits.egress_rate, limits.egress_burst, clock);
+            host.add_tbf(ifb.index, &tbf)
+                .map_err(|e| Error::Internal(format!("create ifb qdisc: create qdisc: {e}")))?;
+        }
+        undo.commit();
+        Ok(result)
     }
 
     fn del(&self, req: &Request) -> Result<()> {
@@ -430,56 +419,6 @@ fn check_tbf(host: &Handle, index: u32, want: &Tbf) -> Result<()> {
         return Err(Error::Internal("Buffer doesn't match".into()));
     }
     Ok(())
-}
-
-/// What a failed ADD takes back.
-struct Undo<'a> {
-    host: &'a Handle,
-    veth: u32,
-    root_tbf: bool,
-    ingress: bool,
-    ifb: Option<u32>,
-    armed: bool,
-}
-
-impl<'a> Undo<'a> {
-    fn new(host: &'a Handle, veth: u32) -> Self {
-        Undo {
-            host,
-            veth,
-            root_tbf: false,
-            ingress: false,
-            ifb: None,
-            armed: true,
-        }
-    }
-
-    fn disarm(&mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for Undo<'_> {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        if self.ingress {
-            if let Err(e) = self.host.delete_qdisc(self.veth, tc::HANDLE_INGRESS) {
-                tracing::warn!("rollback: {e}");
-            }
-        }
-        if let Some(ifb) = self.ifb {
-            if let Err(e) = self.host.delete_link(ifb) {
-                tracing::warn!("rollback: {e}");
-            }
-        }
-        if self.root_tbf {
-            if let Err(e) = self.host.delete_qdisc(self.veth, tc::HANDLE_ROOT) {
-                tracing::warn!("rollback: {e}");
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -2,41 +2,30 @@
 //! its host peer on the bridge, and the previous result's addresses and
 //! routes in the pod; plus our own rules (masquerade, MAC spoof check).
 
-use cni_exec::{delegate_check, Request};
-use cni_netns::firewall::{AttachmentId, Firewall, MacSpoofCheckSpec};
-use cni_netns::{Family, Handle, IpNetwork, Link, Netns};
-use cni_types::{CniResult, Interface};
+use cni_exec::Request;
+use cni_netns::firewall::{Firewall, MacSpoofCheckSpec};
+use cni_netns::{Handle, Link, MacAddr, Netns};
+use cni_types::Interface;
 
-use super::{delegate, BridgeConf};
-use crate::{Error, Result};
+use super::BridgeConf;
+use crate::steps::{addresses, attachment, check, fail, ipam};
+use crate::Result;
 
 pub(crate) fn check(firewall: &dyn Firewall, req: &Request) -> Result<()> {
     let conf = BridgeConf::load(&req.config, &req.args_raw)?;
     let netns = Netns::open(&req.netns)?;
-    let ipam = req.config.ipam_type();
-    if !ipam.is_empty() {
-        delegate_check(ipam, &req.stdin, req).map_err(delegate)?;
-    }
-    let prev = req
-        .config
-        .prev_result()?
-        .ok_or_else(|| Error::Config("Required prevResult missing".into()))?;
+    ipam::check(req)?;
+    let prev = check::prev_result(req)?;
     let host = Handle::current()?;
     let pod = Handle::in_netns(&netns)?;
 
     let bridge_if = prev.interfaces.iter().find(|i| i.name == conf.bridge);
-    let container_if = prev
-        .interfaces
-        .iter()
-        .find(|i| i.name == req.ifname && i.sandbox == req.netns);
     let bridge = check_bridge(&host, bridge_if, &conf)?;
-    let container_if = container_if.ok_or_else(|| {
-        fail(format!(
-            "Sandbox in prevResult  doesn't match configured netns: {}",
-            req.netns
-        ))
-    })?;
-    let container = check_container(&pod, container_if)?;
+    let container_if = check::prev_container(req, &prev)?;
+    let container = pod
+        .link_by_name(&container_if.name)
+        .map_err(|_| fail(format!("Interface name {} not found", container_if.name)))?;
+    check::container_matches(&container, container_if, Some("veth"))?;
     let host_veth = prev
         .interfaces
         .iter()
@@ -49,30 +38,20 @@ pub(crate) fn check(firewall: &dyn Firewall, req: &Request) -> Result<()> {
                 conf.bridge
             ))
         })?;
-    check_addresses(&pod, &container, &prev)?;
-    check_routes(&pod, &prev)?;
+    check::addresses_and_routes(&pod, &container, &prev)?;
 
-    let id = AttachmentId::new(
-        req.config.name.clone(),
-        req.container_id.clone(),
-        req.ifname.clone(),
-    );
-    if conf.ip_masq && !ipam.is_empty() {
-        let addresses: Vec<IpNetwork> = prev.ips.iter().map(|ip| ip.address).collect();
-        firewall.check_masquerades(&id, &addresses)?;
+    let id = attachment(req);
+    if conf.ip_masq && !req.config.ipam_type().is_empty() {
+        firewall.check_masquerades(&id, &addresses(&prev))?;
     }
     if conf.mac_spoof_chk {
         firewall.check_mac_spoof_check(&MacSpoofCheckSpec {
             attachment: id,
             host_ifname: host_veth.name,
-            mac: container.mac.unwrap_or(cni_netns::MacAddr([0; 6])),
+            mac: container.mac.unwrap_or(MacAddr([0; 6])),
         })?;
     }
     Ok(())
-}
-
-fn fail(msg: String) -> Error {
-    Error::Internal(msg)
 }
 
 fn mac_matches(want: &str, link: &Link) -> bool {
@@ -113,27 +92,6 @@ fn check_bridge(host: &Handle, intf: Option<&Interface>, conf: &BridgeConf) -> R
     Ok(link)
 }
 
-fn check_container(pod: &Handle, intf: &Interface) -> Result<Link> {
-    let link = pod
-        .link_by_name(&intf.name)
-        .map_err(|_| fail(format!("Interface name {} not found", intf.name)))?;
-    if link.kind.as_deref() != Some("veth") {
-        return Err(fail(format!(
-            "Error: Container interface {} not of type veth",
-            link.name
-        )));
-    }
-    if !mac_matches(&intf.mac, &link) {
-        return Err(fail(format!(
-            "Interface {} Mac {} doesn't match container Mac: {}",
-            intf.name,
-            intf.mac,
-            link.mac.map(|m| m.to_string()).unwrap_or_default()
-        )));
-    }
-    Ok(link)
-}
-
 /// The host veth `intf` if it is the container's peer and a port of the
 /// bridge; `None` for anything else in the result.
 fn host_peer(
@@ -167,39 +125,4 @@ fn host_peer(
         )));
     }
     Ok(Some(link))
-}
-
-/// Go's `ip.ValidateExpectedInterfaceIPs`.
-fn check_addresses(pod: &Handle, container: &Link, prev: &CniResult) -> Result<()> {
-    let present = pod.addresses(Some(container.index), Family::All)?;
-    for ip in &prev.ips {
-        if !present.iter().any(|a| a.address == ip.address) {
-            return Err(fail(format!(
-                "Failed to match addr {} on interface {}",
-                ip.address, container.name
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// Go's `ip.ValidateExpectedRoute`.
-fn check_routes(pod: &Handle, prev: &CniResult) -> Result<()> {
-    if prev.routes.is_empty() {
-        return Ok(());
-    }
-    let present = pod.routes(Family::All)?;
-    for r in &prev.routes {
-        let found = present
-            .iter()
-            .any(|k| k.dst == r.dst && (r.gw.is_none() || k.gateway == r.gw));
-        if !found {
-            return Err(fail(format!(
-                "Expected Route {{Dst: {} GW: {}}} not found in routing table",
-                r.dst,
-                r.gw.map(|g| g.to_string()).unwrap_or_default()
-            )));
-        }
-    }
-    Ok(())
 }

@@ -72,18 +72,6 @@ fn first_address(net: IpNetwork) -> Option<IpAddr> {
     })
 }
 
-/// The kernel route for a result route (its gateway defaults later to the
-/// interface's gateway, in `configure_interface`).
-pub(crate) fn kernel_route(r: &Route) -> cni_netns::Route {
-    cni_netns::Route {
-        gateway: r.gw,
-        priority: r.priority,
-        table: r.table,
-        scope: r.scope.and_then(|s| u8::try_from(s).ok()),
-        ..cni_netns::Route::new(r.dst)
-    }
-}
-
 /// Go's `ensureAddr`: puts `gw` on `link`. Another IPv4 address, or an
 /// overlapping IPv6 one, is replaced with `force`, an error otherwise;
 /// then the link's MAC is set to itself so that it stays put when ports

@@ -31,17 +31,19 @@ mod gateway;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cni_exec::{delegate_add, delegate_del, delegate_gc, delegate_status, Plugin, Request};
-use cni_netns::firewall::{default_backend, AttachmentId, Firewall, MacSpoofCheckSpec, RuleKind};
+use cni_exec::{Plugin, Request};
+use cni_netns::firewall::{default_backend, Firewall, MacSpoofCheckSpec, RuleKind};
 use cni_netns::{
-    configure_interface, sysctl, BridgePortOptions, BridgeSpec, BridgeVlan, Family, Handle,
-    IpNetwork, Link, Netns, OperState, VethSpec, SCOPE_UNIVERSE,
+    sysctl, BridgePortOptions, BridgeSpec, BridgeVlan, Family, Handle, IpNetwork, Link, MacAddr,
+    Netns, OperState, VethSpec, SCOPE_UNIVERSE,
 };
-use cni_types::{CniResult, Interface};
+use cni_types::CniResult;
 
 pub use config::BridgeConf;
 use gateway::Gateways;
 
+use crate::steps::iface::{self, interface};
+use crate::steps::{self, addresses, attachment, ipam, Undo};
 use crate::{Error, Result};
 
 /// How long ADD waits for the host port to come up, and the gaps between
@@ -63,30 +65,6 @@ impl Default for Bridge {
     }
 }
 
-/// Everything one attachment's steps share.
-struct Attachment<'a> {
-    req: &'a Request,
-    conf: &'a BridgeConf,
-    id: AttachmentId,
-    ipam: &'a str,
-}
-
-/// The two namespaces of an ADD and the bridge between them.
-struct Sides<'a> {
-    host: &'a Handle,
-    bridge: &'a Link,
-    pod: &'a Handle,
-}
-
-/// What ADD has done so far, so that a failure undoes exactly that.
-#[derive(Default)]
-struct Done {
-    veth: bool,
-    spoof_check: bool,
-    ipam: bool,
-    masquerade: bool,
-}
-
 impl Bridge {
     /// The plugin with the firewall of the namespace it runs in: native
     /// nf_tables, or `nft` with `CNI_FIREWALL_BACKEND=nft`.
@@ -99,188 +77,6 @@ impl Bridge {
     pub fn with_firewall(firewall: Arc<dyn Firewall>) -> Bridge {
         Bridge { firewall }
     }
-
-    fn attach(
-        &self,
-        at: &Attachment<'_>,
-        sides: &Sides<'_>,
-        host_veth: Link,
-        ipam: Option<CniResult>,
-        done: &mut Done,
-    ) -> Result<CniResult> {
-        let (req, conf, host, pod) = (at.req, at.conf, sides.host, sides.pod);
-        // As Go's SetupVeth: our routes, not router advertisements'; IPv6
-        // may be off, which Go ignores too.
-        let _ = host.run(|| sysctl::set(&sysctl::accept_ra(&host_veth.name), "0"));
-        configure_port(
-            host,
-            &host_veth,
-            conf,
-            conf.native_vlan(),
-            &conf.trunk_vlans,
-        )?;
-        let container = pod.link_by_name(&req.ifname)?;
-        let mut result = CniResult {
-            interfaces: vec![
-                interface(sides.bridge, ""),
-                interface(&host_veth, ""),
-                interface(&container, &req.netns),
-            ],
-            ..Default::default()
-        };
-        if conf.mac_spoof_chk {
-            let spec = spoof_check_spec(at, &host_veth.name, &container);
-            self.firewall.add_mac_spoof_check(&spec)?;
-            done.spoof_check = true;
-        }
-        match ipam {
-            Some(ipam) => self.configure_addresses(at, sides, ipam, &mut result, done)?,
-            None if !conf.disable_container_interface => pod.set_up(container.index)?,
-            None => {}
-        }
-        // A port whose pod end stays down never comes up.
-        let host_veth = if conf.disable_container_interface {
-            host.link_by_index(host_veth.index)?
-        } else {
-            wait_port_up(host, host_veth.index)?
-        };
-        // Both MACs may have changed since creation: the host end's when
-        // the pod end came up, the bridge's when its first port joined.
-        result.interfaces[1] = interface(&host_veth, "");
-        result.interfaces[0] = interface(&host.link_by_index(sides.bridge.index)?, "");
-        if let Some(dns) = req.config.dns.as_ref().filter(|d| !d.is_empty()) {
-            result.dns = dns.clone();
-        }
-        Ok(result)
-    }
-
-    /// The layer-3 part of ADD: the IPAM result goes into the result (all
-    /// addresses on the pod interface, gateways computed), onto the pod,
-    /// onto the bridge as gateway, and into the masquerade.
-    fn configure_addresses(
-        &self,
-        at: &Attachment<'_>,
-        sides: &Sides<'_>,
-        ipam: CniResult,
-        result: &mut CniResult,
-        done: &mut Done,
-    ) -> Result<()> {
-        let conf = at.conf;
-        result.ips = ipam.ips;
-        result.routes = ipam.routes;
-        result.dns = ipam.dns;
-        if result.ips.is_empty() {
-            return Err(Error::Internal(
-                "IPAM plugin returned missing IP config".into(),
-            ));
-        }
-        let gateways = gateway::calc_gateways(result, conf);
-        let addresses: Vec<IpNetwork> = result.ips.iter().map(|ip| ip.address).collect();
-        // The masquerade (an nft process) runs while the pod and the bridge
-        // are configured: the ADD takes the longer of the two, not their
-        // sum. Either failing fails the ADD.
-        std::thread::scope(|s| -> Result<()> {
-            let masquerade = conf
-                .ip_masq
-                .then(|| s.spawn(|| self.firewall.add_masquerades(&at.id, &addresses)));
-            let configured =
-                configure_container(sides.pod, &at.req.ifname, conf, result).and_then(|()| {
-                    if conf.is_gateway {
-                        self.configure_gateways(sides.host, sides.bridge, conf, &gateways, result)
-                    } else {
-                        Ok(())
-                    }
-                });
-            tracing::debug!("pod and gateway configured");
-            if let Some(m) = masquerade {
-                m.join().map_err(|_| panicked("masquerade"))??;
-                done.masquerade = true;
-            }
-            configured
-        })?;
-        tracing::debug!("pod, gateway and masquerade configured");
-        Ok(())
-    }
-
-    /// Go's gateway step: the gateway addresses go on the bridge (or, with
-    /// a VLAN, on the `<bridge>.<vlan>` gateway veth, listed in the
-    /// result), and forwarding is enabled for each family that has one.
-    fn configure_gateways(
-        &self,
-        host: &Handle,
-        bridge: &Link,
-        conf: &BridgeConf,
-        gateways: &Gateways,
-        result: &mut CniResult,
-    ) -> Result<()> {
-        let target = match conf.native_vlan() {
-            Some(vlan) => {
-                let gw = ensure_vlan_gateway(host, bridge, conf, vlan)?;
-                result.interfaces.push(interface(&gw, ""));
-                gw
-            }
-            None => bridge.clone(),
-        };
-        for gw in gateways.v4.iter().chain(&gateways.v6) {
-            gateway::ensure_address(host, &target, *gw, conf.force_address)?;
-        }
-        let (v4, v6) = (!gateways.v4.is_empty(), !gateways.v6.is_empty());
-        host.run(|| sysctl::enable_forwarding(v4, v6))??;
-        Ok(())
-    }
-
-    /// Undoes a failed ADD, newest step first; errors are logged, the ADD's
-    /// own error is what the runtime sees.
-    fn undo(&self, at: &Attachment<'_>, pod: Option<&Handle>, done: &Done) {
-        if done.masquerade {
-            if let Err(e) = self
-                .firewall
-                .delete_attachment(RuleKind::Masquerade, &at.id)
-            {
-                tracing::warn!("undo ADD: {e}");
-            }
-        }
-        if done.ipam {
-            if let Err(e) = delegate_del(at.ipam, &at.req.stdin, at.req) {
-                tracing::warn!("undo ADD: IPAM DEL: {e}");
-            }
-        }
-        if done.spoof_check {
-            if let Err(e) = self
-                .firewall
-                .delete_attachment(RuleKind::MacSpoofCheck, &at.id)
-            {
-                tracing::warn!("undo ADD: {e}");
-            }
-        }
-        if let Some(pod) = pod.filter(|_| done.veth) {
-            // Deleting the pod end deletes the pair.
-            if let Err(e) = pod.delete_link_by_name(&at.req.ifname) {
-                tracing::warn!("undo ADD: {e}");
-            }
-        }
-    }
-
-    fn del_rules(
-        &self,
-        at: &Attachment<'_>,
-        conf: &BridgeConf,
-        addresses: &[IpNetwork],
-    ) -> Result<()> {
-        if conf.mac_spoof_chk {
-            // As Go: a spoof check teardown failure does not fail DEL.
-            if let Err(e) = self
-                .firewall
-                .delete_attachment(RuleKind::MacSpoofCheck, &at.id)
-            {
-                tracing::warn!("DEL: {e}");
-            }
-        }
-        if !at.ipam.is_empty() && conf.ip_masq {
-            self.firewall.del_masquerades(&at.id, addresses)?;
-        }
-        Ok(())
-    }
 }
 
 impl Plugin for Bridge {
@@ -290,125 +86,121 @@ impl Plugin for Bridge {
         "bridge"
     }
 
+    /// Go's `cmdAdd`.
     fn add(&self, req: &Request) -> Result<CniResult> {
-        tracing::debug!("ADD");
         let conf = BridgeConf::load(&req.config, &req.args_raw)?;
-        let at = Attachment::new(req, &conf);
-        conf.validate_for_add(!at.ipam.is_empty())?;
-        let mut done = Done::default();
-        // IPAM (a process, or a plugin of this build run in-process) runs
-        // from the start, while the bridge, the namespace and the veth are
-        // set up; whichever fails, `done` says what the other left to undo.
-        // dhcp runs its client on the pod interface, so it waits for the
-        // veth (Go's order for every IPAM plugin).
-        let parallel = !crate::macvlan::common::ipam_uses_pod_link(at.ipam);
-        let (connected, allocated) = std::thread::scope(|s| {
-            let allocated = (!at.ipam.is_empty() && parallel).then(|| {
-                s.spawn(|| {
-                    let r = delegate_add(at.ipam, &req.stdin, req);
-                    tracing::debug!("IPAM ADD returned");
-                    r
-                })
+        conf.validate_for_add(!req.config.ipam_type().is_empty())?;
+        let id = attachment(req);
+        let mut undo = Undo::new();
+        // setupBridge, GetNS, setupVeth; the IPAM plugin's ADD runs
+        // meanwhile (see `ipam::add_while`).
+        let (connected, ipam) = ipam::add_while(req, &mut undo, || connect(req, &conf));
+        let (host, bridge, pod, host_veth) = connected?;
+        // Bound again after the handles, so that its steps may borrow them.
+        let mut undo = undo;
+        // Deleting the pod end deletes the pair.
+        undo.push(|| pod.delete_link_by_name(&req.ifname));
+        let ipam = ipam?;
+        // As Go's SetupVeth: our routes, not router advertisements'; IPv6
+        // may be off, which Go ignores too.
+        let _ = host.run(|| sysctl::set(&sysctl::accept_ra(&host_veth.name), "0"));
+        configure_port(
+            &host,
+            &host_veth,
+            &conf,
+            conf.native_vlan(),
+            &conf.trunk_vlans,
+        )?;
+        let container = pod.link_by_name(&req.ifname)?;
+        let mut result = CniResult {
+            interfaces: vec![
+                interface(&bridge, ""),
+                interface(&host_veth, ""),
+                interface(&container, &req.netns),
+            ],
+            ..Default::default()
+        };
+        if conf.mac_spoof_chk {
+            self.firewall.add_mac_spoof_check(&MacSpoofCheckSpec {
+                attachment: id.clone(),
+                host_ifname: host_veth.name.clone(),
+                mac: container.mac.unwrap_or(MacAddr([0; 6])),
+            })?;
+            undo.push(|| {
+                self.firewall
+                    .delete_attachment(RuleKind::MacSpoofCheck, &id)
             });
-            let connected = connect(&at, &mut done);
-            (connected, allocated.map(|a| a.join()))
-        });
-        let allocated = match allocated {
-            None if !parallel && connected.is_ok() => {
-                Some(Ok(delegate_add(at.ipam, &req.stdin, req)))
-            }
-            other => other,
-        };
-        let ipam = match allocated {
-            None => Ok(None),
-            Some(Err(_)) => Err(panicked("IPAM ADD")),
-            Some(Ok(r)) => {
-                done.ipam = r.is_ok();
-                r.map(Some).map_err(delegate)
-            }
-        };
-        let c = match connected {
-            Ok(c) => c,
-            Err(e) => {
-                self.undo(&at, None, &done);
-                return Err(e);
-            }
-        };
-        let sides = Sides {
-            host: &c.host,
-            bridge: &c.bridge,
-            pod: &c.pod,
-        };
-        let added = ipam.and_then(|ipam| self.attach(&at, &sides, c.host_veth, ipam, &mut done));
-        if added.is_err() {
-            self.undo(&at, Some(&c.pod), &done);
         }
-        added
+        if let Some(ipam) = ipam {
+            result.ips = ipam.ips;
+            result.routes = ipam.routes;
+            result.dns = ipam.dns;
+            let gateways = gateway::calc_gateways(&mut result, &conf);
+            let addresses = addresses(&result);
+            // The masquerade commit runs while the pod and the bridge are
+            // configured: the ADD takes the longer of the two, not their sum.
+            let masquerading = conf
+                .ip_masq
+                .then_some(|| self.firewall.add_masquerades(&id, &addresses));
+            let (masqueraded, configured) = steps::concurrently(masquerading, || {
+                configure_container(&pod, &req.ifname, &conf, &result)?;
+                if conf.is_gateway {
+                    configure_gateways(&host, &bridge, &conf, &gateways, &mut result)?;
+                }
+                Ok::<_, Error>(())
+            });
+            if let Some(masqueraded) = masqueraded {
+                masqueraded??;
+                undo.push(|| self.firewall.delete_attachment(RuleKind::Masquerade, &id));
+            }
+            configured?;
+        } else if !conf.disable_container_interface {
+            pod.set_up(container.index)?;
+        }
+        // A port whose pod end stays down never comes up.
+        let host_veth = if conf.disable_container_interface {
+            host.link_by_index(host_veth.index)?
+        } else {
+            wait_port_up(&host, host_veth.index)?
+        };
+        // Both MACs may have changed since creation: the host end's when
+        // the pod end came up, the bridge's when its first port joined.
+        result.interfaces[1] = interface(&host_veth, "");
+        result.interfaces[0] = interface(&host.link_by_index(bridge.index)?, "");
+        if let Some(dns) = req.config.dns.as_ref().filter(|d| !d.is_empty()) {
+            result.dns = dns.clone();
+        }
+        undo.commit();
+        Ok(result)
     }
 
+    /// Go's `cmdDel`, which releases IPAM even when the netns is gone; the
+    /// rules this attachment owns are found by its id, so they go too.
     fn del(&self, req: &Request) -> Result<()> {
         let conf = BridgeConf::load(&req.config, &req.args_raw)?;
-        let at = Attachment::new(req, &conf);
-        // Go only releases IPAM when the netns is gone; the rules this
-        // attachment owns are found by its id, so they go too.
-        let pod = match req.netns.as_str() {
-            "" => None,
-            path => match Netns::open(path) {
-                Ok(netns) => Some(Handle::in_netns(&netns)?),
-                Err(e) if netns_gone(&e) => None,
-                Err(e) => return Err(e.into()),
-            },
-        };
-        let link = match pod.as_ref().map(|p| p.link_by_name(&req.ifname)) {
-            Some(Ok(link)) => pod.as_ref().map(|p| (p, link)),
-            Some(Err(e)) if e.is_not_found() => None,
-            Some(Err(e)) => return Err(e.into()),
-            None => None,
-        };
-        let addresses = match &link {
-            Some((pod, link)) => global_addresses(pod, link)?,
+        let id = attachment(req);
+        let pod = iface::pod_for_del(req)?;
+        let addresses = match &pod {
+            Some(pod) => global_addresses(pod, &req.ifname)?,
             None => Vec::new(),
         };
-        tracing::debug!(?addresses, "pod link found");
-        // Deleting a veth takes the kernel 10-30 ms (RCU grace periods);
-        // the rules and the IPAM release run meanwhile. Rules go before the
-        // address is released, so a new pod given the same address never
-        // has its rules removed by this DEL.
-        // dhcp releases from the leased address on the pod link: the link
-        // goes after the release.
-        let (link, link_after) = if crate::macvlan::common::ipam_uses_pod_link(at.ipam) {
-            (None, link)
-        } else {
-            (link, None)
-        };
-        let released = std::thread::scope(|s| -> Result<()> {
-            let deleted = link.map(|(pod, link)| s.spawn(move || pod.delete_link(link.index)));
-            let released = self.del_rules(&at, &conf, &addresses).and_then(|()| {
-                tracing::debug!("rules removed");
-                if at.ipam.is_empty() {
-                    Ok(())
-                } else {
-                    delegate_del(at.ipam, &req.stdin, req).map_err(delegate)
-                }
-            });
-            tracing::debug!("IPAM released");
-            if let Some(d) = deleted {
-                let deleted = d.join().map_err(|_| panicked("delete link"))?;
-                tracing::debug!("link deleted");
-                match deleted {
-                    Err(e) if !e.is_not_found() => return Err(e.into()),
-                    _ => {}
+        // Rules go before the address is released, so a new pod given the
+        // same address never has its rules removed by this DEL.
+        iface::delete_pod_link_while(pod.as_ref(), req, || {
+            if conf.mac_spoof_chk {
+                // As Go: a spoof check teardown failure does not fail DEL.
+                if let Err(e) = self
+                    .firewall
+                    .delete_attachment(RuleKind::MacSpoofCheck, &id)
+                {
+                    tracing::warn!("DEL: {e}");
                 }
             }
-            released
-        });
-        if let Some((pod, link)) = link_after {
-            match pod.delete_link(link.index) {
-                Err(e) if !e.is_not_found() => return Err(e.into()),
-                _ => {}
+            if conf.ip_masq && !req.config.ipam_type().is_empty() {
+                self.firewall.del_masquerades(&id, &addresses)?;
             }
-        }
-        released
+            ipam::del(req)
+        })
     }
 
     fn check(&self, req: &Request) -> Result<()> {
@@ -416,22 +208,13 @@ impl Plugin for Bridge {
     }
 
     fn status(&self, req: &Request) -> Result<()> {
-        let ipam = req.config.ipam_type();
-        if !ipam.is_empty() {
-            delegate_status(ipam, &req.stdin, req).map_err(delegate)?;
-        }
-        Ok(())
+        ipam::status(req)
     }
 
     fn gc(&self, req: &Request) -> Result<()> {
         let conf = BridgeConf::load(&req.config, &req.args_raw)?;
-        let network = &req.config.name;
-        // Without the valid list nothing is known to be dead.
-        if let Some(valid) = req.config.valid_attachments()? {
-            let valid: Vec<AttachmentId> = valid
-                .into_iter()
-                .map(|a| AttachmentId::new(network.clone(), a.container_id, a.ifname))
-                .collect();
+        if let Some(valid) = steps::valid_attachments(req)? {
+            let network = &req.config.name;
             if conf.ip_masq {
                 self.firewall.gc(RuleKind::Masquerade, network, &valid)?;
             }
@@ -439,87 +222,15 @@ impl Plugin for Bridge {
                 self.firewall.gc(RuleKind::MacSpoofCheck, network, &valid)?;
             }
         }
-        let ipam = req.config.ipam_type();
-        if !ipam.is_empty() {
-            delegate_gc(ipam, &req.stdin, req).map_err(delegate)?;
-        }
-        Ok(())
+        ipam::gc(req)
     }
 }
 
-impl<'a> Attachment<'a> {
-    fn new(req: &'a Request, conf: &'a BridgeConf) -> Self {
-        Attachment {
-            req,
-            conf,
-            id: AttachmentId::new(
-                req.config.name.clone(),
-                req.container_id.clone(),
-                req.ifname.clone(),
-            ),
-            ipam: req.config.ipam_type(),
-        }
-    }
-}
-
-fn panicked(what: &str) -> Error {
-    Error::Internal(format!("{what} thread panicked"))
-}
-
-/// The pod interface's global addresses (what its masquerade is keyed by).
-fn global_addresses(pod: &Handle, link: &Link) -> Result<Vec<IpNetwork>> {
-    Ok(pod
-        .addresses(Some(link.index), Family::All)?
-        .into_iter()
-        .filter(|a| a.scope == SCOPE_UNIVERSE)
-        .map(|a| a.address)
-        .collect())
-}
-
-fn delegate(e: cni_exec::Error) -> Error {
-    Error::Delegate(e.into())
-}
-
-/// A namespace that no longer exists (or whose bind mount is gone, leaving
-/// a plain file): DEL has nothing to remove inside it.
-fn netns_gone(e: &cni_netns::Error) -> bool {
-    matches!(
-        e,
-        cni_netns::Error::NetnsNotFound { .. } | cni_netns::Error::NotANetns { .. }
-    )
-}
-
-fn interface(link: &Link, sandbox: &str) -> Interface {
-    Interface {
-        name: link.name.clone(),
-        mac: link.mac.map(|m| m.to_string()).unwrap_or_default(),
-        sandbox: sandbox.to_owned(),
-        ..Default::default()
-    }
-}
-
-fn spoof_check_spec(at: &Attachment<'_>, host_ifname: &str, container: &Link) -> MacSpoofCheckSpec {
-    MacSpoofCheckSpec {
-        attachment: at.id.clone(),
-        host_ifname: host_ifname.to_owned(),
-        mac: container.mac.unwrap_or(cni_netns::MacAddr([0; 6])),
-    }
-}
-
-/// The kernel half of ADD's start: the bridge, the pod's namespace, and
-/// the veth between them.
-struct Connected {
-    host: Handle,
-    bridge: Link,
-    pod: Handle,
-    host_veth: Link,
-}
-
-/// Go's `ensureBridge` then `setupVeth`: the veth's pod end is named
-/// `CNI_IFNAME` and made in the pod directly, its host end is a port of the
-/// bridge.
-fn connect(at: &Attachment<'_>, done: &mut Done) -> Result<Connected> {
-    let (req, conf) = (at.req, at.conf);
+/// Go's `setupBridge`, `ns.GetNS` and the start of `setupVeth`: the veth's
+/// pod end is named `CNI_IFNAME` and made in the pod directly, its host end
+/// is a port of the bridge. Returns the node's handle, the bridge, the
+/// pod's handle and the host end.
+fn connect(req: &Request, conf: &BridgeConf) -> Result<(Handle, Link, Handle, Link)> {
     let host = Handle::current()?;
     let bridge = ensure_bridge(&host, conf)?;
     let netns = Netns::open(&req.netns)?;
@@ -533,14 +244,50 @@ fn connect(at: &Attachment<'_>, done: &mut Done) -> Result<Connected> {
         master: Some(bridge.index),
         ..Default::default()
     })?;
-    done.veth = true;
     tracing::debug!(veth = %host_veth.name, "veth created");
-    Ok(Connected {
-        host,
-        bridge,
-        pod,
-        host_veth,
-    })
+    Ok((host, bridge, pod, host_veth))
+}
+
+/// The pod interface's global addresses (what its masquerade is keyed by);
+/// none when it is gone.
+fn global_addresses(pod: &Handle, ifname: &str) -> Result<Vec<IpNetwork>> {
+    let link = match pod.link_by_name(ifname) {
+        Ok(link) => link,
+        Err(e) if e.is_not_found() => return Ok(Vec::new()),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(pod
+        .addresses(Some(link.index), Family::All)?
+        .into_iter()
+        .filter(|a| a.scope == SCOPE_UNIVERSE)
+        .map(|a| a.address)
+        .collect())
+}
+
+/// Go's gateway step: the gateway addresses go on the bridge (or, with a
+/// VLAN, on the `<bridge>.<vlan>` gateway veth, listed in the result), and
+/// forwarding is enabled for each family that has one.
+fn configure_gateways(
+    host: &Handle,
+    bridge: &Link,
+    conf: &BridgeConf,
+    gateways: &Gateways,
+    result: &mut CniResult,
+) -> Result<()> {
+    let target = match conf.native_vlan() {
+        Some(vlan) => {
+            let gw = ensure_vlan_gateway(host, bridge, conf, vlan)?;
+            result.interfaces.push(interface(&gw, ""));
+            gw
+        }
+        None => bridge.clone(),
+    };
+    for gw in gateways.v4.iter().chain(&gateways.v6) {
+        gateway::ensure_address(host, &target, *gw, conf.force_address)?;
+    }
+    let (v4, v6) = (!gateways.v4.is_empty(), !gateways.v6.is_empty());
+    host.run(|| sysctl::enable_forwarding(v4, v6))??;
+    Ok(())
 }
 
 /// Go's `ensureBridge`; the bridge's IPv6 routes are ours, not the
@@ -646,14 +393,7 @@ fn configure_container(
         }
         let _ = sysctl::set(&sysctl::arp_notify(ifname), "1");
     })?;
-    let addresses: Vec<_> = result
-        .ips
-        .iter()
-        .map(|ip| (ip.address, ip.gateway))
-        .collect();
-    let routes: Vec<_> = result.routes.iter().map(gateway::kernel_route).collect();
-    configure_interface(pod, ifname, &addresses, &routes)?;
-    Ok(())
+    iface::configure(pod, ifname, result)
 }
 
 /// Go's port state wait: the host end must be operationally up.

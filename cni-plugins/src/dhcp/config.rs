@@ -8,7 +8,7 @@ use cni_ipam::dhcp::options::{self, ProvideOption, RequestOption};
 use cni_types::NetworkConfig;
 use serde::{Deserialize, Deserializer};
 
-use crate::multus::thick::config::parse_go_duration;
+use crate::go_duration;
 use crate::{Error, Result};
 
 /// Where the daemon listens and the plugin dials by default (Go's).
@@ -48,7 +48,7 @@ fn go_duration<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Du
     match Option::<String>::deserialize(d)? {
         None => Ok(None),
         Some(s) if s.is_empty() => Ok(None),
-        Some(s) => parse_go_duration(&s)
+        Some(s) => go_duration::parse(&s)
             .map(Some)
             .ok_or_else(|| serde::de::Error::custom(format!("invalid duration {s:?}"))),
     }
@@ -161,7 +161,7 @@ impl DaemonOptions {
                     .ok_or_else(|| format!("flag needs an argument: -{name}"))?,
             };
             let duration = |v: &str| {
-                parse_go_duration(v).ok_or_else(|| format!("invalid value {v:?} for flag -{name}"))
+                go_duration::parse(v).ok_or_else(|| format!("invalid value {v:?} for flag -{name}"))
             };
             match name {
                 "socketpath" if !value.is_empty() => o.socket_path = PathBuf::from(value),

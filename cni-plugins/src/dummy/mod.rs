@@ -26,10 +26,10 @@
 //! ```
 
 use cni_exec::{Plugin, Request};
-use cni_netns::{Handle, Link, Netns};
+use cni_netns::{Handle, Netns};
 use cni_types::CniResult;
 
-use crate::macvlan::common::{self, fail};
+use crate::steps::{check, fail, iface, ipam, Undo};
 use crate::Result;
 
 /// The dummy plugin.
@@ -58,62 +58,43 @@ impl Plugin for Dummy {
         let netns = Netns::open(&req.netns)?;
         let pod = Handle::in_netns(&netns)?;
         let link = pod.add_dummy(&req.ifname)?;
-        let mut ipam_done = false;
-        let added = attach(req, &pod, &link, &mut ipam_done);
-        if added.is_err() {
-            if ipam_done {
-                common::undo_ipam(req);
-            }
-            if let Err(e) = pod.delete_link(link.index) {
-                tracing::warn!("undo ADD: {e}");
-            }
-        }
-        added
+        let mut undo = Undo::new();
+        undo.push(|| pod.delete_link(link.index));
+        let ipam = ipam::add(req, &mut undo)?;
+        // Without the config's `dns`, as Go's.
+        let result = iface::single_interface_result(ipam, &link, &req.netns);
+        iface::configure(&pod, &req.ifname, &result)?;
+        undo.commit();
+        Ok(result)
     }
 
     fn del(&self, req: &Request) -> Result<()> {
-        let pod = common::pod_for_del(req)?;
-        common::delete_pod_link_while(
-            pod.as_ref().map(|p| &p.1),
-            &req.ifname,
-            req.config.ipam_type(),
-            || common::ipam_del(req),
-        )
+        iface::del_link_and_lease(req)
     }
 
     fn check(&self, req: &Request) -> Result<()> {
         require_ipam(req)?;
         let netns = Netns::open(&req.netns)?;
-        common::ipam_check(req)?;
+        ipam::check(req)?;
         let mut prev = req
             .config
             .prev_result()?
             .ok_or_else(|| fail("dummy: Required prevResult missing".into()))?;
-        let intf = common::prev_container(req, &prev)?.clone();
+        let intf = check::prev_container(req, &prev)?.clone();
         let pod = Handle::in_netns(&netns)?;
-        let link = common::check_container_link(&pod, &intf, Some("dummy"))?;
+        let link = check::container_link(&pod, &intf, Some("dummy"))?;
         if !link.is_up() {
             return Err(fail(format!("Interface {} is down", intf.name)));
         }
         // Go's dummy CHECK compares addresses only, not routes.
         prev.routes.clear();
-        common::check_addresses_and_routes(&pod, &link, &prev)
+        check::addresses_and_routes(&pod, &link, &prev)
     }
     fn status(&self, req: &Request) -> Result<()> {
-        common::ipam_status(req)
+        ipam::status(req)
     }
 
     fn gc(&self, req: &Request) -> Result<()> {
-        common::ipam_gc(req)
+        ipam::gc(req)
     }
-}
-
-/// IPAM's addresses on the link (Go's `ipam.ConfigureIface`), and the
-/// result (without the config's `dns`, as Go's).
-fn attach(req: &Request, pod: &Handle, link: &Link, ipam_done: &mut bool) -> Result<CniResult> {
-    let ipam = common::ipam_add(req)?;
-    *ipam_done = true;
-    let result = common::single_interface_result(ipam, link, &req.netns);
-    common::configure(pod, &req.ifname, &result)?;
-    Ok(result)
 }

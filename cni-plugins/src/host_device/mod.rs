@@ -30,7 +30,8 @@ use cni_netns::{Handle, Link, MacAddr, Netns};
 use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
-use crate::macvlan::common::{self, fail, interface};
+use crate::steps::iface::{self, interface};
+use crate::steps::{check, fail, ipam, Undo};
 use crate::Result;
 
 /// Where PCI devices are listed (Go's `sysBusPCI`).
@@ -133,48 +134,53 @@ impl Plugin for HostDevice {
         let dpdk = conf.dpdk_mode()?;
         let netns = Netns::open(&req.netns)?;
         let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
-        let mut result = CniResult::default();
         // The node link's original name, once it is in the pod.
+        let mut interfaces = Vec::new();
         let moved = if dpdk {
             None
         } else {
             let dev = find_link(&host, &conf.selector)
                 .map_err(|e| fail(format!("failed to find host device: {e}")))?;
             let link = move_in(&host, &dev, &netns, &pod, &req.ifname)?;
-            result.interfaces = vec![interface(&link, &req.netns)];
+            interfaces.push(interface(&link, &req.netns));
             Some(dev.name)
         };
         if req.config.ipam_type().is_empty() {
-            return Ok(result);
+            return Ok(CniResult {
+                interfaces,
+                ..Default::default()
+            });
         }
-        let mut ipam_done = false;
-        let added = attach(req, &conf, &pod, moved.is_some(), result, &mut ipam_done);
-        if added.is_err() {
-            if ipam_done {
-                common::undo_ipam(req);
-            }
-            if let Some(original) = &moved {
-                // Back as it came: its name, and no alias.
-                let back = move_out(&pod, &host, &req.ifname)
-                    .and_then(|()| Ok(host.link_by_name(original)?))
-                    .and_then(|l| Ok(host.set_alias(l.index, "")?));
-                if let Err(e) = back {
-                    tracing::warn!("undo ADD: {e}");
-                }
-            }
+        let mut undo = Undo::new();
+        if let Some(original) = &moved {
+            // Back as it came: its name, and no alias.
+            undo.push(|| -> Result<()> {
+                move_out(&pod, &host, &req.ifname)?;
+                Ok(host.set_alias(host.link_by_name(original)?.index, "")?)
+            });
         }
-        added
+        let mut result = ipam::add(req, &mut undo)?;
+        for ip in &mut result.ips {
+            ip.interface = Some(0);
+        }
+        result.interfaces = interfaces;
+        if moved.is_some() {
+            iface::configure(&pod, &req.ifname, &result)?;
+        }
+        result.dns = conf.dns.clone();
+        undo.commit();
+        Ok(result)
     }
 
     fn del(&self, req: &Request) -> Result<()> {
         let conf = HostDeviceConf::load(&req.config)?;
         let dpdk = conf.dpdk_mode()?;
-        let Some((_, pod)) = common::pod_for_del(req)? else {
+        let Some(pod) = iface::pod_for_del(req)? else {
             // The kernel already returned the link to the initial namespace
             // with the pod's; only the addresses are left to release.
-            return common::ipam_del(req);
+            return ipam::del(req);
         };
-        common::ipam_del(req)?;
+        ipam::del(req)?;
         if !dpdk {
             move_out(&pod, &Handle::current()?, &req.ifname)?;
         }
@@ -185,46 +191,24 @@ impl Plugin for HostDevice {
         let conf = HostDeviceConf::load(&req.config)?;
         let dpdk = conf.dpdk_mode()?;
         let netns = Netns::open(&req.netns)?;
-        common::ipam_check(req)?;
-        let prev = common::prev_result(req)?;
+        ipam::check(req)?;
+        let prev = check::prev_result(req)?;
         if dpdk {
             return Ok(());
         }
-        let intf = common::prev_container(req, &prev)?;
+        let intf = check::prev_container(req, &prev)?;
         let pod = Handle::in_netns(&netns)?;
-        let link = common::check_container_link(&pod, intf, None)?;
-        common::check_addresses_and_routes(&pod, &link, &prev)
+        let link = check::container_link(&pod, intf, None)?;
+        check::addresses_and_routes(&pod, &link, &prev)
     }
 
     fn status(&self, req: &Request) -> Result<()> {
-        common::ipam_status(req)
+        ipam::status(req)
     }
 
     fn gc(&self, req: &Request) -> Result<()> {
-        common::ipam_gc(req)
+        ipam::gc(req)
     }
-}
-
-/// IPAM and the pod side once the link is in place.
-fn attach(
-    req: &Request,
-    conf: &HostDeviceConf,
-    pod: &Handle,
-    moved: bool,
-    moved_result: CniResult,
-    ipam_done: &mut bool,
-) -> Result<CniResult> {
-    let mut result = common::ipam_add(req)?;
-    *ipam_done = true;
-    for ip in &mut result.ips {
-        ip.interface = Some(0);
-    }
-    result.interfaces = moved_result.interfaces;
-    if moved {
-        common::configure(pod, &req.ifname, &result)?;
-    }
-    result.dns = conf.dns.clone();
-    Ok(result)
 }
 
 /// Go's `getLink`.

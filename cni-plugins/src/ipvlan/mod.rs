@@ -25,7 +25,8 @@ use cni_netns::{Handle, IpvlanMode, IpvlanSpec, Link, Netns};
 use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
-use crate::macvlan::common::{self, fail, interface};
+use crate::steps::iface::{self, interface};
+use crate::steps::{check, fail, ipam, Undo};
 use crate::Result;
 
 /// The ipvlan plugin's configuration.
@@ -94,44 +95,43 @@ impl Plugin for Ipvlan {
         let netns = Netns::open(&req.netns)?;
         let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
         let master = chained_master(&conf, prev.as_ref())?;
-        let master = common::find_master(&master, conf.link_in_container, &host, &pod)?;
+        let master = iface::find_master(&master, conf.link_in_container, &host, &pod)?;
         let link = create_ipvlan(&conf, &master, &host, &netns, &pod, &req.ifname)?;
-        let mut ipam_done = false;
-        let added = attach(req, &conf, prev, &pod, &link, &mut ipam_done);
-        if added.is_err() {
-            if ipam_done {
-                common::undo_ipam(req);
-            }
-            if let Err(e) = pod.delete_link(link.index) {
-                tracing::warn!("undo ADD: {e}");
-            }
+        let mut undo = Undo::new();
+        undo.push(|| pod.delete_link(link.index));
+        // Chained without IPAM: the previous result's addresses.
+        let chained = prev.filter(|p| req.config.ipam_type().is_empty() && !p.ips.is_empty());
+        let mut result = match chained {
+            Some(prev) => prev,
+            None => ipam::add(req, &mut undo)?,
+        };
+        for ip in &mut result.ips {
+            ip.interface = Some(0);
         }
-        added
+        result.interfaces = vec![interface(&link, &req.netns)];
+        iface::configure_announced(&pod, &req.ifname, &result)?;
+        result.dns = conf.dns.clone();
+        undo.commit();
+        Ok(result)
     }
 
     fn del(&self, req: &Request) -> Result<()> {
         IpvlanConf::load(&req.config)?;
-        let pod = common::pod_for_del(req)?;
-        common::delete_pod_link_while(
-            pod.as_ref().map(|p| &p.1),
-            &req.ifname,
-            req.config.ipam_type(),
-            || common::ipam_del(req),
-        )
+        iface::del_link_and_lease(req)
     }
 
     fn check(&self, req: &Request) -> Result<()> {
         let conf = IpvlanConf::load(&req.config)?;
         let netns = Netns::open(&req.netns)?;
-        common::ipam_check(req)?;
-        let prev = common::prev_result(req)?;
-        let intf = common::prev_container(req, &prev)?;
+        ipam::check(req)?;
+        let prev = check::prev_result(req)?;
+        let intf = check::prev_container(req, &prev)?;
         let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
         // As Go's CHECK: an empty master is looked up as such (and fails).
         if !conf.master.is_empty() {
-            common::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
+            iface::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
         }
-        let link = common::check_container_link(&pod, intf, Some("ipvlan"))?;
+        let link = check::container_link(&pod, intf, Some("ipvlan"))?;
         let mode = pod.link_details(&link.name)?.ipvlan_mode;
         if mode != Some(conf.mode) {
             return Err(fail(format!(
@@ -140,15 +140,15 @@ impl Plugin for Ipvlan {
                 conf.mode
             )));
         }
-        common::check_addresses_and_routes(&pod, &link, &prev)
+        check::addresses_and_routes(&pod, &link, &prev)
     }
 
     fn status(&self, req: &Request) -> Result<()> {
-        common::ipam_status(req)
+        ipam::status(req)
     }
 
     fn gc(&self, req: &Request) -> Result<()> {
-        common::ipam_gc(req)
+        ipam::gc(req)
     }
 }
 
@@ -176,7 +176,7 @@ fn create_ipvlan(
     pod: &Handle,
     ifname: &str,
 ) -> Result<Link> {
-    common::create_stacked_link(
+    iface::create_stacked_link(
         conf.link_in_container,
         host,
         netns,
@@ -192,32 +192,4 @@ fn create_ipvlan(
             })
         },
     )
-}
-
-/// Addresses from the previous result (chained, no IPAM) or from IPAM, put
-/// on the link, and the result.
-fn attach(
-    req: &Request,
-    conf: &IpvlanConf,
-    prev: Option<CniResult>,
-    pod: &Handle,
-    link: &Link,
-    ipam_done: &mut bool,
-) -> Result<CniResult> {
-    let chained = prev.filter(|p| req.config.ipam_type().is_empty() && !p.ips.is_empty());
-    let mut result = match chained {
-        Some(prev) => prev,
-        None => {
-            let r = common::ipam_add(req)?;
-            *ipam_done = true;
-            r
-        }
-    };
-    for ip in &mut result.ips {
-        ip.interface = Some(0);
-    }
-    result.interfaces = vec![interface(link, &req.netns)];
-    common::configure_announced(pod, &req.ifname, &result)?;
-    result.dns = conf.dns.clone();
-    Ok(result)
 }

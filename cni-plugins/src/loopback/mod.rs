@@ -80,9 +80,7 @@ impl Plugin for Loopback {
             Ok(n) => n,
             // Beyond Go (which only forgives a missing path): an unmounted
             // bind mount leaves a plain file, the namespace is gone too.
-            Err(cni_netns::Error::NetnsNotFound { .. } | cni_netns::Error::NotANetns { .. }) => {
-                return Ok(())
-            }
+            Err(e) if e.is_netns_gone() => return Ok(()),
             Err(e) => return Err(e.into()),
         };
         let pod = Handle::in_netns(&netns)?;

@@ -19,15 +19,14 @@
 //! # Ok::<(), cni_plugins::Error>(())
 //! ```
 
-pub(crate) mod common;
-
 use cni_exec::{Plugin, Request};
 use cni_netns::{Handle, Link, MacAddr, MacvlanMode, MacvlanSpec, Netns};
 use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
+use crate::steps::iface::{self, interface};
+use crate::steps::{check, conf, fail, ipam, Undo};
 use crate::Result;
-use common::{fail, interface};
 
 /// The macvlan plugin's configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,7 +76,7 @@ impl MacvlanConf {
             .map_err(|_| fail(format!("unknown macvlan mode: {:?}", raw.mode)))?;
         let mtu = u32::try_from(raw.mtu)
             .map_err(|_| fail(format!("invalid MTU {}, must be >= 0", raw.mtu)))?;
-        let mac = common::requested_mac(config, cni_args, raw.mac)?;
+        let mac = conf::requested_mac(config, cni_args, raw.mac)?;
         Ok(MacvlanConf {
             master: raw.master,
             mode,
@@ -105,7 +104,7 @@ impl Plugin for Macvlan {
         let conf = MacvlanConf::load(&req.config, &req.args_raw)?;
         let netns = Netns::open(&req.netns)?;
         let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
-        let master = common::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
+        let master = iface::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
         if conf.mtu > master.mtu {
             return Err(fail(format!(
                 "invalid MTU {}, must be [0, master MTU({})]",
@@ -113,38 +112,44 @@ impl Plugin for Macvlan {
             )));
         }
         let link = create_macvlan(&conf, &master, &host, &netns, &pod, &req.ifname)?;
-        let mut ipam_done = false;
-        let added = attach(req, &conf, &pod, &link, &mut ipam_done);
-        if added.is_err() {
-            if ipam_done {
-                common::undo_ipam(req);
-            }
-            if let Err(e) = pod.delete_link(link.index) {
-                tracing::warn!("undo ADD: {e}");
-            }
+        let mut undo = Undo::new();
+        undo.push(|| pod.delete_link(link.index));
+        if let Some(len) = conf.bc_queue_len {
+            pod.set_macvlan_bc_queue_len(link.index, len)?;
         }
-        added
+        let mut result = CniResult {
+            interfaces: vec![interface(&link, &req.netns)],
+            ..Default::default()
+        };
+        if req.config.ipam_type().is_empty() {
+            pod.set_up(link.index)?;
+        } else {
+            let ipam = ipam::add(req, &mut undo)?;
+            result.ips = ipam.ips;
+            result.routes = ipam.routes;
+            for ip in &mut result.ips {
+                ip.interface = Some(0);
+            }
+            iface::configure_announced(&pod, &req.ifname, &result)?;
+        }
+        result.dns = conf.dns.clone();
+        undo.commit();
+        Ok(result)
     }
 
     fn del(&self, req: &Request) -> Result<()> {
-        let pod = common::pod_for_del(req)?;
-        common::delete_pod_link_while(
-            pod.as_ref().map(|p| &p.1),
-            &req.ifname,
-            req.config.ipam_type(),
-            || common::ipam_del(req),
-        )
+        iface::del_link_and_lease(req)
     }
 
     fn check(&self, req: &Request) -> Result<()> {
         let conf = MacvlanConf::load(&req.config, &req.args_raw)?;
         let netns = Netns::open(&req.netns)?;
-        common::ipam_check(req)?;
-        let prev = common::prev_result(req)?;
-        let intf = common::prev_container(req, &prev)?;
+        ipam::check(req)?;
+        let prev = check::prev_result(req)?;
+        let intf = check::prev_container(req, &prev)?;
         let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
-        common::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
-        let link = common::check_container_link(&pod, intf, Some("macvlan"))?;
+        iface::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
+        let link = check::container_link(&pod, intf, Some("macvlan"))?;
         let mode = pod.link_details(&link.name)?.macvlan_mode;
         if mode != Some(conf.mode) {
             return Err(fail(format!(
@@ -153,15 +158,15 @@ impl Plugin for Macvlan {
                 conf.mode
             )));
         }
-        common::check_addresses_and_routes(&pod, &link, &prev)
+        check::addresses_and_routes(&pod, &link, &prev)
     }
 
     fn status(&self, req: &Request) -> Result<()> {
-        common::ipam_status(req)
+        ipam::status(req)
     }
 
     fn gc(&self, req: &Request) -> Result<()> {
-        common::ipam_gc(req)
+        ipam::gc(req)
     }
 }
 
@@ -175,7 +180,7 @@ fn create_macvlan(
     pod: &Handle,
     ifname: &str,
 ) -> Result<Link> {
-    let link = common::create_stacked_link(
+    iface::create_stacked_link(
         conf.link_in_container,
         host,
         netns,
@@ -191,44 +196,5 @@ fn create_macvlan(
                 netns: target,
             })
         },
-    )?;
-    let Some(len) = conf.bc_queue_len else {
-        return Ok(link);
-    };
-    let queued = pod
-        .set_macvlan_bc_queue_len(link.index, len)
-        .and_then(|()| pod.link_by_index(link.index));
-    if queued.is_err() {
-        let _ = pod.delete_link(link.index);
-    }
-    Ok(queued?)
-}
-
-/// Everything after the link exists: addresses from IPAM (or just up for
-/// an L2-only attachment), and the result.
-fn attach(
-    req: &Request,
-    conf: &MacvlanConf,
-    pod: &Handle,
-    link: &Link,
-    ipam_done: &mut bool,
-) -> Result<CniResult> {
-    let mut result = CniResult {
-        interfaces: vec![interface(link, &req.netns)],
-        ..Default::default()
-    };
-    if req.config.ipam_type().is_empty() {
-        pod.set_up(link.index)?;
-    } else {
-        let ipam = common::ipam_add(req)?;
-        *ipam_done = true;
-        result.ips = ipam.ips;
-        result.routes = ipam.routes;
-        for ip in &mut result.ips {
-            ip.interface = Some(0);
-        }
-        common::configure_announced(pod, &req.ifname, &result)?;
-    }
-    result.dns = conf.dns.clone();
-    Ok(result)
+    )
 }

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::delegate::Delegate;
-use crate::Error;
+use crate::multus::Error;
 
 /// One cached delegate (multus-cni `types.DelegateNetConf` JSON).
 #[derive(Serialize, Deserialize, Default)]
@@ -202,7 +202,7 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), Error> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let io = |op: &'static str, p: &Path| {
         let p = p.to_path_buf();
-        move |source| Error::MultusIo {
+        move |source| Error::Io {
             op,
             path: p,
             source,
@@ -262,7 +262,7 @@ pub fn load(
             Ok(b) => return decode(&b).map(|d| Some((path, d))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(source) => {
-                return Err(Error::MultusIo {
+                return Err(Error::Io {
                     op: "read delegate cache",
                     path,
                     source,

@@ -12,10 +12,10 @@ use serde_json::{Map, Value};
 
 use super::delegate::Delegate;
 use super::selection::is_dns1123_label;
-use crate::Error;
+use crate::multus::Error;
 
 fn config_err(msg: impl Into<String>) -> Error {
-    Error::MultusConfig(msg.into())
+    Error::Config(msg.into())
 }
 
 /// Default `confDir`.

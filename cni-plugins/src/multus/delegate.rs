@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::conf::RuntimeConfig;
 use super::selection::NetworkSelectionElement;
-use crate::Error;
+use crate::multus::Error;
 
 /// One network to attach.
 #[derive(Clone, Debug, Default, PartialEq)]

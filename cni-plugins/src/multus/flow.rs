@@ -19,7 +19,7 @@ use super::lookup::{add_pod_delegates, cluster_delegates, conf_files};
 use super::runtime::{delegate_runtime, device_info_file, DelegateRuntime, PodRequest};
 use super::selection::NETWORK_STATUS_ANNOTATION;
 use super::status::{annotation_value, network_statuses, NetworkStatus};
-use crate::Error;
+use crate::multus::Error;
 
 /// How delegates run: libcni's `AddNetwork`/`AddNetworkList` and friends
 /// with the result cache under `cniDir` (the cni-exec invoker), or a fake in
@@ -146,7 +146,7 @@ fn auxiliary_chain(conf: &NetConf, aux: &str, cluster: &str) -> Result<Option<De
         .join(aux);
     let mut plugins = vec![json!({"type": "passthru", "name": "passthru-cni"})];
     for f in conf_files(&dir, &["conf"])? {
-        let bytes = std::fs::read(&f).map_err(|source| Error::MultusIo {
+        let bytes = std::fs::read(&f).map_err(|source| Error::Io {
             op: "read auxiliary chain plugin",
             path: f.clone(),
             source,
@@ -401,7 +401,7 @@ fn master(conf: &NetConf, kube: Option<&dyn KubeClient>) -> Result<Delegate, Err
     }
     let mut ds = cluster_delegates(kube, conf, None)?;
     if ds.is_empty() {
-        return Err(Error::MultusConfig("no cluster network".into()));
+        return Err(Error::Config("no cluster network".into()));
     }
     let mut m = ds.remove(0);
     m.default_cni_version(&conf.cni_version);

@@ -15,7 +15,7 @@ use super::delegate::Delegate;
 use super::flow::DelegateExec;
 use super::podnet;
 use super::runtime::DelegateRuntime;
-use crate::Error;
+use crate::multus::Error;
 
 /// A [`DelegateExec`] on top of cni-exec's [`CniConfig`].
 #[derive(Clone, Debug)]

@@ -14,7 +14,7 @@ use super::k8s::{KubeClient, NetworkAttachmentDefinition, Pod};
 use super::selection::{
     parse_networks, NetworkSelectionElement, DEFAULT_NETWORK_ANNOTATION, NETWORKS_ANNOTATION,
 };
-use crate::Error;
+use crate::multus::Error;
 
 /// The regular files of `dir` whose extension is one of `exts`, sorted by
 /// name (libcni `ConfFiles`); a missing directory has none.
@@ -23,7 +23,7 @@ pub fn conf_files(dir: &Path, exts: &[&str]) -> Result<Vec<PathBuf>, Error> {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(source) => {
-            return Err(Error::MultusIo {
+            return Err(Error::Io {
                 op: "read directory",
                 path: dir.to_path_buf(),
                 source,
@@ -45,7 +45,7 @@ pub fn conf_files(dir: &Path, exts: &[&str]) -> Result<Vec<PathBuf>, Error> {
 }
 
 fn read_json_object(path: &Path) -> Result<Map<String, Value>, Error> {
-    let bytes = std::fs::read(path).map_err(|source| Error::MultusIo {
+    let bytes = std::fs::read(path).map_err(|source| Error::Io {
         op: "read CNI config",
         path: path.to_path_buf(),
         source,

@@ -40,12 +40,13 @@
 //!     delegates.push(cni_plugins::multus::Delegate::from_value(cfg, Some(n))?);
 //! }
 //! assert_eq!(plan_ifnames(&delegates, "eth0")?, ["eth0", "net1", "data0"]);
-//! # Ok::<(), cni_plugins::Error>(())
+//! # Ok::<(), cni_plugins::multus::Error>(())
 //! ```
 
 pub mod cache;
 pub mod conf;
 pub mod delegate;
+mod error;
 pub mod flow;
 pub mod invoke;
 pub mod k8s;
@@ -59,6 +60,7 @@ pub mod thick;
 
 pub use conf::NetConf;
 pub use delegate::Delegate;
+pub use error::{Error, Result};
 pub use flow::{cmd_add, cmd_check, cmd_del, cmd_gc, cmd_status, DelegateExec};
 pub use invoke::LibcniDelegates;
 pub use plugin::{kube_client, Multus};

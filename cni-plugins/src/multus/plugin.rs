@@ -9,7 +9,7 @@ use super::flow::{cmd_add, cmd_check, cmd_del, cmd_gc, cmd_status};
 use super::invoke::LibcniDelegates;
 use super::k8s::{ClientConfig, HttpKubeClient, KubeClient};
 use super::runtime::PodRequest;
-use crate::Error;
+use crate::multus::Error;
 
 /// The multus thin plugin.
 #[derive(Clone, Copy, Debug, Default)]

@@ -10,7 +10,7 @@ use cni_netns::{Family, Handle, Netns, Route};
 use serde_json::Value;
 
 use super::cache::write_atomic;
-use crate::Error;
+use crate::multus::Error;
 
 fn netns_err(op: &str, netns: &str, e: cni_netns::Error) -> Error {
     Error::PodNetwork {
@@ -155,7 +155,7 @@ pub fn rewrite_cache_file(
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(source) => {
-            return Err(Error::MultusIo {
+            return Err(Error::Io {
                 op: "read cached result",
                 path,
                 source,

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::conf::RuntimeConfig;
 use super::delegate::Delegate;
-use crate::Error;
+use crate::multus::Error;
 
 /// Where device-info files for delegates with a `deviceID` live (NAD
 /// client `GetCNIDeviceInfoPath`).

@@ -10,7 +10,7 @@ use cni_types::{Bandwidth, PortMapping};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::Error;
+use crate::multus::Error;
 
 /// The network selection annotation.
 pub const NETWORKS_ANNOTATION: &str = "k8s.v1.cni.cncf.io/networks";

@@ -25,12 +25,13 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use cni_exec::{Plugin, Request};
-use cni_netns::firewall::{default_backend, AttachmentId, Firewall, RuleKind};
+use cni_netns::firewall::{default_backend, Firewall, RuleKind};
 use cni_netns::{sysctl, AddressOptions, Handle, IpNetwork, Link, Netns, Route, SCOPE_HOST};
 use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
-use crate::macvlan::common::{self, fail, interface};
+use crate::steps::iface::{self, interface};
+use crate::steps::{self, addresses, attachment, check, fail, ipam, Undo};
 use crate::{Error, Result};
 
 /// The ptp plugin's configuration.
@@ -78,82 +79,11 @@ impl Default for Ptp {
     }
 }
 
-/// What ADD has done so far, so that a failure undoes exactly that.
-#[derive(Default)]
-struct Done {
-    ipam: bool,
-    veth: bool,
-    masquerade: bool,
-}
-
 impl Ptp {
     /// The plugin with another firewall (a test double, or nftables in
     /// another namespace).
     pub fn with_firewall(firewall: Arc<dyn Firewall>) -> Ptp {
         Ptp { firewall }
-    }
-
-    fn attach(
-        &self,
-        req: &Request,
-        conf: &PtpConf,
-        host: &Handle,
-        netns: &Netns,
-        pod: &Handle,
-        done: &mut Done,
-    ) -> Result<CniResult> {
-        let mut result = common::ipam_add(req)?;
-        done.ipam = true;
-        let v4 = result.ips.iter().any(|ip| ip.address.is_ipv4());
-        let v6 = result.ips.iter().any(|ip| ip.address.is_ipv6());
-        host.run(|| sysctl::enable_forwarding(v4, v6))??;
-
-        let mtu = (conf.mtu > 0).then_some(conf.mtu);
-        let host_veth = host.setup_veth(&req.ifname, netns, mtu, None)?;
-        done.veth = true;
-        let container = pod.link_by_name(&req.ifname)?;
-        for ip in &mut result.ips {
-            ip.interface = Some(1);
-        }
-        result.interfaces = vec![interface(&host_veth, ""), interface(&container, &req.netns)];
-        common::configure(pod, &req.ifname, &result)?;
-        for ip in &result.ips {
-            let gw = ip
-                .gateway
-                .ok_or_else(|| fail(format!("IPAM result for {} has no gateway", ip.address)))?;
-            point_to_point(pod, &container, ip.address, gw)?;
-            gateway_on_host(host, &host_veth, ip.address, gw)?;
-        }
-        if conf.ip_masq {
-            done.masquerade = true;
-            self.firewall
-                .add_masquerades(&attachment(req), &addresses(&result))?;
-        }
-        // The host end's MAC may change when the pod end comes up.
-        result.interfaces[0] = interface(&host.link_by_index(host_veth.index)?, "");
-        if let Some(dns) = &conf.dns {
-            result.dns = dns.clone();
-        }
-        Ok(result)
-    }
-
-    fn undo(&self, req: &Request, pod: &Handle, done: &Done) {
-        if done.masquerade {
-            if let Err(e) = self
-                .firewall
-                .delete_attachment(RuleKind::Masquerade, &attachment(req))
-            {
-                tracing::warn!("undo ADD: {e}");
-            }
-        }
-        if done.veth {
-            if let Err(e) = pod.delete_link_by_name(&req.ifname) {
-                tracing::warn!("undo ADD: {e}");
-            }
-        }
-        if done.ipam {
-            common::undo_ipam(req);
-        }
     }
 }
 
@@ -168,45 +98,68 @@ impl Plugin for Ptp {
         let conf = PtpConf::load(&req.config)?;
         let netns = Netns::open(&req.netns)?;
         let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
-        let mut done = Done::default();
-        let added = self.attach(req, &conf, &host, &netns, &pod, &mut done);
-        if added.is_err() {
-            self.undo(req, &pod, &done);
+        let id = attachment(req);
+        let mut undo = Undo::new();
+        let mut result = ipam::add(req, &mut undo)?;
+        let v4 = result.ips.iter().any(|ip| ip.address.is_ipv4());
+        let v6 = result.ips.iter().any(|ip| ip.address.is_ipv6());
+        host.run(|| sysctl::enable_forwarding(v4, v6))??;
+
+        let mtu = (conf.mtu > 0).then_some(conf.mtu);
+        let host_veth = host.setup_veth(&req.ifname, &netns, mtu, None)?;
+        undo.push(|| pod.delete_link_by_name(&req.ifname));
+        let container = pod.link_by_name(&req.ifname)?;
+        for ip in &mut result.ips {
+            ip.interface = Some(1);
         }
-        added
+        result.interfaces = vec![interface(&host_veth, ""), interface(&container, &req.netns)];
+        iface::configure(&pod, &req.ifname, &result)?;
+        for ip in &result.ips {
+            let gw = ip
+                .gateway
+                .ok_or_else(|| fail(format!("IPAM result for {} has no gateway", ip.address)))?;
+            point_to_point(&pod, &container, ip.address, gw)?;
+            gateway_on_host(&host, &host_veth, ip.address, gw)?;
+        }
+        if conf.ip_masq {
+            undo.push(|| self.firewall.delete_attachment(RuleKind::Masquerade, &id));
+            self.firewall.add_masquerades(&id, &addresses(&result))?;
+        }
+        // The host end's MAC may change when the pod end comes up.
+        result.interfaces[0] = interface(&host.link_by_index(host_veth.index)?, "");
+        if let Some(dns) = &conf.dns {
+            result.dns = dns.clone();
+        }
+        undo.commit();
+        Ok(result)
     }
 
     fn del(&self, req: &Request) -> Result<()> {
         let conf = PtpConf::load(&req.config)?;
-        let pod = common::pod_for_del(req)?;
+        let pod = iface::pod_for_del(req)?;
         // Deleting the pod end deletes the pair, and with it the node's
         // gateway address and host route. Meanwhile the rules, found by
         // their owner whether or not the pod's addresses can still be
         // read, go before the addresses are released, so that a new pod
         // given one never loses its rules.
-        common::delete_pod_link_while(
-            pod.as_ref().map(|p| &p.1),
-            &req.ifname,
-            req.config.ipam_type(),
-            || {
-                if conf.ip_masq {
-                    self.firewall
-                        .delete_attachment(RuleKind::Masquerade, &attachment(req))?;
-                }
-                common::ipam_del(req)
-            },
-        )
+        iface::delete_pod_link_while(pod.as_ref(), req, || {
+            if conf.ip_masq {
+                self.firewall
+                    .delete_attachment(RuleKind::Masquerade, &attachment(req))?;
+            }
+            ipam::del(req)
+        })
     }
 
     fn check(&self, req: &Request) -> Result<()> {
         let conf = PtpConf::load(&req.config)?;
         let netns = Netns::open(&req.netns)?;
-        common::ipam_check(req)?;
-        let prev = common::prev_result(req)?;
-        let intf = common::prev_container(req, &prev)?;
+        ipam::check(req)?;
+        let prev = check::prev_result(req)?;
+        let intf = check::prev_container(req, &prev)?;
         let pod = Handle::in_netns(&netns)?;
-        let link = common::check_container_link(&pod, intf, Some("veth"))?;
-        common::check_addresses_and_routes(&pod, &link, &prev)?;
+        let link = check::container_link(&pod, intf, Some("veth"))?;
+        check::addresses_and_routes(&pod, &link, &prev)?;
         if conf.ip_masq {
             self.firewall
                 .check_masquerades(&attachment(req), &addresses(&prev))?;
@@ -215,33 +168,17 @@ impl Plugin for Ptp {
     }
 
     fn status(&self, req: &Request) -> Result<()> {
-        common::ipam_status(req)
+        ipam::status(req)
     }
 
     fn gc(&self, req: &Request) -> Result<()> {
         let conf = PtpConf::load(&req.config)?;
-        let network = &req.config.name;
-        if let (true, Some(valid)) = (conf.ip_masq, req.config.valid_attachments()?) {
-            let valid: Vec<AttachmentId> = valid
-                .into_iter()
-                .map(|a| AttachmentId::new(network.clone(), a.container_id, a.ifname))
-                .collect();
-            self.firewall.gc(RuleKind::Masquerade, network, &valid)?;
+        if let (true, Some(valid)) = (conf.ip_masq, steps::valid_attachments(req)?) {
+            self.firewall
+                .gc(RuleKind::Masquerade, &req.config.name, &valid)?;
         }
-        common::ipam_gc(req)
+        ipam::gc(req)
     }
-}
-
-fn attachment(req: &Request) -> AttachmentId {
-    AttachmentId::new(
-        req.config.name.clone(),
-        req.container_id.clone(),
-        req.ifname.clone(),
-    )
-}
-
-fn addresses(result: &CniResult) -> Vec<IpNetwork> {
-    result.ips.iter().map(|ip| ip.address).collect()
 }
 
 fn host_prefix(ip: IpAddr) -> u8 {

@@ -41,33 +41,12 @@ use cni_types::{CniResult, IpConfig};
 
 pub use config::{SbrConf, FIRST_TABLE};
 
+use crate::steps::Undo;
 use crate::{Error, Result};
 
 /// The sbr plugin.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Sbr;
-
-/// What ADD changed, so that a failure can put it back.
-#[derive(Default)]
-struct Undo {
-    rules: Vec<Rule>,
-    /// Tables this ADD created (their routes go on failure).
-    tables: Vec<u32>,
-    /// Main-table routes removed.
-    removed: Vec<Route>,
-}
-
-impl Undo {
-    fn run(self, h: &Handle, link: u32) {
-        for r in &self.rules {
-            let _ = h.del_rule(r);
-        }
-        flush_tables(h, link, &self.tables);
-        for r in &self.removed {
-            let _ = h.copy_route_to_table(r, TABLE_MAIN);
-        }
-    }
-}
 
 /// Runs `f` on a thread in the pod namespace under Go's lock (the namespace
 /// file itself); `Ok(None)` when the namespace is gone.
@@ -252,15 +231,14 @@ fn add_rules_only(h: &Handle, link: &Link, ips: &[IpConfig], table: u32) -> Resu
                 .unwrap_or_else(|_| "another interface".into())
         )));
     }
-    let mut undo = Undo::default();
+    let mut undo = Undo::new();
     for ip in ips {
         let rule = Rule::from_source(ip.address.ip(), table);
-        if let Err(e) = h.add_rule(&rule) {
-            undo.run(h, link.index);
-            return Err(Error::Internal(format!("failed to add rule: {e}")));
-        }
-        undo.rules.push(rule);
+        h.add_rule(&rule)
+            .map_err(|e| Error::Internal(format!("failed to add rule: {e}")))?;
+        undo.push(move || h.del_rule(&rule));
     }
+    undo.commit();
     Ok(())
 }
 
@@ -276,59 +254,58 @@ fn add_with_tables(h: &Handle, conf: &SbrConf, link: &Link, ips: &[IpConfig]) ->
         .filter(|r| r.table == Some(TABLE_MAIN) && r.oif == Some(link.index))
         .cloned()
         .collect();
-    let mut undo = Undo::default();
+    let mut undo = Undo::new();
     let mut table = FIRST_TABLE;
-    let r = (|| {
-        for ip in ips {
-            while used(table) {
-                table += 1;
-            }
-            let rule = Rule::from_source(ip.address.ip(), table);
-            h.add_rule(&rule)
-                .map_err(|e| Error::Internal(format!("Failed to add rule: {e}")))?;
-            undo.rules.push(rule);
-            undo.tables.push(table);
-            if let Some(gw) = conf.gateway_for(ip) {
-                let default = Route {
-                    oif: Some(link.index),
-                    table: Some(table),
-                    ..Route::default_via(gw)
-                };
-                h.add_route(&default).map_err(|e| {
-                    Error::Internal(format!("Failed to add default route to {gw}: {e}"))
-                })?;
-            }
-            for r in main.iter().filter(|r| belongs_to(r, ip)) {
-                h.copy_route_to_table(r, table)
-                    .map_err(|e| Error::Internal(format!("Failed to readd route: {e}")))?;
-            }
+    for ip in ips {
+        while used(table) {
             table += 1;
         }
-        if conf.add_source_hints {
-            // Go only warns about failures here.
-            add_source_hints(h, link, ips);
-            for r in main
-                .iter()
-                .filter(|r| r.scope != Some(cni_netns::SCOPE_LINK))
-            {
-                match h.del_route(r) {
-                    Ok(()) => undo.removed.push(r.clone()),
-                    Err(e) => tracing::warn!("sbr: delete route {}: {e}", r.dst),
-                }
-            }
-            return Ok(());
+        let rule = Rule::from_source(ip.address.ip(), table);
+        h.add_rule(&rule)
+            .map_err(|e| Error::Internal(format!("Failed to add rule: {e}")))?;
+        undo.push(move || h.del_rule(&rule));
+        let created = table;
+        undo.push(move || -> Result<()> {
+            flush_tables(h, link.index, &[created]);
+            Ok(())
+        });
+        if let Some(gw) = conf.gateway_for(ip) {
+            let default = Route {
+                oif: Some(link.index),
+                table: Some(table),
+                ..Route::default_via(gw)
+            };
+            h.add_route(&default).map_err(|e| {
+                Error::Internal(format!("Failed to add default route to {gw}: {e}"))
+            })?;
         }
+        for r in main.iter().filter(|r| belongs_to(r, ip)) {
+            h.copy_route_to_table(r, table)
+                .map_err(|e| Error::Internal(format!("Failed to readd route: {e}")))?;
+        }
+        table += 1;
+    }
+    if conf.add_source_hints {
+        // Go only warns about failures here.
+        add_source_hints(h, link, ips);
+        for r in main
+            .iter()
+            .filter(|r| r.scope != Some(cni_netns::SCOPE_LINK))
+        {
+            match h.del_route(r) {
+                Ok(()) => undo.push(|| h.copy_route_to_table(r, TABLE_MAIN)),
+                Err(e) => tracing::warn!("sbr: delete route {}: {e}", r.dst),
+            }
+        }
+    } else {
         for r in &main {
             h.del_route(r)
                 .map_err(|e| Error::Internal(format!("Failed to delete route: {e}")))?;
-            undo.removed.push(r.clone());
+            undo.push(|| h.copy_route_to_table(r, TABLE_MAIN));
         }
-        Ok(())
-    })();
-    if r.is_err() {
-        undo.run(h, link.index);
     }
-    r
+    undo.commit();
+    Ok(())
 }
 
 /// `addSourceHints`: `<subnet> dev <if> src <ip> scope link` in the main

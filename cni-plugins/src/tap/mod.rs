@@ -34,12 +34,13 @@
 //! ```
 
 use cni_exec::{Plugin, Request};
-use cni_netns::{sysctl, Handle, Link, MacAddr, Netns, TapSpec};
+use cni_netns::{sysctl, Handle, MacAddr, Netns, TapSpec};
 use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::macvlan::common::{self, fail, interface};
+use crate::steps::iface::{self, interface};
+use crate::steps::{check, conf, fail, ipam, Undo};
 use crate::Result;
 
 /// The tap plugin's configuration.
@@ -121,13 +122,13 @@ impl TapConf {
     /// Go's `loadConf`: the config, with the MAC from `CNI_ARGS` and
     /// `runtimeConfig`.
     pub fn load(config: &NetworkConfig, cni_args: &str) -> Result<TapConf> {
-        let raw: Raw = common::go_conf(config, KEYS)?;
+        let raw: Raw = conf::go_conf(config, KEYS)?;
         let mtu = u32::try_from(raw.mtu)
             .map_err(|_| fail(format!("invalid MTU {}, must be >= 0", raw.mtu)))?;
         Ok(TapConf {
             multi_queue: raw.multi_queue,
             mtu,
-            mac: common::requested_mac(config, cni_args, raw.mac)?,
+            mac: conf::requested_mac(config, cni_args, raw.mac)?,
             owner: go_u32("owner", raw.owner.as_ref())?,
             group: go_u32("group", raw.group.as_ref())?,
             selinux_context: Some(raw.selinux_context).filter(|s| !s.is_empty()),
@@ -171,61 +172,14 @@ impl Plugin for Tap {
         let conf = TapConf::load(&req.config, &req.args_raw)?;
         let netns = Netns::open(&req.netns)?;
         let pod = Handle::in_netns(&netns)?;
-        let link = create_tap(&conf, &netns, &pod, &req.ifname)?;
-        let mut ipam_done = false;
-        let added = attach(req, &conf, &pod, &link, &mut ipam_done);
-        if added.is_err() {
-            if ipam_done {
-                common::undo_ipam(req);
-            }
-            if let Err(e) = pod.delete_link(link.index) {
-                tracing::warn!("undo ADD: {e}");
-            }
-        }
-        added
-    }
-
-    fn del(&self, req: &Request) -> Result<()> {
-        TapConf::load(&req.config, &req.args_raw)?;
-        let pod = common::pod_for_del(req)?;
-        common::delete_pod_link_while(
-            pod.as_ref().map(|p| &p.1),
-            &req.ifname,
-            req.config.ipam_type(),
-            || common::ipam_del(req),
-        )
-    }
-
-    fn check(&self, req: &Request) -> Result<()> {
-        TapConf::load(&req.config, &req.args_raw)?;
-        let netns = Netns::open(&req.netns)?;
-        common::ipam_check(req)?;
-        let prev = common::prev_result(req)?;
-        common::prev_container(req, &prev)?;
-        let pod = Handle::in_netns(&netns)?;
-        // As Go: the device's own attributes are not compared.
-        let link = pod
-            .link_by_name(&req.ifname)
-            .map_err(|_| fail(format!("Failed to find interface {}", req.ifname)))?;
-        common::check_addresses_and_routes(&pod, &link, &prev)
-    }
-    fn status(&self, req: &Request) -> Result<()> {
-        common::ipam_status(req)
-    }
-
-    fn gc(&self, req: &Request) -> Result<()> {
-        common::ipam_gc(req)
-    }
-}
-
-/// Creates the tap under a temporary name inside the pod, renames it,
-/// makes it a port of `bridge` when configured, and sets it up.
-fn create_tap(conf: &TapConf, netns: &Netns, pod: &Handle, ifname: &str) -> Result<Link> {
-    let link = common::create_stacked_link(true, pod, netns, pod, ifname, |pod, name, _| {
-        pod.add_tap(&conf.spec(&name), conf.selinux_context.as_deref())
-            .map(drop)
-    })?;
-    let ready = (|| {
+        // Made inside the pod under a temporary name, then renamed.
+        let link =
+            iface::create_stacked_link(true, &pod, &netns, &pod, &req.ifname, |pod, name, _| {
+                pod.add_tap(&conf.spec(&name), conf.selinux_context.as_deref())
+                    .map(drop)
+            })?;
+        let mut undo = Undo::new();
+        undo.push(|| pod.delete_link(link.index));
         if let Some(bridge) = &conf.bridge {
             let br = pod
                 .link_by_name(bridge)
@@ -233,38 +187,50 @@ fn create_tap(conf: &TapConf, netns: &Netns, pod: &Handle, ifname: &str) -> Resu
             pod.set_master(link.index, br.index)?;
         }
         pod.set_up(link.index)?;
-        Ok(pod.link_by_index(link.index)?)
-    })();
-    if ready.is_err() {
-        let _ = pod.delete_link(link.index);
+        let link = pod.link_by_index(link.index)?;
+        let mut result = if req.config.ipam_type().is_empty() {
+            CniResult {
+                interfaces: vec![interface(&link, &req.netns)],
+                ..Default::default()
+            }
+        } else {
+            let ipam = ipam::add(req, &mut undo)?;
+            let result = iface::single_interface_result(ipam, &link, &req.netns);
+            // As Go: announce the address; a failure is ignored.
+            let _ = pod.run(|| sysctl::set(&sysctl::arp_notify(&req.ifname), "1"));
+            iface::configure(&pod, &req.ifname, &result)?;
+            result
+        };
+        result.dns = conf.dns.clone();
+        undo.commit();
+        Ok(result)
     }
-    ready
-}
 
-/// The result: the tap alone (L2), or with IPAM's addresses on it.
-fn attach(
-    req: &Request,
-    conf: &TapConf,
-    pod: &Handle,
-    link: &Link,
-    ipam_done: &mut bool,
-) -> Result<CniResult> {
-    let mut result = if req.config.ipam_type().is_empty() {
-        CniResult {
-            interfaces: vec![interface(link, &req.netns)],
-            ..Default::default()
-        }
-    } else {
-        let ipam = common::ipam_add(req)?;
-        *ipam_done = true;
-        let result = common::single_interface_result(ipam, link, &req.netns);
-        // As Go: announce the address; a failure is ignored.
-        let _ = pod.run(|| sysctl::set(&sysctl::arp_notify(&req.ifname), "1"));
-        common::configure(pod, &req.ifname, &result)?;
-        result
-    };
-    result.dns = conf.dns.clone();
-    Ok(result)
+    fn del(&self, req: &Request) -> Result<()> {
+        TapConf::load(&req.config, &req.args_raw)?;
+        iface::del_link_and_lease(req)
+    }
+
+    fn check(&self, req: &Request) -> Result<()> {
+        TapConf::load(&req.config, &req.args_raw)?;
+        let netns = Netns::open(&req.netns)?;
+        ipam::check(req)?;
+        let prev = check::prev_result(req)?;
+        check::prev_container(req, &prev)?;
+        let pod = Handle::in_netns(&netns)?;
+        // As Go: the device's own attributes are not compared.
+        let link = pod
+            .link_by_name(&req.ifname)
+            .map_err(|_| fail(format!("Failed to find interface {}", req.ifname)))?;
+        check::addresses_and_routes(&pod, &link, &prev)
+    }
+    fn status(&self, req: &Request) -> Result<()> {
+        ipam::status(req)
+    }
+
+    fn gc(&self, req: &Request) -> Result<()> {
+        ipam::gc(req)
+    }
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ use cni_netns::{Handle, Link, Netns, VlanSpec, VLAN_ID_MAX};
 use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
-use crate::macvlan::common::{self, fail};
+use crate::steps::{check, conf, fail, iface, ipam, Undo};
 use crate::Result;
 
 /// The vlan plugin's configuration.
@@ -65,7 +65,7 @@ impl VlanConf {
     /// `vlanId` must be in 0..=4094 (the MTU bound needs the master and is
     /// checked in ADD).
     pub fn load(config: &NetworkConfig) -> Result<VlanConf> {
-        let raw: Raw = common::go_conf(config, KEYS)?;
+        let raw: Raw = conf::go_conf(config, KEYS)?;
         if raw.master.is_empty() {
             return Err(fail(
                 "\"master\" field is required. It specifies the host interface name to create the VLAN for".into(),
@@ -111,9 +111,9 @@ impl Plugin for Vlan {
         }
         let netns = Netns::open(&req.netns)?;
         let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
-        let master = common::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
+        let master = iface::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
         let mtu = check_mtu(&conf, &master)?;
-        let link = common::create_stacked_link(
+        let link = iface::create_stacked_link(
             conf.link_in_container,
             &host,
             &netns,
@@ -129,17 +129,14 @@ impl Plugin for Vlan {
                 })
             },
         )?;
-        let mut ipam_done = false;
-        let added = attach(req, &conf, &pod, &link, &mut ipam_done);
-        if added.is_err() {
-            if ipam_done {
-                common::undo_ipam(req);
-            }
-            if let Err(e) = pod.delete_link(link.index) {
-                tracing::warn!("undo ADD: {e}");
-            }
-        }
-        added
+        let mut undo = Undo::new();
+        undo.push(|| pod.delete_link(link.index));
+        let ipam = ipam::add(req, &mut undo)?;
+        let mut result = iface::single_interface_result(ipam, &link, &req.netns);
+        iface::configure(&pod, &req.ifname, &result)?;
+        result.dns = conf.dns.clone();
+        undo.commit();
+        Ok(result)
     }
 
     fn del(&self, req: &Request) -> Result<()> {
@@ -147,27 +144,21 @@ impl Plugin for Vlan {
         // ours succeeds, so that a node link removed first does not wedge
         // the pod's teardown.
         VlanConf::load(&req.config)?;
-        let pod = common::pod_for_del(req)?;
-        common::delete_pod_link_while(
-            pod.as_ref().map(|p| &p.1),
-            &req.ifname,
-            req.config.ipam_type(),
-            || common::ipam_del(req),
-        )
+        iface::del_link_and_lease(req)
     }
 
     fn check(&self, req: &Request) -> Result<()> {
         let conf = VlanConf::load(&req.config)?;
         let netns = Netns::open(&req.netns)?;
-        common::ipam_check(req)?;
+        ipam::check(req)?;
         let prev = req
             .config
             .prev_result()?
             .ok_or_else(|| fail("vlan: Required prevResult missing".into()))?;
-        let intf = common::prev_container(req, &prev)?;
+        let intf = check::prev_container(req, &prev)?;
         let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
-        common::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
-        let link = common::check_container_link(&pod, intf, Some("vlan"))?;
+        iface::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
+        let link = check::container_link(&pod, intf, Some("vlan"))?;
         let id = pod.vlan_id(&link.name)?;
         if id != Some(conf.vlan_id) {
             return Err(fail(format!(
@@ -183,14 +174,14 @@ impl Plugin for Vlan {
                 link.name, conf.mtu, link.mtu
             )));
         }
-        common::check_addresses_and_routes(&pod, &link, &prev)
+        check::addresses_and_routes(&pod, &link, &prev)
     }
     fn status(&self, req: &Request) -> Result<()> {
-        common::ipam_status(req)
+        ipam::status(req)
     }
 
     fn gc(&self, req: &Request) -> Result<()> {
-        common::ipam_gc(req)
+        ipam::gc(req)
     }
 }
 
@@ -205,22 +196,6 @@ fn check_mtu(conf: &VlanConf, master: &Link) -> Result<u32> {
                 conf.mtu, master.mtu
             ))
         })
-}
-
-/// IPAM's addresses on the link (Go's `ipam.ConfigureIface`), and the result.
-fn attach(
-    req: &Request,
-    conf: &VlanConf,
-    pod: &Handle,
-    link: &Link,
-    ipam_done: &mut bool,
-) -> Result<CniResult> {
-    let ipam = common::ipam_add(req)?;
-    *ipam_done = true;
-    let mut result = common::single_interface_result(ipam, link, &req.netns);
-    common::configure(pod, &req.ifname, &result)?;
-    result.dns = conf.dns.clone();
-    Ok(result)
 }
 
 #[cfg(test)]

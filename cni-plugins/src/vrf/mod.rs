@@ -28,7 +28,7 @@ use cni_netns::{free_vrf_table, AddressOptions, Family, Handle, Link, Netns, Rou
 use cni_types::{CniResult, NetworkConfig, Version};
 use serde::Deserialize;
 
-use crate::macvlan::common::{self, fail};
+use crate::steps::{conf, fail, iface};
 use crate::{Error, Result};
 
 /// The vrf plugin's configuration.
@@ -55,7 +55,7 @@ pub(crate) struct Raw {
 impl VrfConf {
     /// Go's `parseConf`: `vrfname` is required.
     pub fn load(config: &NetworkConfig) -> Result<VrfConf> {
-        let raw: Raw = common::go_conf(config, KEYS)?;
+        let raw: Raw = conf::go_conf(config, KEYS)?;
         if raw.vrfname.is_empty() {
             return Err(fail(
                 "configuration is expected to have a valid vrf name".into(),
@@ -101,7 +101,7 @@ impl Plugin for VrfPlugin {
 
     fn del(&self, req: &Request) -> Result<()> {
         let conf = VrfConf::load(&req.config)?;
-        let Some((_, pod)) = common::pod_for_del(req)? else {
+        let Some(pod) = iface::pod_for_del(req)? else {
             return Ok(());
         };
         let Some(vrf) = find_vrf(&pod, &conf.vrf_name)? else {

@@ -7,7 +7,7 @@ use ureq::tls::{Certificate, ClientCert, PemItem, PrivateKey, RootCerts, TlsConf
 use ureq::Agent;
 
 use super::{annotations_patch, ClientConfig, KubeClient, NetworkAttachmentDefinition, Pod};
-use crate::Error;
+use crate::multus::Error;
 
 /// A [`KubeClient`] over HTTPS.
 pub struct HttpKubeClient {

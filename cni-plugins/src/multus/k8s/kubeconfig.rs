@@ -9,7 +9,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde::Deserialize;
 
-use crate::Error;
+use crate::multus::Error;
 
 /// Where a pod's service-account credentials are mounted.
 pub const IN_CLUSTER_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 pub use http::HttpKubeClient;
 pub use kubeconfig::{ClientConfig, IN_CLUSTER_DIR};
 
-use crate::Error;
+use crate::multus::Error;
 
 /// The annotation kubelet sets on static (file-defined) pods.
 pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";

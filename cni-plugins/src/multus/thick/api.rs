@@ -9,7 +9,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::Error;
+use crate::multus::Error;
 
 /// The CNI request endpoint.
 pub const CNI_ENDPOINT: &str = "/cni";

@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 
 use super::config::{DaemonConfig, AUTO_CONFIG_NAME};
-use crate::Error;
+use crate::multus::Error;
 
 /// How often the directory is rescanned (a stat of a handful of files).
 pub const POLL: Duration = Duration::from_millis(200);
@@ -176,7 +176,7 @@ impl AutoConfig {
                     tracing::info!(file = %out.display(), "primary CNI configuration gone: removed")
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(Error::multus_io("remove multus configuration", out, e)),
+                Err(e) => return Err(Error::io("remove multus configuration", out, e)),
             }
             return Ok(false);
         };
@@ -210,7 +210,7 @@ impl AutoConfig {
 /// never half of one.
 pub fn write_atomic_private(path: &Path, data: &[u8]) -> Result<(), Error> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| Error::multus_io("create directory", dir, e))?;
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     // A leading dot and no .conf suffix: libcni never loads the temp file.
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
@@ -227,7 +227,7 @@ pub fn write_atomic_private(path: &Path, data: &[u8]) -> Result<(), Error> {
     })();
     res.map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
-        Error::multus_io("write", path, e)
+        Error::io("write", path, e)
     })
 }
 

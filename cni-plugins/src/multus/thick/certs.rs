@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use super::autoconf::write_atomic_private;
 use crate::multus::k8s::{ClientConfig, HttpKubeClient};
-use crate::Error;
+use crate::multus::Error;
 
 /// The file in `certDir` holding the current certificate and key (the
 /// name kubelet's certificate manager uses, with multus's prefix).

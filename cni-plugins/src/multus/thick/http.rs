@@ -6,7 +6,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 
-use crate::Error;
+use crate::multus::Error;
 
 /// The largest request head (request line and headers) read.
 pub const MAX_HEAD: usize = 16 << 10;

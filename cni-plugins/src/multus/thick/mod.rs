@@ -28,7 +28,7 @@
 //! r.env.insert("CNI_COMMAND".into(), "ADD".into());
 //! r.config = br#"{"cniVersion":"1.0.0","name":"m","type":"multus-shim"}"#.to_vec();
 //! assert_eq!(CniRequest::from_slice(&r.to_vec())?, r);
-//! # Ok::<(), cni_plugins::Error>(())
+//! # Ok::<(), cni_plugins::multus::Error>(())
 //! ```
 
 pub mod api;

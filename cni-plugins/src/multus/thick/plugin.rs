@@ -18,7 +18,7 @@ use crate::multus::{
 };
 
 use super::api::InterfaceAttributes;
-use crate::Error;
+use crate::multus::Error;
 
 /// A shareable API client.
 pub type SharedKube = Arc<dyn KubeClient + Send + Sync>;

@@ -25,7 +25,7 @@ use super::plugin::{conf_for_cached_del, DaemonPlugin, SharedKube};
 use super::watch::WatchCache;
 use crate::multus::k8s::ClientConfig;
 use crate::multus::kube_client;
-use crate::Error;
+use crate::multus::Error;
 
 /// How long a connection may take to send its request.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -137,8 +137,7 @@ pub fn start_with(
     let mut metrics_addr = None;
     if let Some(port) = shared.config.metrics_port {
         let addr = format!("{}:{port}", shared.config.metrics_bind_address);
-        let l = TcpListener::bind(&addr)
-            .map_err(|e| Error::multus_io("bind metrics", addr.clone(), e))?;
+        let l = TcpListener::bind(&addr).map_err(|e| Error::io("bind metrics", addr.clone(), e))?;
         metrics_addr = l.local_addr().ok();
         let s = shared.clone();
         threads.push((
@@ -176,16 +175,16 @@ fn bind_socket(dir: &Path, socket: &Path) -> Result<UnixListener, Error> {
             .recursive(true)
             .mode(0o700)
             .create(dir)
-            .map_err(|e| Error::multus_io("create socket directory", dir, e))?;
+            .map_err(|e| Error::io("create socket directory", dir, e))?;
     }
     match std::fs::remove_file(socket) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(Error::multus_io("remove stale socket", socket, e)),
+        Err(e) => return Err(Error::io("remove stale socket", socket, e)),
     }
-    let l = UnixListener::bind(socket).map_err(|e| Error::multus_io("bind socket", socket, e))?;
+    let l = UnixListener::bind(socket).map_err(|e| Error::io("bind socket", socket, e))?;
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| Error::multus_io("restrict socket permissions", socket, e))?;
+        .map_err(|e| Error::io("restrict socket permissions", socket, e))?;
     Ok(l)
 }
 
@@ -448,20 +447,20 @@ struct DelegateEndpoint<'a> {
 }
 
 impl cni_exec::Plugin for DelegateEndpoint<'_> {
-    type Error = crate::Error;
+    type Error = crate::multus::Error;
 
     fn name(&self) -> &str {
         "multus-delegate"
     }
 
-    fn add(&self, req: &cni_exec::Request) -> crate::Result<cni_types::CniResult> {
+    fn add(&self, req: &cni_exec::Request) -> crate::multus::Result<cni_types::CniResult> {
         Ok(self
             .plugin
             .delegate(req, self.attrs.as_ref())?
             .unwrap_or_default())
     }
 
-    fn del(&self, req: &cni_exec::Request) -> crate::Result<()> {
+    fn del(&self, req: &cni_exec::Request) -> crate::multus::Result<()> {
         self.plugin.delegate(req, self.attrs.as_ref())?;
         Ok(())
     }

@@ -17,8 +17,8 @@ use super::config::{DEFAULT_SOCKET_DIR, SOCKET_NAME};
 use super::http;
 use super::plugin::conf_for_cached_del;
 use crate::multus::runtime::PodRequest;
+use crate::multus::Error;
 use crate::multus::{cmd_del, LibcniDelegates};
-use crate::Error;
 
 /// How long the shim waits for the daemon's reply (an ADD may wait for the
 /// readiness indicator and the API).
@@ -105,7 +105,7 @@ fn forward(req: &Request) -> Result<Result<CniResponse, CniError>, Error> {
 /// The daemon's reply to `req`; a daemon failure is its error reply,
 /// passed on unchanged.
 fn answer(req: &Request) -> Result<CniResponse, Error> {
-    forward(req)?.map_err(Error::Cni)
+    forward(req)?.map_err(Error::reply)
 }
 
 /// DEL without the daemon: the thin plugin's DEL from the delegate cache
@@ -132,7 +132,7 @@ impl Plugin for Shim {
     fn add(&self, req: &Request) -> Result<CniResult, Error> {
         let resp = answer(req)?;
         let Some(v) = resp.result else {
-            return Err(Error::Cni(CniError::new(
+            return Err(Error::reply(CniError::new(
                 ErrorCode::DecodingFailure,
                 "multus daemon sent no result for ADD",
                 "",
@@ -144,10 +144,10 @@ impl Plugin for Shim {
 
     fn del(&self, req: &Request) -> Result<(), Error> {
         match forward(req) {
-            Ok(r) => r.map(|_| ()).map_err(Error::Cni),
+            Ok(r) => r.map(|_| ()).map_err(Error::reply),
             Err(e @ Error::DaemonUnreachable { .. }) => {
                 tracing::warn!("{e}; deleting from the delegate cache in-process");
-                fallback_del(req).map_err(Error::Cni)
+                fallback_del(req).map_err(Error::reply)
             }
             Err(e) => Err(e),
         }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::multus::k8s::{HttpKubeClient, KubeClient, NetworkAttachmentDefinition, Pod};
-use crate::Error;
+use crate::multus::Error;
 
 /// How long one watch request lasts before it is renewed.
 const WATCH_SECONDS: u64 = 60;

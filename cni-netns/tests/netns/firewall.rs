@@ -1,0 +1,466 @@
+//! Firewall state tests (root): rules created in a fresh namespace, found by
+//! tag, checked, deleted (twice), garbage collected, with `nft -j list
+//! ruleset` as the oracle.
+
+use crate::firewall_common::*;
+use cni_netns::firewall::{
+    AttachmentId, Firewall, MacSpoofCheckSpec, MasqueradeSpec, NftFirewall, PortMapping,
+    PortMappingSpec, Protocol, RuleKind,
+};
+use cni_netns::Error;
+use serde_json::json;
+
+fn masq(net: &str, cid: &str, addr: &str) -> MasqueradeSpec {
+    MasqueradeSpec {
+        attachment: AttachmentId::new(net, cid, "eth0"),
+        address: addr.parse().unwrap(),
+    }
+}
+
+fn ports(cid: &str, v4: &str, host_ports: &[(u16, Protocol)]) -> PortMappingSpec {
+    let mut spec = PortMappingSpec::new(AttachmentId::new("net1", cid, "eth0"));
+    spec.container_v4 = Some(v4.parse().unwrap());
+    spec.mappings = host_ports
+        .iter()
+        .map(|&(p, protocol)| PortMapping {
+            host_port: p,
+            container_port: 80,
+            protocol,
+            host_ip: None,
+        })
+        .collect();
+    spec
+}
+
+#[test]
+fn masquerade_lifecycle() {
+    if skip_unless_root() {
+        return;
+    }
+    let ns = TestNs::new("fwmasq");
+    let fw = firewall_for(&ns.path());
+    let a = masq("net1", "aaaa", "10.1.0.5/24");
+    let b = masq("net1", "bbbb", "fd00::6/64");
+
+    // DEL before anything exists is fine.
+    fw.del_masquerade(&a).unwrap();
+    fw.add_masquerade(&a).unwrap();
+    fw.add_masquerade(&b).unwrap();
+
+    let rs = ns.ruleset();
+    assert!(has_table(&rs, "inet", "cni_rs_masq"));
+    let owner_a = owner_data(&a.attachment);
+    assert_eq!(
+        map_elements(&rs, "cni_rs_masq", "masq_src4"),
+        vec![(json!("10.1.0.5"), owner_a.clone())]
+    );
+    // Masqueraded only outside the subnet.
+    assert_eq!(
+        map_elements(&rs, "cni_rs_masq", "masq_keep4"),
+        vec![(
+            json!({"concat": ["10.1.0.5", {"prefix": {"addr": "10.1.0.0", "len": 24}}]}),
+            owner_a
+        )]
+    );
+    assert_eq!(map_elements(&rs, "cni_rs_masq", "masq_src6").len(), 1);
+    // Source, subnet, and the attachment's anchor in `owners`.
+    assert_eq!(
+        elements_tagged(&rs, "cni_rs_masq", &a.attachment.tag()).len(),
+        3
+    );
+    // No per-attachment rule: the shared rule masquerades.
+    assert!(rules_tagged(&rs, &a.attachment.tag()).is_empty());
+    let shared = objects(&rs, "rule")
+        .into_iter()
+        .find(|r| r["expr"].to_string().contains("@masq_keep4"))
+        .unwrap()["expr"]
+        .to_string();
+    assert!(
+        shared.contains(r#""op":"!=""#) && shared.contains("masquerade"),
+        "{shared}"
+    );
+
+    fw.check_masquerade(&a).unwrap();
+    fw.check_masquerade(&b).unwrap();
+
+    // Idempotent ADD: same rules and elements.
+    let before = (
+        objects(&rs, "rule").len(),
+        elements_tagged(&rs, "cni_rs_masq", &a.attachment.tag()),
+    );
+    fw.add_masquerade(&a).unwrap();
+    let rs2 = ns.ruleset();
+    assert_eq!(
+        (
+            objects(&rs2, "rule").len(),
+            elements_tagged(&rs2, "cni_rs_masq", &a.attachment.tag())
+        ),
+        before
+    );
+    // Another attachment cannot masquerade the same address.
+    assert!(matches!(
+        fw.add_masquerade(&masq("net1", "cccc", "10.1.0.5/24")),
+        Err(Error::FirewallConflict { .. })
+    ));
+
+    let mut owners: Vec<String> = fw
+        .list_attachments(RuleKind::Masquerade)
+        .unwrap()
+        .into_iter()
+        .map(|o| {
+            assert!(o.complete);
+            o.attachment.container_id
+        })
+        .collect();
+    owners.sort();
+    assert_eq!(owners, ["aaaa", "bbbb"]);
+
+    fw.del_masquerade(&a).unwrap();
+    fw.del_masquerade(&a).unwrap();
+    let rs = ns.ruleset();
+    assert!(map_elements(&rs, "cni_rs_masq", "masq_src4").is_empty());
+    assert!(elements_tagged(&rs, "cni_rs_masq", &a.attachment.tag()).is_empty());
+    assert!(matches!(
+        fw.check_masquerade(&a),
+        Err(Error::FirewallCheck { .. })
+    ));
+    fw.check_masquerade(&b).unwrap();
+}
+
+#[test]
+fn gc_removes_only_dead_attachments_of_the_network() {
+    if skip_unless_root() {
+        return;
+    }
+    let ns = TestNs::new("fwgc");
+    let fw = firewall_for(&ns.path());
+    let live = masq("net1", "live", "10.1.0.2/24");
+    let dead = masq("net1", "dead", "10.1.0.3/24");
+    let other = masq("net2", "other", "10.2.0.3/24");
+    for s in [&live, &dead, &other] {
+        fw.add_masquerade(s).unwrap();
+    }
+    let pm_live = ports("live", "10.1.0.2/24", &[(8080, Protocol::Tcp)]);
+    let pm_dead = ports(
+        "dead",
+        "10.1.0.3/24",
+        &[(8081, Protocol::Udp), (8082, Protocol::Sctp)],
+    );
+    fw.add_port_mappings(&pm_live).unwrap();
+    fw.add_port_mappings(&pm_dead).unwrap();
+
+    let removed = fw
+        .gc(
+            RuleKind::Masquerade,
+            "net1",
+            std::slice::from_ref(&live.attachment),
+        )
+        .unwrap();
+    assert_eq!(removed.len(), 1);
+    assert_eq!(removed[0].attachment, dead.attachment);
+    let removed = fw
+        .gc(
+            RuleKind::PortMapping,
+            "net1",
+            std::slice::from_ref(&live.attachment),
+        )
+        .unwrap();
+    assert_eq!(removed.len(), 1);
+
+    let rs = ns.ruleset();
+    let masq4: Vec<_> = map_elements(&rs, "cni_rs_masq", "masq_src4")
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(masq4.len(), 2);
+    assert!(masq4.contains(&json!("10.1.0.2")) && masq4.contains(&json!("10.2.0.3")));
+    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hp_dnat4").len(), 1);
+    assert!(elements_tagged(&rs, "cni_rs_masq", &dead.attachment.tag()).is_empty());
+    assert!(elements_tagged(&rs, "cni_rs_hostport", &pm_dead.attachment.tag()).is_empty());
+    fw.check_masquerade(&live).unwrap();
+    fw.check_masquerade(&other).unwrap();
+    fw.check_port_mappings(&pm_live).unwrap();
+
+    // GC with nothing dead is a no-op; GC of an empty namespace too.
+    assert!(fw
+        .gc(
+            RuleKind::Masquerade,
+            "net1",
+            std::slice::from_ref(&live.attachment)
+        )
+        .unwrap()
+        .is_empty());
+    assert!(fw
+        .gc(RuleKind::MacSpoofCheck, "net1", &[])
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn port_mappings_lifecycle_conflicts_and_double_delete() {
+    if skip_unless_root() {
+        return;
+    }
+    let ns = TestNs::new("fwpm");
+    let fw = firewall_for(&ns.path());
+    let mut a = ports(
+        "aaaa",
+        "10.1.0.5/24",
+        &[(8080, Protocol::Tcp), (53, Protocol::Udp)],
+    );
+    a.container_v6 = Some("fd00::5/64".parse().unwrap());
+    a.mappings.push(PortMapping {
+        host_port: 9090,
+        container_port: 90,
+        protocol: Protocol::Tcp,
+        host_ip: Some("10.20.0.1".parse().unwrap()),
+    });
+    a.conditions_v4 = vec![
+        "ip".into(),
+        "saddr".into(),
+        "!=".into(),
+        "10.66.0.0/16".into(),
+    ];
+
+    // No mappings: no work at all, not even a table.
+    let empty = ports("none", "10.1.0.9/24", &[]);
+    fw.add_port_mappings(&empty).unwrap();
+    fw.del_port_mappings(&empty).unwrap();
+    assert!(!has_table(&ns.ruleset(), "inet", "cni_rs_hostport"));
+
+    fw.add_port_mappings(&a).unwrap();
+    fw.check_port_mappings(&a).unwrap();
+    let rs = ns.ruleset();
+    let mut wild = map_elements(&rs, "cni_rs_hostport", "hp_dnat4");
+    wild.sort_by_key(|(k, _)| k.to_string());
+    assert_eq!(
+        wild,
+        vec![
+            (
+                json!({"concat": ["tcp", 8080]}),
+                json!({"concat": ["10.1.0.5", 80]})
+            ),
+            (
+                json!({"concat": ["udp", 53]}),
+                json!({"concat": ["10.1.0.5", 80]})
+            ),
+        ]
+    );
+    assert_eq!(
+        map_elements(&rs, "cni_rs_hostport", "hip_dnat4"),
+        vec![(
+            json!({"concat": ["10.20.0.1", "tcp", 9090]}),
+            json!({"concat": ["10.1.0.5", 90]})
+        )]
+    );
+    assert_eq!(
+        map_elements(&rs, "cni_rs_hostport", "hp_dnat6").len(),
+        2,
+        "8080 and 53 for v6 too"
+    );
+    assert!(map_elements(&rs, "cni_rs_hostport", "hp_dnat6")
+        .iter()
+        .any(|(_, d)| *d == json!({"concat": ["fd00::5", 80]})));
+    // snat: hairpin (subnet intervals) for both families, localhost for v4.
+    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hp_masq4").len(), 2);
+    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hp_lo4").len(), 2);
+    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hp_masq6").len(), 2);
+    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hip_masq4").len(), 1);
+    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hip_lo4").len(), 1);
+    // conditionsV4: a pass and a stop rule per v4 mapping (8080, 53, 9090),
+    // in the conditions chain.
+    let tagged = rules_tagged(&rs, &a.attachment.tag());
+    assert_eq!(tagged.len(), 3 * 2);
+    assert!(tagged.iter().all(|r| r["chain"] == "conditions"));
+    assert!(tagged[0]["expr"].to_string().contains("10.66.0.0"));
+
+    // Another attachment cannot take a host port in use.
+    let b = ports("bbbb", "10.1.0.6/24", &[(8080, Protocol::Tcp)]);
+    match fw.add_port_mappings(&b) {
+        Err(Error::FirewallConflict { key, .. }) => assert!(key.contains("8080"), "{key}"),
+        other => panic!("expected conflict, got {other:?}"),
+    }
+    fw.check_port_mappings(&a).unwrap();
+    // A DEL of b naming a's key must not remove it.
+    fw.del_port_mappings(&b).unwrap();
+    fw.check_port_mappings(&a).unwrap();
+
+    // ADD a, DEL a, ADD b (same port), DEL a again: b survives.
+    fw.del_port_mappings(&a).unwrap();
+    let rs = ns.ruleset();
+    assert!(map_elements(&rs, "cni_rs_hostport", "hp_dnat4").is_empty());
+    assert!(rules_tagged(&rs, &a.attachment.tag()).is_empty());
+    fw.add_port_mappings(&b).unwrap();
+    fw.del_port_mappings(&a).unwrap();
+    fw.check_port_mappings(&b).unwrap();
+
+    // A re-ADD of b with different ports replaces its elements; a DEL with
+    // the new spec then removes all.
+    let b2 = ports("bbbb", "10.1.0.6/24", &[(7070, Protocol::Tcp)]);
+    fw.add_port_mappings(&b2).unwrap();
+    assert_eq!(
+        map_elements(&ns.ruleset(), "cni_rs_hostport", "hp_dnat4"),
+        vec![(
+            json!({"concat": ["tcp", 7070]}),
+            json!({"concat": ["10.1.0.6", 80]})
+        )]
+    );
+    fw.del_port_mappings(&b2).unwrap();
+    let rs = ns.ruleset();
+    assert!(elements_tagged(&rs, "cni_rs_hostport", &b2.attachment.tag()).is_empty());
+    assert!(map_elements(&rs, "cni_rs_hostport", "hp_owner").is_empty());
+    assert!(fw
+        .list_attachments(RuleKind::PortMapping)
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn delete_attachment_without_spec() {
+    if skip_unless_root() {
+        return;
+    }
+    let ns = TestNs::new("fwdelid");
+    let fw = firewall_for(&ns.path());
+    let a = ports("aaaa", "10.1.0.5/24", &[(8080, Protocol::Tcp)]);
+    fw.add_port_mappings(&a).unwrap();
+    fw.delete_attachment(RuleKind::PortMapping, &a.attachment)
+        .unwrap();
+    fw.delete_attachment(RuleKind::PortMapping, &a.attachment)
+        .unwrap();
+    assert!(elements_tagged(&ns.ruleset(), "cni_rs_hostport", &a.attachment.tag()).is_empty());
+    assert!(map_elements(&ns.ruleset(), "cni_rs_hostport", "hp_dnat4").is_empty());
+}
+
+#[test]
+fn mac_spoof_check_lifecycle() {
+    if skip_unless_root() {
+        return;
+    }
+    let ns = TestNs::new("fwmac");
+    let fw = firewall_for(&ns.path());
+    let spec = MacSpoofCheckSpec {
+        attachment: AttachmentId::new("net1", "aaaa", "eth0"),
+        host_ifname: "veth1234".into(),
+        mac: "0a:58:0a:01:00:05".parse().unwrap(),
+    };
+    fw.add_mac_spoof_check(&spec).unwrap();
+    fw.add_mac_spoof_check(&spec).unwrap();
+    fw.check_mac_spoof_check(&spec).unwrap();
+    let rs = ns.ruleset();
+    assert!(has_table(&rs, "bridge", "cni_rs_macspoofchk"));
+    let owner = owner_data(&spec.attachment);
+    assert_eq!(
+        map_elements(&rs, "cni_rs_macspoofchk", "sc_ports"),
+        vec![(json!("veth1234"), owner.clone())]
+    );
+    assert_eq!(
+        map_elements(&rs, "cni_rs_macspoofchk", "sc_allowed"),
+        vec![(json!({"concat": ["veth1234", "0a:58:0a:01:00:05"]}), owner)]
+    );
+    assert_eq!(
+        elements_tagged(&rs, "cni_rs_macspoofchk", &spec.attachment.tag()).len(),
+        3
+    );
+    let drop = objects(&rs, "rule")
+        .into_iter()
+        .find(|r| r["table"] == "cni_rs_macspoofchk")
+        .unwrap()["expr"]
+        .to_string();
+    assert!(
+        drop.contains("@sc_allowed") && drop.contains("drop"),
+        "{drop}"
+    );
+
+    fw.del_mac_spoof_check(&spec).unwrap();
+    fw.del_mac_spoof_check(&spec).unwrap();
+    assert!(
+        elements_tagged(&ns.ruleset(), "cni_rs_macspoofchk", &spec.attachment.tag()).is_empty()
+    );
+    assert!(fw.check_mac_spoof_check(&spec).is_err());
+}
+
+#[test]
+fn errors_name_the_operation() {
+    if skip_unless_root() {
+        return;
+    }
+    let fw = NftFirewall::in_netns("/run/netns/does-not-exist-fw");
+    let e = fw
+        .add_masquerade(&masq("n", "c", "10.0.0.2/24"))
+        .unwrap_err();
+    assert!(matches!(e, Error::FirewallNetns { .. }), "{e}");
+
+    let ns = TestNs::new("fwerr");
+    let fw = NftFirewall::in_netns(ns.path()).with_program("/nonexistent/nft");
+    let e = fw
+        .add_masquerade(&masq("n", "c", "10.0.0.2/24"))
+        .unwrap_err();
+    assert!(matches!(e, Error::NftSpawn { .. }), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("add masquerade for network \"n\""),
+        "{e}"
+    );
+
+    let fw = firewall_for(&ns.path());
+    let mut bad = ports("c", "10.0.0.2/24", &[(80, Protocol::Tcp)]);
+    bad.conditions_v4 = vec!["jump".into(), "somewhere".into()];
+    assert!(matches!(
+        fw.add_port_mappings(&bad),
+        Err(Error::InvalidCondition { .. })
+    ));
+    // An nft-level failure (condition nft rejects) is a typed nft error.
+    bad.conditions_v4 = vec!["tcp".into(), "sport".into(), "70000".into()];
+    let e = fw.add_port_mappings(&bad).unwrap_err();
+    assert!(matches!(e, Error::Nft { .. }), "{e}");
+    assert!(e.to_string().contains("nft: Error: "), "{e}");
+}
+
+#[test]
+fn concurrent_first_adds_are_safe() {
+    if skip_unless_root() {
+        return;
+    }
+    let ns = TestNs::new("fwconc");
+    let handles: Vec<_> = (0..8u16)
+        .map(|i| {
+            let path = ns.path();
+            std::thread::spawn(move || {
+                let fw = NftFirewall::in_netns(path);
+                let cid = format!("c{i}");
+                let addr = format!("10.1.0.{}/24", i + 2);
+                fw.add_masquerade(&masq("net1", &cid, &addr)).unwrap();
+                fw.add_port_mappings(&ports(&cid, &addr, &[(8000 + i, Protocol::Tcp)]))
+                    .unwrap();
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let rs = ns.ruleset();
+    assert_eq!(map_elements(&rs, "cni_rs_masq", "masq_src4").len(), 8);
+    assert_eq!(map_elements(&rs, "cni_rs_hostport", "hp_dnat4").len(), 8);
+    // The shared chains were written once, whoever came first.
+    let count = |table: &str, chain: &str| {
+        objects(&rs, "rule")
+            .iter()
+            .filter(|r| r["table"] == table && r["chain"] == chain)
+            .count()
+    };
+    assert_eq!(count("cni_rs_masq", "postrouting"), 4);
+    assert_eq!(count("cni_rs_hostport", "dispatch"), 15);
+    assert_eq!(count("cni_rs_hostport", "prerouting"), 1);
+    let fw = firewall_for(&ns.path());
+    assert_eq!(fw.list_attachments(RuleKind::PortMapping).unwrap().len(), 8);
+}
+
+#[test]
+fn firewall_is_an_object_safe_shared_trait() {
+    fn shared<T: Send + Sync + 'static>(_: &T) {}
+    let fw: Box<dyn Firewall> = Box::new(NftFirewall::new());
+    shared(&fw);
+    let arc: std::sync::Arc<dyn Firewall> = std::sync::Arc::new(NftFirewall::in_netns("/x"));
+    shared(&arc);
+}

@@ -1,0 +1,95 @@
+//! CHECK: the previous result against the kernel, with the Go plugins'
+//! messages (`validateCniContainerInterface`,
+//! `ip.ValidateExpectedInterfaceIPs`, `ip.ValidateExpectedRoute`).
+
+use cni_exec::Request;
+use cni_netns::{Family, Handle, Link};
+use cni_types::{CniResult, Interface};
+
+use super::fail;
+use crate::{Error, Result};
+
+/// The previous result CHECK compares against; Go's message when missing.
+pub(crate) fn prev_result(req: &Request) -> Result<CniResult> {
+    req.config
+        .prev_result()?
+        .ok_or_else(|| Error::Config("Required prevResult missing".into()))
+}
+
+/// The previous result's interface for this attachment (`CNI_IFNAME` in
+/// `CNI_NETNS`), with Go's message when there is none.
+pub(crate) fn prev_container<'a>(req: &Request, prev: &'a CniResult) -> Result<&'a Interface> {
+    prev.interfaces
+        .iter()
+        .find(|i| i.name == req.ifname && i.sandbox == req.netns)
+        .ok_or_else(|| {
+            fail(format!(
+                "Sandbox in prevResult  doesn't match configured netns: {}",
+                req.netns
+            ))
+        })
+}
+
+/// Go's `validateCniContainerInterface`: the link exists in the pod, has
+/// the expected kind, and the MAC the result names.
+pub(crate) fn container_link(pod: &Handle, intf: &Interface, kind: Option<&str>) -> Result<Link> {
+    let link = pod.link_by_name(&intf.name).map_err(|_| {
+        fail(format!(
+            "Container Interface name in prevResult: {} not found",
+            intf.name
+        ))
+    })?;
+    container_matches(&link, intf, kind)?;
+    Ok(link)
+}
+
+/// The kind and MAC part of [`container_link`], for a link already found.
+pub(crate) fn container_matches(link: &Link, intf: &Interface, kind: Option<&str>) -> Result<()> {
+    if let Some(kind) = kind {
+        if link.kind.as_deref() != Some(kind) {
+            return Err(fail(format!(
+                "Error: Container interface {} not of type {kind}",
+                link.name
+            )));
+        }
+    }
+    let mac = link.mac.map(|m| m.to_string()).unwrap_or_default();
+    if !intf.mac.is_empty() && intf.mac != mac {
+        return Err(fail(format!(
+            "Interface {} Mac {} doesn't match container Mac: {mac}",
+            intf.name, intf.mac
+        )));
+    }
+    Ok(())
+}
+
+/// Go's `ip.ValidateExpectedInterfaceIPs` and `ip.ValidateExpectedRoute`
+/// for the pod interface `link`.
+pub(crate) fn addresses_and_routes(pod: &Handle, link: &Link, prev: &CniResult) -> Result<()> {
+    let present = pod.addresses(Some(link.index), Family::All)?;
+    for ip in &prev.ips {
+        if !present.iter().any(|a| a.address == ip.address) {
+            return Err(fail(format!(
+                "Failed to match addr {} on interface {}",
+                ip.address, link.name
+            )));
+        }
+    }
+    if prev.routes.is_empty() {
+        return Ok(());
+    }
+    let routes = pod.routes(Family::All)?;
+    for r in &prev.routes {
+        let found = routes
+            .iter()
+            .any(|k| k.dst == r.dst && (r.gw.is_none() || k.gateway == r.gw));
+        if !found {
+            return Err(fail(format!(
+                "Expected Route {{Dst: {} GW: {}}} not found in routing table",
+                r.dst,
+                r.gw.map(|g| g.to_string()).unwrap_or_default()
+            )));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,187 @@
+//! The pod's interface: the link a plugin makes or finds, an IPAM result
+//! put on it (Go's `ipam.ConfigureIface`), its entry in the result, and
+//! its removal when the namespace may already be gone.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+
+use cni_exec::Request;
+use cni_netns::{configure_interface, sysctl, Handle, Link, Netns};
+use cni_types::{CniResult, Interface};
+
+use super::{concurrently, fail, ipam};
+use crate::Result;
+
+/// A result interface for `link` (`sandbox` empty on the node).
+pub(crate) fn interface(link: &Link, sandbox: &str) -> Interface {
+    Interface {
+        name: link.name.clone(),
+        mac: link.mac.map(|m| m.to_string()).unwrap_or_default(),
+        sandbox: sandbox.to_owned(),
+        ..Default::default()
+    }
+}
+
+/// Go's `ipam.ConfigureIface` for a result whose addresses all belong to
+/// `ifname`: addresses, up, routes (a route's gateway defaults to its
+/// family's first gateway).
+pub(crate) fn configure(pod: &Handle, ifname: &str, result: &CniResult) -> Result<()> {
+    let addresses: Vec<_> = result
+        .ips
+        .iter()
+        .map(|ip| (ip.address, ip.gateway))
+        .collect();
+    let routes: Vec<_> = result
+        .routes
+        .iter()
+        .map(|r| cni_netns::Route {
+            gateway: r.gw,
+            priority: r.priority,
+            table: r.table,
+            scope: r.scope.and_then(|s| u8::try_from(s).ok()),
+            ..cni_netns::Route::new(r.dst)
+        })
+        .collect();
+    configure_interface(pod, ifname, &addresses, &routes)?;
+    Ok(())
+}
+
+/// macvlan's and ipvlan's pod side: announce the new address (ARP and
+/// unsolicited neighbour advertisements; either may be missing, as Go
+/// ignores), then [`configure`].
+pub(crate) fn configure_announced(pod: &Handle, ifname: &str, result: &CniResult) -> Result<()> {
+    pod.run(|| {
+        let _ = sysctl::set(&sysctl::arp_notify(ifname), "1");
+        let _ = sysctl::set(&format!("net/ipv6/conf/{ifname}/ndisc_notify"), "1");
+    })?;
+    configure(pod, ifname, result)
+}
+
+/// A temporary link name (`veth` + 8 hex digits, as Go's
+/// `ip.RandomVethName`): a link created straight into the pod may clash
+/// with a host link of the final name, so it is renamed once inside.
+fn temp_link_name() -> String {
+    let mut h = RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    format!("veth{:08x}", h.finish() as u32)
+}
+
+/// A link stacked on a master (macvlan, ipvlan, vlan; tap reuses it for
+/// the rename), created under a temporary name
+/// ([`temp_link_name`]) by `create(creator, name, target)`: from the host
+/// straight into the pod (`target` is the pod's namespace), or, with
+/// `linkInContainer`, inside the pod next to its master; then renamed to
+/// `ifname` inside the pod. A failed rename deletes the link.
+pub(crate) fn create_stacked_link(
+    link_in_container: bool,
+    host: &Handle,
+    netns: &Netns,
+    pod: &Handle,
+    ifname: &str,
+    create: impl FnOnce(&Handle, String, Option<&Netns>) -> cni_netns::Result<()>,
+) -> Result<Link> {
+    let tmp = temp_link_name();
+    let (creator, target) = if link_in_container {
+        (pod, None)
+    } else {
+        (host, Some(netns))
+    };
+    create(creator, tmp.clone(), target)?;
+    let link = pod.link_by_name(&tmp)?;
+    let renamed = pod
+        .rename(link.index, ifname)
+        .and_then(|()| pod.link_by_index(link.index));
+    if renamed.is_err() {
+        let _ = pod.delete_link(link.index);
+    }
+    Ok(renamed?)
+}
+
+/// Sets the IPAM result's addresses on the pod's only interface (index
+/// 0) and names that interface, as Go's single-interface plugins do.
+pub(crate) fn single_interface_result(ipam: CniResult, link: &Link, sandbox: &str) -> CniResult {
+    let mut result = ipam;
+    for ip in &mut result.ips {
+        ip.interface = Some(0);
+    }
+    result.interfaces = vec![interface(link, sandbox)];
+    result
+}
+
+/// The master link: named in the config, else the device of the default
+/// route; looked up in the pod's namespace with `linkInContainer`.
+pub(crate) fn find_master(
+    master: &str,
+    in_container: bool,
+    host: &Handle,
+    pod: &Handle,
+) -> Result<Link> {
+    let ns = if in_container { pod } else { host };
+    if master.is_empty() {
+        return ns
+            .default_route_link()?
+            .ok_or_else(|| fail("no default route interface found".into()));
+    }
+    ns.link_by_name(master).map_err(|e| {
+        if e.is_not_found() {
+            fail(format!(
+                "failed to lookup master {master:?}: Link not found"
+            ))
+        } else {
+            e.into()
+        }
+    })
+}
+
+/// The pod's namespace for DEL: `None` when `CNI_NETNS` is empty or the
+/// namespace is gone (nothing to remove inside it).
+pub(crate) fn pod_for_del(req: &Request) -> Result<Option<Handle>> {
+    if req.netns.is_empty() {
+        return Ok(None);
+    }
+    match Netns::open(&req.netns) {
+        Ok(netns) => Ok(Some(Handle::in_netns(&netns)?)),
+        Err(e) if e.is_netns_gone() => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// DEL of a plugin whose state is the pod link and the IPAM lease alone
+/// (macvlan, ipvlan, vlan, dummy, tap).
+pub(crate) fn del_link_and_lease(req: &Request) -> Result<()> {
+    let pod = pod_for_del(req)?;
+    delete_pod_link_while(pod.as_ref(), req, || ipam::del(req))
+}
+
+/// Deletes the request's pod interface (a missing link is not an error)
+/// while `release` runs: deleting a link takes the kernel 10-30 ms (RCU
+/// grace periods), enough for the IPAM plugin's process and the firewall.
+/// Both run to completion; the link's error is reported first. When the
+/// IPAM plugin uses the link ([`ipam::uses_pod_link`]: dhcp releases from
+/// the leased address on it), `release` runs first and the link is
+/// deleted after it.
+pub(crate) fn delete_pod_link_while(
+    pod: Option<&Handle>,
+    req: &Request,
+    release: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    let ifname = &req.ifname;
+    let deleting = pod.map(|pod| move || pod.delete_link_by_name(ifname));
+    if ipam::uses_pod_link(req.config.ipam_type()) {
+        let released = release();
+        if let Some(delete) = deleting {
+            delete()?;
+        }
+        return released;
+    }
+    let (deleted, released) = concurrently(deleting, release);
+    if let Some(deleted) = deleted {
+        deleted??;
+    }
+    released
+}

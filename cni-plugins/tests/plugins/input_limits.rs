@@ -1,0 +1,416 @@
+//! Input limits, through the real plugin binaries: stdin past the 16 MiB
+//! cap, deeply nested JSON, huge `CNI_ARGS`, and names with control
+//! characters. Every case must end, within a timeout, in one CNI error JSON
+//! on stdout with the expected code and exit status 1, and no panic note on
+//! stderr.
+//!
+//! Nothing here reaches the kernel: every case fails in the runner (skel)
+//! or in the plugin's config and argument checks, before a namespace is
+//! opened; `CNI_NETNS` names a path that does not exist.
+// Runs the multus binaries too: needs the `multus` feature.
+#![cfg(feature = "multus")]
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cni_exec::{Exec, PluginEnv, ProcessExec};
+use serde_json::{json, Value};
+
+/// Every plugin binary of this crate.
+const PLUGINS: &[(&str, &str)] = &[
+    ("bandwidth", env!("CARGO_BIN_EXE_bandwidth")),
+    ("bridge", env!("CARGO_BIN_EXE_bridge")),
+    ("dummy", env!("CARGO_BIN_EXE_dummy")),
+    ("flannel", env!("CARGO_BIN_EXE_flannel")),
+    ("host-device", env!("CARGO_BIN_EXE_host-device")),
+    ("host-local", env!("CARGO_BIN_EXE_host-local")),
+    ("ipvlan", env!("CARGO_BIN_EXE_ipvlan")),
+    ("loopback", env!("CARGO_BIN_EXE_loopback")),
+    ("macvlan", env!("CARGO_BIN_EXE_macvlan")),
+    ("multus", env!("CARGO_BIN_EXE_multus")),
+    ("multus-shim", env!("CARGO_BIN_EXE_multus-shim")),
+    ("passthru", env!("CARGO_BIN_EXE_passthru")),
+    ("portmap", env!("CARGO_BIN_EXE_portmap")),
+    ("ptp", env!("CARGO_BIN_EXE_ptp")),
+    ("static", env!("CARGO_BIN_EXE_static")),
+    ("tap", env!("CARGO_BIN_EXE_tap")),
+    ("tuning", env!("CARGO_BIN_EXE_tuning")),
+    ("vlan", env!("CARGO_BIN_EXE_vlan")),
+    ("vrf", env!("CARGO_BIN_EXE_vrf")),
+];
+
+const TIMEOUT: Duration = Duration::from_secs(20);
+const MAX_STDIN: usize = cni_exec::process::MAX_STDIN;
+
+struct Outcome {
+    code: Option<i32>,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    elapsed: Duration,
+}
+
+impl Outcome {
+    /// The CNI error on stdout, checked: exit 1, a JSON object with a
+    /// numeric `code` and a `msg`, and no panic note on stderr.
+    fn error(&self, what: &str) -> Value {
+        let stderr = String::from_utf8_lossy(&self.stderr);
+        assert!(
+            !stderr.contains("panicked"),
+            "{what}: panic on stderr: {stderr}"
+        );
+        assert_eq!(self.code, Some(1), "{what}: exit status; stderr: {stderr}");
+        let v: Value = serde_json::from_slice(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{what}: stdout is not JSON ({e}): {:?}",
+                String::from_utf8_lossy(&self.stdout)
+            )
+        });
+        assert!(v["code"].is_u64(), "{what}: no numeric code in {v}");
+        assert!(v["msg"].is_string(), "{what}: no msg in {v}");
+        v
+    }
+
+    fn error_code(&self, what: &str) -> u64 {
+        self.error(what)["code"].as_u64().unwrap()
+    }
+}
+
+/// Runs `bin` with exactly `env` and `stdin`, killing it after [`TIMEOUT`]
+/// (a hang fails the test). Stdin is written from a thread: a plugin that
+/// stops reading at its cap closes the pipe, and the writer's EPIPE is fine.
+fn run(bin: &str, env: &[(&str, &str)], stdin: Vec<u8>) -> Outcome {
+    let start = Instant::now();
+    let mut child = Command::new(bin)
+        .env_clear()
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {bin}: {e}"));
+    let mut pipe = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let _ = pipe.write_all(&stdin);
+    });
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = out.read_to_end(&mut b);
+        b
+    });
+    let ereader = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = err.read_to_end(&mut b);
+        b
+    });
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{bin}: no answer within {TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let elapsed = start.elapsed();
+    writer.join().unwrap();
+    Outcome {
+        code: status.code(),
+        stdout: reader.join().unwrap(),
+        stderr: ereader.join().unwrap(),
+        elapsed,
+    }
+}
+
+fn add_env<'a>(container_id: &'a str, ifname: &'a str, path: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![
+        ("CNI_COMMAND", "ADD"),
+        ("CNI_CONTAINERID", container_id),
+        ("CNI_NETNS", "/nonexistent/cni-input-limits"),
+        ("CNI_IFNAME", ifname),
+        ("CNI_PATH", path),
+    ]
+}
+
+fn conf(plugin: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({"cniVersion": "1.0.0", "name": "limits", "type": plugin})).unwrap()
+}
+
+#[test]
+fn stdin_past_the_cap_is_refused_with_code_5() {
+    // A valid config padded with whitespace to one byte over the cap: only
+    // the size is wrong.
+    let mut stdin = conf("x");
+    stdin.resize(MAX_STDIN + 1, b' ');
+    for (name, bin) in PLUGINS {
+        let out = run(bin, &add_env("c1", "eth0", "/nonexistent"), stdin.clone());
+        let v = out.error(name);
+        assert_eq!(v["code"], 5, "{name}: {v}");
+        assert!(
+            v["msg"].as_str().unwrap().contains("larger than"),
+            "{name}: {v}"
+        );
+        eprintln!(
+            "{name}: {} MiB stdin refused in {:?}",
+            stdin.len() >> 20,
+            out.elapsed
+        );
+    }
+}
+
+#[test]
+fn stdin_at_the_cap_is_read() {
+    // Exactly the cap is accepted: the error is then about the config
+    // (no plugin named "x"... is ours), not the size.
+    let mut stdin =
+        serde_json::to_vec(&json!({"cniVersion": "9.9.9", "name": "limits", "type": "x"})).unwrap();
+    stdin.resize(MAX_STDIN, b' ');
+    let out = run(
+        env!("CARGO_BIN_EXE_loopback"),
+        &add_env("c1", "eth0", "/nonexistent"),
+        stdin,
+    );
+    let v = out.error("loopback");
+    assert_eq!(v["code"], 1, "incompatible version, not a size error: {v}");
+}
+
+#[test]
+fn deeply_nested_json_is_a_decoding_error() {
+    let deep_arrays = "[".repeat(100_000).into_bytes();
+    let deep_objects = "{\"a\":".repeat(100_000).into_bytes();
+    // Nesting inside an otherwise valid config, where plugins decode their
+    // own sections.
+    let inner = format!(
+        r#"{{"cniVersion":"1.0.0","name":"limits","type":"x","ipam":{{"type":"host-local","x":{}1{}}}}}"#,
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    )
+    .into_bytes();
+    for (name, bin) in PLUGINS {
+        for (what, stdin) in [
+            ("100k [", &deep_arrays),
+            ("100k {\"a\":", &deep_objects),
+            ("100k [ inside ipam", &inner),
+        ] {
+            let out = run(bin, &add_env("c1", "eth0", "/nonexistent"), stdin.clone());
+            assert_eq!(
+                out.error_code(&format!("{name}, {what}")),
+                6,
+                "{name}, {what}"
+            );
+        }
+    }
+}
+
+#[test]
+fn control_characters_in_names_are_refused() {
+    let stdin = conf("x");
+    for (name, bin) in PLUGINS {
+        for (what, id, ifname, code) in [
+            ("container id with \\x01", "c\u{1}1", "eth0", 4),
+            ("container id with \\n", "c\n1", "eth0", 4),
+            ("container id with \\x7f", "c\u{7f}", "eth0", 4),
+            ("ifname with \\n", "c1", "eth\n0", 4),
+            ("ifname with \\t", "c1", "\teth0", 4),
+        ] {
+            let out = run(bin, &add_env(id, ifname, "/nonexistent"), stdin.clone());
+            assert_eq!(
+                out.error_code(&format!("{name}, {what}")),
+                code,
+                "{name}, {what}"
+            );
+        }
+        for net in ["lim\u{1}its", "limits\n", "lim\u{1b}[31mits"] {
+            let stdin =
+                serde_json::to_vec(&json!({"cniVersion": "1.0.0", "name": net, "type": name}))
+                    .unwrap();
+            let out = run(bin, &add_env("c1", "eth0", "/nonexistent"), stdin);
+            assert_eq!(out.error_code(&format!("{name}, network {net:?}")), 7);
+        }
+    }
+}
+
+/// A host-local config on a private data directory.
+fn host_local_conf(dir: &Path) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "cniVersion": "1.0.0",
+        "name": "limits",
+        "type": "host-local",
+        "ipam": {"type": "host-local", "dataDir": dir, "ranges": [[{"subnet": "10.1.0.0/24"}]]},
+    }))
+    .unwrap()
+}
+
+fn static_conf() -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "cniVersion": "1.0.0",
+        "name": "limits",
+        "type": "static",
+        "ipam": {"type": "static", "addresses": [{"address": "10.1.0.5/24"}]},
+    }))
+    .unwrap()
+}
+
+/// Linux refuses any single environment string over 32 pages
+/// (`MAX_ARG_STRLEN`, 128 KiB) at exec: the largest `CNI_ARGS` a plugin
+/// process can receive is just under that.
+const LARGEST_EXECABLE: usize = 128 * 1024 - "CNI_ARGS=".len() - 1;
+
+/// An address list of about `len` bytes: `IP=<ip>,<ip>,...`.
+fn ip_list(ip: &str, len: usize) -> String {
+    let mut s = format!("IP={ip}");
+    while s.len() + ip.len() + 1 < len {
+        s.push(',');
+        s.push_str(ip);
+    }
+    s
+}
+
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    if s.len() > 200 {
+        format!("{}...", &s[..200])
+    } else {
+        s
+    }
+}
+
+#[test]
+fn huge_cni_args_reaching_ipam_plugins_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    // One unknown key with a huge value; then the largest `IP=` lists the
+    // plugin refuses (host-local: outside its range; static: not CIDR).
+    let unknown = format!("K8S_POD_NAME=p;BIG={}", "x".repeat(LARGEST_EXECABLE - 19));
+    let cases = [
+        (
+            "host-local",
+            env!("CARGO_BIN_EXE_host-local"),
+            host_local_conf(tmp.path()),
+            vec![
+                ("unknown key", unknown.clone(), 4),
+                ("IP list", ip_list("10.2.0.77", LARGEST_EXECABLE), 4),
+            ],
+        ),
+        (
+            "static",
+            env!("CARGO_BIN_EXE_static"),
+            static_conf(),
+            vec![
+                ("unknown key", unknown.clone(), 4),
+                ("IP list", ip_list("10.1.0.77", LARGEST_EXECABLE), 7),
+            ],
+        ),
+    ];
+    for (name, bin, stdin, args) in cases {
+        for (what, args, code) in args {
+            assert!(args.len() <= LARGEST_EXECABLE);
+            let mut env = add_env("c1", "eth0", "/nonexistent");
+            env.push(("CNI_ARGS", &args));
+            let out = run(bin, &env, stdin.clone());
+            let v = out.error(&format!("{name}, {what}"));
+            eprintln!(
+                "{name}, {} KiB CNI_ARGS ({what}): {} in {:?}",
+                args.len() >> 10,
+                short(&v),
+                out.elapsed
+            );
+            assert_eq!(v["code"], code, "{name}, {what}: {}", short(&v));
+        }
+    }
+    // Nothing was reserved.
+    let net = tmp.path().join("limits");
+    let reserved: Vec<_> = std::fs::read_dir(&net)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        reserved.iter().all(|n| n
+            .to_str()
+            .is_some_and(|n| n.parse::<std::net::IpAddr>().is_err())),
+        "reservations left: {reserved:?}"
+    );
+}
+
+#[test]
+fn a_1_mib_cni_args_fails_at_exec_with_a_clean_runtime_error() {
+    // The runtime side: the kernel refuses to exec with a 1 MiB variable
+    // (E2BIG). The invoker reports it as an error, promptly.
+    let args = format!("IgnoreUnknown=1;BIG={}", "x".repeat(1 << 20));
+    let env = PluginEnv {
+        container_id: "c1".into(),
+        netns: "/nonexistent/cni-input-limits".into(),
+        args,
+        ifname: "eth0".into(),
+        ..PluginEnv::new(cni_exec::Command::Add, "/nonexistent")
+    };
+    let exec = ProcessExec::new().with_timeout(TIMEOUT);
+    let start = Instant::now();
+    let err = exec
+        .exec_plugin(
+            Path::new(env!("CARGO_BIN_EXE_loopback")),
+            &conf("loopback"),
+            &env,
+        )
+        .expect_err("a 1 MiB variable cannot be exec'd");
+    let msg = err.to_string();
+    eprintln!("1 MiB CNI_ARGS at exec: {msg} in {:?}", start.elapsed());
+    assert!(start.elapsed() < TIMEOUT);
+    assert!(
+        msg.contains("Argument list too long") || msg.contains("E2BIG"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn control_characters_in_cni_path_entries_find_no_delegate() {
+    // Meta-plugins and main plugins look their delegates up in CNI_PATH;
+    // entries with control characters name no directory. The plugin must
+    // answer with an error, not hang or panic.
+    let tmp = tempfile::tempdir().unwrap();
+    let subnet = tmp.path().join("subnet.env");
+    std::fs::write(
+        &subnet,
+        "FLANNEL_NETWORK=10.250.0.0/16\nFLANNEL_SUBNET=10.250.3.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=false\n",
+    )
+    .unwrap();
+    let path = format!(
+        "{}/\u{1}bin:\u{7f}:\u{1b}[0m:/nonexistent\u{2}",
+        tmp.path().display()
+    );
+    let flannel = serde_json::to_vec(&json!({
+        "cniVersion": "1.0.0", "name": "limits", "type": "flannel",
+        "subnetFile": subnet, "dataDir": tmp.path().join("flannel"),
+    }))
+    .unwrap();
+    let ptp = serde_json::to_vec(&json!({
+        "cniVersion": "1.0.0", "name": "limits", "type": "ptp",
+        "ipam": {"type": "host-local", "dataDir": tmp.path().join("ipam"), "subnet": "10.251.0.0/24"},
+    }))
+    .unwrap();
+    let multus = serde_json::to_vec(&json!({
+        "cniVersion": "1.0.0", "name": "limits", "type": "multus",
+        "cniDir": tmp.path().join("multus"), "confDir": tmp.path().join("net.d"),
+        "delegates": [{"cniVersion": "1.0.0", "name": "cluster", "type": "bridge"}],
+    }))
+    .unwrap();
+    for (name, bin, stdin) in [
+        ("flannel", env!("CARGO_BIN_EXE_flannel"), flannel),
+        ("multus", env!("CARGO_BIN_EXE_multus"), multus),
+        ("ptp", env!("CARGO_BIN_EXE_ptp"), ptp),
+    ] {
+        let out = run(bin, &add_env("c1", "eth0", &path), stdin);
+        let v = out.error(name);
+        let msg = v["msg"].as_str().unwrap();
+        eprintln!("{name} with control characters in CNI_PATH: {}", short(&v));
+        if name == "flannel" {
+            // flannel delegates before any namespace is opened; the path is
+            // quoted in the message, control characters escaped.
+            assert!(msg.contains("failed to find plugin \"bridge\""), "{msg}");
+            assert!(!msg.chars().any(char::is_control), "{msg:?}");
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! The integration tests of `cni-plugins`, one binary: a module per area, the
+//! shared fixtures beside them (`cargo test -p cni-plugins --test plugins [FILTER]`).
+
+mod common;
+mod host_local_support;
+#[path = "common/nodenet.rs"]
+mod nodenet;
+mod ptp_common;
+mod reliability_support;
+mod tuning_bandwidth_common;
+
+mod bandwidth;
+mod bridge_behaviour;
+mod bridge_differential;
+mod dhcp;
+mod flannel_e2e;
+mod flannel_plugin;
+mod fuzz_regressions;
+mod host_device;
+mod host_local_bench;
+mod host_local_go;
+mod host_local_input;
+mod host_local_stress;
+mod input_limits;
+mod ipvlan;
+mod link_plugins;
+mod loopback;
+mod macvlan;
+mod macvlan_flannel;
+mod multus_e2e;
+mod multus_flow;
+mod multus_inprocess;
+mod multus_k8s;
+mod multus_thick;
+mod multus_thick_certs;
+mod multus_thick_watch;
+mod portmap_bench;
+mod portmap_traffic;
+mod ptp;
+mod ptp_perf;
+mod reliability_faults;
+mod reliability_soak;
+mod reliability_vanishing;
+mod same_build;
+mod sbr_firewall;
+mod static_ipam;
+mod tuning;

@@ -1,0 +1,969 @@
+//! multus thick mode end to end: a `multus-daemon` started by the test
+//! inside a fresh "node" network namespace, the `multus-shim` binary
+//! forwarding the runtime's commands over the daemon's socket (temporary
+//! `socketDir`), Go bridge + host-local from /usr/lib/cni as delegates and
+//! the test API server. Also: the socket's error handling, health, metrics
+//! and auto-configuration against an in-process daemon. Kernel tests need
+//! root; they are skipped (with a message) otherwise.
+#![cfg(feature = "multus")]
+
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cni_plugins::multus::thick::{self, api::CniRequest, http, DaemonConfig};
+use cni_testkit::KubeApiServer;
+use serde_json::{json, Value};
+
+const GO_PLUGINS: &str = "/usr/lib/cni";
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// A binary under test: from `MULTUS_BIN_DIR` (e.g. a release build) when
+/// set, else this profile's.
+fn bin(name: &str, built: &str) -> String {
+    std::env::var("MULTUS_BIN_DIR")
+        .map(|d| format!("{d}/{name}"))
+        .unwrap_or_else(|_| built.to_string())
+}
+
+fn can_run() -> bool {
+    let plugins = Path::new(GO_PLUGINS).join("bridge").exists()
+        && Path::new(GO_PLUGINS).join("host-local").exists();
+    let ok = is_root() && plugins;
+    if !ok {
+        eprintln!("skipping: needs root and {GO_PLUGINS}/{{bridge,host-local}}");
+    }
+    ok
+}
+
+fn suffix() -> String {
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    format!("{:08x}", h.finish() as u32)
+}
+
+fn ip(args: &[&str]) -> std::process::Output {
+    Command::new("ip").args(args).output().expect("run ip")
+}
+
+/// A named network namespace, deleted on drop (with everything in it).
+struct Netns(String);
+
+impl Netns {
+    fn new(prefix: &str) -> Netns {
+        let name = format!("{prefix}-{}", suffix());
+        let out = ip(&["netns", "add", &name]);
+        assert!(
+            out.status.success(),
+            "ip netns add {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let ns = Netns(name);
+        assert!(ip(&["-n", &ns.0, "link", "set", "lo", "up"])
+            .status
+            .success());
+        ns
+    }
+    fn path(&self) -> PathBuf {
+        PathBuf::from("/run/netns").join(&self.0)
+    }
+    /// `ip -j addr` in the namespace: interface name -> IPv4 CIDRs.
+    fn addrs(&self) -> Vec<(String, Vec<String>)> {
+        let out = ip(&["-n", &self.0, "-j", "addr", "show"]);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(json!([]));
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .map(|l| {
+                let name = l["ifname"].as_str().unwrap_or("").to_string();
+                let ips = l["addr_info"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|a| a["family"] == "inet")
+                    .map(|a| format!("{}/{}", a["local"].as_str().unwrap_or(""), a["prefixlen"]))
+                    .collect();
+                (name, ips)
+            })
+            .collect()
+    }
+    fn links(&self) -> Vec<String> {
+        self.addrs().into_iter().map(|(n, _)| n).collect()
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = ip(&["netns", "del", &self.0]);
+    }
+}
+
+/// The daemon process, killed on drop.
+struct DaemonProcess(Option<Child>);
+
+impl DaemonProcess {
+    fn stop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for DaemonProcess {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn bridge_nad(bridge: &str, subnet: &str, ipam_dir: &Path, caps: bool) -> String {
+    let mut v = json!({"cniVersion": "1.0.0", "type": "bridge", "bridge": bridge, "isGateway": true,
+        "ipam": {"type": "host-local", "subnet": subnet, "dataDir": ipam_dir,
+                 "routes": [{"dst": "0.0.0.0/0"}]}});
+    if caps {
+        v["capabilities"] = json!({"ips": true});
+    }
+    v.to_string()
+}
+
+struct Env {
+    node: Netns,
+    pod: Netns,
+    server: KubeApiServer,
+    dir: tempfile::TempDir,
+}
+
+fn setup() -> Env {
+    let node = Netns::new("tnode");
+    let pod = Netns::new("tpod");
+    let server = KubeApiServer::start_in_netns(&node.path()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ipam = dir.path().join("ipam");
+    server.add_nad(
+        "kube-system",
+        "cluster",
+        &bridge_nad("tcl0", "10.220.0.0/24", &ipam, false),
+    );
+    server.add_nad(
+        "ns1",
+        "net-a",
+        &bridge_nad("tba0", "10.221.0.0/24", &ipam, false),
+    );
+    server.add_nad(
+        "ns1",
+        "net-b",
+        &bridge_nad("tbb0", "10.222.0.0/24", &ipam, true),
+    );
+    Env {
+        node,
+        pod,
+        server,
+        dir,
+    }
+}
+
+impl Env {
+    fn socket_dir(&self) -> PathBuf {
+        self.dir.path().join("run/multus")
+    }
+
+    /// The daemon's configuration: everything multus needs lives here, the
+    /// shim's own configuration only names the socket (and the cache, for
+    /// the DEL fallback).
+    fn daemon_config(&self) -> Value {
+        json!({"socketDir": self.socket_dir(), "kubeconfig": self.server.kubeconfig_path(),
+            "clusterNetwork": "cluster", "namespaceIsolation": true, "binDir": GO_PLUGINS,
+            "cniDir": self.dir.path().join("cni"), "confDir": self.dir.path().join("conf"),
+            "logFile": self.dir.path().join("daemon.log"), "logLevel": "debug"})
+    }
+
+    fn shim_conf(&self) -> Value {
+        json!({"cniVersion": "1.0.0", "name": "multus-cni-network", "type": "multus-shim",
+            "socketDir": self.socket_dir(), "cniDir": self.dir.path().join("cni"), "binDir": GO_PLUGINS})
+    }
+
+    fn thin_conf(&self) -> Value {
+        let mut c = self.daemon_config();
+        c["cniVersion"] = json!("1.0.0");
+        c["name"] = json!("multus-cni-network");
+        c["type"] = json!("multus");
+        c["cniDir"] = json!(self.dir.path().join("cni-thin"));
+        c
+    }
+
+    fn start_daemon(&self) -> DaemonProcess {
+        let path = self.dir.path().join("daemon-config.json");
+        std::fs::write(&path, self.daemon_config().to_string()).unwrap();
+        let child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.node.0,
+                &bin("multus-daemon", env!("CARGO_BIN_EXE_multus-daemon")),
+                "--config",
+            ])
+            .arg(&path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let d = DaemonProcess(Some(child));
+        let sock = self.socket_dir().join("multus.sock");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while UnixStream::connect(&sock).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "daemon did not open {}",
+                sock.display()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        d
+    }
+
+    /// Runs a plugin binary inside the node namespace.
+    fn run(
+        &self,
+        bin: &str,
+        conf: &Value,
+        command: &str,
+        cid: &str,
+        pod: &str,
+    ) -> (bool, Value, Duration) {
+        self.run_in(&self.pod.path(), bin, conf, command, cid, pod)
+    }
+
+    fn run_in(
+        &self,
+        netns: &Path,
+        bin: &str,
+        conf: &Value,
+        command: &str,
+        cid: &str,
+        pod: &str,
+    ) -> (bool, Value, Duration) {
+        let start = Instant::now();
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &self.node.0, bin])
+            .env("CNI_COMMAND", command)
+            .env("CNI_CONTAINERID", cid)
+            .env("CNI_NETNS", netns)
+            .env("CNI_IFNAME", "eth0")
+            .env("CNI_PATH", GO_PLUGINS)
+            .env("CNI_ARGS", format!("IgnoreUnknown=1;K8S_POD_NAMESPACE=ns1;K8S_POD_NAME={pod};K8S_POD_UID=uid-{pod}"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(conf.to_string().as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let took = start.elapsed();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        if !out.status.success() {
+            eprintln!(
+                "{bin} {command} stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        (out.status.success(), v, took)
+    }
+
+    fn shim(&self, command: &str, cid: &str, pod: &str) -> (bool, Value, Duration) {
+        self.run(
+            &bin("multus-shim", env!("CARGO_BIN_EXE_multus-shim")),
+            &self.shim_conf(),
+            command,
+            cid,
+            pod,
+        )
+    }
+
+    fn thin(&self, command: &str, cid: &str, pod: &str) -> (bool, Value, Duration) {
+        self.run(
+            &bin("multus", env!("CARGO_BIN_EXE_multus")),
+            &self.thin_conf(),
+            command,
+            cid,
+            pod,
+        )
+    }
+
+    fn ipam_reservations(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for net in std::fs::read_dir(self.dir.path().join("ipam"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            for f in std::fs::read_dir(net.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let n = f.file_name().to_string_lossy().into_owned();
+                if n.parse::<std::net::IpAddr>().is_ok() {
+                    out.push(format!("{}/{n}", net.file_name().to_string_lossy()));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn cache_files(&self) -> Vec<String> {
+        std::fs::read_dir(self.dir.path().join("cni"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    fn status_annotation(&self, pod: &str) -> Vec<(String, String)> {
+        let st: Value = serde_json::from_str(
+            &self
+                .server
+                .pod_annotation("ns1", pod, "k8s.v1.cni.cncf.io/network-status")
+                .unwrap_or_default(),
+        )
+        .unwrap_or(json!([]));
+        st.as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| {
+                (
+                    s["name"].as_str().unwrap_or("").to_string(),
+                    s["interface"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    }
+}
+
+const TWO_NADS: &str =
+    r#"[{"name":"net-a"},{"name":"net-b","interface":"data0","ips":["10.222.0.50/24"]}]"#;
+
+#[test]
+fn shim_and_daemon_attach_a_pod_then_del_without_the_daemon() {
+    if !can_run() {
+        return;
+    }
+    let env = setup();
+    let mut daemon = env.start_daemon();
+    // The socket is the owner's only.
+    let sock = env.socket_dir().join("multus.sock");
+    assert_eq!(
+        std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+
+    // The daemon lists and watches pods and NADs.
+    let gets = |path: &str| {
+        env.server
+            .requests()
+            .iter()
+            .filter(|r| r.method == "GET" && r.path == path)
+            .count()
+    };
+    let nads = "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while gets("/api/v1/pods") < 2 || gets(nads) < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "daemon never watched: {:?}",
+            env.server.requests()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    env.server.add_pod(
+        "ns1",
+        "web",
+        "uid-web",
+        &[("k8s.v1.cni.cncf.io/networks", TWO_NADS)],
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let (ok, result, took) = env.shim("ADD", "cid-web", "web");
+    assert!(ok, "ADD failed: {result}");
+    eprintln!("shim + daemon ADD (3 delegates): {took:?}");
+    assert_eq!(result["cniVersion"], "1.0.0");
+    assert!(
+        result["interfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["name"] == "eth0"),
+        "{result}"
+    );
+
+    // Independent oracle: the kernel.
+    let addrs = env.pod.addrs();
+    let find = |n: &str| {
+        addrs
+            .iter()
+            .find(|(name, _)| name == n)
+            .map(|(_, a)| a.clone())
+            .unwrap_or_default()
+    };
+    assert!(
+        find("eth0")
+            .iter()
+            .any(|a| a.starts_with("10.220.0.") && a.ends_with("/24")),
+        "{addrs:?}"
+    );
+    assert!(
+        find("net1")
+            .iter()
+            .any(|a| a.starts_with("10.221.0.") && a.ends_with("/24")),
+        "{addrs:?}"
+    );
+    assert_eq!(find("data0"), ["10.222.0.50/24"], "{addrs:?}");
+    let node_links = env.node.links();
+    for b in ["tcl0", "tba0", "tbb0"] {
+        assert!(node_links.iter().any(|l| l == b), "{node_links:?}");
+    }
+    let status = env.status_annotation("web");
+    assert_eq!(
+        status,
+        [
+            ("kube-system/cluster".to_string(), "eth0".to_string()),
+            ("ns1/net-a".to_string(), "net1".to_string()),
+            ("ns1/net-b".to_string(), "data0".to_string())
+        ]
+    );
+    assert_eq!(
+        env.ipam_reservations().len(),
+        3,
+        "{:?}",
+        env.ipam_reservations()
+    );
+    // Served from the watch cache: no GET of the pod or its NADs.
+    let object_gets: Vec<String> = env
+        .server
+        .requests()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.contains("/namespaces/"))
+        .map(|r| r.path.clone())
+        .collect();
+    assert!(object_gets.is_empty(), "{object_gets:?}");
+    // CHECK goes through the daemon too.
+    assert!(env.shim("CHECK", "cid-web", "web").0);
+
+    // The thin plugin, given the daemon's configuration, attaches another
+    // pod the same way.
+    env.server.add_pod(
+        "ns1",
+        "thin",
+        "uid-thin",
+        &[(
+            "k8s.v1.cni.cncf.io/networks",
+            TWO_NADS.replace(".50", ".51").as_str(),
+        )],
+    );
+    let thin_pod = Netns::new("tpodthin");
+    let thin = &bin("multus", env!("CARGO_BIN_EXE_multus"));
+    let (ok, thin_result, _) = env.run_in(
+        &thin_pod.path(),
+        thin,
+        &env.thin_conf(),
+        "ADD",
+        "cid-thin",
+        "thin",
+    );
+    assert!(ok, "thin ADD failed: {thin_result}");
+    let shape = |r: &Value| -> Vec<String> {
+        r["interfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["name"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    assert_eq!(shape(&result).len(), shape(&thin_result).len());
+    assert_eq!(
+        env.status_annotation("thin")
+            .into_iter()
+            .map(|(_, i)| i)
+            .collect::<Vec<_>>(),
+        ["eth0", "net1", "data0"]
+    );
+
+    // `/delegate`: one more attachment for the running pod, then its removal.
+    let mut extra: Value = serde_json::from_str(&bridge_nad(
+        "tbx0",
+        "10.223.0.0/24",
+        &env.dir.path().join("ipam"),
+        true,
+    ))
+    .unwrap();
+    extra["name"] = json!("extra");
+    let extra = extra.to_string();
+    let mut dreq = CniRequest {
+        config: extra.into_bytes(),
+        interface_attributes: Some(thick::api::InterfaceAttributes {
+            ip_request: vec!["10.223.0.9/24".into()],
+            mac_request: String::new(),
+        }),
+        ..Default::default()
+    };
+    for (k, v) in [
+        ("CNI_COMMAND", "ADD"),
+        ("CNI_CONTAINERID", "cid-web"),
+        ("CNI_NETNS", env.pod.path().to_str().unwrap()),
+        ("CNI_IFNAME", "extra9"),
+        ("CNI_PATH", GO_PLUGINS),
+        ("CNI_ARGS", "K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=web"),
+    ] {
+        dreq.env.insert(k.into(), v.into());
+    }
+    let reply = thick::shim::send(&sock, "/delegate", &dreq)
+        .unwrap()
+        .unwrap();
+    assert!(reply.result.is_some(), "{reply:?}");
+    let extra_addrs = env.pod.addrs();
+    assert!(
+        extra_addrs
+            .iter()
+            .any(|(n, a)| n == "extra9" && a == &["10.223.0.9/24".to_string()]),
+        "{extra_addrs:?}"
+    );
+    dreq.env.insert("CNI_COMMAND".into(), "DEL".into());
+    thick::shim::send(&sock, "/delegate", &dreq)
+        .unwrap()
+        .unwrap();
+    assert!(!env.pod.links().contains(&"extra9".to_string()));
+
+    // The daemon goes away: DEL still removes everything, from the cache.
+    daemon.stop();
+    assert!(UnixStream::connect(&sock).is_err());
+    let (ok, out, took) = env.shim("DEL", "cid-web", "web");
+    assert!(ok, "DEL failed: {out}");
+    eprintln!("shim DEL with the daemon stopped (in-process fallback): {took:?}");
+    assert_eq!(env.pod.links(), ["lo"]);
+    assert!(
+        env.ipam_reservations().iter().all(|r| !r.ends_with(".50")),
+        "{:?}",
+        env.ipam_reservations()
+    );
+    assert!(env.cache_files().is_empty(), "{:?}", env.cache_files());
+    // Again: nothing cached, success.
+    assert!(env.shim("DEL", "cid-web", "web").0);
+    // ADD without the daemon is "try again later".
+    let (ok, reply, _) = env.shim("ADD", "cid-web2", "web");
+    assert!(!ok);
+    assert_eq!(reply["code"], 11, "{reply}");
+    assert!(
+        env.run_in(
+            &thin_pod.path(),
+            thin,
+            &env.thin_conf(),
+            "DEL",
+            "cid-thin",
+            "thin"
+        )
+        .0
+    );
+    assert_eq!(thin_pod.links(), ["lo"]);
+    assert!(
+        env.ipam_reservations().is_empty(),
+        "{:?}",
+        env.ipam_reservations()
+    );
+}
+
+/// An in-process daemon on a temporary socket directory (no API client:
+/// these tests never reach a pod).
+fn in_process_daemon(extra: Value) -> (thick::DaemonHandle, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = json!({"socketDir": dir.path().join("sock"), "metricsPort": 0,
+        "metricsBindAddress": "127.0.0.1", "clusterNetwork": "cluster",
+        "cniDir": dir.path().join("cni"), "binDir": dir.path().join("bin")});
+    for (k, v) in extra.as_object().unwrap() {
+        c[k] = v.clone();
+    }
+    let config = DaemonConfig::from_slice(c.to_string().as_bytes(), Path::new("test")).unwrap();
+    let h = thick::start_with(config, None, Arc::new(cni_exec::ProcessExec::new())).unwrap();
+    (h, dir)
+}
+
+/// Stops the daemon before its temporary directory goes.
+struct StopFirst(Option<thick::DaemonHandle>, tempfile::TempDir);
+
+impl Drop for StopFirst {
+    fn drop(&mut self) {
+        if let Some(d) = self.0.take() {
+            d.stop();
+        }
+    }
+}
+
+/// Sends raw bytes to the socket; returns the status and the body.
+fn raw(sock: &Path, bytes: &[u8]) -> (u16, Vec<u8>) {
+    let mut s = UnixStream::connect(sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // The daemon may answer (and close) before reading everything.
+    let _ = s.write_all(bytes);
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    http::read_response(&s).unwrap()
+}
+
+fn get(sock: &Path, path: &str) -> (u16, String) {
+    let (s, b) = raw(
+        sock,
+        format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+    );
+    (s, String::from_utf8_lossy(&b).into_owned())
+}
+
+fn post_cni(sock: &Path, body: &[u8]) -> (u16, Value) {
+    let mut req = format!(
+        "POST /cni HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(body);
+    let (s, b) = raw(sock, &req);
+    (s, serde_json::from_slice(&b).unwrap_or(Value::Null))
+}
+
+fn scrape(addr: std::net::SocketAddr) -> String {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: text/plain\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+    assert!(
+        out.contains("Content-Type: text/plain; version=0.0.4"),
+        "{out}"
+    );
+    out.split_once("\r\n\r\n").unwrap().1.to_string()
+}
+
+fn counter(text: &str, handler: &str, code: u16) -> u64 {
+    let key = format!("multus_server_request_total{{handler=\"{handler}\",code=\"{code}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&key))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn bad_input_gets_an_error_and_the_daemon_keeps_serving() {
+    let (d, _dir) = in_process_daemon(json!({}));
+    let sock = d.socket().to_path_buf();
+    assert_eq!(
+        std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let cases: Vec<(&str, Vec<u8>, u16)> = vec![
+        ("garbage", b"\x00\x01garbage\r\n\r\n".to_vec(), 400),
+        (
+            "oversized",
+            format!(
+                "POST /cni HTTP/1.1\r\nContent-Length: {}\r\n\r\n{{",
+                64 << 20
+            )
+            .into_bytes(),
+            413,
+        ),
+        (
+            "not json",
+            b"POST /cni HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello".to_vec(),
+            400,
+        ),
+        (
+            "no such endpoint",
+            b"POST /nope HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}".to_vec(),
+            404,
+        ),
+        ("wrong method", b"GET /cni HTTP/1.1\r\n\r\n".to_vec(), 405),
+    ];
+    for (what, bytes, status) in cases {
+        let (s, body) = raw(&sock, &bytes);
+        assert_eq!(s, status, "{what}");
+        let e: Value = serde_json::from_slice(&body).unwrap_or_else(|_| panic!("{what}: {body:?}"));
+        assert!(
+            e["code"].as_u64().is_some() && e["msg"].as_str().is_some(),
+            "{what}: {e}"
+        );
+    }
+    // A well-formed envelope with an unknown command.
+    let mut r = CniRequest::default();
+    r.env.insert("CNI_COMMAND".into(), "EXPLODE".into());
+    r.config = br#"{"cniVersion":"1.0.0","name":"m","type":"multus-shim"}"#.to_vec();
+    let (s, e) = post_cni(&sock, &r.to_vec());
+    assert_eq!((s, e["code"].as_u64()), (400, Some(4)), "{e}");
+    assert!(e["msg"].as_str().unwrap().contains("EXPLODE"), "{e}");
+    // Missing variables and a broken config: the skel's own errors, as a
+    // plugin process would print them.
+    r.env.insert("CNI_COMMAND".into(), "ADD".into());
+    let (s, e) = post_cni(&sock, &r.to_vec());
+    assert_eq!((s, e["code"].as_u64()), (500, Some(4)), "{e}");
+    for (k, v) in [
+        ("CNI_CONTAINERID", "c1"),
+        ("CNI_NETNS", "/run/netns/none"),
+        ("CNI_IFNAME", "eth0"),
+        ("CNI_PATH", "/nonexistent"),
+    ] {
+        r.env.insert(k.into(), v.into());
+    }
+    r.config = b"{not json".to_vec();
+    let (s, e) = post_cni(&sock, &r.to_vec());
+    assert_eq!((s, e["code"].as_u64()), (500, Some(6)), "{e}");
+    // VERSION is served like a plugin's.
+    r.env.insert("CNI_COMMAND".into(), "VERSION".into());
+    r.config = br#"{"cniVersion":"1.0.0"}"#.to_vec();
+    let (s, v) = post_cni(&sock, &r.to_vec());
+    assert_eq!(s, 200, "{v}");
+    assert!(
+        v["result"]["supportedVersions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x == "1.1.0"),
+        "{v}"
+    );
+    // A client that connects and leaves.
+    drop(UnixStream::connect(&sock).unwrap());
+    // Still serving.
+    assert_eq!(get(&sock, "/healthz"), (200, "ok".to_string()));
+    let m = d.metrics();
+    assert_eq!(m.request_count("invalid", 400), 1);
+    assert_eq!(m.request_count("invalid", 413), 1);
+    assert_eq!(m.request_count("cni", 400), 2);
+    d.stop();
+    assert!(!sock.exists());
+}
+
+#[test]
+fn health_readiness_and_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let indicator = dir.path().join("ready");
+    let (d, _d2) = in_process_daemon(json!({"readinessindicatorfile": indicator}));
+    let _d2 = StopFirst(Some(d), _d2);
+    let d = _d2.0.as_ref().unwrap();
+    let sock = d.socket().to_path_buf();
+    let addr = d.metrics_addr().unwrap();
+    assert!(addr.ip().is_loopback());
+
+    assert_eq!(get(&sock, "/healthz"), (200, "ok".to_string()));
+    assert_eq!(get(&sock, "/readyz").0, 503);
+    std::fs::write(&indicator, "").unwrap();
+    assert_eq!(get(&sock, "/readyz"), (200, "ok".to_string()));
+
+    let before = scrape(addr);
+    assert!(
+        before.contains("# TYPE multus_server_request_total counter"),
+        "{before}"
+    );
+    assert_eq!(counter(&before, "healthz", 200), 1);
+    assert_eq!(counter(&before, "readyz", 503), 1);
+    // A STATUS through the socket (it fails: no cluster network file), then
+    // the counters and the STATUS histogram move.
+    let mut r = CniRequest::default();
+    r.env.insert("CNI_COMMAND".into(), "STATUS".into());
+    r.env.insert("CNI_PATH".into(), "/nonexistent".into());
+    r.config = br#"{"cniVersion":"1.1.0","name":"m","type":"multus-shim"}"#.to_vec();
+    let (s, e) = post_cni(&sock, &r.to_vec());
+    assert_eq!(s, 500, "{e}");
+    get(&sock, "/healthz");
+    let after = scrape(addr);
+    assert_eq!(counter(&after, "healthz", 200), 2);
+    assert_eq!(counter(&after, "cni", 500), 1);
+    assert!(after.contains("# TYPE multus_server_cni_request_duration_seconds histogram"));
+    assert!(
+        after.contains(
+            "multus_server_cni_request_duration_seconds_bucket{command=\"STATUS\",le=\"+Inf\"} 1\n"
+        ),
+        "{after}"
+    );
+    assert!(
+        after.contains("multus_server_cni_request_duration_seconds_count{command=\"STATUS\"} 1\n"),
+        "{after}"
+    );
+    // Every sample line is `name{labels} value` with a numeric value.
+    for l in after.lines().filter(|l| !l.starts_with('#')) {
+        let v = l.rsplit_once(' ').unwrap().1;
+        assert!(v.parse::<f64>().is_ok(), "{l}");
+    }
+}
+
+fn wait_for(what: &str, f: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn auto_configuration_follows_the_primary() {
+    let net = tempfile::tempdir().unwrap();
+    let indicator = net.path().join("indicator");
+    let (d, dir) = in_process_daemon(
+        json!({"multusConfigFile": "auto", "cniConfigDir": net.path(),
+        "readinessindicatorfile": indicator}),
+    );
+    let guard = StopFirst(Some(d), dir);
+    let (d, dir) = (guard.0.as_ref().unwrap(), &guard.1);
+    let sock = d.socket().to_path_buf();
+    let out = net.path().join("00-multus.conf");
+    let primary = net.path().join("10-flannel.conflist");
+    // Not multus's own: a stale multus file is skipped as a primary.
+    std::fs::write(
+        net.path().join("05-old-multus.conf"),
+        r#"{"cniVersion":"0.3.1","name":"x","type":"multus"}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        &primary,
+        r#"{"cniVersion":"0.3.1","name":"cbr0","plugins":[{"type":"flannel","delegate":{"isDefaultGateway":true}},{"type":"portmap","capabilities":{"portMappings":true}}]}"#,
+    )
+    .unwrap();
+    // Not ready: no configuration yet.
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(!out.exists());
+    assert_eq!(get(&sock, "/readyz").0, 503);
+    std::fs::write(&indicator, "").unwrap();
+    wait_for("00-multus.conf", || out.exists());
+    let read = || -> Value {
+        serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap_or(Value::Null)
+    };
+    let c = read();
+    assert_eq!(c["cniVersion"], "0.3.1", "{c}");
+    assert_eq!(c["type"], "multus-shim");
+    assert_eq!(c["clusterNetwork"], json!(primary));
+    assert_eq!(c["socketDir"], json!(dir.path().join("sock")));
+    assert_eq!(c["capabilities"], json!({"portMappings": true}));
+    assert_eq!(c["readinessindicatorfile"], json!(indicator));
+    assert_eq!(c["cniDir"], json!(dir.path().join("cni")));
+    assert_eq!(
+        std::fs::metadata(&out).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    wait_for("ready", || get(&sock, "/readyz").0 == 200);
+
+    // A new primary version: regenerated.
+    std::fs::write(
+        &primary,
+        r#"{"cniVersion":"1.0.0","name":"cbr0","plugins":[{"type":"flannel"}]}"#,
+    )
+    .unwrap();
+    wait_for("regeneration", || read()["cniVersion"] == "1.0.0");
+    assert!(read().get("capabilities").is_none());
+    // An earlier file in CNI order becomes the primary.
+    let earlier = net.path().join("08-calico.conf");
+    std::fs::write(
+        &earlier,
+        r#"{"cniVersion":"0.4.0","name":"k8s-pod-network","type":"calico"}"#,
+    )
+    .unwrap();
+    wait_for("switch to 08-calico.conf", || {
+        read()["clusterNetwork"] == json!(earlier)
+    });
+    assert_eq!(read()["cniVersion"], "0.4.0");
+    // The primaries go away: no broken file left behind, not ready.
+    std::fs::remove_file(&earlier).unwrap();
+    std::fs::remove_file(&primary).unwrap();
+    wait_for("removal", || !out.exists());
+    assert_eq!(get(&sock, "/readyz").0, 503);
+    // No temporary files either.
+    let left: Vec<String> = std::fs::read_dir(net.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(left.iter().all(|n| !n.ends_with(".tmp")), "{left:?}");
+}
+
+/// Per-pod ADD through shim + daemon vs the thin plugin, both with the API
+/// test server and 3 Go bridge delegates; medians of 15.
+/// `MULTUS_BIN_DIR=target/release cargo test -p cni-plugins --test plugins multus_thick:: -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn measure_add_shim_daemon_vs_thin() {
+    if !can_run() {
+        return;
+    }
+    let env = setup();
+    let _daemon = env.start_daemon();
+    env.server.add_pod(
+        "ns1",
+        "m",
+        "uid-m",
+        &[("k8s.v1.cni.cncf.io/networks", "net-a,net-b")],
+    );
+    let (mut thick_t, mut thin_t) = (Vec::new(), Vec::new());
+    for i in 0..15 {
+        let cid = format!("m{i}");
+        let (ok, out, took) = env.shim("ADD", &cid, "m");
+        assert!(ok, "{out}");
+        thick_t.push(took);
+        assert!(env.shim("DEL", &cid, "m").0);
+        let (ok, out, took) = env.thin("ADD", &cid, "m");
+        assert!(ok, "{out}");
+        thin_t.push(took);
+        assert!(env.thin("DEL", &cid, "m").0);
+    }
+    thick_t.sort();
+    thin_t.sort();
+    eprintln!(
+        "per-pod ADD median: shim + daemon {:?} (min {:?}); thin plugin {:?} (min {:?})",
+        thick_t[7], thick_t[0], thin_t[7], thin_t[0]
+    );
+}
+
+/// `chrootDir`: delegates are found under the root and run chrooted
+/// (root "/" runs the real Go plugin; a root without its dynamic loader
+/// fails with the plugin error, not a panic or a hang).
+#[test]
+fn chrooted_delegates() {
+    use cni_exec::Exec;
+    use cni_plugins::multus::thick::chroot::ChrootExec;
+    if !can_run() {
+        return;
+    }
+    let e = ChrootExec::new("/");
+    let p = e
+        .find_plugin("bridge", &[PathBuf::from(GO_PLUGINS)])
+        .unwrap();
+    let v = cni_exec::invoke::get_version_info(&e, &p).unwrap();
+    assert!(v.supported_versions.iter().any(|v| v == "1.0.0"), "{v:?}");
+
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("opt/cni/bin")).unwrap();
+    std::fs::copy(
+        Path::new(GO_PLUGINS).join("bridge"),
+        root.path().join("opt/cni/bin/bridge"),
+    )
+    .unwrap();
+    let e = ChrootExec::new(root.path());
+    let p = e
+        .find_plugin("bridge", &[PathBuf::from("/opt/cni/bin")])
+        .unwrap();
+    assert_eq!(p, Path::new("/opt/cni/bin/bridge"));
+    let err = cni_exec::invoke::get_version_info(&e, &p).unwrap_err();
+    assert!(!err.to_string().is_empty());
+}
