@@ -30,8 +30,7 @@ fn has_route(routes: &[serde_json::Value], dst: &str, gw: Option<&str>) -> bool 
 
 #[test]
 fn extra_routes_under_cnitool() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipping: needs root");
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let cnitool = bin_dir().join("cnitool");

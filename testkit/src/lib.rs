@@ -6,6 +6,8 @@
 //!   every claimed version, error replies, STATUS and GC) inside network
 //!   namespaces it creates and removes itself; the `cni-conformance` binary
 //!   is its command line.
+//! * [`premise`]: one rule for tests that need root or a kernel feature
+//!   (fail, or `SKIP` under `CNI_TEST_ALLOW_SKIP=1`).
 //! * `KubeApiServer` (feature `kube-server`, off by default) is a small
 //!   Kubernetes API server over HTTPS for multus tests.
 //!
@@ -36,6 +38,7 @@ pub mod conformance;
 mod error;
 #[cfg(feature = "kube-server")]
 mod kube_server;
+pub mod premise;
 
 pub use error::Error;
 #[cfg(feature = "kube-server")]

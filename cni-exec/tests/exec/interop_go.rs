@@ -20,14 +20,14 @@ use serde_json::{json, Value};
 const GO_PLUGINS: &str = "/usr/lib/cni";
 
 fn usable() -> bool {
-    let root = nix::unistd::Uid::effective().is_root();
+    let root = cni_testkit::premise::is_root();
     let plugins = ["bridge", "host-local", "portmap"]
         .iter()
         .all(|p| Path::new(GO_PLUGINS).join(p).is_file());
-    if !(root && plugins) {
-        eprintln!("skipping: needs root and the Go plugins in {GO_PLUGINS}");
-    }
-    root && plugins
+    cni_testkit::premise::require(
+        root && plugins,
+        &format!("needs root and the Go plugins in {GO_PLUGINS}"),
+    )
 }
 
 fn suffix() -> String {

@@ -16,12 +16,7 @@ const GO_HOST_LOCAL: &str = "/usr/lib/cni/host-local";
 
 fn go_binary() -> Option<PathBuf> {
     let p = PathBuf::from(GO_HOST_LOCAL);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!("skipping: {GO_HOST_LOCAL} not installed");
-        None
-    }
+    cni_testkit::premise::require(p.exists(), &format!("needs {GO_HOST_LOCAL}")).then_some(p)
 }
 
 /// Runs the Go plugin; Ok(stdout JSON) on exit 0, Err(error JSON) otherwise.

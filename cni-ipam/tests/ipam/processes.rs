@@ -51,7 +51,7 @@ fn spawn_child(dir: &Path, prefix: &str, count: usize, churn: bool) -> Child {
     Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "child_allocator",
+            "processes::child_allocator",
             "--nocapture",
             "--test-threads=1",
         ])

@@ -422,7 +422,7 @@ fn exec_cost_of_one_add_and_del() {
         let st = std::process::Command::new(&exe)
             .args([
                 "--exact",
-                "exec_child_one_port_mapping_call",
+                "firewall_native::exec_child_one_port_mapping_call",
                 "--ignored",
                 "--quiet",
             ])

@@ -27,8 +27,7 @@ fn conf(version: &str, topo: &Topo, limits: Value) -> Value {
 }
 
 fn skip() -> bool {
-    if !is_root() {
-        eprintln!("skipped: needs root");
+    if !cni_testkit::premise::require(is_root(), "needs root") {
         return true;
     }
     false
@@ -108,7 +107,7 @@ fn state(topo: &Topo) -> Value {
 #[test]
 fn differential_against_go() {
     let Some(go) = go_bin("bandwidth") else {
-        eprintln!("skipped: no Go bandwidth");
+        cni_testkit::premise::require(false, "needs the Go bandwidth plugin");
         return;
     };
     if skip() {

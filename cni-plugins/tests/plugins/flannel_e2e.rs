@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::nodenet::{is_root, suffix, tcp_get, workspace_bin, Ns, PluginDir, TcpServer};
+use crate::nodenet::{suffix, tcp_get, workspace_bin, Ns, PluginDir, TcpServer};
 use serde_json::Value;
 
 const SUBNET_ENV: &str =
@@ -320,7 +320,7 @@ fn run(s: Scenario) {
 #[test]
 #[ignore = "uses /run/flannel/subnet.env and the default data dirs: run alone with --ignored --test-threads=1"]
 fn default_conflist_at_default_paths() {
-    if !is_root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let _dirs = DefaultDirsSnapshot::take();
@@ -337,7 +337,7 @@ fn default_conflist_at_default_paths() {
 
 #[test]
 fn custom_paths_in_parallel() {
-    if !is_root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -16,15 +16,10 @@ use serde_json::{json, Value};
 /// Root and the Go plugins are this file's premise: without them a test
 /// fails, unless `CNI_TEST_ALLOW_SKIP=1` (then it says SKIP and passes).
 fn premise() -> bool {
-    if usable() {
-        return true;
-    }
-    assert!(
-        std::env::var("CNI_TEST_ALLOW_SKIP").as_deref() == Ok("1"),
-        "needs root and the Go plugins in {GO_PLUGINS} (set CNI_TEST_ALLOW_SKIP=1 to skip)"
-    );
-    eprintln!("SKIP: needs root and the Go plugins in {GO_PLUGINS}");
-    false
+    cni_testkit::premise::require(
+        usable(),
+        &format!("needs root and the Go plugins in {GO_PLUGINS}"),
+    )
 }
 
 fn ours(name: &str) -> PathBuf {
@@ -875,15 +870,10 @@ fn walk(mut buf: &[u8], path: &mut Vec<u16>, out: &mut Vec<(Vec<u16>, Vec<u8>)>)
 }
 
 fn strace_premise() -> bool {
-    if Path::new("/usr/bin/strace").exists() {
-        return true;
-    }
-    assert!(
-        std::env::var("CNI_TEST_ALLOW_SKIP").as_deref() == Ok("1"),
-        "needs strace (Debian package strace) to see Go's netlink requests"
-    );
-    eprintln!("SKIP: needs strace");
-    false
+    cni_testkit::premise::require(
+        Path::new("/usr/bin/strace").exists(),
+        "needs strace (Debian package strace) to see Go's netlink requests",
+    )
 }
 
 #[test]

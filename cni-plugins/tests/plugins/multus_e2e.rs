@@ -19,19 +19,14 @@ fn can_run() -> bool {
     let root = unsafe_free_is_root();
     let plugins = Path::new(GO_PLUGINS).join("bridge").exists()
         && Path::new(GO_PLUGINS).join("host-local").exists();
-    if !(root && plugins) {
-        eprintln!("skipping: needs root and {GO_PLUGINS}/{{bridge,host-local}}");
-    }
-    root && plugins
+    cni_testkit::premise::require(
+        root && plugins,
+        &format!("needs root and {GO_PLUGINS}/{{bridge,host-local}}"),
+    )
 }
 
 fn unsafe_free_is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
+    cni_testkit::premise::is_root()
 }
 
 /// The binary under test: `MULTUS_BIN` (e.g. a release build) or this

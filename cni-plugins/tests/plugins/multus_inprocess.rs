@@ -77,18 +77,12 @@ impl Plugin for Fake {
 }
 
 fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
+    cni_testkit::premise::is_root()
 }
 
 #[test]
 fn embedded_multus_with_in_process_delegates() {
-    if !is_root() {
-        eprintln!("skipping: needs root");
+    if !cni_testkit::premise::require(is_root(), "needs root") {
         return;
     }
     let pod_ns = cni_netns::OwnedNetns::new("mip").unwrap();

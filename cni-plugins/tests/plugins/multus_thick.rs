@@ -22,12 +22,7 @@ use serde_json::{json, Value};
 const GO_PLUGINS: &str = "/usr/lib/cni";
 
 fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
+    cni_testkit::premise::is_root()
 }
 
 /// A binary under test: from `MULTUS_BIN_DIR` (e.g. a release build) when
@@ -41,11 +36,10 @@ fn bin(name: &str, built: &str) -> String {
 fn can_run() -> bool {
     let plugins = Path::new(GO_PLUGINS).join("bridge").exists()
         && Path::new(GO_PLUGINS).join("host-local").exists();
-    let ok = is_root() && plugins;
-    if !ok {
-        eprintln!("skipping: needs root and {GO_PLUGINS}/{{bridge,host-local}}");
-    }
-    ok
+    cni_testkit::premise::require(
+        is_root() && plugins,
+        &format!("needs root and {GO_PLUGINS}/{{bridge,host-local}}"),
+    )
 }
 
 fn suffix() -> String {

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::nodenet::{is_root, Ns};
+use crate::nodenet::Ns;
 
 const SAMPLES: usize = 31;
 
@@ -103,7 +103,7 @@ impl Case {
 #[test]
 #[ignore = "benchmark: run explicitly with --ignored --nocapture"]
 fn portmap_add_del_vs_go() {
-    if !is_root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let ours: &'static Path = Path::new(env!("CARGO_BIN_EXE_portmap"));

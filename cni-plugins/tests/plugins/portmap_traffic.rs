@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::nodenet::{is_root, tcp_get, udp_bind, udp_recv, wait_until, Ns, TcpServer};
+use crate::nodenet::{tcp_get, udp_bind, udp_recv, wait_until, Ns, TcpServer};
 use cni_exec::{dispatch, Env};
 use cni_plugins::portmap::Portmap;
 
@@ -123,7 +123,7 @@ fn owned_rules(node: &Ns, cid: &str) -> usize {
 
 #[test]
 fn tcp_from_other_host_node_localhost_bridge_and_hairpin() {
-    if !is_root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let n = Node::new();
@@ -177,7 +177,7 @@ fn tcp_from_other_host_node_localhost_bridge_and_hairpin() {
 
 #[test]
 fn host_ip_limits_the_mapping_and_snat_off_skips_localhost() {
-    if !is_root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let n = Node::new();
@@ -203,7 +203,7 @@ fn host_ip_limits_the_mapping_and_snat_off_skips_localhost() {
 
 #[test]
 fn no_mappings_means_no_work() {
-    if !is_root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let n = Node::new();
@@ -231,7 +231,7 @@ fn no_mappings_means_no_work() {
 
 #[test]
 fn gc_removes_only_attachments_not_valid() {
-    if !is_root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let n = Node::new();
@@ -274,7 +274,7 @@ fn gc_removes_only_attachments_not_valid() {
 /// reach the new pod.
 #[test]
 fn udp_reaches_the_replacement_pod() {
-    if !is_root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let n = Node::new();
@@ -321,7 +321,7 @@ fn udp_reaches_the_replacement_pod() {
 
 #[test]
 fn ipv6_from_other_host_node_and_hairpin() {
-    if !is_root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let n = Node::new();
@@ -385,7 +385,7 @@ fn ipv6_from_other_host_node_and_hairpin() {
 
 #[test]
 fn conditions_and_masq_all() {
-    if !is_root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let n = Node::new();

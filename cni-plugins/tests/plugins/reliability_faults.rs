@@ -537,8 +537,7 @@ fn multus_chain() -> Chain {
 }
 
 fn run(make: fn() -> Chain, kills: usize) {
-    if !is_root() {
-        eprintln!("skipping: needs root");
+    if !cni_testkit::premise::require(is_root(), "needs root") {
         return;
     }
     let chain = make();
@@ -585,7 +584,7 @@ fn full_multus_two_delegates() {
 /// up in every one of them.
 #[test]
 fn oracles_see_an_attachment_left_behind() {
-    if !is_root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let chain = bridge_chain();
@@ -621,7 +620,7 @@ fn oracles_see_an_attachment_left_behind() {
 /// only them.
 #[test]
 fn del_removes_temp_files_of_killed_writers() {
-    if !is_root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     for make in [flannel_chain as fn() -> Chain, multus_chain] {

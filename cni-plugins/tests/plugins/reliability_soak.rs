@@ -38,7 +38,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::nodenet::{is_root, sh_ok, suffix, Ns};
+use crate::nodenet::{sh_ok, suffix, Ns};
 use cni_exec::{CniConfig, ProcessExec, RuntimeConf, StderrSink};
 use cni_testkit::KubeApiServer;
 use cni_types::NetworkConfigList;
@@ -59,10 +59,7 @@ fn env_usize(key: &str, default: usize) -> usize {
 }
 
 fn can_run() -> bool {
-    if !is_root() {
-        eprintln!("skipped: needs root");
-    }
-    is_root()
+    cni_testkit::premise::require_root()
 }
 
 // ---- measurements ----------------------------------------------------

@@ -189,8 +189,7 @@ fn ip_of(result: &Value) -> String {
 
 macro_rules! need_root {
     () => {
-        if !is_root() {
-            eprintln!("skipping: needs root");
+        if !cni_testkit::premise::require(is_root(), "needs root") {
             return;
         }
     };

@@ -13,8 +13,7 @@ use serde_json::{json, Value};
 const OURS: &str = env!("CARGO_BIN_EXE_tuning");
 
 fn skip() -> bool {
-    if !is_root() {
-        eprintln!("skipped: needs root");
+    if !cni_testkit::premise::require(is_root(), "needs root") {
         return true;
     }
     false
@@ -115,10 +114,11 @@ fn backup_file(dir: &Path, cid: &str) -> Option<Value> {
 
 #[test]
 fn differential_against_go() {
-    let Some(go) = go_bin("tuning") else {
-        eprintln!("skipped: no Go tuning");
+    let go = go_bin("tuning");
+    if !cni_testkit::premise::require(go.is_some(), "needs the Go tuning plugin") {
         return;
-    };
+    }
+    let Some(go) = go else { return };
     if skip() {
         return;
     }

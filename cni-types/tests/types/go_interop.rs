@@ -60,11 +60,10 @@ fn go_add(version: &str, dir: &Path) -> Vec<u8> {
 }
 
 fn have_go() -> bool {
-    if Path::new(GO_HOST_LOCAL).exists() {
-        return true;
-    }
-    eprintln!("skipping: {GO_HOST_LOCAL} missing (apt-get install containernetworking-plugins)");
-    false
+    cni_testkit::premise::require(
+        Path::new(GO_HOST_LOCAL).exists(),
+        &format!("needs {GO_HOST_LOCAL} (apt-get install containernetworking-plugins)"),
+    )
 }
 
 const GO_VERSIONS: [Version; 6] = [

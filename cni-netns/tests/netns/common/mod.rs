@@ -9,11 +9,7 @@ use serde_json::Value;
 
 /// Returns false (and says why on stderr) when the test cannot run here.
 pub(crate) fn root() -> bool {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root to create network namespaces");
-        return false;
-    }
-    true
+    cni_testkit::premise::require_root()
 }
 
 /// A fresh namespace with a unique name, deleted on drop, and a handle in it.

@@ -15,15 +15,14 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
+    cni_testkit::premise::is_root()
 }
 
 /// Skips (returns true) when not root, so `cargo test` as a user still
 /// passes; without an `nft` binary it checks the clean error path instead
 /// and skips the rest.
 pub fn skip_unless_root() -> bool {
-    if !is_root() {
-        eprintln!("skipped: needs root");
+    if !cni_testkit::premise::require(is_root(), "needs root") {
         return true;
     }
     if !have("nft") {
@@ -35,8 +34,7 @@ pub fn skip_unless_root() -> bool {
         )
         .unwrap_err();
         assert!(matches!(e, cni_netns::Error::NftSpawn { .. }), "{e}");
-        eprintln!("skipped: no nft binary (checked the error path)");
-        return true;
+        return !cni_testkit::premise::require(false, "needs nft (the error path was checked)");
     }
     false
 }

@@ -16,17 +16,12 @@ pub(crate) const GO_PLUGINS: &str = "/usr/lib/cni";
 /// False (with the reason on stderr) when the test cannot run here: it
 /// needs root and the Go plugins.
 pub(crate) fn usable() -> bool {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false);
+    let root = cni_testkit::premise::is_root();
     let go = Path::new(GO_PLUGINS).join("host-local").is_file();
-    if !(root && go) {
-        eprintln!("skipped: needs root and the Go plugins in {GO_PLUGINS}");
-    }
-    root && go
+    cni_testkit::premise::require(
+        root && go,
+        &format!("needs root and the Go plugins in {GO_PLUGINS}"),
+    )
 }
 
 /// Six random hex digits.

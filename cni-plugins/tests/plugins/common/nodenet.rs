@@ -28,14 +28,7 @@ pub fn suffix() -> String {
 
 /// Whether the tests that need root can run.
 pub fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
+    cni_testkit::premise::is_root()
 }
 
 /// Runs a command, returns its output.

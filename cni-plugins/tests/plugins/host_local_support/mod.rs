@@ -22,12 +22,7 @@ pub const GO_STATIC: &str = "/usr/lib/cni/static";
 /// The Go binary, or `None` (with a note) when it is not installed.
 pub fn go(path: &str) -> Option<PathBuf> {
     let p = PathBuf::from(path);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!("skipping: {path} not installed");
-        None
-    }
+    cni_testkit::premise::require(p.exists(), &format!("needs {path}")).then_some(p)
 }
 
 /// One plugin invocation's outcome.

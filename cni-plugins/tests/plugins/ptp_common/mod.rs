@@ -16,20 +16,11 @@ use serde_json::{json, Value};
 pub(crate) const GO_DIR: &str = "/usr/lib/cni";
 
 pub(crate) fn root() -> bool {
-    let ok = nix_is_root();
-    if !ok {
-        eprintln!("skipped: needs root");
-    }
-    ok
+    cni_testkit::premise::require(nix_is_root(), "needs root")
 }
 
 fn nix_is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
+    cni_testkit::premise::is_root()
 }
 
 /// Which implementation runs.
@@ -53,11 +44,10 @@ pub(crate) fn plugin_path(imp: Impl, plugin: &str) -> PathBuf {
 }
 
 pub(crate) fn have_go(plugin: &str) -> bool {
-    let ok = Path::new(GO_DIR).join(plugin).exists();
-    if !ok {
-        eprintln!("skipped: no Go reference {GO_DIR}/{plugin}");
-    }
-    ok
+    cni_testkit::premise::require(
+        Path::new(GO_DIR).join(plugin).exists(),
+        &format!("needs the Go reference {GO_DIR}/{plugin}"),
+    )
 }
 
 /// The outcome of one plugin run.

@@ -14,14 +14,7 @@ use serde_json::Value;
 /// Whether the test can establish its premise (root, the Go plugins, the
 /// tools); otherwise it fails, or prints SKIP when `CNI_TEST_ALLOW_SKIP=1`.
 pub(crate) fn premise(what: &str, ok: bool) -> bool {
-    if ok {
-        return true;
-    }
-    if std::env::var("CNI_TEST_ALLOW_SKIP").as_deref() == Ok("1") {
-        eprintln!("SKIP: {what}");
-        return false;
-    }
-    panic!("premise not met: {what} (set CNI_TEST_ALLOW_SKIP=1 to skip)");
+    cni_testkit::premise::require(ok, what)
 }
 
 /// Root and the Go reference plugin `name`.

@@ -19,8 +19,7 @@ pub fn go_bin(name: &str) -> Option<String> {
 }
 
 pub fn is_root() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+    cni_testkit::premise::is_root()
 }
 
 /// Runs a command, panicking with its stderr on failure; returns stdout.
