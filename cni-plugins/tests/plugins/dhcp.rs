@@ -22,17 +22,12 @@ const OUR_BRIDGE: &str = env!("CARGO_BIN_EXE_bridge");
 const OUR_MACVLAN: &str = env!("CARGO_BIN_EXE_macvlan");
 const SERVER_IP: &str = "10.99.0.1";
 
-/// True when the test can run; a missing premise fails the test unless
-/// `CNI_TEST_ALLOW_SKIP=1`, which prints `SKIP: reason` instead.
+/// True when the test can run: root, dnsmasq, and with `go` the Go dhcp
+/// plugin ([`cni_testkit::premise`]: a missing one fails the test unless
+/// `CNI_TEST_ALLOW_SKIP=1`, which prints SKIP instead).
 fn premise(go: bool) -> bool {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false);
     let mut missing = Vec::new();
-    if !root {
+    if !cni_testkit::premise::is_root() {
         missing.push("root".to_owned());
     }
     if which("dnsmasq").is_none() {
@@ -41,15 +36,7 @@ fn premise(go: bool) -> bool {
     if go && !Path::new(GO_PLUGINS).join("dhcp").is_file() {
         missing.push(format!("{GO_PLUGINS}/dhcp (containernetworking-plugins)"));
     }
-    if missing.is_empty() {
-        return true;
-    }
-    let reason = format!("needs {}", missing.join(", "));
-    if std::env::var("CNI_TEST_ALLOW_SKIP").as_deref() == Ok("1") {
-        eprintln!("SKIP: {reason}");
-        return false;
-    }
-    panic!("{reason} (set CNI_TEST_ALLOW_SKIP=1 to skip)");
+    cni_testkit::premise::require(missing.is_empty(), &format!("needs {}", missing.join(", ")))
 }
 
 fn which(prog: &str) -> Option<PathBuf> {
