@@ -93,13 +93,15 @@ impl Plugin for Bridge {
         let id = attachment(req);
         let mut undo = Undo::new();
         // setupBridge, GetNS, setupVeth; the IPAM plugin's ADD runs
-        // meanwhile (see `ipam::add_while`).
+        // meanwhile, or after them when it uses the pod link (dhcp; see
+        // `ipam::add_while`).
         let (connected, ipam) = ipam::add_while(req, &mut undo, || connect(req, &conf));
         let (host, bridge, pod, host_veth) = connected?;
         // Bound again after the handles, so that its steps may borrow them.
         let mut undo = undo;
-        // Deleting the pod end deletes the pair.
-        undo.push(|| pod.delete_link_by_name(&req.ifname));
+        // Deleting the pod end deletes the pair; last, after the IPAM DEL
+        // (dhcp releases over this link).
+        undo.push_last(|| pod.delete_link_by_name(&req.ifname));
         let ipam = ipam?;
         // As Go's SetupVeth: our routes, not router advertisements'; IPv6
         // may be off, which Go ignores too.
