@@ -626,9 +626,11 @@ fn two_runtimes_race_on_one_network_without_duplicates_or_leaks() {
     assert_eq!(nft_leftovers(&node, &[&network]), Vec::<String>::new());
     assert_eq!(files_under(&cache), Vec::<PathBuf>::new());
     // This process's descriptors came back (threads and pipes of every
-    // plugin call closed).
+    // plugin call closed). The process is shared with the binary's other
+    // tests, whose descriptors come and go: a leak per cycle would add
+    // hundreds.
     assert!(
-        fds_after <= fds_before + 2,
+        fds_after <= fds_before + 32,
         "fds before {fds_before}, after {fds_after}"
     );
 }
@@ -874,8 +876,11 @@ fn multus_daemon_serves_many_cycles_with_flat_rss_and_fds() {
             s.daemon_fds.abs_diff(warm.daemon_fds) <= 2,
             "daemon fds: {warm:?} -> {s:?}"
         );
+        // The runtime side is this test process, shared with the other
+        // tests of the binary: their descriptors come and go. A leak of one
+        // per cycle would add hundreds; allow the others' noise.
         assert!(
-            s.runtime_fds.abs_diff(warm.runtime_fds) <= 2,
+            s.runtime_fds <= warm.runtime_fds + 32,
             "runtime fds: {warm:?} -> {s:?}"
         );
         assert!(
