@@ -99,13 +99,15 @@ impl Plugin for Bridge {
         let id = attachment(req);
         let mut undo = Undo::new();
         // setupBridge, GetNS, setupVeth; the IPAM plugin's ADD runs
-        // meanwhile (see `ipam::add_while`).
+        // meanwhile, or after them when it uses the pod link (dhcp; see
+        // `ipam::add_while`).
         let (connected, ipam) = ipam::add_while(req, &mut undo, || connect(req, &conf));
         let (host, bridge, pod, host_veth) = connected?;
         // Bound again after the handles, so that its steps may borrow them.
         let mut undo = undo;
-        // Deleting the pod end deletes the pair.
-        undo.push(|| pod.delete_link_by_name(&req.ifname));
+        // Deleting the pod end deletes the pair; last, after the IPAM DEL
+        // (dhcp releases over this link).
+        undo.push_last(|| pod.delete_link_by_name(&req.ifname));
         let ipam = ipam?;
         // As Go's SetupVeth: our routes, not router advertisements'; IPv6
         // may be off, which Go ignores too.
@@ -184,7 +186,7 @@ impl Plugin for Bridge {
         };
         // Rules go before the address is released, so a new pod given the
         // same address never has its rules removed by this DEL.
-        iface::delete_pod_link_while(pod.as_ref(), &req.ifname, || {
+        iface::delete_pod_link_while(pod.as_ref(), req, || {
             if conf.mac_spoof_chk {
                 // As Go: a spoof check teardown failure does not fail DEL.
                 if let Err(e) = self.firewall.delete_owned(RuleKind::MacSpoofCheck, &id) {

@@ -147,7 +147,7 @@ impl Plugin for Ptp {
         // their owner whether or not the pod's addresses can still be
         // read, go before the addresses are released, so that a new pod
         // given one never loses its rules.
-        iface::delete_pod_link_while(pod.as_ref(), &req.ifname, || {
+        iface::delete_pod_link_while(pod.as_ref(), req, || {
             if conf.ip_masq {
                 self.firewall
                     .delete_owned(RuleKind::Masquerade, &attachment(req))?;
