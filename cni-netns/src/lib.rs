@@ -84,14 +84,12 @@
 mod addr;
 mod configure;
 pub mod conntrack;
-mod device;
 mod error;
 mod file_lock;
 pub mod firewall;
 mod handle;
 mod iptables;
 mod link;
-mod link_kinds;
 mod neigh;
 mod netlink;
 mod netns;
@@ -100,7 +98,6 @@ mod route;
 mod rule;
 pub mod sysctl;
 pub mod tc;
-mod tun;
 
 #[cfg(test)]
 mod tests;
@@ -111,7 +108,6 @@ use netlink_packet_route::AddressFamily;
 
 pub use addr::{Address, AddressOptions, DAD_POLL, DAD_TIMEOUT};
 pub use configure::configure_interface;
-pub use device::{IpvlanMode, IpvlanSpec, LinkDetails};
 pub use error::{Error, Result};
 pub use file_lock::FileLock;
 pub use handle::Handle;
@@ -119,16 +115,15 @@ pub use handle::Handle;
 pub use ipnetwork::IpNetwork;
 pub use iptables::Iptables;
 pub use link::{
-    BridgePortOptions, BridgeSpec, BridgeVlan, Link, MacAddr, MacvlanMode, MacvlanSpec, OperState,
-    VethSpec, VETH_NAME_ATTEMPTS,
+    free_vrf_table, BridgePortOptions, BridgeSpec, BridgeVlan, IpvlanMode, IpvlanSpec, Link,
+    LinkDetails, MacAddr, MacvlanMode, MacvlanSpec, OperState, TapSpec, VethSpec, VlanSpec, Vrf,
+    IFF_MULTI_QUEUE, IFF_NO_PI, IFF_TAP, IFF_VNET_HDR, VETH_NAME_ATTEMPTS, VLAN_ID_MAX,
 };
-pub use link_kinds::{free_vrf_table, VlanSpec, Vrf, VLAN_ID_MAX};
 pub use neigh::Neighbour;
 pub use netns::{Netns, OwnedNetns, NETNS_RUN_DIR};
 pub use nft_foreign::{NftForeignTable, NftListedRule};
 pub use route::{NextHop, Route, SCOPE_HOST, SCOPE_LINK, SCOPE_UNIVERSE, TABLE_MAIN};
 pub use rule::Rule;
-pub use tun::{TapSpec, IFF_MULTI_QUEUE, IFF_NO_PI, IFF_TAP, IFF_VNET_HDR};
 
 /// Which address family a listing covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
