@@ -14,7 +14,7 @@
 //! * [`firewall`] programs masquerade, port mappings and the bridge MAC
 //!   spoof check (nftables; see [below](#the-firewall)); [`conntrack`]
 //!   flushes stale UDP conntrack entries.
-//! * [`Rule`] routing policy rules (`ip rule`) on the same [`Handle`];
+//! * [`RoutingRule`] routing policy rules (`ip rule`) on the same [`Handle`];
 //!   [`FileLock`] an exclusive `flock`.
 //! * [`Iptables`] runs the system `iptables`/`ip6tables`, and
 //!   [`NftForeignTable`] puts rules of ours into an nftables table another
@@ -122,8 +122,8 @@ pub use link::{
 pub use neigh::Neighbour;
 pub use netns::{Netns, OwnedNetns, NETNS_RUN_DIR};
 pub use nft_foreign::{NftForeignTable, NftListedRule};
-pub use route::{NextHop, Route, SCOPE_HOST, SCOPE_LINK, SCOPE_UNIVERSE, TABLE_MAIN};
-pub use rule::Rule;
+pub use route::{KernelRoute, NextHop, SCOPE_HOST, SCOPE_LINK, SCOPE_UNIVERSE, TABLE_MAIN};
+pub use rule::RoutingRule;
 
 /// Which address family a listing covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

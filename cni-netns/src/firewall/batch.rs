@@ -4,7 +4,7 @@
 //! [`hostport`](super::hostport), [`macspoof`](super::macspoof)) define.
 //! Backends only encode these.
 
-use super::model::{AttachmentRules, Batch, Command, Element, RuleRef, Table, Value};
+use super::model::{AttachmentRules, Batch, Element, NftCommand, RuleRef, Table, Value};
 
 /// The batch creating the table's shared objects: the table, maps and fixed
 /// chains if missing, the fixed chains' rules rewritten (flush + add,
@@ -12,18 +12,18 @@ use super::model::{AttachmentRules, Batch, Command, Element, RuleRef, Table, Val
 /// validate the table, so this batch is only used when [`attach`]
 /// fails for lack of the shared objects.
 pub(crate) fn shared(table: &Table) -> Batch {
-    let mut commands = vec![Command::AddTable];
-    commands.extend(table.maps.iter().cloned().map(Command::AddMap));
+    let mut commands = vec![NftCommand::AddTable];
+    commands.extend(table.maps.iter().cloned().map(NftCommand::AddMap));
     for c in &table.chains {
-        commands.push(Command::AddChain {
+        commands.push(NftCommand::AddChain {
             name: c.name.clone(),
             base: c.base,
         });
     }
     for c in table.chains.iter().filter(|c| !c.rules.is_empty()) {
-        commands.push(Command::FlushChain(c.name.clone()));
+        commands.push(NftCommand::FlushChain(c.name.clone()));
         for r in &c.rules {
-            commands.push(Command::AddRule {
+            commands.push(NftCommand::AddRule {
                 chain: c.name.clone(),
                 rule: r.clone(),
             });
@@ -54,13 +54,13 @@ pub(crate) fn attach(table: &Table, rules: &AttachmentRules, exclusive: bool) ->
     let mut commands = Vec::new();
     if let Some(chain) = table.conditions_chain {
         for r in &rules.rules {
-            commands.push(Command::AddRule {
+            commands.push(NftCommand::AddRule {
                 chain: chain.to_owned(),
                 rule: r.clone(),
             });
         }
     }
-    commands.extend(rules.elements.iter().map(|e| Command::AddElement {
+    commands.extend(rules.elements.iter().map(|e| NftCommand::AddElement {
         element: e.clone(),
         exclusive,
     }));
@@ -91,13 +91,13 @@ pub(crate) fn remove(table: &Table, elements: &[(String, Vec<Value>)], rules: &[
         // A netlink attribute's length is 16 bits: a GC of many attachments
         // needs several messages per map.
         for chunk in keys.chunks(DELETE_CHUNK) {
-            commands.push(Command::DeleteElements {
+            commands.push(NftCommand::DeleteElements {
                 map: map.to_owned(),
                 keys: chunk.to_vec(),
             });
         }
     }
-    commands.extend(rules.iter().cloned().map(Command::DeleteRule));
+    commands.extend(rules.iter().cloned().map(NftCommand::DeleteRule));
     Batch {
         family: table.family,
         table: table.name,
@@ -119,10 +119,10 @@ pub(crate) fn delete(table: &Table, rules: &AttachmentRules, handles: &[RuleRef]
         .iter()
         .map(|e| (e.map.clone(), e.key.clone()))
         .collect();
-    let mut commands: Vec<Command> = rules
+    let mut commands: Vec<NftCommand> = rules
         .elements
         .iter()
-        .map(|e| Command::AddElement {
+        .map(|e| NftCommand::AddElement {
             element: e.clone(),
             exclusive: false,
         })
@@ -136,16 +136,16 @@ pub(crate) fn delete(table: &Table, rules: &AttachmentRules, handles: &[RuleRef]
 }
 
 /// The DEL of [`delete`] without deleting elements: they expire
-/// instead ([`Command::ExpireElements`]), so no RCU wait at socket close.
+/// instead ([`NftCommand::ExpireElements`]), so no RCU wait at socket close.
 pub(crate) fn expire(table: &Table, rules: &AttachmentRules, handles: &[RuleRef]) -> Batch {
     // One message per map: the kernel takes elements of one set per message.
     let mut maps: Vec<&str> = rules.elements.iter().map(|e| e.map.as_str()).collect();
     maps.sort_unstable();
     maps.dedup();
-    let mut commands: Vec<Command> = maps
+    let mut commands: Vec<NftCommand> = maps
         .into_iter()
         .map(|m| {
-            Command::ExpireElements(
+            NftCommand::ExpireElements(
                 rules
                     .elements
                     .iter()
@@ -221,31 +221,31 @@ mod tests {
         assert_eq!(
             b.commands,
             vec![
-                Command::AddElement {
+                NftCommand::AddElement {
                     element: r.elements[0].clone(),
                     exclusive: false
                 },
-                Command::AddElement {
+                NftCommand::AddElement {
                     element: r.elements[1].clone(),
                     exclusive: false
                 },
-                Command::AddElement {
+                NftCommand::AddElement {
                     element: r.elements[2].clone(),
                     exclusive: false
                 },
-                Command::DeleteElements {
+                NftCommand::DeleteElements {
                     map: OWNERS.into(),
                     keys: vec![r.elements[0].key.clone()]
                 },
-                Command::DeleteElements {
+                NftCommand::DeleteElements {
                     map: SC_ALLOWED.into(),
                     keys: vec![vec![Value::str("veth1"), Value::str("02:00:00:00:00:01")]]
                 },
-                Command::DeleteElements {
+                NftCommand::DeleteElements {
                     map: SC_PORTS.into(),
                     keys: vec![vec![Value::str("veth1")]]
                 },
-                Command::DeleteRule(handle),
+                NftCommand::DeleteRule(handle),
             ]
         );
         assert!(describe_keys(&r).contains("veth1"));
@@ -267,7 +267,7 @@ mod tests {
             .commands
             .iter()
             .map(|c| match c {
-                Command::DeleteElements { keys, .. } => keys.len(),
+                NftCommand::DeleteElements { keys, .. } => keys.len(),
                 _ => 0,
             })
             .sum();
@@ -279,7 +279,9 @@ mod tests {
         let b = shared(&hostport::table(DEFAULT_MASQ_MARK));
         assert!(!b
             .commands
-            .contains(&Command::FlushChain(hostport::CONDITIONS_CHAIN.into())));
-        assert!(b.commands.contains(&Command::FlushChain("dispatch".into())));
+            .contains(&NftCommand::FlushChain(hostport::CONDITIONS_CHAIN.into())));
+        assert!(b
+            .commands
+            .contains(&NftCommand::FlushChain("dispatch".into())));
     }
 }

@@ -14,7 +14,7 @@ use super::attachment::{anchored, owner_data, push_unique, OWNERS};
 use super::conditions::parse_conditions;
 use super::model::{
     const_net, ipx, map, match_eq, nfproto, prefix_part, AttachmentRules, BaseChain, Chain,
-    ChainType, CmpOp, Element, Expr, Family, Hook, KeyType, Rule, Stmt, Table, Value,
+    ChainType, CmpOp, Element, Expr, Hook, KeyType, NftFamily, NftRule, Stmt, Table, Value,
     PRIORITY_DSTNAT, PRIORITY_SRCNAT,
 };
 use super::{AttachmentId, FirewallOp, RuleKind};
@@ -57,7 +57,7 @@ impl std::str::FromStr for Protocol {
 
 /// One host port forwarded to a container port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct PortMapping {
+pub struct HostPortMapping {
     /// The port on the host.
     pub host_port: u16,
     /// The port in the container.
@@ -93,7 +93,7 @@ pub struct PortMappingSpec {
     /// The container's IPv6 address with prefix, if it has one.
     pub container_v6: Option<Ipv6Network>,
     /// The mappings; empty means there is nothing to do.
-    pub mappings: Vec<PortMapping>,
+    pub mappings: Vec<HostPortMapping>,
     /// Masquerade hairpin traffic (from the container's subnet) and
     /// localhost traffic (from 127.0.0.0/8) sent to the mapped ports.
     /// Default `true`.
@@ -211,7 +211,7 @@ pub(crate) fn table(masq_mark: u32) -> Table {
             hook,
             priority: PRIORITY_DSTNAT,
         }),
-        rules: vec![Rule::new(vec![
+        rules: vec![NftRule::new(vec![
             match_eq(Expr::FibDaddrType, Value::str("local")),
             Stmt::Jump("dispatch".into()),
         ])],
@@ -242,7 +242,7 @@ pub(crate) fn table(masq_mark: u32) -> Table {
             Vec::new()
         };
         let mark = Stmt::SetMarkBits(masq_mark);
-        let mut rules = vec![Rule::new(vec![
+        let mut rules = vec![NftRule::new(vec![
             Stmt::Lookup {
                 key: [vec![Expr::payload(ipx(v6), "saddr")], daddr.clone(), l4()].concat(),
                 map: masq.into(),
@@ -251,7 +251,7 @@ pub(crate) fn table(masq_mark: u32) -> Table {
             mark.clone(),
         ])];
         if !v6 {
-            rules.push(Rule::new(vec![
+            rules.push(NftRule::new(vec![
                 match_eq(
                     Expr::payload("ip", "saddr"),
                     Value::Prefix(const_net("127.0.0.0/8")),
@@ -275,22 +275,22 @@ pub(crate) fn table(masq_mark: u32) -> Table {
             negate: false,
         });
         all_rule.push(mark);
-        rules.push(Rule::new(all_rule));
-        rules.push(Rule::new(vec![Stmt::DnatMap {
+        rules.push(NftRule::new(all_rule));
+        rules.push(NftRule::new(vec![Stmt::DnatMap {
             v6,
             key: [daddr, l4()].concat(),
             map: dnat.into(),
         }]));
         rules
     };
-    let mut dispatch = vec![Rule::new(vec![Stmt::Jump(CONDITIONS_CHAIN.into())])];
+    let mut dispatch = vec![NftRule::new(vec![Stmt::Jump(CONDITIONS_CHAIN.into())])];
     for host_ip in [true, false] {
         for v6 in [false, true] {
             dispatch.extend(mark_and_dnat(v6, host_ip));
         }
     }
     Table {
-        family: Family::Inet,
+        family: NftFamily::Inet,
         name: TABLE,
         // Key : data types (A4, A6 addresses, P protocol, S port, M mark).
         maps: vec![
@@ -331,7 +331,7 @@ pub(crate) fn table(masq_mark: u32) -> Table {
                     hook: Hook::Postrouting,
                     priority: PRIORITY_SRCNAT,
                 }),
-                rules: vec![Rule::new(vec![
+                rules: vec![NftRule::new(vec![
                     Stmt::Match {
                         left: Expr::Ct("status".into()),
                         op: CmpOp::In,
@@ -402,7 +402,7 @@ pub(crate) fn elements(spec: &PortMappingSpec) -> Result<Option<AttachmentRules>
         comment: tag.clone(),
     };
     let mut elements: Vec<Element> = Vec::new();
-    let mut rules: Vec<Rule> = Vec::new();
+    let mut rules: Vec<NftRule> = Vec::new();
     for m in &spec.mappings {
         for &(v6, net, conds) in &families {
             let host_ip = match m.host_ip {
@@ -482,7 +482,7 @@ pub(crate) fn elements(spec: &PortMappingSpec) -> Result<Option<AttachmentRules>
                     Expr::payload(m.protocol.as_str(), "dport"),
                     Value::Num(m.host_port.into()),
                 ));
-                let pass = Rule {
+                let pass = NftRule {
                     stmts: [vec![nfproto(v6)], conds.to_vec(), select[1..].to_vec()]
                         .concat()
                         .into_iter()
@@ -490,7 +490,7 @@ pub(crate) fn elements(spec: &PortMappingSpec) -> Result<Option<AttachmentRules>
                         .collect(),
                     comment: tag.clone(),
                 };
-                let stop = Rule {
+                let stop = NftRule {
                     stmts: select.into_iter().chain([Stmt::Accept]).collect(),
                     comment: tag.clone(),
                 };
@@ -514,20 +514,20 @@ pub(crate) fn elements(spec: &PortMappingSpec) -> Result<Option<AttachmentRules>
 mod tests {
     use super::super::{batch, macspoof, masquerade, owner_id};
     use super::*;
-    use crate::firewall::model::Command;
+    use crate::firewall::model::NftCommand;
 
     fn pm_spec() -> PortMappingSpec {
         let mut spec = PortMappingSpec::new(AttachmentId::new("net", "cid", "eth0"));
         spec.container_v4 = Some("10.0.0.5/24".parse().unwrap());
         spec.container_v6 = Some("fd00::5/64".parse().unwrap());
         spec.mappings = vec![
-            PortMapping {
+            HostPortMapping {
                 host_port: 8080,
                 container_port: 80,
                 protocol: Protocol::Tcp,
                 host_ip: None,
             },
-            PortMapping {
+            HostPortMapping {
                 host_port: 53,
                 container_port: 5353,
                 protocol: Protocol::Udp,
@@ -718,7 +718,7 @@ mod tests {
         assert_eq!(keys(&r, HP_DNAT4).len(), 1);
         let b = batch::attach(&table(DEFAULT_MASQ_MARK), &r, true);
         assert!(
-            matches!(&b.commands[0], Command::AddRule { chain, .. } if chain == CONDITIONS_CHAIN)
+            matches!(&b.commands[0], NftCommand::AddRule { chain, .. } if chain == CONDITIONS_CHAIN)
         );
     }
 
@@ -747,7 +747,7 @@ mod tests {
     fn udp_host_ports_per_family() {
         let mut spec = PortMappingSpec::new(AttachmentId::new("n", "c", "eth0"));
         spec.container_v4 = Some("10.0.0.2/24".parse().unwrap());
-        let m = |port, protocol, host_ip: Option<&str>| PortMapping {
+        let m = |port, protocol, host_ip: Option<&str>| HostPortMapping {
             host_port: port,
             container_port: 1,
             protocol,

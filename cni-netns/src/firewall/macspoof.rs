@@ -7,8 +7,8 @@
 
 use super::attachment::{anchored, element, owner_data, OWNERS};
 use super::model::{
-    map, AttachmentRules, BaseChain, Chain, ChainType, Expr, Family, Hook, KeyType, Rule, Stmt,
-    Table, Value,
+    map, AttachmentRules, BaseChain, Chain, ChainType, Expr, Hook, KeyType, NftFamily, NftRule,
+    Stmt, Table, Value,
 };
 use super::AttachmentId;
 
@@ -36,7 +36,7 @@ pub(crate) const SC_ALLOWED: &str = "sc_allowed";
 pub(crate) fn table() -> Table {
     use KeyType::*;
     Table {
-        family: Family::Bridge,
+        family: NftFamily::Bridge,
         name: TABLE,
         maps: vec![
             map(OWNERS, &[Mark, Mark], &[Mark], false),
@@ -50,7 +50,7 @@ pub(crate) fn table() -> Table {
                 hook: Hook::Prerouting,
                 priority: -300,
             }),
-            rules: vec![Rule::new(vec![
+            rules: vec![NftRule::new(vec![
                 Stmt::Lookup {
                     key: vec![Expr::meta("iifname")],
                     map: SC_PORTS.into(),

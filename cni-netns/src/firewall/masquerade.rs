@@ -8,7 +8,7 @@ use ipnetwork::IpNetwork;
 use super::attachment::{anchored, element, owner_data, push_unique, OWNERS};
 use super::model::{
     const_net, ipx, map, match_eq, prefix_part, AttachmentRules, BaseChain, Chain, ChainType, Expr,
-    Family, Hook, KeyType, Rule, Stmt, Table, Value, PRIORITY_SRCNAT,
+    Hook, KeyType, NftFamily, NftRule, Stmt, Table, Value, PRIORITY_SRCNAT,
 };
 use super::AttachmentId;
 
@@ -44,7 +44,7 @@ pub(crate) const MASQ_KEEP6: &str = "masq_keep6";
 pub(crate) fn table() -> Table {
     use KeyType::*;
     let multicast_return = |v6: bool, net: &str| {
-        Rule::new(vec![
+        NftRule::new(vec![
             match_eq(
                 Expr::payload(ipx(v6), "daddr"),
                 Value::Prefix(const_net(net)),
@@ -58,7 +58,7 @@ pub(crate) fn table() -> Table {
         } else {
             (MASQ_SRC4, MASQ_KEEP4)
         };
-        Rule::new(vec![
+        NftRule::new(vec![
             Stmt::Lookup {
                 key: vec![Expr::payload(ipx(v6), "saddr")],
                 map: src.into(),
@@ -76,7 +76,7 @@ pub(crate) fn table() -> Table {
         ])
     };
     Table {
-        family: Family::Inet,
+        family: NftFamily::Inet,
         name: TABLE,
         maps: vec![
             map(OWNERS, &[Mark, Mark], &[Mark], false),

@@ -37,7 +37,7 @@ use std::path::Path;
 
 pub use attachment::{owner_id, AttachmentId, OwnedAttachment};
 pub use conditions::parse_conditions;
-pub use hostport::{PortMapping, PortMappingSpec, Protocol, DEFAULT_MASQ_MARK};
+pub use hostport::{HostPortMapping, PortMappingSpec, Protocol, DEFAULT_MASQ_MARK};
 pub use macspoof::MacSpoofCheckSpec;
 pub use masquerade::MasqueradeSpec;
 pub use native::NativeFirewall;

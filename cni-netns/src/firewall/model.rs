@@ -13,7 +13,7 @@ use ipnetwork::IpNetwork;
 
 /// An nftables address family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Family {
+pub enum NftFamily {
     /// IPv4 only.
     Ip,
     /// IPv6 only.
@@ -24,14 +24,14 @@ pub enum Family {
     Bridge,
 }
 
-impl Family {
+impl NftFamily {
     /// The family's name in nft.
     pub fn as_str(self) -> &'static str {
         match self {
-            Family::Ip => "ip",
-            Family::Ip6 => "ip6",
-            Family::Inet => "inet",
-            Family::Bridge => "bridge",
+            NftFamily::Ip => "ip",
+            NftFamily::Ip6 => "ip6",
+            NftFamily::Inet => "inet",
+            NftFamily::Bridge => "bridge",
         }
     }
 }
@@ -42,7 +42,7 @@ impl Family {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Table {
     /// The table's family.
-    pub family: Family,
+    pub family: NftFamily,
     /// The table's name.
     pub name: &'static str,
     /// The maps the fixed rules look packets up in.
@@ -121,7 +121,7 @@ pub struct Chain {
     /// Present for base chains (attached to a hook).
     pub base: Option<BaseChain>,
     /// The rules, in order.
-    pub rules: Vec<Rule>,
+    pub rules: Vec<NftRule>,
 }
 
 /// How a base chain is attached to the packet path.
@@ -183,17 +183,17 @@ pub const PRIORITY_SRCNAT: i32 = 100;
 
 /// A rule: statements evaluated in order, and an optional comment.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rule {
+pub struct NftRule {
     /// The statements.
     pub stmts: Vec<Stmt>,
     /// The comment (the owner's tag for per-attachment rules).
     pub comment: Option<String>,
 }
 
-impl Rule {
+impl NftRule {
     /// A rule without comment.
     pub fn new(stmts: Vec<Stmt>) -> Self {
-        Rule {
+        NftRule {
             stmts,
             comment: None,
         }
@@ -367,7 +367,7 @@ pub struct AttachmentRules {
     /// The map elements; never empty for an installed attachment.
     pub elements: Vec<Element>,
     /// The rules of the conditions chain (tagged), usually none.
-    pub rules: Vec<Rule>,
+    pub rules: Vec<NftRule>,
 }
 
 /// A rule found in a table: where it is and whose it is.
@@ -381,7 +381,7 @@ pub struct RuleRef {
 
 /// One command of an atomic batch on one table.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Command {
+pub enum NftCommand {
     /// Create the table if missing.
     AddTable,
     /// Create a map if missing.
@@ -400,7 +400,7 @@ pub enum Command {
         /// The chain's name.
         chain: String,
         /// The rule.
-        rule: Rule,
+        rule: NftRule,
     },
     /// Add a map element. An existing element with the same key and other
     /// data makes the whole batch fail (`File exists`); with `exclusive`,
@@ -431,11 +431,11 @@ pub enum Command {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Batch {
     /// The table's family.
-    pub family: Family,
+    pub family: NftFamily,
     /// The table's name.
     pub table: &'static str,
     /// The commands, applied all or none.
-    pub commands: Vec<Command>,
+    pub commands: Vec<NftCommand>,
 }
 
 // Helpers the rule families share.

@@ -19,7 +19,7 @@ use super::batch;
 use super::engine::{Driver, ListedElement, ListedRule, Listing, Refusal, RefusalKind};
 #[cfg(test)]
 use super::model::RuleRef;
-use super::model::{AttachmentRules, Batch, Command, Expr, KeyType, Map, Stmt, Table, Value};
+use super::model::{AttachmentRules, Batch, Expr, KeyType, Map, NftCommand, Stmt, Table, Value};
 use super::{FirewallOp, DEFAULT_MASQ_MARK};
 use crate::{Error, Result};
 
@@ -370,8 +370,8 @@ pub(crate) fn shared_text(table: &Table) -> String {
     let (fam, t) = (table.family.as_str(), table.name);
     for c in &batch::shared(table).commands {
         let line = match c {
-            Command::AddTable => format!("add table {fam} {t}"),
-            Command::AddMap(m) => {
+            NftCommand::AddTable => format!("add table {fam} {t}"),
+            NftCommand::AddMap(m) => {
                 let types =
                     |k: &[KeyType]| k.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(" . ");
                 let flags = if m.interval {
@@ -386,8 +386,8 @@ pub(crate) fn shared_text(table: &Table) -> String {
                     types(&m.data)
                 )
             }
-            Command::AddChain { name, base: None } => format!("add chain {fam} {t} {name}"),
-            Command::AddChain {
+            NftCommand::AddChain { name, base: None } => format!("add chain {fam} {t} {name}"),
+            NftCommand::AddChain {
                 name,
                 base: Some(b),
             } => format!(
@@ -396,16 +396,16 @@ pub(crate) fn shared_text(table: &Table) -> String {
                 b.hook.as_str(),
                 b.priority
             ),
-            Command::FlushChain(name) => format!("flush chain {fam} {t} {name}"),
-            Command::AddRule { chain, rule } => {
+            NftCommand::FlushChain(name) => format!("flush chain {fam} {t} {name}"),
+            NftCommand::AddRule { chain, rule } => {
                 let stmts: Vec<String> = rule.stmts.iter().map(stmt_text).collect();
                 format!("add rule {fam} {t} {chain} {}", stmts.join(" "))
             }
             // Not part of the shared objects.
-            Command::AddElement { .. }
-            | Command::ExpireElements(_)
-            | Command::DeleteElements { .. }
-            | Command::DeleteRule(_) => continue,
+            NftCommand::AddElement { .. }
+            | NftCommand::ExpireElements(_)
+            | NftCommand::DeleteElements { .. }
+            | NftCommand::DeleteRule(_) => continue,
         };
         out.push_str(&line);
         out.push('\n');
@@ -483,8 +483,8 @@ pub(crate) fn encode_batch(batch: &Batch) -> Json {
     let mut cmds = vec![json!({"metainfo": {"json_schema_version": 1}})];
     for c in &batch.commands {
         cmds.push(match c {
-            Command::AddTable => json!({"add": {"table": {"family": family, "name": table}}}),
-            Command::AddMap(m) => {
+            NftCommand::AddTable => json!({"add": {"table": {"family": family, "name": table}}}),
+            NftCommand::AddMap(m) => {
                 let ty = |k: &[KeyType]| {
                     let types: Vec<&str> = k.iter().map(|k| k.as_str()).collect();
                     if types.len() == 1 {
@@ -503,10 +503,10 @@ pub(crate) fn encode_batch(batch: &Batch) -> Json {
                 );
                 json!({"add": {"map": o}})
             }
-            Command::AddChain { name, base: None } => {
+            NftCommand::AddChain { name, base: None } => {
                 json!({"add": {"chain": obj(json!({"name": name}))}})
             }
-            Command::AddChain {
+            NftCommand::AddChain {
                 name,
                 base: Some(b),
             } => json!({"add": {"chain": obj(json!({
@@ -516,8 +516,8 @@ pub(crate) fn encode_batch(batch: &Batch) -> Json {
                 "prio": b.priority,
                 "policy": "accept",
             }))}}),
-            Command::FlushChain(name) => json!({"flush": {"chain": obj(json!({"name": name}))}}),
-            Command::AddRule { chain, rule } => {
+            NftCommand::FlushChain(name) => json!({"flush": {"chain": obj(json!({"name": name}))}}),
+            NftCommand::AddRule { chain, rule } => {
                 let mut r = obj(json!({
                     "chain": chain,
                     "expr": rule.stmts.iter().map(encode_stmt).collect::<Vec<_>>(),
@@ -527,7 +527,7 @@ pub(crate) fn encode_batch(batch: &Batch) -> Json {
                 }
                 json!({"add": {"rule": r}})
             }
-            Command::AddElement {
+            NftCommand::AddElement {
                 element: e,
                 exclusive,
             } => {
@@ -552,15 +552,15 @@ pub(crate) fn encode_batch(batch: &Batch) -> Json {
             // would let the key be refused to its next owner, so this
             // backend deletes (and pays the RCU wait at exit, as it always
             // did).
-            Command::ExpireElements(elements) => json!({"delete": {"element": obj(json!({
+            NftCommand::ExpireElements(elements) => json!({"delete": {"element": obj(json!({
                 "name": elements.first().map(|e| e.map.clone()).unwrap_or_default(),
                 "elem": elements.iter().map(|e| encode_key(&e.key)).collect::<Vec<_>>(),
             }))}}),
-            Command::DeleteElements { map, keys } => json!({"delete": {"element": obj(json!({
+            NftCommand::DeleteElements { map, keys } => json!({"delete": {"element": obj(json!({
                 "name": map,
                 "elem": keys.iter().map(|k| encode_key(k)).collect::<Vec<_>>(),
             }))}}),
-            Command::DeleteRule(r) => json!({"delete": {"rule": obj(json!({
+            NftCommand::DeleteRule(r) => json!({"delete": {"rule": obj(json!({
                 "chain": r.chain,
                 "handle": r.handle,
             }))}}),
@@ -642,14 +642,14 @@ fn encode_key_expr(key: &[Expr]) -> Json {
 #[cfg(test)]
 mod tests {
     use super::super::{
-        hostport, masquerade, AttachmentId, PortMapping, PortMappingSpec, Protocol,
+        hostport, masquerade, AttachmentId, HostPortMapping, PortMappingSpec, Protocol,
     };
     use super::*;
 
     fn spec() -> PortMappingSpec {
         let mut spec = PortMappingSpec::new(AttachmentId::new("net", "cid", "eth0"));
         spec.container_v4 = Some("10.0.0.5/24".parse().unwrap());
-        spec.mappings = vec![PortMapping {
+        spec.mappings = vec![HostPortMapping {
             host_port: 8080,
             container_port: 80,
             protocol: Protocol::Tcp,

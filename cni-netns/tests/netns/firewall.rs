@@ -4,7 +4,7 @@
 
 use crate::firewall_common::*;
 use cni_netns::firewall::{
-    AttachmentId, Firewall, MacSpoofCheckSpec, MasqueradeSpec, NftFirewall, PortMapping,
+    AttachmentId, Firewall, HostPortMapping, MacSpoofCheckSpec, MasqueradeSpec, NftFirewall,
     PortMappingSpec, Protocol, RuleKind, RuleSpec,
 };
 use cni_netns::Error;
@@ -22,7 +22,7 @@ fn ports(cid: &str, v4: &str, host_ports: &[(u16, Protocol)]) -> PortMappingSpec
     spec.container_v4 = Some(v4.parse().unwrap());
     spec.mappings = host_ports
         .iter()
-        .map(|&(p, protocol)| PortMapping {
+        .map(|&(p, protocol)| HostPortMapping {
             host_port: p,
             container_port: 80,
             protocol,
@@ -209,7 +209,7 @@ fn port_mappings_lifecycle_conflicts_and_double_delete() {
         &[(8080, Protocol::Tcp), (53, Protocol::Udp)],
     );
     a.container_v6 = Some("fd00::5/64".parse().unwrap());
-    a.mappings.push(PortMapping {
+    a.mappings.push(HostPortMapping {
         host_port: 9090,
         container_port: 90,
         protocol: Protocol::Tcp,

@@ -8,13 +8,13 @@ use std::time::Duration;
 use crate::firewall_common::*;
 use cni_netns::conntrack::{Conntrack, IpFamily};
 use cni_netns::firewall::{
-    AttachmentId, Firewall, NftFirewall, PortMapping, PortMappingSpec, Protocol, RuleSpec,
+    AttachmentId, Firewall, HostPortMapping, NftFirewall, PortMappingSpec, Protocol, RuleSpec,
 };
 
 fn udp_spec(pod: usize) -> PortMappingSpec {
     let mut s = PortMappingSpec::new(AttachmentId::new("ctnet", format!("pod{pod}"), "eth0"));
     s.container_v4 = Some(format!("{}/24", Topology::pod_ip(pod)).parse().unwrap());
-    s.mappings = vec![PortMapping {
+    s.mappings = vec![HostPortMapping {
         host_port: 5000,
         container_port: 5001,
         protocol: Protocol::Udp,

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use crate::firewall_common::*;
 use cni_netns::firewall::{
-    AttachmentId, Firewall, MacSpoofCheckSpec, MasqueradeSpec, NativeFirewall, NftFirewall,
-    PortMapping, PortMappingSpec, Protocol, RuleKind, RuleSpec,
+    AttachmentId, Firewall, HostPortMapping, MacSpoofCheckSpec, MasqueradeSpec, NativeFirewall,
+    NftFirewall, PortMappingSpec, Protocol, RuleKind, RuleSpec,
 };
 use serde_json::Value;
 
@@ -28,13 +28,13 @@ fn pm(net: &str, i: u32) -> PortMappingSpec {
         .unwrap(),
     );
     s.mappings = vec![
-        PortMapping {
+        HostPortMapping {
             host_port: (10000 + 2 * i) as u16,
             container_port: 80,
             protocol: Protocol::Tcp,
             host_ip: None,
         },
-        PortMapping {
+        HostPortMapping {
             host_port: (10001 + 2 * i) as u16,
             container_port: 53,
             protocol: Protocol::Udp,
@@ -70,13 +70,13 @@ fn program(fw: &dyn Firewall) {
     .unwrap();
     let mut s = pm("diff", 2);
     s.container_v6 = Some("fd00::2/64".parse().unwrap());
-    s.mappings.push(PortMapping {
+    s.mappings.push(HostPortMapping {
         host_port: 8443,
         container_port: 443,
         protocol: Protocol::Sctp,
         host_ip: Some("192.0.2.1".parse().unwrap()),
     });
-    s.mappings.push(PortMapping {
+    s.mappings.push(HostPortMapping {
         host_port: 8444,
         container_port: 443,
         protocol: Protocol::Tcp,

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use crate::firewall_common::*;
 use cni_netns::firewall::{
-    AttachmentId, Firewall, MasqueradeSpec, NftFirewall, PortMapping, PortMappingSpec, Protocol,
-    RuleSpec,
+    AttachmentId, Firewall, HostPortMapping, MasqueradeSpec, NftFirewall, PortMappingSpec,
+    Protocol, RuleSpec,
 };
 
 fn pm(i: u32) -> PortMappingSpec {
@@ -23,13 +23,13 @@ fn pm(i: u32) -> PortMappingSpec {
             .unwrap(),
     );
     s.mappings = vec![
-        PortMapping {
+        HostPortMapping {
             host_port: (10000 + 2 * i) as u16,
             container_port: 80,
             protocol: Protocol::Tcp,
             host_ip: None,
         },
-        PortMapping {
+        HostPortMapping {
             host_port: (10001 + 2 * i) as u16,
             container_port: 53,
             protocol: Protocol::Udp,

@@ -4,19 +4,19 @@
 
 use crate::firewall_common::*;
 use cni_netns::firewall::{
-    AttachmentId, MacSpoofCheckSpec, MasqueradeSpec, PortMapping, PortMappingSpec, Protocol,
+    AttachmentId, HostPortMapping, MacSpoofCheckSpec, MasqueradeSpec, PortMappingSpec, Protocol,
     RuleSpec,
 };
 
-fn spec(pod: usize, mappings: Vec<PortMapping>) -> PortMappingSpec {
+fn spec(pod: usize, mappings: Vec<HostPortMapping>) -> PortMappingSpec {
     let mut s = PortMappingSpec::new(AttachmentId::new("trafficnet", format!("pod{pod}"), "eth0"));
     s.container_v4 = Some(format!("{}/24", Topology::pod_ip(pod)).parse().unwrap());
     s.mappings = mappings;
     s
 }
 
-fn tcp(host_port: u16, container_port: u16, host_ip: Option<&str>) -> PortMapping {
-    PortMapping {
+fn tcp(host_port: u16, container_port: u16, host_ip: Option<&str>) -> HostPortMapping {
+    HostPortMapping {
         host_port,
         container_port,
         protocol: Protocol::Tcp,

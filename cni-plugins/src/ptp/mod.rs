@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use cni_exec::{Plugin, Request};
 use cni_netns::firewall::{Backend, Firewall, RuleKind};
-use cni_netns::{sysctl, AddressOptions, Handle, IpNetwork, Link, Netns, Route, SCOPE_HOST};
+use cni_netns::{sysctl, AddressOptions, Handle, IpNetwork, KernelRoute, Link, Netns, SCOPE_HOST};
 use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
@@ -201,23 +201,23 @@ fn host_prefix(ip: IpAddr) -> u8 {
 fn point_to_point(pod: &Handle, container: &Link, address: IpNetwork, gw: IpAddr) -> Result<()> {
     let subnet = IpNetwork::new(address.network(), address.prefix())
         .map_err(|e| fail(format!("subnet of {address}: {e}")))?;
-    pod.del_route(&Route {
+    pod.del_route(&KernelRoute {
         oif: Some(container.index),
-        ..Route::new(subnet)
+        ..KernelRoute::new(subnet)
     })?;
     let gw_net = IpNetwork::new(gw, host_prefix(gw))
         .map_err(|e| fail(format!("host route to {gw}: {e}")))?;
-    pod.add_route(&Route {
+    pod.add_route(&KernelRoute {
         oif: Some(container.index),
         scope: Some(cni_netns::SCOPE_LINK),
         src: Some(address.ip()),
-        ..Route::new(gw_net)
+        ..KernelRoute::new(gw_net)
     })?;
-    pod.add_route(&Route {
+    pod.add_route(&KernelRoute {
         oif: Some(container.index),
         gateway: Some(gw),
         src: Some(address.ip()),
-        ..Route::new(subnet)
+        ..KernelRoute::new(subnet)
     })?;
     Ok(())
 }
@@ -231,10 +231,10 @@ fn gateway_on_host(host: &Handle, veth: &Link, address: IpNetwork, gw: IpAddr) -
     host.add_address(veth.index, gw_net, AddressOptions::default())?;
     let pod_net = IpNetwork::new(address.ip(), prefix)
         .map_err(|e| fail(format!("host route to {}: {e}", address.ip())))?;
-    match host.add_route(&Route {
+    match host.add_route(&KernelRoute {
         oif: Some(veth.index),
         scope: Some(SCOPE_HOST),
-        ..Route::new(pod_net)
+        ..KernelRoute::new(pod_net)
     }) {
         Err(e) if !e.is_exists() => Err(e.into()),
         _ => Ok(()),

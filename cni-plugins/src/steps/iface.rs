@@ -34,12 +34,12 @@ pub(crate) fn configure(pod: &Handle, ifname: &str, result: &CniResult) -> Resul
     let routes: Vec<_> = result
         .routes
         .iter()
-        .map(|r| cni_netns::Route {
+        .map(|r| cni_netns::KernelRoute {
             gateway: r.gw,
             priority: r.priority,
             table: r.table,
             scope: r.scope.and_then(|s| u8::try_from(s).ok()),
-            ..cni_netns::Route::new(r.dst)
+            ..cni_netns::KernelRoute::new(r.dst)
         })
         .collect();
     configure_interface(pod, ifname, &addresses, &routes)?;

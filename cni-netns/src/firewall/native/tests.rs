@@ -73,7 +73,13 @@ fn normalize(kind: u16, nodes: &mut Vec<Node>) {
     }
 }
 
-fn assert_encodes(name: &str, table: &Table, family: Family, tname: &'static str, cmd: Command) {
+fn assert_encodes(
+    name: &str,
+    table: &Table,
+    family: NftFamily,
+    tname: &'static str,
+    cmd: NftCommand,
+) {
     let batch = Batch {
         family,
         table: tname,
@@ -101,39 +107,39 @@ fn prefix(s: &str) -> Value {
     Value::Prefix(s.parse().unwrap())
 }
 
-fn commented(stmts: Vec<Stmt>, c: &str) -> Rule {
-    Rule {
+fn commented(stmts: Vec<Stmt>, c: &str) -> NftRule {
+    NftRule {
         stmts,
         comment: Some(c.into()),
     }
 }
 
-fn add_rule(chain: &str, rule: Rule) -> Command {
-    Command::AddRule {
+fn add_rule(chain: &str, rule: NftRule) -> NftCommand {
+    NftCommand::AddRule {
         chain: chain.into(),
         rule,
     }
 }
 
-fn shared_chain_rule(table: &Table, chain: &str, i: usize) -> Command {
+fn shared_chain_rule(table: &Table, chain: &str, i: usize) -> NftCommand {
     let c = table.chains.iter().find(|c| c.name == chain).unwrap();
     add_rule(chain, c.rules[i].clone())
 }
 
-fn shared_chain(table: &Table, chain: &str) -> Command {
+fn shared_chain(table: &Table, chain: &str) -> NftCommand {
     let c = table.chains.iter().find(|c| c.name == chain).unwrap();
-    Command::AddChain {
+    NftCommand::AddChain {
         name: c.name.clone(),
         base: c.base,
     }
 }
 
-fn map(table: &Table, name: &str) -> Command {
-    Command::AddMap(table.map(name).unwrap().clone())
+fn map(table: &Table, name: &str) -> NftCommand {
+    NftCommand::AddMap(table.map(name).unwrap().clone())
 }
 
-fn elem(map: &str, key: Vec<Value>, data: Vec<Value>, c: &str) -> Command {
-    Command::AddElement {
+fn elem(map: &str, key: Vec<Value>, data: Vec<Value>, c: &str) -> NftCommand {
+    NftCommand::AddElement {
         element: Element {
             map: map.into(),
             key,
@@ -148,8 +154,8 @@ fn owner() -> Vec<Value> {
     vec![Value::Num(0x1234)]
 }
 
-fn del(map: &str, key: Vec<Value>) -> Command {
-    Command::DeleteElements {
+fn del(map: &str, key: Vec<Value>) -> NftCommand {
+    NftCommand::DeleteElements {
         map: map.into(),
         keys: vec![key],
     }
@@ -162,8 +168,8 @@ fn tcp(port: u64) -> [Value; 2] {
 #[test]
 fn hostport_table_matches_nft() {
     let t = hostport::table(DEFAULT_MASQ_MARK);
-    let (f, n) = (Family::Inet, hostport::TABLE);
-    assert_encodes("table_hostport", &t, f, n, Command::AddTable);
+    let (f, n) = (NftFamily::Inet, hostport::TABLE);
+    assert_encodes("table_hostport", &t, f, n, NftCommand::AddTable);
     assert_encodes("chain_prerouting", &t, f, n, shared_chain(&t, "prerouting"));
     assert_encodes(
         "chain_masquerading",
@@ -225,7 +231,7 @@ fn hostport_table_matches_nft() {
 #[test]
 fn port_mapping_elements_and_rules_match_nft() {
     let t = hostport::table(DEFAULT_MASQ_MARK);
-    let (f, n) = (Family::Inet, hostport::TABLE);
+    let (f, n) = (NftFamily::Inet, hostport::TABLE);
     let any6 = addr("::");
     assert_encodes(
         "elem_hp_owner",
@@ -348,7 +354,7 @@ fn port_mapping_elements_and_rules_match_nft() {
     let mut spec =
         crate::firewall::PortMappingSpec::new(crate::firewall::AttachmentId::new("n", "c", "eth0"));
     spec.container_v4 = Some("10.1.0.5/24".parse().unwrap());
-    spec.mappings = vec![crate::firewall::PortMapping {
+    spec.mappings = vec![crate::firewall::HostPortMapping {
         host_port: 9090,
         container_port: 90,
         protocol: crate::firewall::Protocol::Tcp,
@@ -374,15 +380,15 @@ fn port_mapping_elements_and_rules_match_nft() {
         &t,
         f,
         n,
-        Command::DeleteRule(RuleRef {
+        NftCommand::DeleteRule(RuleRef {
             chain: "conditions".into(),
             handle: 18,
         }),
     );
-    assert_encodes("flush_pmx", &t, f, n, Command::FlushChain("pm-x".into()));
+    assert_encodes("flush_pmx", &t, f, n, NftCommand::FlushChain("pm-x".into()));
     // A DEL's expiry: the element again, with NFTA_SET_ELEM_EXPIRATION.
     let expire = |map: &str, key: Vec<Value>| {
-        Command::ExpireElements(vec![Element {
+        NftCommand::ExpireElements(vec![Element {
             map: map.into(),
             key,
             data: owner(),
@@ -428,7 +434,7 @@ fn port_mapping_elements_and_rules_match_nft() {
 #[test]
 fn mac_spoof_and_masquerade_match_nft() {
     let t = macspoof::table();
-    let (f, n) = (Family::Bridge, macspoof::TABLE);
+    let (f, n) = (NftFamily::Bridge, macspoof::TABLE);
     assert_encodes(
         "chain_sc_prerouting",
         &t,
@@ -461,7 +467,7 @@ fn mac_spoof_and_masquerade_match_nft() {
     );
 
     let t = masquerade::table();
-    let (f, n) = (Family::Inet, masquerade::TABLE);
+    let (f, n) = (NftFamily::Inet, masquerade::TABLE);
     for name in ["masq_src4", "masq_keep4", "masq_src6", "masq_keep6"] {
         assert_encodes(&format!("map_{name}"), &t, f, n, map(&t, name));
     }
@@ -495,7 +501,7 @@ fn mac_spoof_and_masquerade_match_nft() {
         e.comment = Some("c3".into());
         e.data = owner();
     }
-    let cmd = |e: &Element| Command::AddElement {
+    let cmd = |e: &Element| NftCommand::AddElement {
         element: e.clone(),
         exclusive: true,
     };
@@ -526,17 +532,17 @@ fn mac_spoof_and_masquerade_match_nft() {
 #[test]
 fn prefixes_flags_and_nat_match_nft() {
     let t = Table {
-        family: Family::Inet,
+        family: NftFamily::Inet,
         name: "t",
         maps: Vec::new(),
         chains: Vec::new(),
         conditions_chain: None,
     };
-    let (f, n) = (Family::Inet, "t");
+    let (f, n) = (NftFamily::Inet, "t");
     let ret = |proto: &str, field: &str, op: CmpOp, v: Value| {
         add_rule(
             "pm",
-            Rule::new(vec![m(Expr::payload(proto, field), op, v), Stmt::Return]),
+            NftRule::new(vec![m(Expr::payload(proto, field), op, v), Stmt::Return]),
         )
     };
     let eq = CmpOp::Eq;
@@ -623,14 +629,14 @@ fn prefixes_flags_and_nat_match_nft() {
         "iifname != \"lo\" ct state established meta l4proto tcp".to_owned(),
     ])
     .unwrap();
-    let iif = Rule::new([conds, vec![Stmt::Return]].concat());
+    let iif = NftRule::new([conds, vec![Stmt::Return]].concat());
     assert_encodes("p_iif_ct", &t, f, n, add_rule("pm", iif));
     assert_encodes(
         "p_masq",
         &t,
         f,
         n,
-        add_rule("pm", Rule::new(vec![Stmt::Masquerade])),
+        add_rule("pm", NftRule::new(vec![Stmt::Masquerade])),
     );
 }
 
@@ -667,18 +673,18 @@ fn keys_round_trip_and_unknown_shapes_are_refused() {
     assert_eq!(udata_comment(&comment_udata("tag")).as_deref(), Some("tag"));
 
     let t = masquerade::table();
-    let set = Rule::new(vec![m(
+    let set = NftRule::new(vec![m(
         Expr::payload("tcp", "sport"),
         CmpOp::Eq,
         Value::Set(vec![Value::Num(1)]),
     )]);
-    assert!(encode_rule(&t, Family::Inet, &set).is_err());
-    let unknown = Rule::new(vec![Stmt::Lookup {
+    assert!(encode_rule(&t, NftFamily::Inet, &set).is_err());
+    let unknown = NftRule::new(vec![Stmt::Lookup {
         key: vec![Expr::payload("ip", "saddr")],
         map: "nope".into(),
         negate: false,
     }]);
-    assert!(encode_rule(&t, Family::Inet, &unknown).is_err());
+    assert!(encode_rule(&t, NftFamily::Inet, &unknown).is_err());
 }
 
 #[test]
