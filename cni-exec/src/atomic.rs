@@ -123,8 +123,7 @@ impl AtomicWrite {
             {
                 Ok(f) => break (temp, f),
                 Err(e)
-                    if e.kind() == std::io::ErrorKind::AlreadyExists
-                        && attempt < NAME_ATTEMPTS =>
+                    if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < NAME_ATTEMPTS =>
                 {
                     attempt += 1;
                 }
@@ -224,10 +223,7 @@ pub fn is_temp_name_of(file: &str, target: &str) -> bool {
     if target.is_empty() {
         return false;
     }
-    if let Some(rest) = file
-        .strip_prefix('.')
-        .and_then(|f| f.strip_prefix(target))
-    {
+    if let Some(rest) = file.strip_prefix('.').and_then(|f| f.strip_prefix(target)) {
         // `.<name>.tmp<digits and dots>`: this writer and the result cache,
         // flannel and multus cache of earlier builds.
         if rest.strip_prefix(".tmp").is_some_and(digits_and_dots) {
@@ -246,7 +242,9 @@ pub fn is_temp_name_of(file: &str, target: &str) -> bool {
             return true;
         }
     }
-    file.starts_with(IPAM_TEMP_PREFIX) && file.len() > IPAM_TEMP_PREFIX.len()
+    // The host-local store's `.cni-ipam-tmp.*` belong to no target: only
+    // [`remove_stale_temps_in`] (run under the store's lock) removes them.
+    false
 }
 
 /// Whether `file` is a temporary name of any atomic write, this build's or
@@ -263,10 +261,7 @@ pub fn is_temp_name(file: &str) -> bool {
         return false;
     };
     // `.<name>.<pid>.tmp`
-    if let Some((name, pid)) = hidden
-        .strip_suffix(".tmp")
-        .and_then(|r| r.rsplit_once('.'))
-    {
+    if let Some((name, pid)) = hidden.strip_suffix(".tmp").and_then(|r| r.rsplit_once('.')) {
         if !name.is_empty() && !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) {
             return true;
         }
@@ -314,11 +309,12 @@ mod tests {
             (".r.tmp12", "r"),
             (".00-multus.conf.77.tmp", "00-multus.conf"),
             ("c-eth0.json.tmp", "c-eth0.json"),
-            (".cni-ipam-tmp.reservation", "10.0.0.1"),
         ] {
             assert!(is_temp_name_of(file, target), "{file} of {target}");
             assert!(is_temp_name(file), "{file}");
         }
+        assert!(is_temp_name(".cni-ipam-tmp.reservation"));
+        assert!(!is_temp_name_of(".cni-ipam-tmp.reservation", "10.0.0.1"));
         for (file, target) in [
             ("r", "r"),
             (".r.tmp", "r"),
@@ -330,7 +326,15 @@ mod tests {
         ] {
             assert!(!is_temp_name_of(file, target), "{file} of {target}");
         }
-        for file in ["10.0.0.1", "lock", ".tmp1", "last_reserved_ip.0", ".x.tmp", ".json.tmp", "state"] {
+        for file in [
+            "10.0.0.1",
+            "lock",
+            ".tmp1",
+            "last_reserved_ip.0",
+            ".x.tmp",
+            ".json.tmp",
+            "state",
+        ] {
             assert!(!is_temp_name(file), "{file}");
         }
         let p = temp_path(Path::new("/d/name.conf"));

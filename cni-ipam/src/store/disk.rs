@@ -55,6 +55,13 @@
 //!   unsynced index writes) costs one full scan per network after the
 //!   reboot, and index writes need no fsync. Reservation files created by
 //!   hand are the one thing it misses.
+//!
+//! Full disk, beyond Go: every file is written through the shared atomic
+//! writer ([`cni_exec::atomic`]) or undone on failure, so a failed write
+//! (ENOSPC) leaves the old content or no file, never an empty or torn one:
+//! a new bucket appears only with its content, a failed append is truncated
+//! back to its old length (and `state` removed, so the index is rebuilt),
+//! and a failed `state` write removes `state` (missing means "rebuild").
 
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
@@ -277,9 +284,7 @@ impl DiskStoreLock<'_> {
     /// IPs, ignores them. They are created only under the lock, so any found
     /// while holding it were left by a crashed writer.
     fn writer(&self) -> AtomicWrite {
-        AtomicWrite::new()
-            .mode(0o600)
-            .fsync(self.store.durable)
+        AtomicWrite::new().mode(0o600).fsync(self.store.durable)
     }
 
     fn sync_dir(&self) -> Result<()> {
@@ -525,7 +530,10 @@ impl DiskStoreLock<'_> {
             .mode(0o600)
             .fsync(durable)
             .fsync_dir(durable)
-            .write(&self.index_dir().join(bucket), bucket_file(&live).as_bytes())
+            .write(
+                &self.index_dir().join(bucket),
+                bucket_file(&live).as_bytes(),
+            )
             .map_err(atomic_error)
     }
 

@@ -134,16 +134,25 @@ fn assert_store_clean(data: &Path, when: &str) {
         if name == "free" {
             continue;
         }
-        assert!(!cni_exec::atomic::is_temp_name(&name), "{when}: temp {name}");
+        assert!(
+            !cni_exec::atomic::is_temp_name(&name),
+            "{when}: temp {name}"
+        );
         let text = fs::read_to_string(entry.path()).unwrap();
         assert!(!text.is_empty(), "{when}: empty index file {name}");
         assert!(text.ends_with('\n'), "{when}: torn {name}: {text:?}");
         if name == "state" {
-            assert!(text.starts_with("cni-ipam index v1\nboot "), "{when}: {text:?}");
+            assert!(
+                text.starts_with("cni-ipam index v1\nboot "),
+                "{when}: {text:?}"
+            );
             continue;
         }
         assert_eq!(name.len(), 2, "{when}: unexpected index file {name}");
-        for line in text.lines().skip_while(|l| l.starts_with("cni-ipam owner index")) {
+        for line in text
+            .lines()
+            .skip_while(|l| l.starts_with("cni-ipam owner index"))
+        {
             let (h, ip) = line.split_once(' ').unwrap_or(("", ""));
             assert!(
                 h.len() == 16 && u64::from_str_radix(h, 16).is_ok() && ip.parse::<IpAddr>().is_ok(),
@@ -154,7 +163,10 @@ fn assert_store_clean(data: &Path, when: &str) {
     for entry in fs::read_dir(data.join("mynet")).unwrap() {
         let entry = entry.unwrap();
         let name = entry.file_name().into_string().unwrap();
-        assert!(!cni_exec::atomic::is_temp_name(&name), "{when}: temp {name}");
+        assert!(
+            !cni_exec::atomic::is_temp_name(&name),
+            "{when}: temp {name}"
+        );
         if name.parse::<IpAddr>().is_ok() {
             assert_ne!(entry.metadata().unwrap().size(), 0, "{when}: empty {name}");
         }
@@ -182,8 +194,15 @@ fn assert_index_agrees(c: &HostLocalConfig, data: &Path, also: &[String]) {
     let disk = owners_on_disk(data);
     let ids: BTreeSet<&String> = disk.keys().chain(also).collect();
     for id in ids {
-        let found: BTreeSet<IpAddr> = host_local::lookup(c, id, "eth0").unwrap().into_iter().collect();
-        assert_eq!(found, disk.get(id).cloned().unwrap_or_default(), "owner {id}");
+        let found: BTreeSet<IpAddr> = host_local::lookup(c, id, "eth0")
+            .unwrap()
+            .into_iter()
+            .collect();
+        assert_eq!(
+            found,
+            disk.get(id).cloned().unwrap_or_default(),
+            "owner {id}"
+        );
     }
 }
 
