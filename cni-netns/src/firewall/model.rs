@@ -1,7 +1,8 @@
 //! A backend-independent description of nftables state: tables, maps,
 //! chains, rules and the commands of one atomic batch.
 //!
-//! The layout functions in [`super::layout`] produce these values; a backend
+//! The rule families (masquerade, host ports, MAC spoof check) produce
+//! these values and the batch assembly wraps them in batches; a backend
 //! only encodes them (JSON for `nft -j`, netlink attributes for a native
 //! backend) and reads back the little it needs (map elements, the rules of
 //! the conditions chain).
@@ -435,4 +436,60 @@ pub struct Batch {
     pub table: &'static str,
     /// The commands, applied all or none.
     pub commands: Vec<Command>,
+}
+
+// Helpers the rule families share.
+
+/// The payload protocol of an address family's header (`ip`, `ip6`).
+pub(crate) fn ipx(v6: bool) -> &'static str {
+    if v6 {
+        "ip6"
+    } else {
+        "ip"
+    }
+}
+
+/// `left == right`.
+pub(crate) fn match_eq(left: Expr, right: Value) -> Stmt {
+    Stmt::Match {
+        left,
+        op: CmpOp::Eq,
+        right,
+    }
+}
+
+/// `meta nfproto ipv4` (or `ipv6`).
+pub(crate) fn nfproto(v6: bool) -> Stmt {
+    match_eq(
+        Expr::meta("nfproto"),
+        Value::str(if v6 { "ipv6" } else { "ipv4" }),
+    )
+}
+
+/// A prefix literal of the layout.
+pub(crate) fn const_net(net: &str) -> IpNetwork {
+    net.parse().expect("constant prefix literal")
+}
+
+/// A prefix as an interval key part, masked (nft wants the network address;
+/// ipnetwork keeps host bits): a full-length prefix is the address itself
+/// (as nft lists it).
+pub(crate) fn prefix_part(net: IpNetwork) -> Value {
+    let net = IpNetwork::new(net.network(), net.prefix()).unwrap_or(net);
+    let full = if net.is_ipv4() { 32 } else { 128 };
+    if net.prefix() == full {
+        Value::Addr(net.ip())
+    } else {
+        Value::Prefix(net)
+    }
+}
+
+/// A map declaration.
+pub(crate) fn map(name: &'static str, key: &[KeyType], data: &[KeyType], interval: bool) -> Map {
+    Map {
+        name,
+        key: key.to_vec(),
+        data: data.to_vec(),
+        interval,
+    }
 }

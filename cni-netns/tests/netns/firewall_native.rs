@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::firewall_common::*;
 use cni_netns::firewall::{
     AttachmentId, Firewall, MacSpoofCheckSpec, MasqueradeSpec, NativeFirewall, NftFirewall,
-    PortMapping, PortMappingSpec, Protocol, RuleKind,
+    PortMapping, PortMappingSpec, Protocol, RuleKind, RuleSpec,
 };
 use serde_json::Value;
 
@@ -47,14 +47,14 @@ fn pm(net: &str, i: u32) -> PortMappingSpec {
 fn masq(net: &str, i: u32) -> MasqueradeSpec {
     MasqueradeSpec {
         attachment: AttachmentId::new(net, format!("{i:064x}"), "eth0"),
-        address: format!(
+        addresses: vec![format!(
             "10.{}.{}.{}/16",
             (i >> 16) & 0xff,
             (i >> 8) & 0xff,
             i & 0xff
         )
         .parse()
-        .unwrap(),
+        .unwrap()],
     }
 }
 
@@ -62,11 +62,11 @@ fn masq(net: &str, i: u32) -> MasqueradeSpec {
 /// with host IPs, both families, snat off, masq_all, conditions, and the
 /// MAC spoof check.
 fn program(fw: &dyn Firewall) {
-    fw.add_masquerade(&masq("diff", 1)).unwrap();
-    fw.add_masquerade(&MasqueradeSpec {
+    fw.add(&RuleSpec::Masquerade(masq("diff", 1))).unwrap();
+    fw.add(&RuleSpec::Masquerade(MasqueradeSpec {
         attachment: AttachmentId::new("diff", "v6", "eth0"),
-        address: "fd00::5/64".parse().unwrap(),
-    })
+        addresses: vec!["fd00::5/64".parse().unwrap()],
+    }))
     .unwrap();
     let mut s = pm("diff", 2);
     s.container_v6 = Some("fd00::2/64".parse().unwrap());
@@ -83,18 +83,18 @@ fn program(fw: &dyn Firewall) {
         host_ip: Some("2001:db8::1".parse().unwrap()),
     });
     s.conditions_v4 = vec!["iifname != \"lo\" ip saddr 10.0.0.0/8".into()];
-    fw.add_port_mappings(&s).unwrap();
+    fw.add(&RuleSpec::PortMappings(s.clone())).unwrap();
     let mut s = pm("diff", 3);
     s.snat = false;
-    fw.add_port_mappings(&s).unwrap();
+    fw.add(&RuleSpec::PortMappings(s.clone())).unwrap();
     let mut s = pm("diff", 4);
     s.masq_all = true;
-    fw.add_port_mappings(&s).unwrap();
-    fw.add_mac_spoof_check(&MacSpoofCheckSpec {
+    fw.add(&RuleSpec::PortMappings(s.clone())).unwrap();
+    fw.add(&RuleSpec::MacSpoofCheck(MacSpoofCheckSpec {
         attachment: AttachmentId::new("diff", "sc", "eth0"),
         host_ifname: "veth1234".into(),
         mac: cni_netns::MacAddr([2, 0, 0, 0, 0, 9]),
-    })
+    }))
     .unwrap();
 }
 
@@ -136,17 +136,15 @@ fn native_and_nft_program_the_same_ruleset() {
 
     // And each backend reads and removes what the other wrote.
     let native_on_b = NativeFirewall::in_netns(b.path());
-    native_on_b.check_masquerade(&masq("diff", 1)).unwrap();
-    assert_eq!(
-        native_on_b
-            .list_attachments(RuleKind::PortMapping)
-            .unwrap()
-            .len(),
-        3
-    );
-    native_on_b.del_port_mappings(&pm("diff", 3)).unwrap();
+    native_on_b
+        .check(&RuleSpec::Masquerade(masq("diff", 1)))
+        .unwrap();
+    assert_eq!(native_on_b.list(RuleKind::PortMapping).unwrap().len(), 3);
+    native_on_b
+        .delete(&RuleSpec::PortMappings(pm("diff", 3)))
+        .unwrap();
     NftFirewall::in_netns(a.path())
-        .del_port_mappings(&pm("diff", 3))
+        .delete(&RuleSpec::PortMappings(pm("diff", 3)))
         .unwrap();
     assert_eq!(normalized(&a), normalized(&b));
 }
@@ -165,7 +163,7 @@ fn each_shape_created_listed_found_by_tag_and_deleted() {
         (RuleKind::PortMapping, 3),
         (RuleKind::MacSpoofCheck, 1),
     ] {
-        let owned = fw.list_attachments(kind).unwrap();
+        let owned = fw.list(kind).unwrap();
         assert_eq!(owned.len(), n, "{kind}");
         for o in &owned {
             assert!(o.complete);
@@ -175,17 +173,17 @@ fn each_shape_created_listed_found_by_tag_and_deleted() {
                 .flat_map(|t| elements_tagged(&rs, t, &o.attachment.tag()))
                 .count();
             assert!(tagged > 0, "{kind}");
-            fw.delete_attachment(kind, &o.attachment).unwrap();
+            fw.delete_owned(kind, &o.attachment).unwrap();
         }
-        assert!(fw.list_attachments(kind).unwrap().is_empty());
+        assert!(fw.list(kind).unwrap().is_empty());
     }
     let rs = ns.ruleset();
     assert!(objects(&rs, "rule")
         .iter()
         .all(|r| r.get("comment").is_none()));
     // Deletes are idempotent.
-    fw.del_masquerade(&masq("diff", 1)).unwrap();
-    fw.del_port_mappings(&pm("diff", 2)).unwrap();
+    fw.delete(&RuleSpec::Masquerade(masq("diff", 1))).unwrap();
+    fw.delete(&RuleSpec::PortMappings(pm("diff", 2))).unwrap();
 }
 
 #[test]
@@ -199,17 +197,14 @@ fn conditions_the_encoder_does_not_know_go_through_nft() {
     // An anonymous set: not encoded natively.
     s.conditions_v4 = vec!["ip saddr { 10.0.0.0/8, 192.168.0.0/16 }".into()];
     let native = NativeFirewall::in_netns(a.path());
-    native.add_port_mappings(&s).unwrap();
+    native.add(&RuleSpec::PortMappings(s.clone())).unwrap();
     NftFirewall::in_netns(b.path())
-        .add_port_mappings(&s)
+        .add(&RuleSpec::PortMappings(s.clone()))
         .unwrap();
     assert_eq!(normalized(&a), normalized(&b));
-    native.check_port_mappings(&s).unwrap();
-    native.del_port_mappings(&s).unwrap();
-    assert!(native
-        .list_attachments(RuleKind::PortMapping)
-        .unwrap()
-        .is_empty());
+    native.check(&RuleSpec::PortMappings(s.clone())).unwrap();
+    native.delete(&RuleSpec::PortMappings(s.clone())).unwrap();
+    assert!(native.list(RuleKind::PortMapping).unwrap().is_empty());
 }
 
 /// Drops CAP_NET_ADMIN from the calling thread's effective set
@@ -252,7 +247,7 @@ fn a_refused_batch_is_reported_not_waited_for() {
         drop_net_admin_in_this_thread();
         let t = Instant::now();
         let e = NativeFirewall::in_netns(path)
-            .add_masquerade(&masq("eperm", 1))
+            .add(&RuleSpec::Masquerade(masq("eperm", 1)))
             .unwrap_err();
         (e.to_string(), t.elapsed())
     })
@@ -270,17 +265,19 @@ fn kernel_errors_name_the_object() {
     }
     let ns = TestNs::new("fwnerr");
     let fw = NativeFirewall::in_netns(ns.path());
-    fw.add_port_mappings(&pm("errnet", 1)).unwrap();
+    fw.add(&RuleSpec::PortMappings(pm("errnet", 1))).unwrap();
     let mut other = pm("errnet", 2);
     other.mappings = pm("errnet", 1).mappings;
-    let e = fw.add_port_mappings(&other).unwrap_err();
+    let e = fw.add(&RuleSpec::PortMappings(other.clone())).unwrap_err();
     assert!(
         matches!(e, cni_netns::Error::FirewallConflict { .. }),
         "{e}"
     );
     assert!(e.to_string().contains("hp_owner :: . tcp . 10002"), "{e}");
     let missing = NativeFirewall::in_netns("/run/netns/does-not-exist-native");
-    let e = missing.add_masquerade(&masq("errnet", 1)).unwrap_err();
+    let e = missing
+        .add(&RuleSpec::Masquerade(masq("errnet", 1)))
+        .unwrap_err();
     assert!(e.to_string().contains("does-not-exist-native"), "{e}");
 }
 
@@ -299,11 +296,11 @@ fn concurrent_writers_of_one_table_do_not_corrupt_each_other() {
                 let fw = NativeFirewall::in_netns(path);
                 for i in 0..40 {
                     let id = t * 1000 + i;
-                    fw.add_port_mappings(&pm("conc", id)).unwrap();
-                    fw.add_masquerade(&masq("conc", id)).unwrap();
+                    fw.add(&RuleSpec::PortMappings(pm("conc", id))).unwrap();
+                    fw.add(&RuleSpec::Masquerade(masq("conc", id))).unwrap();
                     if i % 2 == 0 {
-                        fw.del_port_mappings(&pm("conc", id)).unwrap();
-                        fw.del_masquerade(&masq("conc", id)).unwrap();
+                        fw.delete(&RuleSpec::PortMappings(pm("conc", id))).unwrap();
+                        fw.delete(&RuleSpec::Masquerade(masq("conc", id))).unwrap();
                     }
                 }
             })
@@ -317,15 +314,12 @@ fn concurrent_writers_of_one_table_do_not_corrupt_each_other() {
         for i in 0..40 {
             let id = t * 1000 + i;
             if i % 2 == 1 {
-                fw.check_port_mappings(&pm("conc", id)).unwrap();
-                fw.check_masquerade(&masq("conc", id)).unwrap();
+                fw.check(&RuleSpec::PortMappings(pm("conc", id))).unwrap();
+                fw.check(&RuleSpec::Masquerade(masq("conc", id))).unwrap();
             }
         }
     }
-    assert_eq!(
-        fw.list_attachments(RuleKind::PortMapping).unwrap().len(),
-        40
-    );
+    assert_eq!(fw.list(RuleKind::PortMapping).unwrap().len(), 40);
     let rs = ns.ruleset();
     assert_eq!(map_elements(&rs, "cni_rs_hostport", "hp_dnat4").len(), 80);
     assert_eq!(map_elements(&rs, "cni_rs_hostport", "hp_owner").len(), 80);
@@ -353,17 +347,20 @@ fn port_mapping_cost_native_vs_nft_with_50_and_1000_attachments() {
         let mut present = 0u32;
         for target in [50u32, 1000] {
             while present < target {
-                filler.add_port_mappings(&pm("perf", present)).unwrap();
+                filler
+                    .add(&RuleSpec::PortMappings(pm("perf", present)))
+                    .unwrap();
                 present += 1;
             }
             let (mut add, mut del) = (Vec::new(), Vec::new());
             for round in 0..21 {
                 let probe = 20000 + round;
                 let t = Instant::now();
-                fw.add_port_mappings(&pm("perf", probe)).unwrap();
+                fw.add(&RuleSpec::PortMappings(pm("perf", probe))).unwrap();
                 add.push(t.elapsed());
                 let t = Instant::now();
-                fw.del_port_mappings(&pm("perf", probe)).unwrap();
+                fw.delete(&RuleSpec::PortMappings(pm("perf", probe)))
+                    .unwrap();
                 del.push(t.elapsed());
             }
             println!(
@@ -381,10 +378,7 @@ fn port_mapping_cost_native_vs_nft_with_50_and_1000_attachments() {
             t.elapsed().as_secs_f64() * 1e3
         );
         assert_eq!(removed.len(), present as usize);
-        assert!(fw
-            .list_attachments(RuleKind::PortMapping)
-            .unwrap()
-            .is_empty());
+        assert!(fw.list(RuleKind::PortMapping).unwrap().is_empty());
     }
 }
 
@@ -402,10 +396,10 @@ fn exec_child_one_port_mapping_call() {
         return;
     };
     let i: u32 = i.parse().unwrap();
-    let fw = cni_netns::firewall::default_backend(Some(std::path::Path::new(&netns)));
+    let fw = firewall_for(std::path::Path::new(&netns));
     match what.as_str() {
-        "add" => fw.add_port_mappings(&pm("perf", i)).unwrap(),
-        "del" => fw.del_port_mappings(&pm("perf", i)).unwrap(),
+        "add" => fw.add(&RuleSpec::PortMappings(pm("perf", i))).unwrap(),
+        "del" => fw.delete(&RuleSpec::PortMappings(pm("perf", i))).unwrap(),
         _ => {}
     }
 }
@@ -442,7 +436,9 @@ fn exec_cost_of_one_add_and_del() {
         let mut present = 0u32;
         for target in [50u32, 1000] {
             while present < target {
-                filler.add_port_mappings(&pm("perf", present)).unwrap();
+                filler
+                    .add(&RuleSpec::PortMappings(pm("perf", present)))
+                    .unwrap();
                 present += 1;
             }
             let (mut add, mut del) = (Vec::new(), Vec::new());
@@ -478,15 +474,15 @@ fn socket_close_after_del_does_not_wait() {
     let mut closes = Vec::new();
     for i in 0..11 {
         let fw = NativeFirewall::in_netns(ns.path());
-        fw.add_port_mappings(&pm("close", i)).unwrap();
-        fw.del_port_mappings(&pm("close", i)).unwrap();
+        fw.add(&RuleSpec::PortMappings(pm("close", i))).unwrap();
+        fw.delete(&RuleSpec::PortMappings(pm("close", i))).unwrap();
         let t = Instant::now();
         drop(fw);
         closes.push(t.elapsed());
     }
     // GC (a real delete) for comparison.
     let fw = NativeFirewall::in_netns(ns.path());
-    fw.add_port_mappings(&pm("close", 99)).unwrap();
+    fw.add(&RuleSpec::PortMappings(pm("close", 99))).unwrap();
     fw.gc(RuleKind::PortMapping, "close", &[]).unwrap();
     let t = Instant::now();
     drop(fw);

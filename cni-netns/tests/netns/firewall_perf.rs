@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use crate::firewall_common::*;
 use cni_netns::firewall::{
     AttachmentId, Firewall, MasqueradeSpec, NftFirewall, PortMapping, PortMappingSpec, Protocol,
+    RuleSpec,
 };
 
 fn pm(i: u32) -> PortMappingSpec {
@@ -41,9 +42,11 @@ fn pm(i: u32) -> PortMappingSpec {
 fn masq(i: u32) -> MasqueradeSpec {
     MasqueradeSpec {
         attachment: AttachmentId::new("perfnet", format!("{i:064x}"), "eth0"),
-        address: format!("10.{}.{}.{}/8", (i >> 16) & 0xff, (i >> 8) & 0xff, i & 0xff)
-            .parse()
-            .unwrap(),
+        addresses: vec![
+            format!("10.{}.{}.{}/8", (i >> 16) & 0xff, (i >> 8) & 0xff, i & 0xff)
+                .parse()
+                .unwrap(),
+        ],
     }
 }
 
@@ -82,18 +85,28 @@ fn add_and_delete_cost_with_50_and_1000_attachments() {
     let mut present = 0u32;
     for target in [50u32, 1000] {
         while present < target {
-            fw.add_port_mappings(&pm(present)).unwrap();
-            fw.add_masquerade(&masq(present)).unwrap();
+            fw.add(&RuleSpec::PortMappings(pm(present))).unwrap();
+            fw.add(&RuleSpec::Masquerade(masq(present))).unwrap();
             present += 1;
         }
         let mut samples: [Vec<(Duration, Duration)>; 5] = Default::default();
         for round in 0..21 {
             let probe = 20000 + round;
-            samples[0].push(timed(|| fw.add_port_mappings(&pm(probe)).unwrap()));
-            samples[1].push(timed(|| fw.del_port_mappings(&pm(probe)).unwrap()));
-            samples[2].push(timed(|| fw.del_port_mappings(&pm(probe)).unwrap()));
-            samples[3].push(timed(|| fw.add_masquerade(&masq(probe)).unwrap()));
-            samples[4].push(timed(|| fw.del_masquerade(&masq(probe)).unwrap()));
+            samples[0].push(timed(|| {
+                fw.add(&RuleSpec::PortMappings(pm(probe))).unwrap()
+            }));
+            samples[1].push(timed(|| {
+                fw.delete(&RuleSpec::PortMappings(pm(probe))).unwrap()
+            }));
+            samples[2].push(timed(|| {
+                fw.delete(&RuleSpec::PortMappings(pm(probe))).unwrap()
+            }));
+            samples[3].push(timed(|| {
+                fw.add(&RuleSpec::Masquerade(masq(probe))).unwrap()
+            }));
+            samples[4].push(timed(|| {
+                fw.delete(&RuleSpec::Masquerade(masq(probe))).unwrap()
+            }));
         }
         let fmt = |v: &Vec<(Duration, Duration)>| {
             let wall = median(v.iter().map(|x| x.0).collect());
@@ -109,14 +122,12 @@ fn add_and_delete_cost_with_50_and_1000_attachments() {
         let mut baseline = vec![];
         for _ in 0..21 {
             let t = Instant::now();
-            fw.list_attachments(cni_netns::firewall::RuleKind::MacSpoofCheck)
+            fw.list(cni_netns::firewall::RuleKind::MacSpoofCheck)
                 .unwrap();
             baseline.push(t.elapsed());
         }
         let t = Instant::now();
-        let listed = fw
-            .list_attachments(cni_netns::firewall::RuleKind::PortMapping)
-            .unwrap();
+        let listed = fw.list(cni_netns::firewall::RuleKind::PortMapping).unwrap();
         let list_time = t.elapsed();
         assert_eq!(listed.len(), present as usize);
         println!(

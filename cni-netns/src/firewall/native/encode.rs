@@ -355,7 +355,7 @@ fn element_list(map: &Map, e: &Element, expire: bool) -> Enc<Attrs> {
     let mut elem = Attrs::new();
     elem.bytes(
         NFTA_SET_ELEM_TIMEOUT,
-        &crate::firewall::layout::ELEMENT_TIMEOUT_MS.to_be_bytes(),
+        &crate::firewall::batch::ELEMENT_TIMEOUT_MS.to_be_bytes(),
     );
     if expire {
         elem.bytes(NFTA_SET_ELEM_EXPIRATION, &1u64.to_be_bytes());

@@ -5,8 +5,8 @@
 
 use super::encode::*;
 use super::wire::*;
-use crate::firewall::layout;
 use crate::firewall::model::*;
+use crate::firewall::{attachment, hostport, macspoof, masquerade, DEFAULT_MASQ_MARK};
 
 const FIXTURES: &str = include_str!("fixtures.txt");
 
@@ -161,8 +161,8 @@ fn tcp(port: u64) -> [Value; 2] {
 
 #[test]
 fn hostport_table_matches_nft() {
-    let t = layout::hostport_table(layout::DEFAULT_MASQ_MARK);
-    let (f, n) = (Family::Inet, layout::HOSTPORT_TABLE);
+    let t = hostport::table(DEFAULT_MASQ_MARK);
+    let (f, n) = (Family::Inet, hostport::TABLE);
     assert_encodes("table_hostport", &t, f, n, Command::AddTable);
     assert_encodes("chain_prerouting", &t, f, n, shared_chain(&t, "prerouting"));
     assert_encodes(
@@ -224,8 +224,8 @@ fn hostport_table_matches_nft() {
 
 #[test]
 fn port_mapping_elements_and_rules_match_nft() {
-    let t = layout::hostport_table(layout::DEFAULT_MASQ_MARK);
-    let (f, n) = (Family::Inet, layout::HOSTPORT_TABLE);
+    let t = hostport::table(DEFAULT_MASQ_MARK);
+    let (f, n) = (Family::Inet, hostport::TABLE);
     let any6 = addr("::");
     assert_encodes(
         "elem_hp_owner",
@@ -355,9 +355,7 @@ fn port_mapping_elements_and_rules_match_nft() {
         host_ip: Some("10.20.0.1".parse().unwrap()),
     }];
     spec.conditions_v4 = vec!["ip saddr != 10.66.0.0/16".into()];
-    let r = layout::port_mapping_rules(&spec, layout::DEFAULT_MASQ_MARK)
-        .unwrap()
-        .unwrap();
+    let r = hostport::elements(&spec).unwrap().unwrap();
     assert_eq!(r.rules.len(), 2);
     let pass = commented(r.rules[0].stmts.clone(), "c1");
     assert_encodes("rule_cond_pass", &t, f, n, add_rule("conditions", pass));
@@ -429,8 +427,8 @@ fn port_mapping_elements_and_rules_match_nft() {
 
 #[test]
 fn mac_spoof_and_masquerade_match_nft() {
-    let t = layout::mac_spoof_table();
-    let (f, n) = (Family::Bridge, layout::MAC_SPOOF_TABLE);
+    let t = macspoof::table();
+    let (f, n) = (Family::Bridge, macspoof::TABLE);
     assert_encodes(
         "chain_sc_prerouting",
         &t,
@@ -462,8 +460,8 @@ fn mac_spoof_and_masquerade_match_nft() {
         ),
     );
 
-    let t = layout::masquerade_table();
-    let (f, n) = (Family::Inet, layout::MASQ_TABLE);
+    let t = masquerade::table();
+    let (f, n) = (Family::Inet, masquerade::TABLE);
     for name in ["masq_src4", "masq_keep4", "masq_src6", "masq_keep6"] {
         assert_encodes(&format!("map_{name}"), &t, f, n, map(&t, name));
     }
@@ -490,9 +488,9 @@ fn mac_spoof_and_masquerade_match_nft() {
     );
     let spec = crate::firewall::MasqueradeSpec {
         attachment: crate::firewall::AttachmentId::new("n", "c", "eth0"),
-        address: "10.88.3.4/16".parse().unwrap(),
+        addresses: vec!["10.88.3.4/16".parse().unwrap()],
     };
-    let mut els = layout::masquerade_rules(&spec).elements;
+    let mut els = masquerade::elements(&spec).elements;
     for e in &mut els {
         e.comment = Some("c3".into());
         e.data = owner();
@@ -501,7 +499,7 @@ fn mac_spoof_and_masquerade_match_nft() {
         element: e.clone(),
         exclusive: true,
     };
-    assert_eq!(els[0].map, layout::OWNERS);
+    assert_eq!(els[0].map, attachment::OWNERS);
     assert_encodes("elem_masq_src4", &t, f, n, cmd(&els[1]));
     assert_encodes("elem_masq_keep4", &t, f, n, cmd(&els[2]));
     assert_encodes(
@@ -668,7 +666,7 @@ fn keys_round_trip_and_unknown_shapes_are_refused() {
     assert!(encode_key(&[KeyType::Ipv4Addr], &[prefix("10.0.0.0/8")]).is_err());
     assert_eq!(udata_comment(&comment_udata("tag")).as_deref(), Some("tag"));
 
-    let t = layout::masquerade_table();
+    let t = masquerade::table();
     let set = Rule::new(vec![m(
         Expr::payload("tcp", "sport"),
         CmpOp::Eq,
