@@ -180,14 +180,6 @@ fn boot_id() -> String {
         .unwrap_or_default()
 }
 
-/// A failed write of the shared atomic writer as this crate's [`Error::Io`].
-fn atomic_error(e: cni_exec::Error) -> Error {
-    match e {
-        cni_exec::Error::Io { op, path, source } => Error::io(op, path, source),
-        e => Error::io("write", "", std::io::Error::other(e.to_string())),
-    }
-}
-
 fn sync_path(path: &Path) -> Result<()> {
     File::open(path)
         .and_then(|d| d.sync_all())
@@ -233,7 +225,7 @@ impl DiskStore {
     pub fn check_usable(&self) -> Result<()> {
         let lock = self.lock()?;
         let probe = lock.writer().stage(&self.dir.join("probe"), b"status");
-        let probe = probe.map_err(atomic_error)?;
+        let probe = probe.map_err(Error::atomic_write)?;
         let path = probe.temp_path();
         fs::remove_file(path).map_err(|e| Error::io("remove probe file", path, e))
     }
@@ -395,7 +387,7 @@ impl DiskStoreLock<'_> {
             // before the entries it vouches for.
             self.writer()
                 .write(&index_dir.join(name), bucket_file(lines).as_bytes())
-                .map_err(atomic_error)?;
+                .map_err(Error::atomic_write)?;
         }
         if self.store.durable {
             sync_path(&index_dir)?;
@@ -471,7 +463,7 @@ impl DiskStoreLock<'_> {
                 .fsync(durable)
                 .fsync_dir(durable)
                 .write(&path, bucket_file(&[(hash, ip)]).as_bytes())
-                .map_err(atomic_error)?;
+                .map_err(Error::atomic_write)?;
             return Ok(());
         };
         if lines.contains(&(hash, ip)) {
@@ -534,7 +526,7 @@ impl DiskStoreLock<'_> {
                 &self.index_dir().join(bucket),
                 bucket_file(&live).as_bytes(),
             )
-            .map_err(atomic_error)
+            .map_err(Error::atomic_write)
     }
 
     fn read_reservation(&self, ip: IpAddr) -> Option<Reservation> {
@@ -755,7 +747,10 @@ impl DiskStoreLock<'_> {
         // writer killed between write and link) goes with the next full
         // scan (GC, index rebuild).
         let _ = fs::remove_file(self.dir().join(OLD_RESERVATION_TEMP));
-        let staged = self.writer().stage(target, content).map_err(atomic_error)?;
+        let staged = self
+            .writer()
+            .stage(target, content)
+            .map_err(Error::atomic_write)?;
         let linked = fs::hard_link(staged.temp_path(), target);
         // Dropping the staged file unlinks its temporary name.
         drop(staged);
