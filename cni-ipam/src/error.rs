@@ -212,6 +212,15 @@ impl Error {
             source,
         }
     }
+
+    /// A failed write of the shared atomic writer ([`cni_exec::atomic`]):
+    /// its I/O errors stay [`Error::Io`] (operation and file named).
+    pub(crate) fn atomic_write(e: cni_exec::Error) -> Self {
+        match e {
+            cni_exec::Error::Io { op, path, source } => Error::io(op, path, source),
+            e => Error::io("write", "", std::io::Error::other(e.to_string())),
+        }
+    }
 }
 
 /// Result alias for this crate.

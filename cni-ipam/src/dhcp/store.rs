@@ -3,11 +3,11 @@
 //! of the directory), so that a daemon restarted after a crash or an
 //! upgrade resumes every lease instead of losing it.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::fs::File;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
+use cni_exec::atomic::{self, AtomicWrite};
 use serde::{Deserialize, Serialize};
 
 use super::client::{ClientConfig, Lease};
@@ -119,7 +119,7 @@ impl LeaseStore {
         for entry in entries.flatten() {
             let path = entry.path();
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') && name.contains(".tmp.") {
+            if atomic::is_temp_name(&name) {
                 let _ = std::fs::remove_file(&path);
                 continue;
             }
@@ -143,37 +143,17 @@ impl LeaseStore {
     }
 }
 
-/// Temporary file (pid and counter in its name), fsync, rename over
-/// `path`, fsync of the directory: after a crash the file is the old or
-/// the new content, never a torn one, and a rename that returned survives
-/// a power cut.
+/// The shared atomic writer ([`cni_exec::atomic`]): temporary file, fsync,
+/// rename over `path`, fsync of the directory: after a crash the file is
+/// the old or the new content, never a torn one, and a rename that returned
+/// survives a power cut.
 fn write_durable(path: &Path, data: &[u8]) -> Result<()> {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let nonce = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = dir.join(format!(".{name}.tmp.{}.{nonce}", std::process::id()));
-    let result = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(|e| Error::io("create lease file", &tmp, e))?;
-        f.write_all(data)
-            .map_err(|e| Error::io("write lease file", &tmp, e))?;
-        f.sync_all()
-            .map_err(|e| Error::io("fsync lease file", &tmp, e))?;
-        std::fs::rename(&tmp, path).map_err(|e| Error::io("rename lease file onto", path, e))?;
-        sync_dir(dir)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    AtomicWrite::new()
+        .mode(0o600)
+        .fsync(true)
+        .fsync_dir(true)
+        .write(path, data)
+        .map_err(Error::atomic_write)
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {

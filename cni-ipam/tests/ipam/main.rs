@@ -4,6 +4,7 @@
 mod allocator_prop;
 mod config;
 mod disk_store;
+mod full_disk;
 mod go_interop;
 mod perf;
 mod processes;
