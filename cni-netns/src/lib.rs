@@ -93,6 +93,7 @@ mod link;
 mod neigh;
 mod netlink;
 mod netns;
+mod nfnetlink;
 mod nft_foreign;
 mod route;
 mod rule;

@@ -13,17 +13,12 @@ use crate::netlink::serialize;
 use crate::route::route_message;
 use crate::*;
 
-/// Walks a run of netlink attributes: (type without flags, nested flag, value).
-fn nlas(mut buf: &[u8]) -> Vec<(u16, bool, Vec<u8>)> {
-    let mut out = Vec::new();
-    while buf.len() >= 4 {
-        let len = u16::from_ne_bytes([buf[0], buf[1]]) as usize;
-        let kind = u16::from_ne_bytes([buf[2], buf[3]]);
-        assert!(len >= 4 && len <= buf.len(), "bad nla length {len}");
-        out.push((kind & 0x3fff, kind & 0x8000 != 0, buf[4..len].to_vec()));
-        buf = &buf[((len + 3) & !3).min(buf.len())..];
-    }
-    out
+/// Walks a run of netlink attributes with the crate's one walker: (type
+/// without flags, nested flag, value).
+fn nlas(buf: &[u8]) -> Vec<(u16, bool, Vec<u8>)> {
+    crate::nfnetlink::attrs_full(buf)
+        .map(|(ty, v, _)| (ty & 0x3fff, ty & 0x8000 != 0, v.to_vec()))
+        .collect()
 }
 
 fn attr(list: &[(u16, bool, Vec<u8>)], kind: u16) -> Vec<u8> {
