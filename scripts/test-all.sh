@@ -27,12 +27,11 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # Without its default `multus` feature, cni-plugins builds every other plugin
 # and carries none of multus's Kubernetes, TLS, YAML and certificate crates.
-# (regex stays: tuning's sysctl allowlist is Go regexps; its engine,
-# regex-automata, comes with tracing-subscriber's env-filter anyway.)
+# (tuning's sysctl allowlist, Go regexps, uses the small regex-lite.)
 cargo clippy --locked -p cni-plugins --no-default-features --all-targets -- -D warnings
 cargo build --locked -p cni-plugins --no-default-features
 if cargo tree --locked -p cni-plugins --no-default-features -e normal --prefix none \
-    | grep -E '^(ureq|rustls|rcgen|serde-saphyr) '; then
+    | grep -E '^(ureq|rustls|rcgen|serde-saphyr|regex) '; then
     echo "test-all.sh: a multus-only crate above is a dependency of cni-plugins without the multus feature" >&2
     exit 1
 fi

@@ -6,7 +6,10 @@
 //!   [`Netns::run`] runs a closure on a fresh thread inside one.
 //! * [`Handle`] is one rtnetlink socket bound to one namespace; every verb
 //!   is a method on it ([`Handle::setup_veth`], [`Handle::ensure_bridge`],
-//!   [`Handle::add_address`], [`Handle::add_route`], ...).
+//!   [`Handle::add_address`], [`Handle::add_route`], ...). Links are
+//!   organised by kind (`link/`: veth, bridge, stacked on a parent —
+//!   macvlan, ipvlan, vlan —, virtual — vrf, dummy —, tap); a kernel
+//!   route is a [`KernelRoute`] (the spec's route is `cni_types::Route`).
 //! * [`sysctl`] reads and writes `/proc/sys` from inside a namespace.
 //! * [`configure_interface`] is Go's `ipam.ConfigureIface`.
 //! * [`tc`] programs traffic control (TBF and ingress qdiscs, mirred

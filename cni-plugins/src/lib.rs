@@ -1,6 +1,35 @@
 //! The CNI plugins of this workspace as library modules: each module reads
 //! as its plugin's algorithm on top of `cni-exec`, `cni-netns` and
-//! `cni-ipam`; `src/bin/<plugin>.rs` is a one-line `main`.
+//! `cni-ipam`; `src/bin/<plugin>.rs` is a one-line `main`
+//! ([`plugin_main!`]).
+//!
+//! The shape:
+//! - every plugin implements [`cni_exec::Plugin`] with this crate's
+//!   [`Error`] (one place maps failures to CNI codes); its commands are the
+//!   trait's methods;
+//! - the steps interface plugins share (IPAM delegation with undo,
+//!   configuring the pod interface from a result, CHECK's comparisons, "the
+//!   netns is gone", one undo list for rollback) live in one private module,
+//!   `steps`, never under one plugin's folder;
+//! - multus is a product of its own, behind the `multus` cargo feature (on
+//!   by default) with its own error enum: without it no Kubernetes, TLS or
+//!   YAML code is compiled;
+//! - every file a plugin persists goes through one atomic writer
+//!   ([`cni_exec::atomic`]).
+//!
+//! A plugin is a value a runtime can call in-process:
+//!
+//! ```
+//! use cni_exec::{dispatch, Env};
+//! use cni_plugins::passthru::Passthru;
+//!
+//! let env = Env::new([("CNI_COMMAND", "ADD"), ("CNI_CONTAINERID", "c1"),
+//!     ("CNI_NETNS", "/run/netns/c1"), ("CNI_IFNAME", "eth0"), ("CNI_PATH", "/opt/cni/bin")]);
+//! let conf = br#"{"cniVersion":"1.0.0","name":"net","type":"passthru",
+//!     "prevResult":{"cniVersion":"1.0.0","ips":[{"address":"10.1.0.5/24"}]}}"#;
+//! let out = dispatch(&Passthru, &env, conf);
+//! assert!(String::from_utf8(out.stdout).unwrap().contains("10.1.0.5/24"));
+//! ```
 
 pub mod bandwidth;
 pub mod binary;

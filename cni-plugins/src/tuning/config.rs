@@ -236,7 +236,7 @@ pub(crate) fn check_allowlist(path: &Path, sysctl: &[(String, String)]) -> Resul
     let res = list
         .iter()
         .map(|p| {
-            regex::Regex::new(p)
+            regex_lite::Regex::new(p)
                 .map_err(|e| Error::Config(format!("error parsing regexp {p:?}: {e}")))
         })
         .collect::<Result<Vec<_>>>()?;

@@ -882,7 +882,8 @@ fn auto_configuration_follows_the_primary() {
     std::fs::remove_file(&earlier).unwrap();
     std::fs::remove_file(&primary).unwrap();
     wait_for("removal", || !out.exists());
-    assert_eq!(get(&sock, "/readyz").0, 503);
+    // The daemon removes the file, then marks itself not ready.
+    wait_for("not ready", || get(&sock, "/readyz").0 == 503);
     // No temporary files either.
     let left: Vec<String> = std::fs::read_dir(net.path())
         .unwrap()
