@@ -9,6 +9,7 @@ mod error;
 pub mod flannel;
 pub mod host_device;
 pub mod host_local;
+pub mod install;
 pub mod ipvlan;
 pub mod loopback;
 pub mod macvlan;
