@@ -429,11 +429,7 @@ pub fn parse_args(
             }
             "--skip-existing" if inline.is_none() => skip_existing = true,
             "-h" | "--help" => return Ok(None),
-            _ => {
-                return Err(Error::Config(format!(
-                    "unknown argument {arg:?}\n{USAGE}"
-                )))
-            }
+            _ => return Err(Error::Config(format!("unknown argument {arg:?}\n{USAGE}"))),
         }
     }
     let to = to.ok_or_else(|| Error::Config(format!("--to is required\n{USAGE}")))?;
@@ -472,24 +468,34 @@ mod tests {
 
     #[test]
     fn parses_every_flag_form() {
-        let o = parse_args(
-            args("--to /t --only=a,b --only c --skip-existing"),
-            || Some("/self".into()),
-        )
+        let o = parse_args(args("--to /t --only=a,b --only c --skip-existing"), || {
+            Some("/self".into())
+        })
         .unwrap()
         .unwrap();
         assert_eq!(o.to, Path::new("/t"));
         assert_eq!(o.from, Path::new("/self"));
         assert_eq!(o.only, Some(vec!["a".into(), "b".into(), "c".into()]));
         assert!(o.skip_existing);
-        let o = parse_args(args("--from=/f --to=/t"), || None).unwrap().unwrap();
+        let o = parse_args(args("--from=/f --to=/t"), || None)
+            .unwrap()
+            .unwrap();
         assert_eq!((o.from.as_path(), o.only), (Path::new("/f"), None));
     }
 
     #[test]
     fn rejects_bad_command_lines() {
-        for bad in ["", "--from /f", "--to", "--to /t --bogus", "--to /t --only ,"] {
-            assert!(parse_args(args(bad), || Some("/s".into())).is_err(), "{bad}");
+        for bad in [
+            "",
+            "--from /f",
+            "--to",
+            "--to /t --bogus",
+            "--to /t --only ,",
+        ] {
+            assert!(
+                parse_args(args(bad), || Some("/s".into())).is_err(),
+                "{bad}"
+            );
         }
         assert!(parse_args(args("--help"), || None).unwrap().is_none());
     }

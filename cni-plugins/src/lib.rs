@@ -5,6 +5,8 @@
 pub mod bandwidth;
 pub mod binary;
 pub mod bridge;
+#[doc(hidden)]
+pub mod config_keys;
 mod error;
 pub mod flannel;
 pub mod host_device;

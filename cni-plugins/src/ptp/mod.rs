@@ -46,7 +46,7 @@ pub struct PtpConf {
 }
 
 #[derive(Deserialize)]
-struct Raw {
+pub(crate) struct Raw {
     #[serde(default)]
     mtu: i64,
 }
