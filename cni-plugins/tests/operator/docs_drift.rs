@@ -127,10 +127,3 @@ fn every_page_is_in_the_table_and_back() {
         "plugins without a page: {without_page:?}"
     );
 }
-
-#[test]
-fn print_keys() {
-    for (name, keys) in PLUGINS {
-        eprintln!("{name}: {:?}", keys());
-    }
-}
