@@ -38,3 +38,34 @@ pub(crate) fn skip(reason: &str) -> bool {
         panic!("cannot run: {reason} (set CNI_TEST_ALLOW_SKIP=1 to skip)");
     }
 }
+
+/// The binaries of cni-plugins, from cargo's own view of the package.
+pub(crate) fn plugin_binaries() -> std::collections::BTreeSet<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args([
+            "metadata",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--offline",
+        ])
+        .current_dir(crate::workspace())
+        .output()
+        .expect("run cargo metadata");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["name"] == "cni-plugins")
+        .flat_map(|p| p["targets"].as_array().unwrap().iter())
+        .filter(|t| t["kind"].as_array().unwrap().iter().any(|k| k == "bin"))
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
