@@ -160,6 +160,9 @@ fn plan(opts: &Options) -> Result<Vec<Step>> {
             let outcome = match std::fs::symlink_metadata(&dest) {
                 Err(e) if e.kind() == ErrorKind::NotFound => Outcome::Installed,
                 Err(e) => return Err(io("stat destination", &dest)(e)),
+                // Whatever it is (a symlink to another build included), it
+                // is kept: nothing is overwritten.
+                Ok(_) if opts.skip_existing => Outcome::Skipped,
                 Ok(m) if !m.file_type().is_file() => {
                     return Err(Error::Config(format!(
                         "refusing to replace {}: it is not a regular file ({})",
@@ -167,7 +170,6 @@ fn plan(opts: &Options) -> Result<Vec<Step>> {
                         kind(&m.file_type())
                     )))
                 }
-                Ok(_) if opts.skip_existing => Outcome::Skipped,
                 Ok(m) if m.permissions().mode() & 0o7777 == mode && same_content(&src, &dest)? => {
                     Outcome::Unchanged
                 }
@@ -250,9 +252,12 @@ fn stage(steps: &mut [Step]) -> Result<()> {
 }
 
 /// Renames every staged file into place, then fsyncs the directory so the
-/// renames survive a power cut. A rename failure stops there: files already
+/// renames survive a power cut (nothing staged: nothing to do). A rename failure stops there: files already
 /// renamed are complete (each rename is atomic), the rest are removed.
 fn commit(steps: &mut [Step], dir: &Path) -> Result<()> {
+    if steps.iter().all(|s| s.tmp.is_none()) {
+        return Ok(());
+    }
     for i in 0..steps.len() {
         let Some(tmp) = steps[i].tmp.take() else {
             continue;
