@@ -146,13 +146,43 @@ fn skip_existing_keeps_what_is_there() {
         )
     );
     assert_eq!(fs::read(dst.path().join("a")).unwrap(), before);
+
+    // An existing symlink is kept too: nothing is overwritten.
+    let other = tempfile::tempdir().unwrap();
+    symlink("/bin/true", other.path().join("b")).unwrap();
+    let out = run(&[
+        "--to",
+        s(other.path()),
+        "--from",
+        s(src.path()),
+        "--only",
+        "b",
+        "--skip-existing",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!("skipped {}\n", other.path().join("b").display())
+    );
+    assert!(fs::symlink_metadata(other.path().join("b"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
 }
 
 #[test]
 fn default_source_is_the_installers_own_directory() {
     let src = source(1);
     let installer = src.path().join("cni-install");
-    fs::copy(INSTALLER, &installer).unwrap();
+    // Copied by another process: a file this multi-threaded test process
+    // had open for writing could leak into a child another test thread
+    // forks meanwhile, and exec'ing it would then fail with ETXTBSY.
+    let cp = Command::new("cp")
+        .arg(INSTALLER)
+        .arg(&installer)
+        .status()
+        .unwrap();
+    assert!(cp.success());
     let dst = tempfile::tempdir().unwrap();
     let out = Command::new(&installer)
         .args(["--to", s(dst.path())])
@@ -283,6 +313,19 @@ fn a_read_only_target_is_a_clear_error_and_nothing_changes() {
         stdout(&out)
     );
     assert_eq!(snapshot(fs_.path()), before);
+
+    // Up to date on a read-only target: nothing to write, success.
+    let same = Tmpfs::mount();
+    let ok = run(&["--to", s(same.path()), "--from", s(src.path())]);
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    same.read_only();
+    let again = run(&["--to", s(same.path()), "--from", s(src.path())]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert!(
+        stdout(&again).starts_with("unchanged "),
+        "{}",
+        stdout(&again)
+    );
 }
 
 /// While a thread execs the installed plugin as fast as it can, the
