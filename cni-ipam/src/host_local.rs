@@ -64,8 +64,17 @@ struct NetConf {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct IpamConf {
-    #[serde(flatten)]
-    range: RangeConfig,
+    // The legacy single range, spelled out rather than a flattened
+    // `RangeConfig`: serde tells no field names of a struct with a
+    // flattened field, and `config_keys` needs them.
+    #[serde(default)]
+    subnet: Option<String>,
+    #[serde(default)]
+    range_start: Option<String>,
+    #[serde(default)]
+    range_end: Option<String>,
+    #[serde(default)]
+    gateway: Option<String>,
     #[serde(default)]
     routes: Option<Vec<Route>>,
     #[serde(default)]
@@ -85,6 +94,14 @@ struct RuntimeConf {
     ip_ranges: Option<Vec<Vec<RangeConfig>>>,
     #[serde(default)]
     ips: Option<Vec<String>>,
+}
+
+/// Every key host-local's configuration accepts, as dotted paths
+/// (`ipam.ranges.subnet`), read from the serde structs it is parsed with
+/// ([`cni_types::keys`]): what the reference page must document.
+#[doc(hidden)]
+pub fn config_keys() -> Vec<String> {
+    cni_types::keys::accepted_keys::<NetConf>()
 }
 
 /// Go's `ip.IP` text unmarshalling: `""` is "no address" (which Go then
@@ -186,8 +203,13 @@ impl HostLocalConfig {
         requested_ips.extend(runtime_ips);
 
         let mut configs: Vec<Vec<RangeConfig>> = runtime.ip_ranges.unwrap_or_default();
-        if ipam.range.subnet.as_deref().is_some_and(|s| !s.is_empty()) {
-            configs.push(vec![ipam.range.clone()]);
+        if ipam.subnet.as_deref().is_some_and(|s| !s.is_empty()) {
+            configs.push(vec![RangeConfig {
+                subnet: ipam.subnet.clone(),
+                range_start: ipam.range_start.clone(),
+                range_end: ipam.range_end.clone(),
+                gateway: ipam.gateway.clone(),
+            }]);
         }
         configs.extend(ipam.ranges.unwrap_or_default());
         if configs.is_empty() {

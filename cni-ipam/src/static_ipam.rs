@@ -79,6 +79,14 @@ struct RuntimeConf {
     ips: Option<Vec<String>>,
 }
 
+/// Every key static's configuration accepts, as dotted paths
+/// (`ipam.addresses.address`), read from the serde structs it is parsed
+/// with ([`cni_types::keys`]): what the reference page must document.
+#[doc(hidden)]
+pub fn config_keys() -> Vec<String> {
+    cni_types::keys::accepted_keys::<NetConf>()
+}
+
 fn ips_entry(text: &str) -> Result<StaticAddress> {
     let address = parse_cidr(text).ok_or_else(|| {
         Error::InvalidConfig(format!(

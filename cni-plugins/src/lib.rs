@@ -34,6 +34,8 @@
 pub mod bandwidth;
 pub mod binary;
 pub mod bridge;
+#[doc(hidden)]
+pub mod config_keys;
 pub mod dhcp;
 pub mod dummy;
 mod error;
@@ -42,6 +44,7 @@ pub mod flannel;
 mod go_duration;
 pub mod host_device;
 pub mod host_local;
+pub mod install;
 pub mod ipvlan;
 pub mod loopback;
 pub mod macvlan;

@@ -46,6 +46,7 @@ pub mod args;
 pub mod config;
 pub mod error;
 pub mod json;
+pub mod keys;
 pub mod result;
 pub mod validate;
 pub mod version;

@@ -18,7 +18,7 @@ pub const DEFAULT_ZONE: &str = "trusted";
 /// Where the iptables backend keeps each attachment's addresses for GC.
 pub const DEFAULT_DATA_DIR: &str = "/run/cni/firewall";
 
-const KEYS: &[&str] = &[
+pub(crate) const KEYS: &[&str] = &[
     "backend",
     "iptablesAdminChainName",
     "firewalldZone",

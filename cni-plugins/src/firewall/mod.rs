@@ -31,7 +31,7 @@
 //! assert!(String::from_utf8(out.stdout).unwrap().contains("backend: unknown"));
 //! ```
 
-mod config;
+pub(crate) mod config;
 mod iptables;
 mod nftables;
 

@@ -64,7 +64,7 @@ pub struct HostDeviceConf {
 }
 
 #[derive(Deserialize)]
-struct Raw {
+pub(crate) struct Raw {
     #[serde(default)]
     device: String,
     #[serde(default)]

@@ -47,7 +47,7 @@ pub struct IpvlanConf {
 }
 
 #[derive(Deserialize)]
-struct Raw {
+pub(crate) struct Raw {
     #[serde(default)]
     master: String,
     #[serde(default)]

@@ -50,7 +50,7 @@ pub struct MacvlanConf {
 }
 
 #[derive(Deserialize)]
-struct Raw {
+pub(crate) struct Raw {
     #[serde(default)]
     master: String,
     #[serde(default)]

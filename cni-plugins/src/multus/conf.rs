@@ -225,7 +225,7 @@ pub struct NetConf {
     pub raw: Map<String, Value>,
 }
 
-const KEYS: &[&str] = &[
+pub(crate) const KEYS: &[&str] = &[
     "cniVersion",
     "name",
     "type",

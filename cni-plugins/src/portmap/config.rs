@@ -17,7 +17,7 @@ pub const DEFAULT_MARK_BIT: u32 = 13;
 
 /// The portmap keys of the config, as the reference reads them.
 #[derive(Debug, Default, Deserialize)]
-struct RawConf {
+pub(crate) struct RawConf {
     #[serde(default)]
     backend: Option<String>,
     #[serde(default)]

@@ -47,7 +47,7 @@ pub struct PtpConf {
 }
 
 #[derive(Deserialize)]
-struct Raw {
+pub(crate) struct Raw {
     #[serde(default)]
     mtu: i64,
 }

@@ -31,7 +31,7 @@
 //! assert!(String::from_utf8(out.stdout).unwrap().contains("prevResult"));
 //! ```
 
-mod config;
+pub(crate) mod config;
 
 use std::net::IpAddr;
 

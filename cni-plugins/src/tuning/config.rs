@@ -38,7 +38,7 @@ pub struct TuningConf {
 }
 
 #[derive(Deserialize, Default)]
-struct Raw {
+pub(crate) struct Raw {
     #[serde(rename = "dataDir", default)]
     data_dir: String,
     #[serde(default)]

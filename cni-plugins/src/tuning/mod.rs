@@ -34,7 +34,7 @@
 //! assert!(String::from_utf8(out.stdout).unwrap().contains("invalid net sysctl key"));
 //! ```
 
-mod config;
+pub(crate) mod config;
 
 use std::path::{Path, PathBuf};
 

@@ -34,6 +34,7 @@ mod multus_k8s;
 mod multus_thick;
 mod multus_thick_certs;
 mod multus_thick_watch;
+mod operator;
 mod portmap_bench;
 mod portmap_traffic;
 mod ptp;

@@ -1,0 +1,83 @@
+//! The configuration keys each plugin accepts, as dotted paths, read from
+//! the serde structs its config is parsed with ([`cni_types::keys`]), never
+//! listed by hand: the drift test (`tests/operator`) checks that each one
+//! appears on the plugin's reference page `docs/plugins/<page>.md` as
+//! `` `key` ``.
+//!
+//! Adding a plugin: one line in [`PLUGINS`] naming its page and a function
+//! that returns `accepted_keys::<ItsConfigStruct>()` (make the struct
+//! `pub(crate)` if it is private). The spec's own keys (`cniVersion`,
+//! `name`, `type`), read from `cni_types::NetworkConfig`, are checked on
+//! every page by the test.
+//!
+//! ```
+//! let (_, keys) = cni_plugins::config_keys::PLUGINS
+//!     .iter()
+//!     .find(|(page, _)| *page == "bridge")
+//!     .unwrap();
+//! assert!(keys().contains(&"vlanTrunk.minID".to_string()));
+//! ```
+
+use cni_types::keys::{accepted_keys, accepted_keys_at};
+
+/// A page name (`docs/plugins/<page>.md`) and the keys that page must
+/// document.
+pub type Entry = (&'static str, fn() -> Vec<String>);
+
+/// Every plugin page this crate knows, with its keys.
+pub const PLUGINS: &[Entry] = &[
+    ("bridge", || accepted_keys::<crate::bridge::BridgeConf>()),
+    ("loopback", Vec::new),
+    ("host-local", cni_ipam::host_local::config_keys),
+    ("static", cni_ipam::static_ipam::config_keys),
+    ("portmap", || {
+        accepted_keys::<crate::portmap::config::RawConf>()
+    }),
+    ("flannel", || accepted_keys::<crate::flannel::FlannelConf>()),
+    #[cfg(feature = "multus")]
+    ("multus", multus),
+    ("tuning", || accepted_keys::<crate::tuning::config::Raw>()),
+    ("bandwidth", || accepted_keys::<cni_types::Bandwidth>()),
+    ("ptp", || accepted_keys::<crate::ptp::Raw>()),
+    ("macvlan", || accepted_keys::<crate::macvlan::Raw>()),
+    ("ipvlan", || accepted_keys::<crate::ipvlan::Raw>()),
+    ("host-device", || accepted_keys::<crate::host_device::Raw>()),
+    ("vlan", || accepted_keys::<crate::vlan::Raw>()),
+    ("vrf", || accepted_keys::<crate::vrf::Raw>()),
+    ("tap", || accepted_keys::<crate::tap::Raw>()),
+    ("dummy", Vec::new),
+    ("passthru", Vec::new),
+    ("sbr", || accepted_keys::<crate::sbr::config::SbrConf>()),
+    ("firewall", || {
+        crate::firewall::config::KEYS
+            .iter()
+            .map(|k| k.to_string())
+            .collect()
+    }),
+    ("dhcp", || {
+        accepted_keys_at::<crate::dhcp::config::DhcpConfig>("ipam")
+    }),
+];
+
+/// multus parses its `NetConf` from a JSON object against its own key list
+/// (the one Go's case-insensitive matching is emulated with), and its
+/// nested objects with serde; the thick daemon adds its own keys. Capability
+/// objects under `runtimeConfig` are documented by name, not field by
+/// field.
+#[cfg(feature = "multus")]
+fn multus() -> Vec<String> {
+    use crate::multus::conf::{LogOptions, RuntimeConfig, KEYS};
+    use crate::multus::thick::config::DAEMON_KEYS;
+    let mut keys: Vec<String> = KEYS
+        .iter()
+        .chain(DAEMON_KEYS)
+        .map(|k| k.to_string())
+        .collect();
+    keys.extend(accepted_keys_at::<LogOptions>("logOptions"));
+    keys.extend(
+        accepted_keys_at::<RuntimeConfig>("runtimeConfig")
+            .into_iter()
+            .filter(|k| k.matches('.').count() == 1),
+    );
+    keys
+}

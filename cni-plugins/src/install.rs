@@ -1,0 +1,516 @@
+//! `cni-install`: copies plugin binaries into a live node's plugin directory
+//! (`/opt/cni/bin`) without ever exposing a half-written file.
+//!
+//! Each binary is written to a temp name in the target directory (a dot, the
+//! plugin's name, the installer's pid and a random nonce), given the source's
+//! mode, fsynced, and renamed over the destination. A runtime exec'ing the
+//! plugin at that moment runs either the old inode or the new one, never a
+//! partial file, and since the destination is never opened for writing,
+//! `ETXTBSY` cannot happen (the failure of `cp` onto a running binary).
+//!
+//! Everything that can be checked is checked before the first rename: every
+//! requested binary exists in the source, no destination is a symlink or a
+//! directory, and every temp file is written. A failure there removes the
+//! temp files and leaves the target directory as it was.
+//!
+//! This module uses only `std` (no multus, no Kubernetes client), so the
+//! `cni-install` binary stays small.
+//!
+//! ```no_run
+//! use cni_plugins::install::{install, Options};
+//!
+//! let changes = install(&Options::new("/opt/cni/bin", "/tmp/cni-rs")).unwrap();
+//! for c in &changes {
+//!     eprintln!("{c}");
+//! }
+//! ```
+
+use std::collections::hash_map::RandomState;
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::hash::{BuildHasher, Hasher};
+use std::io::{ErrorKind, Read};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::{Error, Result};
+
+/// The installer's own binary name: never installed unless asked for by
+/// `--only` (it is not a plugin).
+pub const INSTALLER_NAME: &str = "cni-install";
+
+/// What to install, from where, to where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// The plugin directory to install into (`/opt/cni/bin`).
+    pub to: PathBuf,
+    /// The directory holding the new binaries.
+    pub from: PathBuf,
+    /// Install only these binaries (every one must exist in `from`); `None`:
+    /// every executable regular file of `from` but the installer itself.
+    pub only: Option<Vec<String>>,
+    /// Keep a destination that already exists, whatever its content.
+    pub skip_existing: bool,
+}
+
+impl Options {
+    /// Every plugin of `from` into `to`, replacing what differs.
+    pub fn new(to: impl Into<PathBuf>, from: impl Into<PathBuf>) -> Self {
+        Options {
+            to: to.into(),
+            from: from.into(),
+            only: None,
+            skip_existing: false,
+        }
+    }
+}
+
+/// What happened to one destination file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Written (new, or its content or mode differed).
+    Installed,
+    /// Already identical (content and mode): left alone.
+    Unchanged,
+    /// Exists and `skip_existing` was set: left alone.
+    Skipped,
+}
+
+/// One line of the installer's report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    /// The binary's name.
+    pub name: String,
+    /// The destination path.
+    pub path: PathBuf,
+    /// What was done.
+    pub outcome: Outcome,
+}
+
+impl fmt::Display for Change {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.outcome {
+            Outcome::Installed => "installed",
+            Outcome::Unchanged => "unchanged",
+            Outcome::Skipped => "skipped",
+        };
+        write!(f, "{what} {}", self.path.display())
+    }
+}
+
+/// One binary to write: source, destination, and the temp file once staged.
+struct Step {
+    name: String,
+    src: PathBuf,
+    dest: PathBuf,
+    mode: u32,
+    outcome: Outcome,
+    tmp: Option<PathBuf>,
+}
+
+/// Installs the binaries that `opts` selects; returns one [`Change`] per
+/// binary, in name order. On error before the renames, the target directory
+/// is unchanged.
+pub fn install(opts: &Options) -> Result<Vec<Change>> {
+    let dir = std::fs::metadata(&opts.to).map_err(io("stat target directory", &opts.to))?;
+    if !dir.is_dir() {
+        return Err(Error::Config(format!(
+            "target {} is not a directory",
+            opts.to.display()
+        )));
+    }
+    remove_stale_temps(&opts.to);
+    let mut steps = plan(opts)?;
+    let staged = stage(&mut steps);
+    if let Err(e) = staged {
+        discard(&steps);
+        return Err(e);
+    }
+    commit(&mut steps, &opts.to)?;
+    Ok(steps
+        .into_iter()
+        .map(|s| Change {
+            name: s.name,
+            path: s.dest,
+            outcome: s.outcome,
+        })
+        .collect())
+}
+
+/// The binaries to install and what each destination needs, all checked
+/// before anything is written.
+fn plan(opts: &Options) -> Result<Vec<Step>> {
+    let names = match &opts.only {
+        Some(only) => requested(&opts.from, only)?,
+        None => executables(&opts.from)?,
+    };
+    if names.is_empty() {
+        return Err(Error::Config(format!(
+            "no executable file to install in {}",
+            opts.from.display()
+        )));
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let src = opts.from.join(&name);
+            let dest = opts.to.join(&name);
+            let meta = std::fs::metadata(&src).map_err(io("stat source", &src))?;
+            let mode = meta.permissions().mode() & 0o7777;
+            let outcome = match std::fs::symlink_metadata(&dest) {
+                Err(e) if e.kind() == ErrorKind::NotFound => Outcome::Installed,
+                Err(e) => return Err(io("stat destination", &dest)(e)),
+                // Whatever it is (a symlink to another build included), it
+                // is kept: nothing is overwritten.
+                Ok(_) if opts.skip_existing => Outcome::Skipped,
+                Ok(m) if !m.file_type().is_file() => {
+                    return Err(Error::Config(format!(
+                        "refusing to replace {}: it is not a regular file ({})",
+                        dest.display(),
+                        kind(&m.file_type())
+                    )))
+                }
+                Ok(m) if m.permissions().mode() & 0o7777 == mode && same_content(&src, &dest)? => {
+                    Outcome::Unchanged
+                }
+                Ok(_) => Outcome::Installed,
+            };
+            Ok(Step {
+                name,
+                src,
+                dest,
+                mode,
+                outcome,
+                tmp: None,
+            })
+        })
+        .collect()
+}
+
+/// `--only`: each name must be a plain file name present in `from` as an
+/// executable regular file; every missing one is named in the error.
+fn requested(from: &Path, only: &[String]) -> Result<Vec<String>> {
+    let mut names: Vec<String> = Vec::new();
+    let mut missing = Vec::new();
+    for name in only {
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err(Error::Config(format!(
+                "--only: {name:?} is not a binary name"
+            )));
+        }
+        let ok = std::fs::metadata(from.join(name))
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false);
+        if !ok {
+            missing.push(name.as_str());
+        } else if !names.contains(name) {
+            names.push(name.clone());
+        }
+    }
+    if !missing.is_empty() {
+        return Err(Error::Config(format!(
+            "not in {} (or not an executable file): {}; nothing installed",
+            from.display(),
+            missing.join(", ")
+        )));
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Every executable regular file of `from` (symlinks followed), but the
+/// installer and hidden files, sorted.
+fn executables(from: &Path) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(from).map_err(io("read source directory", from))? {
+        let entry = entry.map_err(io("read source directory", from))?;
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        if name.starts_with('.') || name == INSTALLER_NAME {
+            continue;
+        }
+        let path = entry.path();
+        let meta = std::fs::metadata(&path).map_err(io("stat source", &path))?;
+        if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Writes every binary that needs installing to its temp file (mode set,
+/// data fsynced).
+fn stage(steps: &mut [Step]) -> Result<()> {
+    for step in steps.iter_mut().filter(|s| s.outcome == Outcome::Installed) {
+        let tmp = temp_name(&step.dest, &step.name);
+        step.tmp = Some(tmp.clone());
+        copy_to_new(&step.src, &tmp, step.mode)?;
+    }
+    Ok(())
+}
+
+/// Renames every staged file into place, then fsyncs the directory so the
+/// renames survive a power cut (nothing staged: nothing to do). A rename failure stops there: files already
+/// renamed are complete (each rename is atomic), the rest are removed.
+fn commit(steps: &mut [Step], dir: &Path) -> Result<()> {
+    if steps.iter().all(|s| s.tmp.is_none()) {
+        return Ok(());
+    }
+    for i in 0..steps.len() {
+        let Some(tmp) = steps[i].tmp.take() else {
+            continue;
+        };
+        if let Err(e) = std::fs::rename(&tmp, &steps[i].dest) {
+            let _ = std::fs::remove_file(&tmp);
+            discard(&steps[i + 1..]);
+            return Err(io("rename into place", &steps[i].dest)(e));
+        }
+    }
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io("fsync directory", dir))
+}
+
+fn discard(steps: &[Step]) {
+    for tmp in steps.iter().filter_map(|s| s.tmp.as_ref()) {
+        let _ = std::fs::remove_file(tmp);
+    }
+}
+
+fn copy_to_new(src: &Path, tmp: &Path, mode: u32) -> Result<()> {
+    let mut input = File::open(src).map_err(io("open source", src))?;
+    let result = (|| {
+        let mut out = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(tmp)
+            .map_err(io("create temp file", tmp))?;
+        std::io::copy(&mut input, &mut out).map_err(io("write temp file", tmp))?;
+        // Set after the data: the mode may carry no write bit for the owner.
+        out.set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(io("chmod temp file", tmp))?;
+        out.sync_all().map_err(io("fsync temp file", tmp))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(tmp);
+    }
+    result
+}
+
+/// `.<name>.cni-install.<pid>.<nonce>`: hidden (a runtime lists no dot file
+/// as a plugin), unique among concurrent installers, and recognisable for
+/// [`remove_stale_temps`].
+fn temp_name(dest: &Path, name: &str) -> PathBuf {
+    // RandomState is seeded from the OS's randomness: a nonce without a
+    // dependency.
+    let nonce = RandomState::new().build_hasher().finish();
+    dest.with_file_name(format!(
+        ".{name}.{INSTALLER_NAME}.{}.{nonce:016x}",
+        std::process::id()
+    ))
+}
+
+/// Removes temp files that a killed installer left in `dir` (their pid no
+/// longer runs). Best effort.
+fn remove_stale_temps(dir: &Path) {
+    let marker = format!(".{INSTALLER_NAME}.");
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let Some((_, tail)) = name.rsplit_once(&marker) else {
+            continue;
+        };
+        let Some((pid, _nonce)) = tail.split_once('.') else {
+            continue;
+        };
+        if name.starts_with('.')
+            && pid.bytes().all(|b| b.is_ascii_digit())
+            && !Path::new("/proc").join(pid).exists()
+        {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+fn same_content(a: &Path, b: &Path) -> Result<bool> {
+    let (ma, mb) = (
+        std::fs::metadata(a).map_err(io("stat source", a))?,
+        std::fs::metadata(b).map_err(io("stat destination", b))?,
+    );
+    if ma.len() != mb.len() {
+        return Ok(false);
+    }
+    let mut fa = File::open(a).map_err(io("open source", a))?;
+    let mut fb = File::open(b).map_err(io("open destination", b))?;
+    let (mut ba, mut bb) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
+    loop {
+        let n = read_full(&mut fa, &mut ba).map_err(io("read source", a))?;
+        let m = read_full(&mut fb, &mut bb).map_err(io("read destination", b))?;
+        if n != m || ba[..n] != bb[..m] {
+            return Ok(false);
+        }
+        if n == 0 {
+            return Ok(true);
+        }
+    }
+}
+
+fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+fn kind(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_symlink() {
+        "a symlink"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a fifo"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "a device"
+    } else {
+        "not a file"
+    }
+}
+
+fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Error + 'a {
+    move |source| Error::Io {
+        op,
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Parses `cni-install`'s command line (without the program name):
+/// `--to DIR [--from DIR] [--only a,b] [--skip-existing]`, each option also
+/// as `--opt=value`. `default_from` is used when `--from` is absent (the
+/// binary passes its own directory). `Ok(None)`: `--help` was asked for.
+pub fn parse_args(
+    args: impl IntoIterator<Item = String>,
+    default_from: impl FnOnce() -> Option<PathBuf>,
+) -> Result<Option<Options>> {
+    let mut to = None;
+    let mut from = None;
+    let mut only: Option<Vec<String>> = None;
+    let mut skip_existing = false;
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (arg.clone(), None),
+        };
+        let mut value = |flag: &str| {
+            inline
+                .clone()
+                .or_else(|| args.next())
+                .ok_or_else(|| Error::Config(format!("{flag} needs a value\n{USAGE}")))
+        };
+        match flag.as_str() {
+            "--to" => to = Some(PathBuf::from(value("--to")?)),
+            "--from" => from = Some(PathBuf::from(value("--from")?)),
+            "--only" => {
+                let v = value("--only")?;
+                only.get_or_insert_with(Vec::new).extend(
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_string),
+                );
+            }
+            "--skip-existing" if inline.is_none() => skip_existing = true,
+            "-h" | "--help" => return Ok(None),
+            _ => return Err(Error::Config(format!("unknown argument {arg:?}\n{USAGE}"))),
+        }
+    }
+    let to = to.ok_or_else(|| Error::Config(format!("--to is required\n{USAGE}")))?;
+    let from = match from {
+        Some(f) => f,
+        None => default_from().ok_or_else(|| {
+            Error::Config("cannot find the installer's own directory: pass --from".into())
+        })?,
+    };
+    if only.as_ref().is_some_and(Vec::is_empty) {
+        return Err(Error::Config("--only names no binary".into()));
+    }
+    Ok(Some(Options {
+        to,
+        from,
+        only,
+        skip_existing,
+    }))
+}
+
+/// `cni-install`'s usage text.
+pub const USAGE: &str = "usage: cni-install --to DIR [--from DIR] [--only a,b] [--skip-existing]
+  --to DIR         plugin directory to install into (e.g. /opt/cni/bin)
+  --from DIR       directory of the new binaries (default: cni-install's own directory)
+  --only a,b       install only these binaries (each must exist in --from)
+  --skip-existing  keep any binary already present in --to
+Each file is written to a temp name in DIR, fsynced and renamed into place.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn parses_every_flag_form() {
+        let o = parse_args(args("--to /t --only=a,b --only c --skip-existing"), || {
+            Some("/self".into())
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(o.to, Path::new("/t"));
+        assert_eq!(o.from, Path::new("/self"));
+        assert_eq!(o.only, Some(vec!["a".into(), "b".into(), "c".into()]));
+        assert!(o.skip_existing);
+        let o = parse_args(args("--from=/f --to=/t"), || None)
+            .unwrap()
+            .unwrap();
+        assert_eq!((o.from.as_path(), o.only), (Path::new("/f"), None));
+    }
+
+    #[test]
+    fn rejects_bad_command_lines() {
+        for bad in [
+            "",
+            "--from /f",
+            "--to",
+            "--to /t --bogus",
+            "--to /t --only ,",
+        ] {
+            assert!(
+                parse_args(args(bad), || Some("/s".into())).is_err(),
+                "{bad}"
+            );
+        }
+        assert!(parse_args(args("--help"), || None).unwrap().is_none());
+    }
+
+    #[test]
+    fn temp_names_are_hidden_and_unique() {
+        let a = temp_name(Path::new("/d/bridge"), "bridge");
+        let b = temp_name(Path::new("/d/bridge"), "bridge");
+        assert_ne!(a, b);
+        let name = a.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.starts_with(".bridge.cni-install."), "{name}");
+    }
+}
