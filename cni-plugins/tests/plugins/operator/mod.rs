@@ -3,6 +3,7 @@
 //! against the config structs (drift), and the Kubernetes manifests of
 //! `deploy/` checked offline.
 
+#[cfg(feature = "multus")] // the manifests carry multus and are read with its YAML parser
 mod deploy;
 mod dist;
 mod docs_drift;
