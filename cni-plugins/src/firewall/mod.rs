@@ -145,7 +145,43 @@ impl Firewall {
         Firewall
     }
 
-    fn do_add(&self, req: &Request) -> Result<CniResult> {
+    /// The attachment's own rules go (Go's DEL); chains, jumps and
+    /// isolation rules stay.
+    fn remove(&self, conf: &FirewallConf, req: &Request, ips: &[IpAddr]) -> Result<()> {
+        match &conf.backend {
+            Backend::Iptables => {
+                let state = state_path(conf, &req.container_id, &req.ifname);
+                let mut ips = ips.to_vec();
+                if ips.is_empty() {
+                    ips = read_state(&state).map(|a| a.ips).unwrap_or_default();
+                }
+                iptables::del(&ips);
+                remove_state(&state);
+                Ok(())
+            }
+            // Nothing of ours can be in a firewalld we cannot reach.
+            Backend::Firewalld => Ok(()),
+            Backend::Nftables {
+                family,
+                table,
+                chain,
+            } => nftables::NodeTable::new(family, table, chain).del(&tag(
+                &conf.network,
+                &req.container_id,
+                &req.ifname,
+            )),
+        }
+    }
+}
+
+impl Plugin for Firewall {
+    type Error = Error;
+
+    fn name(&self) -> &str {
+        "firewall"
+    }
+
+    fn add(&self, req: &Request) -> Result<CniResult> {
         let conf = FirewallConf::parse(req)?;
         let prev = config::required_prev(req)?;
         let ips = addresses(&prev);
@@ -184,35 +220,7 @@ impl Firewall {
         Ok(prev)
     }
 
-    /// The attachment's own rules go (Go's DEL); chains, jumps and
-    /// isolation rules stay.
-    fn remove(&self, conf: &FirewallConf, req: &Request, ips: &[IpAddr]) -> Result<()> {
-        match &conf.backend {
-            Backend::Iptables => {
-                let state = state_path(conf, &req.container_id, &req.ifname);
-                let mut ips = ips.to_vec();
-                if ips.is_empty() {
-                    ips = read_state(&state).map(|a| a.ips).unwrap_or_default();
-                }
-                iptables::del(&ips);
-                remove_state(&state);
-                Ok(())
-            }
-            // Nothing of ours can be in a firewalld we cannot reach.
-            Backend::Firewalld => Ok(()),
-            Backend::Nftables {
-                family,
-                table,
-                chain,
-            } => nftables::NodeTable::new(family, table, chain).del(&tag(
-                &conf.network,
-                &req.container_id,
-                &req.ifname,
-            )),
-        }
-    }
-
-    fn do_del(&self, req: &Request) -> Result<()> {
+    fn del(&self, req: &Request) -> Result<()> {
         let conf = FirewallConf::parse(req)?;
         let prev = req.config.prev_result()?;
         let ips = prev.as_ref().map(addresses).unwrap_or_default();
@@ -220,7 +228,7 @@ impl Firewall {
         self.remove(&conf, req, &ips)
     }
 
-    fn do_check(&self, req: &Request) -> Result<()> {
+    fn check(&self, req: &Request) -> Result<()> {
         let conf = FirewallConf::parse(req)?;
         let prev = config::required_prev(req)?;
         let ips = addresses(&prev);
@@ -240,7 +248,7 @@ impl Firewall {
     /// `cni.dev/valid-attachments` go. An address still used by a valid
     /// attachment keeps its rules (Go's rules are per address, not per
     /// attachment).
-    fn do_gc(&self, req: &Request) -> Result<()> {
+    fn gc(&self, req: &Request) -> Result<()> {
         let conf = FirewallConf::parse(req)?;
         let valid: Vec<(String, String)> = req
             .config
@@ -290,30 +298,6 @@ impl Firewall {
                 chain,
             } => nftables::NodeTable::new(family, table, chain).gc(&conf.network, &valid),
         }
-    }
-}
-
-impl Plugin for Firewall {
-    type Error = Error;
-
-    fn name(&self) -> &str {
-        "firewall"
-    }
-
-    fn add(&self, req: &Request) -> Result<CniResult> {
-        self.do_add(req)
-    }
-
-    fn del(&self, req: &Request) -> Result<()> {
-        self.do_del(req)
-    }
-
-    fn check(&self, req: &Request) -> Result<()> {
-        self.do_check(req)
-    }
-
-    fn gc(&self, req: &Request) -> Result<()> {
-        self.do_gc(req)
     }
 
     /// Ready, except with the firewalld backend, which this build cannot

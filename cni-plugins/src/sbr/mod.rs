@@ -121,87 +121,6 @@ impl Sbr {
     pub fn new() -> Self {
         Sbr
     }
-
-    fn do_add(&self, req: &Request) -> Result<CniResult> {
-        let conf = SbrConf::parse(req)?;
-        let prev = conf.prev_result(req)?;
-        let ips = addresses_of(&prev, &req.ifname)?;
-        let done = in_pod(&req.netns, |h| {
-            let link = h.link_by_name(&req.ifname).map_err(|e| {
-                Error::Internal(format!("Cannot find network interface {}: {e}", req.ifname))
-            })?;
-            let table = match &conf.vrfname {
-                Some(vrf) => Some(conf.vrf_table(h, vrf)?),
-                None => conf.table,
-            };
-            match table {
-                Some(t) => add_rules_only(h, &link, &ips, t),
-                None => add_with_tables(h, &conf, &link, &ips),
-            }
-        })?;
-        match done {
-            Some(()) => Ok(prev),
-            None => Err(Error::Internal(format!(
-                "network namespace {} does not exist",
-                req.netns
-            ))),
-        }
-    }
-
-    fn do_del(&self, req: &Request) -> Result<()> {
-        let conf = SbrConf::parse(req)?;
-        let prev = conf.prev_result_opt(req)?;
-        let extra: Vec<IpAddr> = prev
-            .as_ref()
-            .and_then(|p| addresses_of(p, &req.ifname).ok())
-            .unwrap_or_default()
-            .iter()
-            .map(|ip| ip.address.ip())
-            .collect();
-        if req.netns.is_empty() {
-            return Ok(());
-        }
-        in_pod(&req.netns, |h| {
-            let link = match h.link_by_name(&req.ifname) {
-                Ok(l) => l,
-                Err(e) if e.is_not_found() => return Ok(()),
-                Err(e) => return Err(e.into()),
-            };
-            let fixed = match &conf.vrfname {
-                Some(vrf) => conf.vrf_table(h, vrf).ok(),
-                None => conf.table,
-            };
-            del_rules(h, &link, &extra, fixed)
-        })
-        .map(drop)
-    }
-
-    fn do_check(&self, req: &Request) -> Result<()> {
-        let conf = SbrConf::parse(req)?;
-        let prev = conf.prev_result(req)?;
-        let ips = addresses_of(&prev, &req.ifname)?;
-        let found = in_pod(&req.netns, |h| {
-            let rules = h.rules(Family::All)?;
-            for ip in &ips {
-                let want = RoutingRule::from_source(ip.address.ip(), 0).src;
-                let table = conf.table;
-                if !rules
-                    .iter()
-                    .any(|r| r.src == want && table.is_none_or(|t| r.table == t))
-                {
-                    return Err(Error::Internal(format!(
-                        "sbr: no rule from {} (interface {})",
-                        ip.address.ip(),
-                        req.ifname
-                    )));
-                }
-            }
-            Ok(())
-        })?;
-        found.ok_or_else(|| {
-            Error::Internal(format!("network namespace {} does not exist", req.netns))
-        })
-    }
 }
 
 /// Table-ID mode (`table`, `vrfname`): one rule per address into `table`,
@@ -371,15 +290,84 @@ impl Plugin for Sbr {
     }
 
     fn add(&self, req: &Request) -> Result<CniResult> {
-        self.do_add(req)
+        let conf = SbrConf::parse(req)?;
+        let prev = conf.prev_result(req)?;
+        let ips = addresses_of(&prev, &req.ifname)?;
+        let done = in_pod(&req.netns, |h| {
+            let link = h.link_by_name(&req.ifname).map_err(|e| {
+                Error::Internal(format!("Cannot find network interface {}: {e}", req.ifname))
+            })?;
+            let table = match &conf.vrfname {
+                Some(vrf) => Some(conf.vrf_table(h, vrf)?),
+                None => conf.table,
+            };
+            match table {
+                Some(t) => add_rules_only(h, &link, &ips, t),
+                None => add_with_tables(h, &conf, &link, &ips),
+            }
+        })?;
+        match done {
+            Some(()) => Ok(prev),
+            None => Err(Error::Internal(format!(
+                "network namespace {} does not exist",
+                req.netns
+            ))),
+        }
     }
 
     fn del(&self, req: &Request) -> Result<()> {
-        self.do_del(req)
+        let conf = SbrConf::parse(req)?;
+        let prev = conf.prev_result_opt(req)?;
+        let extra: Vec<IpAddr> = prev
+            .as_ref()
+            .and_then(|p| addresses_of(p, &req.ifname).ok())
+            .unwrap_or_default()
+            .iter()
+            .map(|ip| ip.address.ip())
+            .collect();
+        if req.netns.is_empty() {
+            return Ok(());
+        }
+        in_pod(&req.netns, |h| {
+            let link = match h.link_by_name(&req.ifname) {
+                Ok(l) => l,
+                Err(e) if e.is_not_found() => return Ok(()),
+                Err(e) => return Err(e.into()),
+            };
+            let fixed = match &conf.vrfname {
+                Some(vrf) => conf.vrf_table(h, vrf).ok(),
+                None => conf.table,
+            };
+            del_rules(h, &link, &extra, fixed)
+        })
+        .map(drop)
     }
 
     fn check(&self, req: &Request) -> Result<()> {
-        self.do_check(req)
+        let conf = SbrConf::parse(req)?;
+        let prev = conf.prev_result(req)?;
+        let ips = addresses_of(&prev, &req.ifname)?;
+        let found = in_pod(&req.netns, |h| {
+            let rules = h.rules(Family::All)?;
+            for ip in &ips {
+                let want = RoutingRule::from_source(ip.address.ip(), 0).src;
+                let table = conf.table;
+                if !rules
+                    .iter()
+                    .any(|r| r.src == want && table.is_none_or(|t| r.table == t))
+                {
+                    return Err(Error::Internal(format!(
+                        "sbr: no rule from {} (interface {})",
+                        ip.address.ip(),
+                        req.ifname
+                    )));
+                }
+            }
+            Ok(())
+        })?;
+        found.ok_or_else(|| {
+            Error::Internal(format!("network namespace {} does not exist", req.netns))
+        })
     }
 }
 
