@@ -25,7 +25,9 @@ for p in $TYPES; do
     [ -x "$bin" ] || continue
     echo "== cni-conformance $bin"
     out=$("$KIT" "$bin"); rc=$?
-    printf '%s\n' "$out"
+    # Indented: the kit's "N passed, M failed" lines are per plugin, not
+    # the suite's closing line.
+    printf '%s\n' "$out" | sed 's/^/  | /'
     case $rc in
         0) ;;
         1)
@@ -47,7 +49,8 @@ for p in $TYPES; do
     bin=$GO_DIR/$p
     [ -x "$bin" ] || continue
     echo "== cni-conformance $bin (Go reference: failures are information)"
-    "$KIT" "$bin"; rc=$?
+    out=$("$KIT" "$bin"); rc=$?
+    printf '%s\n' "$out" | sed 's/^/  | /'
     if [ "$rc" != 0 ] && [ "$rc" != 1 ]; then
         echo "conformance: the kit crashed on Go's $p (exit $rc)" >&2
         status=1

@@ -131,12 +131,19 @@ mod tests {
 EOF
 cd "$work"
 export CARGO_TARGET_DIR="$repo/target"
-cargo test --quiet --locked 2>&1 || cargo test --quiet
-cargo build --quiet --locked 2>/dev/null || cargo build --quiet
+# The copied lock pins the workspace's versions; --offline resolves from the
+# crates the workspace already fetched.
+cargo test --quiet --offline 2>/dev/null || cargo test --quiet
+cargo build --quiet --offline 2>/dev/null || cargo build --quiet
 bin="$repo/target/debug/ext-plugin"
 if [ "$(id -u)" = 0 ] && [ -x "$repo/target/debug/cni-conformance" ]; then
     echo '{"cniVersion":"1.0.0","name":"ext","type":"ext-plugin","dst":"203.0.113.0/24"}' > "$work/ext.conf"
-    "$repo/target/debug/cni-conformance" --role chained --config "$work/ext.conf" "$bin"
+    out=$("$repo/target/debug/cni-conformance" --role chained --config "$work/ext.conf" "$bin") || {
+        printf '%s\n' "$out" | sed 's/^/  | /'
+        echo "outside-crate.sh: the outside crate's plugin fails cni-conformance" >&2
+        exit 1
+    }
+    printf '%s\n' "$out" | sed 's/^/  | /'
 elif [ "${CNI_TEST_ALLOW_SKIP:-0}" = 1 ]; then
     echo "SKIP: cni-conformance on the outside crate's plugin needs root and target/debug/cni-conformance"
 else
