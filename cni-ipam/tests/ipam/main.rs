@@ -5,5 +5,4 @@ mod allocator_prop;
 mod config;
 mod disk_store;
 mod go_interop;
-mod perf;
 mod processes;

@@ -1,0 +1,357 @@
+//! Plugin-level timings, ours next to the Go reference (`/usr/lib/cni`) in
+//! the same run, each plugin exec'd as a runtime would (root for portmap):
+//!
+//! * `host-local`: ADD+DEL pairs (dual-stack) and the VERSION floor, rounds
+//!   interleaved so both see the same load (target: ours at most 1/3 of Go);
+//! * `host-local-60k`: ADD and DEL into a /16 holding 60,000 reservations
+//!   written as Go leaves them (target: ADD < 10 ms);
+//! * `portmap`: ADD and DEL p50 in a fresh node namespace holding 50, 200
+//!   (and for ours 1000) other attachments' mappings (Go: iptables backend).
+//!
+//! ```text
+//! cargo build --release -p cni-plugins -p cni-benches --bins
+//! target/release/plugin-timings [--plugins DIR] [--go DIR] [host-local|host-local-60k|portmap ...]
+//! ```
+//!
+//! `--plugins` defaults to this program's own directory (where cargo put
+//! the plugins of the same build), `--go` to `/usr/lib/cni`; a missing Go
+//! plugin is reported and its column left out.
+
+// A measurement program: its figures go to stdout.
+#![allow(clippy::print_stdout)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+use cni_benches::measure::{exec_plugin, median, ms, require_root, run, Fallible};
+use cni_netns::OwnedNetns;
+use serde_json::{json, Value};
+
+const PROGRAM: &str = "plugin-timings";
+
+struct Dirs {
+    ours: PathBuf,
+    go: PathBuf,
+}
+
+impl Dirs {
+    fn ours(&self, plugin: &str) -> Fallible<PathBuf> {
+        let p = self.ours.join(plugin);
+        if !p.exists() {
+            return Err(format!("{} is missing (build the plugins first)", p.display()).into());
+        }
+        Ok(p)
+    }
+
+    /// The Go plugin, or `None` (with a note) when it is not installed.
+    fn go(&self, plugin: &str) -> Option<PathBuf> {
+        let p = self.go.join(plugin);
+        if p.exists() {
+            Some(p)
+        } else {
+            println!("({} is missing: Go not measured)", p.display());
+            None
+        }
+    }
+}
+
+/// A host-local-only call (no namespace: IPAM plugins need none).
+fn ipam_call(bin: &Path, command: &str, id: &str, conf: &Value) -> Fallible<Duration> {
+    exec_plugin(
+        bin,
+        &[
+            ("CNI_COMMAND", command),
+            ("CNI_CONTAINERID", id),
+            ("CNI_NETNS", "/var/run/netns/bench"),
+            ("CNI_IFNAME", "eth0"),
+            ("CNI_PATH", "/nonexistent"),
+        ],
+        conf.to_string().as_bytes(),
+    )
+}
+
+fn host_local_conf(name: &str, data_dir: &Path, ranges: Value) -> Value {
+    json!({"cniVersion": "1.0.0", "name": name, "type": "ptp",
+           "ipam": {"type": "host-local", "dataDir": data_dir, "ranges": ranges}})
+}
+
+fn add_del_pairs(bin: &Path, conf: &Value, n: usize) -> Fallible<Vec<Duration>> {
+    (0..n)
+        .map(|i| {
+            let id = format!("bench-{i}");
+            Ok(ipam_call(bin, "ADD", &id, conf)? + ipam_call(bin, "DEL", &id, conf)?)
+        })
+        .collect()
+}
+
+fn host_local(dirs: &Dirs) -> Fallible<()> {
+    let tmp = tempfile::tempdir()?;
+    let ranges = json!([[{"subnet": "10.1.0.0/16"}], [{"subnet": "2001:db8:1::/64"}]]);
+    let ours_conf = host_local_conf("bench", &tmp.path().join("ours"), ranges.clone());
+    let go_conf = host_local_conf("bench", &tmp.path().join("go"), ranges);
+    let ours = dirs.ours("host-local")?;
+    let go = dirs.go("host-local");
+    let n = 200;
+    // Warm both (page cache, index creation), then interleave rounds so
+    // both see the same machine load.
+    add_del_pairs(&ours, &ours_conf, 5)?;
+    if let Some(g) = &go {
+        add_del_pairs(g, &go_conf, 5)?;
+    }
+    let (mut o, mut g) = (Vec::new(), Vec::new());
+    for _ in 0..4 {
+        o.extend(add_del_pairs(&ours, &ours_conf, n / 4)?);
+        if let Some(go) = &go {
+            g.extend(add_del_pairs(go, &go_conf, n / 4)?);
+        }
+    }
+    let version = |bin: &Path| -> Fallible<Duration> {
+        let v = (0..50)
+            .map(|_| ipam_call(bin, "VERSION", "", &json!({})))
+            .collect::<Fallible<Vec<_>>>()?;
+        Ok(median(v))
+    };
+    println!(
+        "exec floor (VERSION), median of 50: ours {:.2} ms",
+        ms(version(&ours)?)
+    );
+    if let Some(go) = &go {
+        println!(
+            "exec floor (VERSION), median of 50: Go   {:.2} ms",
+            ms(version(go)?)
+        );
+    }
+    let o = median(o);
+    println!(
+        "host-local exec ADD+DEL (dual-stack), median of {n}: ours {:.2} ms",
+        ms(o)
+    );
+    if !g.is_empty() {
+        let g = median(g);
+        println!(
+            "host-local exec ADD+DEL (dual-stack), median of {n}: Go   {:.2} ms; ours/Go = {:.2} (target <= 0.33)",
+            ms(g),
+            o.as_secs_f64() / g.as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+/// Fills `dir` with `count` reservations of 10.2.0.0/16 in Go's layout
+/// (as files, which is what 60,000 ADDs would leave).
+fn fill(dir: &Path, count: u32) -> Fallible<()> {
+    std::fs::create_dir_all(dir)?;
+    let mut last = String::new();
+    for i in 0..count {
+        let n = i + 2;
+        let ip = format!("10.2.{}.{}", n >> 8, n & 0xff);
+        std::fs::write(dir.join(&ip), format!("fill-{i}\r\neth0"))?;
+        last = ip;
+    }
+    std::fs::write(dir.join("last_reserved_ip.0"), last)?;
+    Ok(())
+}
+
+fn host_local_60k(dirs: &Dirs) -> Fallible<()> {
+    let tmp = tempfile::tempdir()?;
+    let count = 60_000;
+    let ranges = json!([[{"subnet": "10.2.0.0/16"}]]);
+    let ours_conf = host_local_conf("big", &tmp.path().join("ours"), ranges.clone());
+    let go_conf = host_local_conf("big", &tmp.path().join("go"), ranges);
+    fill(&tmp.path().join("ours/big"), count)?;
+    fill(&tmp.path().join("go/big"), count)?;
+    let ours = dirs.ours("host-local")?;
+
+    // The first ADD builds the owner index from a full scan (once per boot,
+    // or after another plugin changed the directory).
+    let first = ipam_call(&ours, "ADD", "first", &ours_conf)?;
+    let (mut adds, mut dels) = (Vec::new(), Vec::new());
+    for i in 0..30 {
+        let id = format!("steady-{i}");
+        adds.push(ipam_call(&ours, "ADD", &id, &ours_conf)?);
+        dels.push(ipam_call(&ours, "DEL", &id, &ours_conf)?);
+    }
+    println!(
+        "host-local exec with {count} reservations in a /16: first ADD {:.2} ms (index build), ADD median {:.2} ms (target < 10), DEL median {:.2} ms",
+        ms(first),
+        ms(median(adds)),
+        ms(median(dels))
+    );
+    if let Some(g) = dirs.go("host-local") {
+        let go_adds = (0..5)
+            .map(|i| ipam_call(&g, "ADD", &format!("go-{i}"), &go_conf))
+            .collect::<Fallible<Vec<_>>>()?;
+        println!(
+            "Go host-local exec with {count} reservations: ADD median {:.2} ms",
+            ms(median(go_adds))
+        );
+    }
+    Ok(())
+}
+
+const PORTMAP_SAMPLES: usize = 31;
+
+/// A node namespace (a bridge holding 10.77.0.0/16) and a pod namespace,
+/// with `existing` attachments of `plugin` programmed.
+struct PortmapCase {
+    name: &'static str,
+    plugin: PathBuf,
+    existing: usize,
+    node: OwnedNetns,
+    pod: OwnedNetns,
+    adds: Vec<Duration>,
+    dels: Vec<Duration>,
+}
+
+impl PortmapCase {
+    fn new(name: &'static str, plugin: PathBuf, existing: usize) -> Fallible<PortmapCase> {
+        let node = OwnedNetns::new("pmbench")?;
+        let pod = OwnedNetns::new("pmbpod")?;
+        for args in [
+            &["link", "add", "br0", "type", "bridge"][..],
+            &["addr", "add", "10.77.255.254/16", "dev", "br0"],
+            &["link", "set", "br0", "up"],
+        ] {
+            let st = Command::new("ip")
+                .arg("-n")
+                .arg(node.name())
+                .args(args)
+                .status()?;
+            if !st.success() {
+                return Err(format!("ip {args:?} in {}: {st}", node.name()).into());
+            }
+        }
+        let case = PortmapCase {
+            name,
+            plugin,
+            existing,
+            node,
+            pod,
+            adds: Vec::new(),
+            dels: Vec::new(),
+        };
+        for n in 0..existing {
+            case.exec("ADD", n)?;
+        }
+        Ok(case)
+    }
+
+    /// One portmap call for container `n` (10.77.<n/250>.<n%250+2>, host
+    /// port 10000+n), run inside the node namespace.
+    fn exec(&self, command: &str, n: usize) -> Fallible<Duration> {
+        let ip = format!("10.77.{}.{}", n / 250, n % 250 + 2);
+        let pod = self.pod.path().to_string_lossy().into_owned();
+        let conf = json!({"cniVersion": "0.4.0", "name": "bench", "type": "portmap", "snat": true,
+            "runtimeConfig": {"portMappings": [
+                {"hostPort": 10000 + n, "containerPort": 80, "protocol": "tcp"}]},
+            "prevResult": {"cniVersion": "0.4.0",
+                "interfaces": [{"name": "eth0", "sandbox": pod}],
+                "ips": [{"version": "4", "address": format!("{ip}/16"), "interface": 0}]}});
+        let id = format!("bench-{n}");
+        let plugin = &self.plugin;
+        self.node
+            .netns()
+            .run(|| {
+                exec_plugin(
+                    plugin,
+                    &[
+                        ("CNI_COMMAND", command),
+                        ("CNI_CONTAINERID", &id),
+                        ("CNI_NETNS", &pod),
+                        ("CNI_IFNAME", "eth0"),
+                        ("CNI_PATH", "/usr/lib/cni"),
+                    ],
+                    conf.to_string().as_bytes(),
+                )
+                .map_err(|e| e.to_string())
+            })?
+            .map_err(Into::into)
+    }
+
+    fn sample(&mut self, i: usize) -> Fallible<()> {
+        let n = self.existing + i;
+        let add = self.exec("ADD", n)?;
+        let del = self.exec("DEL", n)?;
+        self.adds.push(add);
+        self.dels.push(del);
+        Ok(())
+    }
+}
+
+/// Cases are measured in rounds (one ADD and one DEL of each case per
+/// round) so a change of machine load hits all of them alike.
+fn portmap(dirs: &Dirs) -> Fallible<()> {
+    require_root(PROGRAM)?;
+    let ours = dirs.ours("portmap")?;
+    let go = dirs.go("portmap");
+    let mut cases = Vec::new();
+    for n in [50, 200] {
+        if let Some(go) = &go {
+            cases.push(PortmapCase::new("go (iptables)", go.clone(), n)?);
+        }
+        cases.push(PortmapCase::new("ours (nftables)", ours.clone(), n)?);
+    }
+    cases.push(PortmapCase::new("ours (nftables)", ours, 1000)?);
+    let started = Instant::now();
+    for i in 0..PORTMAP_SAMPLES {
+        for c in &mut cases {
+            c.sample(i)?;
+        }
+    }
+    println!(
+        "{:<16} {:>9} {:>12} {:>12}   (p50 of {PORTMAP_SAMPLES}, {:.1} s)",
+        "portmap",
+        "existing",
+        "ADD p50",
+        "DEL p50",
+        started.elapsed().as_secs_f64()
+    );
+    for c in cases {
+        println!(
+            "{:<16} {:>9} {:>9.2} ms {:>9.2} ms",
+            c.name,
+            c.existing,
+            ms(median(c.adds)),
+            ms(median(c.dels))
+        );
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    run(PROGRAM, || {
+        let mut args = std::env::args().skip(1);
+        let here = std::env::current_exe()?
+            .parent()
+            .map(Path::to_path_buf)
+            .ok_or("no directory of this program")?;
+        let mut dirs = Dirs {
+            ours: here,
+            go: PathBuf::from("/usr/lib/cni"),
+        };
+        let mut picked = Vec::new();
+        while let Some(a) = args.next() {
+            match a.as_str() {
+                "--plugins" => dirs.ours = args.next().ok_or("--plugins needs a directory")?.into(),
+                "--go" => dirs.go = args.next().ok_or("--go needs a directory")?.into(),
+                _ => picked.push(a),
+            }
+        }
+        let all = ["host-local", "host-local-60k", "portmap"];
+        if picked.is_empty() {
+            picked = all.iter().map(|s| s.to_string()).collect();
+        }
+        for what in picked {
+            match what.as_str() {
+                "host-local" => host_local(&dirs)?,
+                "host-local-60k" => host_local_60k(&dirs)?,
+                "portmap" => portmap(&dirs)?,
+                other => {
+                    return Err(format!("unknown measurement {other:?} (one of {all:?})").into())
+                }
+            }
+        }
+        Ok(())
+    })
+}
