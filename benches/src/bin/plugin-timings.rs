@@ -6,11 +6,13 @@
 //! * `host-local-60k`: ADD and DEL into a /16 holding 60,000 reservations
 //!   written as Go leaves them (target: ADD < 10 ms);
 //! * `portmap`: ADD and DEL p50 in a fresh node namespace holding 50, 200
-//!   (and for ours 1000) other attachments' mappings (Go: iptables backend).
+//!   (and for ours 1000) other attachments' mappings (Go: iptables backend);
+//! * `link`: ADD and DEL of ptp (with and without ipMasq), macvlan, ipvlan
+//!   and host-device, Go's host-local as IPAM for both (root).
 //!
 //! ```text
 //! cargo build --release -p cni-plugins -p cni-benches --bins
-//! target/release/plugin-timings [--plugins DIR] [--go DIR] [host-local|host-local-60k|portmap ...]
+//! target/release/plugin-timings [--plugins DIR] [--go DIR] [host-local|host-local-60k|portmap|link ...]
 //! ```
 //!
 //! `--plugins` defaults to this program's own directory (where cargo put
@@ -190,15 +192,74 @@ fn host_local_60k(dirs: &Dirs) -> Fallible<()> {
     Ok(())
 }
 
+/// A throwaway "node" namespace: plugins are exec'd from a thread inside
+/// it, so everything they change on the node lives and dies with it.
+struct Node {
+    ns: OwnedNetns,
+}
+
+impl Node {
+    fn new(prefix: &str) -> Fallible<Node> {
+        let node = Node {
+            ns: OwnedNetns::new(prefix)?,
+        };
+        node.ip(&["link", "set", "lo", "up"])?;
+        Ok(node)
+    }
+
+    /// `ip -n <node> args`.
+    fn ip(&self, args: &[&str]) -> Fallible<()> {
+        let st = Command::new("ip")
+            .arg("-n")
+            .arg(self.ns.name())
+            .args(args)
+            .status()?;
+        if !st.success() {
+            return Err(format!("ip {args:?} in {}: {st}", self.ns.name()).into());
+        }
+        Ok(())
+    }
+
+    /// One call of `plugin` for container `id` in `pod`, exec'd inside the
+    /// node (host-local from the Go directory when a plugin delegates).
+    fn exec(
+        &self,
+        plugin: &Path,
+        command: &str,
+        id: &str,
+        pod: &Path,
+        conf: &Value,
+    ) -> Fallible<Duration> {
+        let pod = pod.to_string_lossy();
+        self.ns
+            .netns()
+            .run(|| {
+                exec_plugin(
+                    plugin,
+                    &[
+                        ("CNI_COMMAND", command),
+                        ("CNI_CONTAINERID", id),
+                        ("CNI_NETNS", &pod),
+                        ("CNI_IFNAME", "eth0"),
+                        ("CNI_PATH", "/usr/lib/cni"),
+                    ],
+                    conf.to_string().as_bytes(),
+                )
+                .map_err(|e| e.to_string())
+            })?
+            .map_err(Into::into)
+    }
+}
+
 const PORTMAP_SAMPLES: usize = 31;
 
-/// A node namespace (a bridge holding 10.77.0.0/16) and a pod namespace,
-/// with `existing` attachments of `plugin` programmed.
+/// A node (a bridge holding 10.77.0.0/16) and a pod namespace, with
+/// `existing` attachments of `plugin` programmed.
 struct PortmapCase {
     name: &'static str,
     plugin: PathBuf,
     existing: usize,
-    node: OwnedNetns,
+    node: Node,
     pod: OwnedNetns,
     adds: Vec<Duration>,
     dels: Vec<Duration>,
@@ -206,28 +267,16 @@ struct PortmapCase {
 
 impl PortmapCase {
     fn new(name: &'static str, plugin: PathBuf, existing: usize) -> Fallible<PortmapCase> {
-        let node = OwnedNetns::new("pmbench")?;
-        let pod = OwnedNetns::new("pmbpod")?;
-        for args in [
-            &["link", "add", "br0", "type", "bridge"][..],
-            &["addr", "add", "10.77.255.254/16", "dev", "br0"],
-            &["link", "set", "br0", "up"],
-        ] {
-            let st = Command::new("ip")
-                .arg("-n")
-                .arg(node.name())
-                .args(args)
-                .status()?;
-            if !st.success() {
-                return Err(format!("ip {args:?} in {}: {st}", node.name()).into());
-            }
-        }
+        let node = Node::new("pmbench")?;
+        node.ip(&["link", "add", "br0", "type", "bridge"])?;
+        node.ip(&["addr", "add", "10.77.255.254/16", "dev", "br0"])?;
+        node.ip(&["link", "set", "br0", "up"])?;
         let case = PortmapCase {
             name,
             plugin,
             existing,
             node,
-            pod,
+            pod: OwnedNetns::new("pmbpod")?,
             adds: Vec::new(),
             dels: Vec::new(),
         };
@@ -238,35 +287,22 @@ impl PortmapCase {
     }
 
     /// One portmap call for container `n` (10.77.<n/250>.<n%250+2>, host
-    /// port 10000+n), run inside the node namespace.
+    /// port 10000+n).
     fn exec(&self, command: &str, n: usize) -> Fallible<Duration> {
         let ip = format!("10.77.{}.{}", n / 250, n % 250 + 2);
-        let pod = self.pod.path().to_string_lossy().into_owned();
         let conf = json!({"cniVersion": "0.4.0", "name": "bench", "type": "portmap", "snat": true,
             "runtimeConfig": {"portMappings": [
                 {"hostPort": 10000 + n, "containerPort": 80, "protocol": "tcp"}]},
             "prevResult": {"cniVersion": "0.4.0",
-                "interfaces": [{"name": "eth0", "sandbox": pod}],
+                "interfaces": [{"name": "eth0", "sandbox": self.pod.path()}],
                 "ips": [{"version": "4", "address": format!("{ip}/16"), "interface": 0}]}});
-        let id = format!("bench-{n}");
-        let plugin = &self.plugin;
-        self.node
-            .netns()
-            .run(|| {
-                exec_plugin(
-                    plugin,
-                    &[
-                        ("CNI_COMMAND", command),
-                        ("CNI_CONTAINERID", &id),
-                        ("CNI_NETNS", &pod),
-                        ("CNI_IFNAME", "eth0"),
-                        ("CNI_PATH", "/usr/lib/cni"),
-                    ],
-                    conf.to_string().as_bytes(),
-                )
-                .map_err(|e| e.to_string())
-            })?
-            .map_err(Into::into)
+        self.node.exec(
+            &self.plugin,
+            command,
+            &format!("bench-{n}"),
+            self.pod.path(),
+            &conf,
+        )
     }
 
     fn sample(&mut self, i: usize) -> Fallible<()> {
@@ -319,6 +355,123 @@ fn portmap(dirs: &Dirs) -> Fallible<()> {
     Ok(())
 }
 
+const LINK_ROUNDS: usize = 21;
+
+/// ptp, ptp with ipMasq, macvlan, ipvlan (when the kernel has it) and
+/// host-device: median ADD and DEL, Go and ours alternating on the same
+/// node with the same config, Go's host-local as IPAM for both.
+fn link_plugins(dirs: &Dirs) -> Fallible<()> {
+    require_root(PROGRAM)?;
+    let ipam = json!({"type": "host-local"});
+    let conf = |plugin: &str, extra: Value| {
+        let mut c = json!({"cniVersion": "1.0.0", "name": "perf", "type": plugin, "ipam": ipam});
+        if let (Some(c), Some(extra)) = (c.as_object_mut(), extra.as_object()) {
+            c.extend(extra.clone());
+        }
+        c
+    };
+    let has_ipvlan = {
+        let n = link_node()?;
+        n.ip(&["link", "add", "p", "link", "uplink0", "type", "ipvlan"])
+            .is_ok()
+    };
+    println!(
+        "median of {} rounds, Go {} vs ours {}",
+        LINK_ROUNDS - 1,
+        dirs.go.display(),
+        dirs.ours.display()
+    );
+    println!(
+        "{:<12} {:>10} {:>10} {:>10} {:>10}",
+        "plugin", "Go ADD", "ours ADD", "Go DEL", "ours DEL"
+    );
+    let cases = [
+        ("ptp", "ptp", conf("ptp", json!({})), false),
+        (
+            "ptp+masq",
+            "ptp",
+            conf("ptp", json!({"ipMasq": true})),
+            false,
+        ),
+        (
+            "macvlan",
+            "macvlan",
+            conf("macvlan", json!({"master": "uplink0"})),
+            false,
+        ),
+        (
+            "ipvlan",
+            "ipvlan",
+            conf("ipvlan", json!({"master": "uplink0"})),
+            false,
+        ),
+        (
+            "host-device",
+            "host-device",
+            conf("host-device", json!({"device": "hostdev0"})),
+            true,
+        ),
+    ];
+    for (label, plugin, conf, host_device) in cases {
+        if plugin == "ipvlan" && !has_ipvlan {
+            println!("{label:<12} (kernel has no ipvlan: not measured)");
+            continue;
+        }
+        let Some(go) = dirs.go(plugin) else { continue };
+        let ours = dirs.ours(plugin)?;
+        let node = link_node()?;
+        if host_device {
+            node.ip(&[
+                "link",
+                "add",
+                "hostdev0",
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "hostdev0p",
+            ])?;
+        }
+        let pod = OwnedNetns::new("lpod")?;
+        let data = tempfile::tempdir()?;
+        let mut conf = conf;
+        conf["ipam"] = json!({"type": "host-local", "dataDir": data.path(),
+            "ranges": [[{"subnet": "10.90.0.0/24"}]], "routes": [{"dst": "0.0.0.0/0"}]});
+        let mut times: [(Vec<Duration>, Vec<Duration>); 2] = Default::default();
+        for round in 0..LINK_ROUNDS {
+            for (i, bin) in [&go, &ours].into_iter().enumerate() {
+                let add = node.exec(bin, "ADD", "ctr-perf", pod.path(), &conf)?;
+                let del = node.exec(bin, "DEL", "ctr-perf", pod.path(), &conf)?;
+                // The first round warms the page cache for both binaries.
+                if round > 0 {
+                    times[i].0.push(add);
+                    times[i].1.push(del);
+                }
+            }
+        }
+        let [(go_add, go_del), (our_add, our_del)] = times.map(|(a, d)| (median(a), median(d)));
+        println!(
+            "{label:<12} {:>7.1} ms {:>7.1} ms {:>7.1} ms {:>7.1} ms",
+            ms(go_add),
+            ms(our_add),
+            ms(go_del),
+            ms(our_del)
+        );
+    }
+    Ok(())
+}
+
+/// A node whose master link `uplink0` is a veth (its peer stays in the node).
+fn link_node() -> Fallible<Node> {
+    let node = Node::new("lnode")?;
+    node.ip(&[
+        "link", "add", "uplink0", "mtu", "1500", "type", "veth", "peer", "name", "uplink0p",
+    ])?;
+    node.ip(&["link", "set", "uplink0", "up"])?;
+    node.ip(&["link", "set", "uplink0p", "up"])?;
+    Ok(node)
+}
+
 fn main() -> ExitCode {
     run(PROGRAM, || {
         let mut args = std::env::args().skip(1);
@@ -338,7 +491,7 @@ fn main() -> ExitCode {
                 _ => picked.push(a),
             }
         }
-        let all = ["host-local", "host-local-60k", "portmap"];
+        let all = ["host-local", "host-local-60k", "portmap", "link"];
         if picked.is_empty() {
             picked = all.iter().map(|s| s.to_string()).collect();
         }
@@ -347,6 +500,7 @@ fn main() -> ExitCode {
                 "host-local" => host_local(&dirs)?,
                 "host-local-60k" => host_local_60k(&dirs)?,
                 "portmap" => portmap(&dirs)?,
+                "link" => link_plugins(&dirs)?,
                 other => {
                     return Err(format!("unknown measurement {other:?} (one of {all:?})").into())
                 }

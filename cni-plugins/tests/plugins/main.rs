@@ -34,7 +34,6 @@ mod multus_thick_certs;
 mod multus_thick_watch;
 mod portmap_traffic;
 mod ptp;
-mod ptp_perf;
 mod reliability_faults;
 mod reliability_soak;
 mod reliability_vanishing;
