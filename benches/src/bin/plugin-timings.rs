@@ -8,11 +8,12 @@
 //! * `portmap`: ADD and DEL p50 in a fresh node namespace holding 50, 200
 //!   (and for ours 1000) other attachments' mappings (Go: iptables backend);
 //! * `link`: ADD and DEL of ptp (with and without ipMasq), macvlan, ipvlan
-//!   and host-device, Go's host-local as IPAM for both (root).
+//!   and host-device, Go's host-local as IPAM for both (root);
+//! * `tuning`, `bandwidth`: ADD and DEL chained on a veth pair (root).
 //!
 //! ```text
 //! cargo build --release -p cni-plugins -p cni-benches --bins
-//! target/release/plugin-timings [--plugins DIR] [--go DIR] [host-local|host-local-60k|portmap|link ...]
+//! target/release/plugin-timings [--plugins DIR] [--go DIR] [host-local|host-local-60k|portmap|link|tuning|bandwidth ...]
 //! ```
 //!
 //! `--plugins` defaults to this program's own directory (where cargo put
@@ -472,6 +473,144 @@ fn link_node() -> Fallible<Node> {
     Ok(node)
 }
 
+/// A node and a pod joined by a veth (`vethbench` in the node, `eth0` in
+/// the pod, 10.91.0.1/24 and .2), as a main plugin leaves them for the
+/// chained ones, and the prevResult describing it.
+struct VethPair {
+    node: Node,
+    pod: OwnedNetns,
+}
+
+impl VethPair {
+    fn new() -> Fallible<VethPair> {
+        let node = Node::new("vnode")?;
+        let pod = OwnedNetns::new("vpod")?;
+        node.ip(&[
+            "link",
+            "add",
+            "vethbench",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            pod.name(),
+        ])?;
+        node.ip(&["addr", "add", "10.91.0.1/24", "dev", "vethbench"])?;
+        node.ip(&["link", "set", "vethbench", "up"])?;
+        for args in [
+            &["addr", "add", "10.91.0.2/24", "dev", "eth0"][..],
+            &["link", "set", "eth0", "up"],
+            &["link", "set", "lo", "up"],
+        ] {
+            let st = Command::new("ip")
+                .arg("-n")
+                .arg(pod.name())
+                .args(args)
+                .status()?;
+            if !st.success() {
+                return Err(format!("ip {args:?} in {}: {st}", pod.name()).into());
+            }
+        }
+        Ok(VethPair { node, pod })
+    }
+
+    fn conf(&self, plugin: &str, extra: Value) -> Value {
+        let mut c = json!({"cniVersion": "1.0.0", "name": "bench", "type": plugin,
+            "prevResult": {"cniVersion": "1.0.0",
+                "interfaces": [{"name": "vethbench"}, {"name": "eth0", "sandbox": self.pod.path()}],
+                "ips": [{"address": "10.91.0.2/24", "interface": 1, "gateway": "10.91.0.1"}]}});
+        if let (Some(c), Some(extra)) = (c.as_object_mut(), extra.as_object()) {
+            c.extend(extra.clone());
+        }
+        c
+    }
+
+    /// Runs `ip args` (or any program) inside the pod, ignoring failure:
+    /// for resetting state between samples.
+    fn in_pod(&self, args: &[&str]) -> Fallible<()> {
+        Command::new("ip")
+            .args(["netns", "exec", self.pod.name()])
+            .args(args)
+            .output()?;
+        Ok(())
+    }
+}
+
+/// Median ADD and DEL of Go's `plugin` and ours on one [`VethPair`], 21
+/// each; `reset` runs (untimed) after every DEL.
+fn chained_timing(
+    dirs: &Dirs,
+    plugin: &str,
+    extra: Value,
+    reset: &dyn Fn(&VethPair) -> Fallible<()>,
+) -> Fallible<()> {
+    let pair = VethPair::new()?;
+    let conf = pair.conf(plugin, extra);
+    let mut bins = vec![("ours", dirs.ours(plugin)?)];
+    if let Some(go) = dirs.go(plugin) {
+        bins.insert(0, ("go", go));
+    }
+    for (label, bin) in bins {
+        let (mut adds, mut dels) = (Vec::new(), Vec::new());
+        for i in 0..21 {
+            let id = format!("t{i}");
+            adds.push(pair.node.exec(&bin, "ADD", &id, pair.pod.path(), &conf)?);
+            dels.push(pair.node.exec(&bin, "DEL", &id, pair.pod.path(), &conf)?);
+            reset(&pair)?;
+        }
+        println!(
+            "{plugin} {label}: ADD median {:.2} ms, DEL median {:.2} ms",
+            ms(median(adds)),
+            ms(median(dels))
+        );
+    }
+    Ok(())
+}
+
+/// tuning: three sysctls, MAC, MTU, promisc and allmulti.
+fn tuning(dirs: &Dirs) -> Fallible<()> {
+    require_root(PROGRAM)?;
+    let data = tempfile::tempdir()?;
+    let tuned = json!({"dataDir": data.path(),
+        "sysctl": {"net.ipv4.conf.eth0.arp_ignore": "1", "net.core.somaxconn": "512",
+                   "net.ipv4.ip_forward": "1"},
+        "mac": "c2:11:22:33:44:55", "mtu": 1400, "promisc": true, "allmulti": true});
+    // Go does not restore sysctls: put them back (untimed) so that every
+    // ADD of both really changes them, as on a fresh pod (writing
+    // ip_forward is costly only when it changes).
+    chained_timing(dirs, "tuning", tuned, &|pair| {
+        pair.in_pod(&["sh", "-c", "echo 0 > /proc/sys/net/ipv4/conf/eth0/arp_ignore; echo 4096 > /proc/sys/net/core/somaxconn; echo 0 > /proc/sys/net/ipv4/ip_forward"])
+    })
+}
+
+/// bandwidth: ingress and egress limits (an IFB device for egress).
+fn bandwidth(dirs: &Dirs) -> Fallible<()> {
+    require_root(PROGRAM)?;
+    let limits = json!({"ingressRate": 8_000_000, "ingressBurst": 80_000,
+                        "egressRate": 8_000_000, "egressBurst": 80_000});
+    // Go leaves its qdiscs on the veth: clear them for the next ADD.
+    chained_timing(dirs, "bandwidth", limits, &|pair| {
+        for kind in ["root", "ingress"] {
+            Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    pair.node.ns.name(),
+                    "tc",
+                    "qdisc",
+                    "del",
+                    "dev",
+                    "vethbench",
+                    kind,
+                ])
+                .output()?;
+        }
+        Ok(())
+    })
+}
+
 fn main() -> ExitCode {
     run(PROGRAM, || {
         let mut args = std::env::args().skip(1);
@@ -491,7 +630,14 @@ fn main() -> ExitCode {
                 _ => picked.push(a),
             }
         }
-        let all = ["host-local", "host-local-60k", "portmap", "link"];
+        let all = [
+            "host-local",
+            "host-local-60k",
+            "portmap",
+            "link",
+            "tuning",
+            "bandwidth",
+        ];
         if picked.is_empty() {
             picked = all.iter().map(|s| s.to_string()).collect();
         }
@@ -501,6 +647,8 @@ fn main() -> ExitCode {
                 "host-local-60k" => host_local_60k(&dirs)?,
                 "portmap" => portmap(&dirs)?,
                 "link" => link_plugins(&dirs)?,
+                "tuning" => tuning(&dirs)?,
+                "bandwidth" => bandwidth(&dirs)?,
                 other => {
                     return Err(format!("unknown measurement {other:?} (one of {all:?})").into())
                 }
