@@ -208,15 +208,20 @@ impl Node {
         Ok(node)
     }
 
-    /// `ip -n <node> args`.
+    /// `ip -n <node> args`; an error carries what `ip` printed.
     fn ip(&self, args: &[&str]) -> Fallible<()> {
-        let st = Command::new("ip")
+        let out = Command::new("ip")
             .arg("-n")
             .arg(self.ns.name())
             .args(args)
-            .status()?;
-        if !st.success() {
-            return Err(format!("ip {args:?} in {}: {st}", self.ns.name()).into());
+            .output()?;
+        if !out.status.success() {
+            return Err(format!(
+                "ip {args:?} in {}: {}",
+                self.ns.name(),
+                String::from_utf8_lossy(&out.stderr).trim_end()
+            )
+            .into());
         }
         Ok(())
     }
