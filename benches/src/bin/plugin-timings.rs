@@ -9,11 +9,13 @@
 //!   (and for ours 1000) other attachments' mappings (Go: iptables backend);
 //! * `link`: ADD and DEL of ptp (with and without ipMasq), macvlan, ipvlan
 //!   and host-device, Go's host-local as IPAM for both (root);
-//! * `tuning`, `bandwidth`: ADD and DEL chained on a veth pair (root).
+//! * `tuning`, `bandwidth`: ADD and DEL chained on a veth pair (root);
+//! * `bridge`: ADD and DEL p50/p95 over 50 pods (isGateway, ipMasq), Go's
+//!   bridge and ours, each with Go's host-local and ours (root).
 //!
 //! ```text
 //! cargo build --release -p cni-plugins -p cni-benches --bins
-//! target/release/plugin-timings [--plugins DIR] [--go DIR] [host-local|host-local-60k|portmap|link|tuning|bandwidth ...]
+//! target/release/plugin-timings [--plugins DIR] [--go DIR] [host-local|host-local-60k|portmap|link|tuning|bandwidth|bridge ...]
 //! ```
 //!
 //! `--plugins` defaults to this program's own directory (where cargo put
@@ -197,12 +199,15 @@ fn host_local_60k(dirs: &Dirs) -> Fallible<()> {
 /// it, so everything they change on the node lives and dies with it.
 struct Node {
     ns: OwnedNetns,
+    /// `CNI_PATH` of the calls (where a plugin finds its IPAM plugin).
+    cni_path: PathBuf,
 }
 
 impl Node {
     fn new(prefix: &str) -> Fallible<Node> {
         let node = Node {
             ns: OwnedNetns::new(prefix)?,
+            cni_path: PathBuf::from("/usr/lib/cni"),
         };
         node.ip(&["link", "set", "lo", "up"])?;
         Ok(node)
@@ -227,7 +232,7 @@ impl Node {
     }
 
     /// One call of `plugin` for container `id` in `pod`, exec'd inside the
-    /// node (host-local from the Go directory when a plugin delegates).
+    /// node.
     fn exec(
         &self,
         plugin: &Path,
@@ -237,6 +242,7 @@ impl Node {
         conf: &Value,
     ) -> Fallible<Duration> {
         let pod = pod.to_string_lossy();
+        let cni_path = self.cni_path.to_string_lossy();
         self.ns
             .netns()
             .run(|| {
@@ -247,7 +253,7 @@ impl Node {
                         ("CNI_CONTAINERID", id),
                         ("CNI_NETNS", &pod),
                         ("CNI_IFNAME", "eth0"),
-                        ("CNI_PATH", "/usr/lib/cni"),
+                        ("CNI_PATH", &cni_path),
                     ],
                     conf.to_string().as_bytes(),
                 )
@@ -616,6 +622,61 @@ fn bandwidth(dirs: &Dirs) -> Fallible<()> {
     })
 }
 
+const BRIDGE_PODS: usize = 50;
+
+/// bridge (isGateway + ipMasq) ADD and DEL p50/p95 over 50 pods: Go's
+/// bridge with Go's host-local, ours with Go's host-local, ours with ours
+/// (run in-process by our bridge unless `CNI_RS_EXEC_DELEGATES=1`).
+fn bridge(dirs: &Dirs) -> Fallible<()> {
+    require_root(PROGRAM)?;
+    let go_bridge = dirs.go("bridge");
+    let go_hl = dirs.go("host-local");
+    let (ours, ours_hl) = (dirs.ours("bridge")?, dirs.ours("host-local")?);
+    let mut cases = Vec::new();
+    if let (Some(b), Some(h)) = (&go_bridge, &go_hl) {
+        cases.push(("go bridge + go host-local", b.clone(), h.clone()));
+    }
+    if let Some(h) = &go_hl {
+        cases.push(("our bridge + go host-local", ours.clone(), h.clone()));
+    }
+    cases.push(("our bridge + our host-local", ours, ours_hl));
+    for (label, plugin, host_local) in cases {
+        let mut node = Node::new("brbench")?;
+        let path_dir = tempfile::tempdir()?;
+        std::os::unix::fs::symlink(&host_local, path_dir.path().join("host-local"))?;
+        node.cni_path = path_dir.path().to_path_buf();
+        let data = tempfile::tempdir()?;
+        let conf = json!({"cniVersion": "1.0.0", "name": "brbench", "type": "bridge",
+            "bridge": "cnibench0", "isGateway": true, "ipMasq": true,
+            "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.98.0.0/24"}]],
+                     "dataDir": data.path()}});
+        // Pods are made before and removed after the timed loop: the
+        // kernel's namespace cleanup would otherwise contend for the RTNL
+        // lock with the calls being timed.
+        let pods = (0..BRIDGE_PODS)
+            .map(|_| OwnedNetns::new("cnib").map_err(Into::into))
+            .collect::<Fallible<Vec<_>>>()?;
+        let (mut add, mut del) = (Vec::new(), Vec::new());
+        for (i, pod) in pods.iter().enumerate() {
+            let id = format!("bench{i}");
+            add.push(node.exec(&plugin, "ADD", &id, pod.path(), &conf)?);
+            del.push(node.exec(&plugin, "DEL", &id, pod.path(), &conf)?);
+        }
+        let p95 = |mut v: Vec<Duration>| {
+            v.sort();
+            v.get(v.len() * 95 / 100).copied().unwrap_or_default()
+        };
+        println!(
+            "{label}: ADD p50 {:.1} ms p95 {:.1} ms; DEL p50 {:.1} ms p95 {:.1} ms (N={BRIDGE_PODS}, isGateway+ipMasq)",
+            ms(median(add.clone())),
+            ms(p95(add)),
+            ms(median(del.clone())),
+            ms(p95(del))
+        );
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     run(PROGRAM, || {
         let mut args = std::env::args().skip(1);
@@ -642,6 +703,7 @@ fn main() -> ExitCode {
             "link",
             "tuning",
             "bandwidth",
+            "bridge",
         ];
         if picked.is_empty() {
             picked = all.iter().map(|s| s.to_string()).collect();
@@ -654,6 +716,7 @@ fn main() -> ExitCode {
                 "link" => link_plugins(&dirs)?,
                 "tuning" => tuning(&dirs)?,
                 "bandwidth" => bandwidth(&dirs)?,
+                "bridge" => bridge(&dirs)?,
                 other => {
                     return Err(format!("unknown measurement {other:?} (one of {all:?})").into())
                 }
