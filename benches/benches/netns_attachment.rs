@@ -11,7 +11,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cni_netns::{AddressOptions, BridgeSpec, Handle, IpNetwork, OwnedNetns, Route, VethSpec};
+use cni_netns::{AddressOptions, BridgeSpec, Handle, IpNetwork, KernelRoute, OwnedNetns, VethSpec};
 use criterion::{criterion_group, criterion_main, Criterion};
 
 fn net(s: &str) -> IpNetwork {
@@ -41,9 +41,9 @@ fn attach_in_process(host: &Handle, pod_ns: &OwnedNetns, bridge: u32) -> u32 {
     };
     pod.add_address(eth0, net("fd00:88::5/64"), nodad).unwrap();
     for gw in ["10.88.0.1", "fd00:88::1"] {
-        pod.add_route(&Route {
+        pod.add_route(&KernelRoute {
             oif: Some(eth0),
-            ..Route::default_via(gw.parse().unwrap())
+            ..KernelRoute::default_via(gw.parse().unwrap())
         })
         .unwrap();
     }

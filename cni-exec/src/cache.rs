@@ -5,13 +5,14 @@
 //! `{"kind":"cniCacheV1","containerId","config" (base64 of the list bytes),
 //! "ifName","networkName","netns","cniArgs","capabilityArgs","result"}`;
 //! the directories are 0700, the file 0600. Unlike libcni we write a temp
-//! file, fsync it and rename it over the old one, so a crash leaves the old
-//! or the new file, never an empty one (cni#1055).
+//! file and rename it over the old one ([`crate::atomic`]), so a crash
+//! leaves the old or the new file, never an empty one (cni#1055).
 
-use std::fs::{DirBuilder, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::fs::DirBuilder;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+
+use crate::atomic::AtomicWrite;
 
 use base64::Engine;
 use cni_types::{CniResult, Version};
@@ -130,9 +131,9 @@ fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Er
     }
 }
 
-/// Writes `data` to `path` atomically: a 0600 temp file in the same
-/// directory, renamed over the target, so a killed runtime or plugin never
-/// leaves a torn file.
+/// Writes `data` to `path` atomically with the shared writer
+/// ([`crate::atomic`]): a 0600 temp file in the same directory, renamed over
+/// the target, so a killed runtime or plugin never leaves a torn file.
 ///
 /// Not fsynced, like libcni: the cache only has to outlive the process, a
 /// power cut takes every pod with it, and DEL already treats an empty or
@@ -140,54 +141,17 @@ fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Er
 /// on a disk (4 ms median on the machine we measured), which is the
 /// largest single cost of an in-process ADD.
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), Error> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    // pid + a process-wide counter: unique among concurrent writers, so two
-    // threads or runtimes never share a temp file.
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let nonce = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = dir.join(format!(".{name}.tmp.{}.{nonce}", std::process::id()));
-    let result = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(io("create cache file", &tmp))?;
-        f.write_all(data).map_err(io("write cache file", &tmp))?;
-        std::fs::rename(&tmp, path).map_err(io("rename cache file onto", path))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    AtomicWrite::new().mode(0o600).write(path, data)
 }
 
 /// Removes the temporary files that a writer killed between create and
-/// rename left next to `path`: `.<name>.tmp<digits and dots>`, the names
-/// [`write_atomic`] and the plugins' own atomic writers use. Nothing reads
-/// them, so without this they stay forever (found by the SIGKILL campaign,
+/// rename left next to `path` (every atomic writer's names for it, see
+/// [`crate::atomic::remove_stale_temps`]). Nothing reads them, so without
+/// this they stay forever (found by the SIGKILL campaign,
 /// `cni-plugins/tests/reliability_faults.rs`). Errors are ignored: this is
 /// best-effort cleanup on DEL.
 pub fn remove_temp_files(path: &Path) {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let Some(name) = path.file_name() else {
-        return;
-    };
-    let prefix = format!(".{}.tmp", name.to_string_lossy());
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let file = entry.file_name();
-        let file = file.to_string_lossy();
-        let Some(rest) = file.strip_prefix(&prefix) else {
-            continue;
-        };
-        if !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
+    crate::atomic::remove_stale_temps(path);
 }
 
 impl ResultCache {

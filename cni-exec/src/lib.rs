@@ -45,6 +45,7 @@
 //!
 //! A runtime embedding plugins without fork/exec: see [`InProcessExec`].
 
+pub mod atomic;
 pub mod cache;
 pub mod conf;
 mod error;

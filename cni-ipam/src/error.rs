@@ -115,6 +115,56 @@ pub enum Error {
     /// STATUS: the plugin cannot serve ADD (the store is unusable).
     #[error("store unavailable: {0}")]
     Unavailable(#[source] Box<Error>),
+
+    /// dhcp: no server answered (or none gave a lease) before the acquire
+    /// deadline (code 11: the server may come back).
+    #[error("no DHCP server answered on {ifname} within {waited:.1?} (timeout, resendMax, resendTimeout): no more tries")]
+    DhcpTimeout {
+        /// The pod interface.
+        ifname: String,
+        /// How long the client tried.
+        waited: std::time::Duration,
+    },
+    /// dhcp: the server refused the request (DHCPNAK).
+    #[error("DHCP server refused the lease on {ifname} (DHCPNAK): {reason}")]
+    DhcpNak {
+        /// The pod interface.
+        ifname: String,
+        /// The NAK's message option, or "DHCPNAK".
+        reason: String,
+    },
+    /// dhcp: a socket operation on the pod interface failed.
+    #[error("dhcp: {op} {ifname}: {source}")]
+    DhcpSocket {
+        /// The operation ("open packet socket on", "send DHCPDISCOVER on"...).
+        op: &'static str,
+        /// The pod interface.
+        ifname: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// dhcp: a DHCP message is malformed or lacks what a lease needs.
+    #[error("{0}")]
+    DhcpPacket(String),
+    /// dhcp: the daemon's socket cannot be reached (code 11).
+    #[error("error dialing DHCP daemon at {}: {source} (is `dhcp daemon` running?)", path.display())]
+    DhcpDaemonUnreachable {
+        /// The socket path.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// dhcp: the daemon did not answer in time or answered something that
+    /// is not a reply.
+    #[error("DHCP daemon at {}: {reason}", path.display())]
+    DhcpDaemonProtocol {
+        /// The socket path.
+        path: PathBuf,
+        /// What was wrong.
+        reason: String,
+    },
 }
 
 impl Error {
@@ -134,6 +184,13 @@ impl Error {
             Error::Io { .. } => ErrorCode::IoFailure,
             Error::Unavailable(_) => ErrorCode::PluginNotAvailable,
             Error::AllocateRange { source, .. } => source.code(),
+            Error::DhcpTimeout { .. } | Error::DhcpDaemonUnreachable { .. } => {
+                ErrorCode::TryAgainLater
+            }
+            Error::DhcpNak { .. }
+            | Error::DhcpSocket { .. }
+            | Error::DhcpPacket(_)
+            | Error::DhcpDaemonProtocol { .. } => ErrorCode::Internal,
             Error::Duplicate { .. }
             | Error::Exhausted(_)
             | Error::NotFound(_)
@@ -153,6 +210,15 @@ impl Error {
             op,
             path: path.into(),
             source,
+        }
+    }
+
+    /// A failed write of the shared atomic writer ([`cni_exec::atomic`]):
+    /// its I/O errors stay [`Error::Io`] (operation and file named).
+    pub(crate) fn atomic_write(e: cni_exec::Error) -> Self {
+        match e {
+            cni_exec::Error::Io { op, path, source } => Error::io(op, path, source),
+            e => Error::io("write", "", std::io::Error::other(e.to_string())),
         }
     }
 }

@@ -12,6 +12,8 @@
 //!   CHECK stay around a millisecond with tens of thousands of reservations.
 //!   The Go plugin and this crate can share a data directory.
 //! - [`static_ipam`]: the `static` IPAM plugin's logic.
+//! - [`dhcp`]: the DHCP client, lease files and daemon protocol behind the
+//!   `dhcp` IPAM plugin.
 //!
 //! Errors carry the Go reference's messages and map to CNI codes with
 //! [`Error::code`] / [`Error::to_cni_error`].
@@ -40,6 +42,7 @@
 //! ```
 
 pub mod allocator;
+pub mod dhcp;
 pub mod dns;
 pub mod error;
 pub mod host_local;

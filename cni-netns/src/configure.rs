@@ -7,7 +7,7 @@ use ipnetwork::IpNetwork;
 use crate::addr::{AddressOptions, DAD_TIMEOUT};
 use crate::error::Result;
 use crate::handle::Handle;
-use crate::route::Route;
+use crate::route::KernelRoute;
 use crate::sysctl;
 
 /// Configures `ifname` in the handle's namespace the way Go's
@@ -32,7 +32,7 @@ pub fn configure_interface(
     handle: &Handle,
     ifname: &str,
     addresses: &[(IpNetwork, Option<IpAddr>)],
-    routes: &[Route],
+    routes: &[KernelRoute],
 ) -> Result<()> {
     let link = handle.link_by_name(ifname)?;
     let mut v4gw = None;
@@ -56,13 +56,13 @@ pub fn configure_interface(
     }
     for r in routes {
         let gateway = r.gateway.or(if r.dst.is_ipv4() { v4gw } else { v6gw });
-        let route = Route {
+        let route = KernelRoute {
             gateway,
             oif: Some(link.index),
             table: r.table,
             scope: r.scope,
             priority: r.priority,
-            ..Route::new(r.dst)
+            ..KernelRoute::new(r.dst)
         };
         handle.add_route_ecmp(&route)?;
     }

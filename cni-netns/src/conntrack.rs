@@ -23,6 +23,9 @@ use std::path::Path;
 
 use netlink_sys::{protocols::NETLINK_NETFILTER, Socket};
 
+use crate::nfnetlink::{
+    self, align4, NLMSG_DONE, NLMSG_ERROR, NLMSG_HDRLEN, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST,
+};
 use crate::{Error, Result};
 
 /// An IP family of conntrack entries.
@@ -54,18 +57,11 @@ impl IpFamily {
 const NFNL_SUBSYS_CTNETLINK: u16 = 1;
 const IPCTNL_MSG_CT_GET: u16 = 1;
 const IPCTNL_MSG_CT_DELETE: u16 = 2;
-const NLM_F_REQUEST: u16 = 0x1;
-const NLM_F_ACK: u16 = 0x4;
-const NLM_F_DUMP: u16 = 0x300;
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
 const CTA_TUPLE_ORIG: u16 = 1;
 const CTA_ZONE: u16 = 18;
 const CTA_TUPLE_PROTO: u16 = 2;
 const CTA_PROTO_NUM: u16 = 1;
 const CTA_PROTO_DST_PORT: u16 = 3;
-const NLA_TYPE_MASK: u16 = 0x3fff;
-const NLMSG_HDRLEN: usize = 16;
 const NFGENMSG_LEN: usize = 4;
 
 /// A ctnetlink socket bound to one network namespace.
@@ -254,10 +250,6 @@ struct Entry {
     zone_raw: Option<Vec<u8>>,
 }
 
-fn align4(n: usize) -> usize {
-    (n + 3) & !3
-}
-
 fn error_code(body: &[u8]) -> i32 {
     match body.get(..4) {
         Some(b) => -i32::from_ne_bytes([b[0], b[1], b[2], b[3]]),
@@ -265,23 +257,10 @@ fn error_code(body: &[u8]) -> i32 {
     }
 }
 
-/// Iterates the attributes of `buf`: (type without flags, payload, raw
-/// attribute with header and padding).
-fn attrs(mut buf: &[u8]) -> impl Iterator<Item = (u16, &[u8], &[u8])> {
-    std::iter::from_fn(move || {
-        if buf.len() < 4 {
-            return None;
-        }
-        let len = u16::from_ne_bytes([buf[0], buf[1]]) as usize;
-        let ty = u16::from_ne_bytes([buf[2], buf[3]]) & NLA_TYPE_MASK;
-        if len < 4 || len > buf.len() {
-            return None;
-        }
-        let payload = &buf[4..len];
-        let raw = &buf[..len];
-        buf = &buf[align4(len).min(buf.len())..];
-        Some((ty, payload, raw))
-    })
+/// The attributes of `buf`: (type without flags, payload, raw attribute).
+fn attrs(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8], &[u8])> {
+    nfnetlink::attrs_full(buf)
+        .map(|(ty, payload, raw)| (ty & nfnetlink::NLA_TYPE_MASK, payload, raw))
 }
 
 fn parse_entry(attributes: &[u8]) -> Option<Entry> {
@@ -319,17 +298,14 @@ fn udp_dst_port_matches(tuple: &[u8], port: u16) -> bool {
 }
 
 fn message(kind: u16, flags: u16, seq: u32, family: IpFamily, attrs: &[u8]) -> Vec<u8> {
-    let len = NLMSG_HDRLEN + NFGENMSG_LEN + attrs.len();
-    let mut m = Vec::with_capacity(len);
-    m.extend_from_slice(&(len as u32).to_ne_bytes());
-    m.extend_from_slice(&((NFNL_SUBSYS_CTNETLINK << 8) | kind).to_ne_bytes());
-    m.extend_from_slice(&flags.to_ne_bytes());
-    m.extend_from_slice(&seq.to_ne_bytes());
-    m.extend_from_slice(&0u32.to_ne_bytes());
-    // nfgenmsg: family, version NFNETLINK_V0, res_id (big endian) 0.
-    m.extend_from_slice(&[family.af(), 0, 0, 0]);
-    m.extend_from_slice(attrs);
-    m
+    nfnetlink::message(
+        (NFNL_SUBSYS_CTNETLINK << 8) | kind,
+        flags,
+        seq,
+        family.af(),
+        0,
+        attrs,
+    )
 }
 
 #[cfg(test)]

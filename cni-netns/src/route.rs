@@ -36,10 +36,10 @@ pub struct NextHop {
 
 /// A route, both to install and as read back from the kernel.
 ///
-/// Build one with [`Route::new`] and struct update syntax:
-/// `Route { gateway: Some(gw), oif: Some(idx), ..Route::new(dst) }`.
+/// Build one with [`KernelRoute::new`] and struct update syntax:
+/// `KernelRoute { gateway: Some(gw), oif: Some(idx), ..KernelRoute::new(dst) }`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Route {
+pub struct KernelRoute {
     /// Destination (`0.0.0.0/0` or `::/0` for a default route).
     pub dst: IpNetwork,
     /// Gateway.
@@ -62,17 +62,17 @@ pub struct Route {
     pub advmss: Option<u32>,
     /// Paths of a multipath route (then `gateway`/`oif` stay unset).
     pub multipath: Vec<NextHop>,
-    /// Route protocol (`RTPROT_*`); read back only, added routes use
+    /// KernelRoute protocol (`RTPROT_*`); read back only, added routes use
     /// `RTPROT_BOOT` like Go's netlink and `ip route`.
     pub protocol: u8,
-    /// Route type (`RTN_*`); read back only, added routes are unicast.
+    /// KernelRoute type (`RTN_*`); read back only, added routes are unicast.
     pub kind: u8,
 }
 
-impl Route {
+impl KernelRoute {
     /// A route to `dst` with nothing else set.
-    pub fn new(dst: IpNetwork) -> Route {
-        Route {
+    pub fn new(dst: IpNetwork) -> KernelRoute {
+        KernelRoute {
             dst,
             gateway: None,
             oif: None,
@@ -90,16 +90,16 @@ impl Route {
 
     /// A default route (`0.0.0.0/0` or `::/0`, by the gateway's family)
     /// via `gateway`.
-    pub fn default_via(gateway: IpAddr) -> Route {
+    pub fn default_via(gateway: IpAddr) -> KernelRoute {
         let any = match gateway {
             IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
         };
         // Prefix 0 is always valid; the fallback only satisfies the types.
         let dst = IpNetwork::new(any, 0).unwrap_or_else(|_| IpNetwork::from(any));
-        Route {
+        KernelRoute {
             gateway: Some(gateway),
-            ..Route::new(dst)
+            ..KernelRoute::new(dst)
         }
     }
 
@@ -108,7 +108,7 @@ impl Route {
         self.dst.prefix() == 0
     }
 
-    fn from_message(m: &RouteMessage) -> Option<Route> {
+    fn from_message(m: &RouteMessage) -> Option<KernelRoute> {
         let family = m.header.address_family;
         let unspecified = match family {
             AddressFamily::Inet => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
@@ -116,7 +116,7 @@ impl Route {
             _ => return None,
         };
         let mut dst = unspecified;
-        let mut r = Route::new(IpNetwork::new(unspecified, 0).ok()?);
+        let mut r = KernelRoute::new(IpNetwork::new(unspecified, 0).ok()?);
         r.table = Some(u32::from(m.header.table));
         r.scope = Some(u8::from(m.header.scope));
         r.protocol = u8::from(m.header.protocol);
@@ -169,7 +169,7 @@ fn route_ip(a: &RouteAddress) -> Option<IpAddr> {
 
 /// Builds the RTM_NEWROUTE/RTM_DELROUTE body. For a delete, unset scope,
 /// protocol and type match anything (as `ip route del` does).
-pub(crate) fn route_message(r: &Route, delete: bool) -> RouteMessage {
+pub(crate) fn route_message(r: &KernelRoute, delete: bool) -> RouteMessage {
     let mut m = RouteMessage::default();
     m.header.address_family = if r.dst.is_ipv4() {
         AddressFamily::Inet
@@ -238,7 +238,7 @@ pub(crate) fn route_message(r: &Route, delete: bool) -> RouteMessage {
     m
 }
 
-fn describe(h: &Handle, r: &Route) -> String {
+fn describe(h: &Handle, r: &KernelRoute) -> String {
     let mut s = r.dst.to_string();
     if let Some(g) = r.gateway {
         s.push_str(&format!(" via {g}"));
@@ -264,7 +264,7 @@ fn describe(h: &Handle, r: &Route) -> String {
 
 impl Handle {
     /// Adds a route; an identical existing route is an error (`EEXIST`).
-    pub fn add_route(&self, r: &Route) -> Result<()> {
+    pub fn add_route(&self, r: &KernelRoute) -> Result<()> {
         self.request(
             RouteNetlinkMessage::NewRoute(route_message(r, false)),
             NLM_F_CREATE | NLM_F_EXCL,
@@ -276,7 +276,7 @@ impl Handle {
     /// Adds a route without `NLM_F_EXCL`, as Go's `netlink.RouteAddEcmp`:
     /// a second route to the same destination with another gateway becomes
     /// an equal-cost path instead of failing.
-    pub fn add_route_ecmp(&self, r: &Route) -> Result<()> {
+    pub fn add_route_ecmp(&self, r: &KernelRoute) -> Result<()> {
         self.request(
             RouteNetlinkMessage::NewRoute(route_message(r, false)),
             NLM_F_CREATE,
@@ -286,7 +286,7 @@ impl Handle {
     }
 
     /// Adds or replaces a route (`ip route replace`).
-    pub fn replace_route(&self, r: &Route) -> Result<()> {
+    pub fn replace_route(&self, r: &KernelRoute) -> Result<()> {
         self.request(
             RouteNetlinkMessage::NewRoute(route_message(r, false)),
             NLM_F_CREATE | NLM_F_REPLACE,
@@ -297,7 +297,7 @@ impl Handle {
 
     /// Deletes a route; a missing one gives an error whose
     /// [`crate::Error::is_not_found`] is true.
-    pub fn del_route(&self, r: &Route) -> Result<()> {
+    pub fn del_route(&self, r: &KernelRoute) -> Result<()> {
         self.request(
             RouteNetlinkMessage::DelRoute(route_message(r, true)),
             0,
@@ -307,15 +307,15 @@ impl Handle {
     }
 
     /// Every route of `family` in every table (filter on
-    /// [`Route::table`], e.g. [`TABLE_MAIN`]).
-    pub fn routes(&self, family: Family) -> Result<Vec<Route>> {
+    /// [`KernelRoute::table`], e.g. [`TABLE_MAIN`]).
+    pub fn routes(&self, family: Family) -> Result<Vec<KernelRoute>> {
         let mut m = RouteMessage::default();
         m.header.address_family = family.address_family();
         let replies = self.dump(RouteNetlinkMessage::GetRoute(m), || "list routes".into())?;
         Ok(replies
             .iter()
             .filter_map(|r| match r {
-                RouteNetlinkMessage::NewRoute(m) => Route::from_message(m),
+                RouteNetlinkMessage::NewRoute(m) => KernelRoute::from_message(m),
                 _ => None,
             })
             .filter(|r| family.matches(r.dst.ip()))

@@ -12,21 +12,21 @@ use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
 use crate::error::{Error, Result};
 use crate::handle::Handle;
-use crate::route::{route_message, Route};
+use crate::route::{route_message, KernelRoute};
 use crate::Family;
 
 /// A routing policy rule that sends matching packets to a table, both to
 /// install and as read back from the kernel.
 ///
 /// ```
-/// use cni_netns::Rule;
+/// use cni_netns::RoutingRule;
 ///
-/// let r = Rule::from_source("10.1.0.5".parse().unwrap(), 100);
+/// let r = RoutingRule::from_source("10.1.0.5".parse().unwrap(), 100);
 /// assert_eq!(r.src.unwrap().to_string(), "10.1.0.5/32");
 /// assert_eq!(r.to_string(), "from 10.1.0.5/32 lookup 100");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rule {
+pub struct RoutingRule {
     /// IPv6 rule (`ip -6 rule`) rather than IPv4.
     pub v6: bool,
     /// `from` selector; `None` is `from all`.
@@ -44,14 +44,14 @@ pub struct Rule {
     pub action: u8,
 }
 
-impl Rule {
+impl RoutingRule {
     /// `from <ip>/32` (or `/128`) `lookup <table>`, priority chosen by the
     /// kernel.
-    pub fn from_source(ip: IpAddr, table: u32) -> Rule {
+    pub fn from_source(ip: IpAddr, table: u32) -> RoutingRule {
         let prefix = if ip.is_ipv4() { 32 } else { 128 };
         // A host prefix is always valid for its family.
         let src = IpNetwork::new(ip, prefix).unwrap_or_else(|_| IpNetwork::from(ip));
-        Rule {
+        RoutingRule {
             v6: ip.is_ipv6(),
             src: Some(src),
             dst: None,
@@ -61,13 +61,13 @@ impl Rule {
         }
     }
 
-    fn from_message(m: &RuleMessage) -> Option<Rule> {
+    fn from_message(m: &RuleMessage) -> Option<RoutingRule> {
         let v6 = match m.header.family {
             AddressFamily::Inet => false,
             AddressFamily::Inet6 => true,
             _ => return None,
         };
-        let mut r = Rule {
+        let mut r = RoutingRule {
             v6,
             src: None,
             dst: None,
@@ -90,7 +90,7 @@ impl Rule {
     }
 }
 
-impl std::fmt::Display for Rule {
+impl std::fmt::Display for RoutingRule {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if let Some(p) = self.priority {
             write!(f, "pref {p} ")?;
@@ -108,7 +108,7 @@ impl std::fmt::Display for Rule {
 
 /// Builds the RTM_NEWRULE/RTM_DELRULE body. The table goes in the header
 /// when it fits in a byte and always in `FRA_TABLE` (as iproute2 does).
-pub(crate) fn rule_message(r: &Rule) -> RuleMessage {
+pub(crate) fn rule_message(r: &RoutingRule) -> RuleMessage {
     let mut m = RuleMessage::default();
     m.header.family = if r.v6 {
         AddressFamily::Inet6
@@ -149,7 +149,7 @@ fn vrf_table_of(l: &LinkMessage) -> Option<u32> {
 impl Handle {
     /// Adds a rule (`ip rule add`); an identical existing rule is an error
     /// (`EEXIST`).
-    pub fn add_rule(&self, r: &Rule) -> Result<()> {
+    pub fn add_rule(&self, r: &RoutingRule) -> Result<()> {
         self.request(
             RouteNetlinkMessage::NewRule(rule_message(r)),
             NLM_F_CREATE | NLM_F_EXCL,
@@ -160,7 +160,7 @@ impl Handle {
 
     /// Deletes a rule; a missing one gives an error whose
     /// [`crate::Error::is_not_found`] is true.
-    pub fn del_rule(&self, r: &Rule) -> Result<()> {
+    pub fn del_rule(&self, r: &RoutingRule) -> Result<()> {
         self.request(RouteNetlinkMessage::DelRule(rule_message(r)), 0, || {
             format!("delete rule {r}")
         })
@@ -168,14 +168,14 @@ impl Handle {
     }
 
     /// Every rule of `family`, in the kernel's order (by priority).
-    pub fn rules(&self, family: Family) -> Result<Vec<Rule>> {
+    pub fn rules(&self, family: Family) -> Result<Vec<RoutingRule>> {
         let mut m = RuleMessage::default();
         m.header.family = family.address_family();
         let replies = self.dump(RouteNetlinkMessage::GetRule(m), || "list rules".into())?;
         Ok(replies
             .iter()
             .filter_map(|r| match r {
-                RouteNetlinkMessage::NewRule(m) => Rule::from_message(m),
+                RouteNetlinkMessage::NewRule(m) => RoutingRule::from_message(m),
                 _ => None,
             })
             .filter(|r| match family {
@@ -190,8 +190,8 @@ impl Handle {
     /// route with the same key there), keeping its protocol, scope, type,
     /// source and metric: Go's sbr `RouteReplace` of a listed route with
     /// only its table changed and its flags cleared.
-    pub fn copy_route_to_table(&self, r: &Route, table: u32) -> Result<()> {
-        let moved = Route {
+    pub fn copy_route_to_table(&self, r: &KernelRoute, table: u32) -> Result<()> {
+        let moved = KernelRoute {
             table: Some(table),
             ..r.clone()
         };
@@ -246,7 +246,7 @@ mod tests {
 
     #[test]
     fn rule_request_bytes() {
-        let r = Rule::from_source("192.168.1.209".parse().unwrap(), 100);
+        let r = RoutingRule::from_source("192.168.1.209".parse().unwrap(), 100);
         let bytes = serialize(RouteNetlinkMessage::NewRule(rule_message(&r)), 0x605, 7);
         // nlmsghdr: len 44, RTM_NEWRULE (32), flags, seq 7, pid 0.
         let mut want = vec![44, 0, 0, 0, 32, 0, 0x05, 0x06, 7, 0, 0, 0, 0, 0, 0, 0];
@@ -258,14 +258,17 @@ mod tests {
         want.extend([8, 0, 15, 0, 100, 0, 0, 0]);
         assert_eq!(bytes, want);
 
-        let mut r6 = Rule::from_source("fd00::5".parse().unwrap(), 5000);
+        let mut r6 = RoutingRule::from_source("fd00::5".parse().unwrap(), 5000);
         r6.priority = Some(32765);
         let m = rule_message(&r6);
         assert_eq!(m.header.table, 0, "tables above 255 only in FRA_TABLE");
         assert_eq!(m.header.src_len, 128);
         assert!(m.attributes.contains(&RuleAttribute::Priority(32765)));
         assert!(m.attributes.contains(&RuleAttribute::Table(5000)));
-        assert_eq!(Rule::from_message(&m).unwrap(), Rule { action: 1, ..r6 });
+        assert_eq!(
+            RoutingRule::from_message(&m).unwrap(),
+            RoutingRule { action: 1, ..r6 }
+        );
     }
 
     #[test]

@@ -13,17 +13,12 @@ use crate::netlink::serialize;
 use crate::route::route_message;
 use crate::*;
 
-/// Walks a run of netlink attributes: (type without flags, nested flag, value).
-fn nlas(mut buf: &[u8]) -> Vec<(u16, bool, Vec<u8>)> {
-    let mut out = Vec::new();
-    while buf.len() >= 4 {
-        let len = u16::from_ne_bytes([buf[0], buf[1]]) as usize;
-        let kind = u16::from_ne_bytes([buf[2], buf[3]]);
-        assert!(len >= 4 && len <= buf.len(), "bad nla length {len}");
-        out.push((kind & 0x3fff, kind & 0x8000 != 0, buf[4..len].to_vec()));
-        buf = &buf[((len + 3) & !3).min(buf.len())..];
-    }
-    out
+/// Walks a run of netlink attributes with the crate's one walker: (type
+/// without flags, nested flag, value).
+fn nlas(buf: &[u8]) -> Vec<(u16, bool, Vec<u8>)> {
+    crate::nfnetlink::attrs_full(buf)
+        .map(|(ty, v, _)| (ty & 0x3fff, ty & 0x8000 != 0, v.to_vec()))
+        .collect()
 }
 
 fn attr(list: &[(u16, bool, Vec<u8>)], kind: u16) -> Vec<u8> {
@@ -184,14 +179,14 @@ fn ipv4_address_gets_broadcast_and_nodad_flag_is_sent() {
 
 #[test]
 fn route_carries_table_metric_and_metrics() {
-    let r = Route {
+    let r = KernelRoute {
         gateway: Some("10.1.0.1".parse().unwrap()),
         oif: Some(4),
         table: Some(1000),
         priority: Some(50),
         mtu: Some(1400),
         advmss: Some(1360),
-        ..Route::new("192.168.0.0/16".parse().unwrap())
+        ..KernelRoute::new("192.168.0.0/16".parse().unwrap())
     };
     let buf = serialize(
         RouteNetlinkMessage::NewRoute(route_message(&r, false)),
@@ -212,7 +207,7 @@ fn route_carries_table_metric_and_metrics() {
     assert_eq!(attr(&m, 8), 1360u32.to_ne_bytes()); // RTAX_ADVMSS
 
     // A default route has no RTA_DST; a delete matches any scope/protocol.
-    let d = Route::default_via("fd00::1".parse().unwrap());
+    let d = KernelRoute::default_via("fd00::1".parse().unwrap());
     assert!(d.is_default());
     let buf = serialize(
         RouteNetlinkMessage::DelRoute(route_message(&d, true)),
@@ -228,7 +223,7 @@ fn route_carries_table_metric_and_metrics() {
 
 #[test]
 fn multipath_route_encodes_each_nexthop() {
-    let r = Route {
+    let r = KernelRoute {
         multipath: vec![
             NextHop {
                 gateway: Some("10.0.0.1".parse().unwrap()),
@@ -241,7 +236,7 @@ fn multipath_route_encodes_each_nexthop() {
                 weight: 5,
             },
         ],
-        ..Route::new("0.0.0.0/0".parse().unwrap())
+        ..KernelRoute::new("0.0.0.0/0".parse().unwrap())
     };
     let buf = serialize(
         RouteNetlinkMessage::NewRoute(route_message(&r, false)),

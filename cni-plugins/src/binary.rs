@@ -18,6 +18,7 @@
 use std::sync::Arc;
 
 use cni_exec::same_build::{plugin_marker, SameBuildExec, MARKER_LEN};
+use cni_netns::firewall::Backend;
 
 /// The build identity in every marker of this crate's binaries: its
 /// version. Binaries of two versions never run each other in-process.
@@ -26,6 +27,20 @@ pub const BUILD: &str = env!("CARGO_PKG_VERSION");
 /// The marker of this build's plugin `name`.
 pub const fn marker(name: &str) -> [u8; MARKER_LEN] {
     plugin_marker(name, BUILD)
+}
+
+/// The environment variable that picks the firewall backend of bridge,
+/// ptp and portmap: `native` (the default) or `nft`.
+pub const FIREWALL_BACKEND_ENV: &str = "CNI_FIREWALL_BACKEND";
+
+/// The firewall backend named by [`FIREWALL_BACKEND_ENV`], else native:
+/// what the plugin binaries pass to their plugins (the libraries read no
+/// environment).
+pub fn firewall_backend() -> Backend {
+    std::env::var(FIREWALL_BACKEND_ENV)
+        .ok()
+        .and_then(|v| Backend::from_name(&v))
+        .unwrap_or_default()
 }
 
 /// The IPAM plugins of this build as in-process delegates: what bridge,
@@ -40,21 +55,27 @@ pub fn ipam_delegates() -> SameBuildExec {
 
 /// flannel's delegates: bridge (its default) and the IPAM plugins.
 pub fn flannel_delegates() -> SameBuildExec {
-    ipam_delegates().register("bridge", || Arc::new(crate::bridge::Bridge::new()))
+    ipam_delegates().register("bridge", || {
+        Arc::new(crate::bridge::Bridge::with_backend(firewall_backend()))
+    })
 }
 
 /// Every plugin of this crate but multus (a meta plugin, never a
 /// delegate): what multus delegates to.
 pub fn all_delegates() -> SameBuildExec {
     flannel_delegates()
-        .register("ptp", || Arc::new(crate::ptp::Ptp::default()))
+        .register("ptp", || {
+            Arc::new(crate::ptp::Ptp::with_backend(firewall_backend()))
+        })
         .register("macvlan", || Arc::new(crate::macvlan::Macvlan))
         .register("ipvlan", || Arc::new(crate::ipvlan::Ipvlan))
         .register("host-device", || Arc::new(crate::host_device::HostDevice))
         .register("loopback", || Arc::new(crate::loopback::Loopback))
         .register("tuning", || Arc::new(crate::tuning::Tuning::new()))
         .register("bandwidth", || Arc::new(crate::bandwidth::Bandwidth::new()))
-        .register("portmap", || Arc::new(crate::portmap::Portmap::new()))
+        .register("portmap", || {
+            Arc::new(crate::portmap::Portmap::new().with_backend(firewall_backend()))
+        })
         .register("flannel", || Arc::new(crate::flannel::Flannel::new()))
         .register("vlan", || Arc::new(crate::vlan::Vlan))
         .register("vrf", || Arc::new(crate::vrf::VrfPlugin))

@@ -55,6 +55,15 @@ impl Error {
         }
     }
 
+    /// A failed write of the shared atomic writer ([`cni_exec::atomic`]):
+    /// its I/O errors stay [`Error::Io`] (operation and file named).
+    pub fn atomic_write(e: cni_exec::Error) -> Self {
+        match e {
+            cni_exec::Error::Io { op, path, source } => Error::io(op, path, source),
+            e => Error::Internal(e.to_string()),
+        }
+    }
+
     /// The CNI error code for this error.
     pub fn code(&self) -> ErrorCode {
         match self {

@@ -5,10 +5,12 @@
 pub mod bandwidth;
 pub mod binary;
 pub mod bridge;
+pub mod dhcp;
 pub mod dummy;
 mod error;
 pub mod firewall;
 pub mod flannel;
+mod go_duration;
 pub mod host_device;
 pub mod host_local;
 pub mod ipvlan;

@@ -314,9 +314,9 @@ fn run_mode(mode: Mode, dir: &Path, n: usize, with_concurrent: bool) -> Fallible
     // inherit: the nft program for this mode, native (the default) otherwise.
     // Set while no other thread of ours runs.
     if mode == Mode::OursNft {
-        std::env::set_var(cni_netns::firewall::BACKEND_ENV, "nft");
+        std::env::set_var(cni_plugins::binary::FIREWALL_BACKEND_ENV, "nft");
     } else {
-        std::env::remove_var(cni_netns::firewall::BACKEND_ENV);
+        std::env::remove_var(cni_plugins::binary::FIREWALL_BACKEND_ENV);
     }
     if mode == Mode::OursExecAll {
         std::env::set_var("CNI_RS_EXEC_DELEGATES", "1");

@@ -24,39 +24,39 @@ use std::time::{Duration, Instant};
 
 use cni_benches::measure::{median, ms, require_root, run, time, Fallible};
 use cni_netns::firewall::{
-    default_backend, AttachmentId, Firewall, MasqueradeSpec, NativeFirewall, NftFirewall,
-    PortMapping, PortMappingSpec, Protocol, RuleKind,
+    AttachmentId, Firewall, HostPortMapping, MasqueradeSpec, NativeFirewall, NftFirewall,
+    PortMappingSpec, Protocol, RuleKind, RuleSpec,
 };
 use cni_netns::OwnedNetns;
 
 const PROGRAM: &str = "firewall-cost";
 
 /// Attachment `i` of network `net`: 10.x.y.z, a TCP and a UDP mapping.
-fn pm(net: &str, i: u32) -> Fallible<PortMappingSpec> {
+fn pm(net: &str, i: u32) -> Fallible<RuleSpec> {
     let mut s = PortMappingSpec::new(AttachmentId::new(net, format!("{i:064x}"), "eth0"));
     s.container_v4 = Some(address(i).parse()?);
     s.mappings = vec![
-        PortMapping {
+        HostPortMapping {
             host_port: u16::try_from(10000 + 2 * i)?,
             container_port: 80,
             protocol: Protocol::Tcp,
             host_ip: None,
         },
-        PortMapping {
+        HostPortMapping {
             host_port: u16::try_from(10001 + 2 * i)?,
             container_port: 53,
             protocol: Protocol::Udp,
             host_ip: None,
         },
     ];
-    Ok(s)
+    Ok(RuleSpec::PortMappings(s))
 }
 
-fn masq(net: &str, i: u32) -> Fallible<MasqueradeSpec> {
-    Ok(MasqueradeSpec {
+fn masq(net: &str, i: u32) -> Fallible<RuleSpec> {
+    Ok(RuleSpec::Masquerade(MasqueradeSpec {
         attachment: AttachmentId::new(net, format!("{i:064x}"), "eth0"),
-        address: address(i).parse()?,
-    })
+        addresses: vec![address(i).parse()?],
+    }))
 }
 
 fn address(i: u32) -> String {
@@ -98,19 +98,19 @@ fn nft_process() -> Fallible<()> {
     let mut present = 0u32;
     for target in [50u32, 1000] {
         while present < target {
-            fw.add_port_mappings(&pm("perfnet", present)?)?;
-            fw.add_masquerade(&masq("perfnet", present)?)?;
+            fw.add(&pm("perfnet", present)?)?;
+            fw.add(&masq("perfnet", present)?)?;
             present += 1;
         }
         let mut samples: [Vec<(Duration, Duration)>; 5] = Default::default();
         for round in 0..21 {
             let probe = 20000 + round;
             let (p, m) = (pm("perfnet", probe)?, masq("perfnet", probe)?);
-            samples[0].push(timed(|| Ok(fw.add_port_mappings(&p)?))?);
-            samples[1].push(timed(|| Ok(fw.del_port_mappings(&p)?))?);
-            samples[2].push(timed(|| Ok(fw.del_port_mappings(&p)?))?);
-            samples[3].push(timed(|| Ok(fw.add_masquerade(&m)?))?);
-            samples[4].push(timed(|| Ok(fw.del_masquerade(&m)?))?);
+            samples[0].push(timed(|| Ok(fw.add(&p)?))?);
+            samples[1].push(timed(|| Ok(fw.delete(&p)?))?);
+            samples[2].push(timed(|| Ok(fw.delete(&p)?))?);
+            samples[3].push(timed(|| Ok(fw.add(&m)?))?);
+            samples[4].push(timed(|| Ok(fw.delete(&m)?))?);
         }
         let fmt = |v: &Vec<(Duration, Duration)>| {
             let wall = median(v.iter().map(|x| x.0).collect());
@@ -121,10 +121,10 @@ fn nft_process() -> Fallible<()> {
         // fixed cost of spawning nft on this machine, under its current load.
         let mut baseline = vec![];
         for _ in 0..21 {
-            baseline.push(time(|| Ok(fw.list_attachments(RuleKind::MacSpoofCheck)?))?);
+            baseline.push(time(|| Ok(fw.list(RuleKind::MacSpoofCheck)?))?);
         }
         let t = Instant::now();
-        let listed = fw.list_attachments(RuleKind::PortMapping)?;
+        let listed = fw.list(RuleKind::PortMapping)?;
         let list_time = t.elapsed();
         if listed.len() != present as usize {
             return Err(format!("listed {} attachments, {present} present", listed.len()).into());
@@ -156,14 +156,14 @@ fn native_vs_nft() -> Fallible<()> {
         let mut present = 0u32;
         for target in [50u32, 1000] {
             while present < target {
-                filler.add_port_mappings(&pm("perf", present)?)?;
+                filler.add(&pm("perf", present)?)?;
                 present += 1;
             }
             let (mut add, mut del) = (Vec::new(), Vec::new());
             for round in 0..21 {
                 let probe = pm("perf", 20000 + round)?;
-                add.push(time(|| Ok(fw.add_port_mappings(&probe)?))?);
-                del.push(time(|| Ok(fw.del_port_mappings(&probe)?))?);
+                add.push(time(|| Ok(fw.add(&probe)?))?);
+                del.push(time(|| Ok(fw.delete(&probe)?))?);
             }
             println!(
                 "{backend:>6}: {present:>4} attachments: port mappings add {:.2} ms, del {:.2} ms (medians of 21)",
@@ -179,23 +179,21 @@ fn native_vs_nft() -> Fallible<()> {
             removed.len(),
             ms(t.elapsed())
         );
-        if removed.len() != present as usize
-            || !fw.list_attachments(RuleKind::PortMapping)?.is_empty()
-        {
+        if removed.len() != present as usize || !fw.list(RuleKind::PortMapping)?.is_empty() {
             return Err(format!("{backend}: gc removed {} of {present}", removed.len()).into());
         }
     }
     Ok(())
 }
 
-/// The child of [`exec_cost`]: one port-mapping call through the default
-/// backend (`CNI_FIREWALL_BACKEND` picks it), as a plugin makes it.
+/// The child of [`exec_cost`]: one port-mapping call through the backend
+/// `CNI_FIREWALL_BACKEND` picks, as a plugin binary makes it.
 fn exec_child(netns: &str, what: &str, id: &str) -> Fallible<()> {
-    let fw = default_backend(Some(Path::new(netns)));
+    let fw = cni_plugins::binary::firewall_backend().firewall(Some(Path::new(netns)), 0);
     let spec = pm("perf", id.parse()?)?;
     match what {
-        "add" => fw.add_port_mappings(&spec)?,
-        "del" => fw.del_port_mappings(&spec)?,
+        "add" => fw.add(&spec)?,
+        "del" => fw.delete(&spec)?,
         _ => {}
     }
     Ok(())
@@ -227,7 +225,7 @@ fn exec_cost() -> Fallible<()> {
         let mut present = 0u32;
         for target in [50u32, 1000] {
             while present < target {
-                filler.add_port_mappings(&pm("perf", present)?)?;
+                filler.add(&pm("perf", present)?)?;
                 present += 1;
             }
             let (mut add, mut del) = (Vec::new(), Vec::new());
@@ -259,15 +257,15 @@ fn socket_close() -> Fallible<()> {
     let mut closes = Vec::new();
     for i in 0..11 {
         let fw = NativeFirewall::in_netns(ns.path());
-        fw.add_port_mappings(&pm("close", i)?)?;
-        fw.del_port_mappings(&pm("close", i)?)?;
+        fw.add(&pm("close", i)?)?;
+        fw.delete(&pm("close", i)?)?;
         let t = Instant::now();
         drop(fw);
         closes.push(t.elapsed());
     }
     // GC (a real delete) for comparison.
     let fw = NativeFirewall::in_netns(ns.path());
-    fw.add_port_mappings(&pm("close", 99)?)?;
+    fw.add(&pm("close", 99)?)?;
     fw.gc(RuleKind::PortMapping, "close", &[])?;
     let t = Instant::now();
     drop(fw);

@@ -4,6 +4,7 @@
 #[path = "support/fixture.rs"]
 mod fixture;
 
+mod atomic;
 mod exec;
 mod inprocess;
 mod input_limits;

@@ -55,6 +55,13 @@
 //!   unsynced index writes) costs one full scan per network after the
 //!   reboot, and index writes need no fsync. Reservation files created by
 //!   hand are the one thing it misses.
+//!
+//! Full disk, beyond Go: every file is written through the shared atomic
+//! writer ([`cni_exec::atomic`]) or undone on failure, so a failed write
+//! (ENOSPC) leaves the old content or no file, never an empty or torn one:
+//! a new bucket appears only with its content, a failed append is truncated
+//! back to its old length (and `state` removed, so the index is rebuilt),
+//! and a failed `state` write removes `state` (missing means "rebuild").
 
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
@@ -64,6 +71,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use cni_exec::atomic::{self, AtomicWrite};
 use nix::fcntl::{Flock, FlockArg};
 
 use super::{LockedStore, Owner, OwnerMatch, Reservation, Store};
@@ -74,9 +82,11 @@ pub const DEFAULT_DATA_DIR: &str = "/var/lib/cni/networks";
 
 const LAST_IP_PREFIX: &str = "last_reserved_ip.";
 const LOCK_FILE: &str = "lock";
-/// Starts with a dot and never parses as an IP, so Go's backend, which walks
-/// the directory and parses names as IPs, ignores these files.
-const TEMP_PREFIX: &str = ".cni-ipam-tmp.";
+/// The temporary name of `last_reserved_ip.<n>` rewrites of an earlier
+/// build, which nothing else cleans.
+const OLD_LAST_IP_TEMP: &str = ".cni-ipam-tmp.last_reserved_ip";
+/// The fixed temporary name of reservations of an earlier build.
+const OLD_RESERVATION_TEMP: &str = ".cni-ipam-tmp.reservation";
 
 /// Makes pool names unique within a process (with its pid and the time).
 static POOL_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -214,9 +224,10 @@ impl DiskStore {
     /// can be synced and removed.
     pub fn check_usable(&self) -> Result<()> {
         let lock = self.lock()?;
-        let probe = lock.temp_path("probe");
-        lock.write_temp(&probe, b"status")?;
-        fs::remove_file(&probe).map_err(|e| Error::io("remove probe file", &probe, e))
+        let probe = lock.writer().stage(&self.dir.join("probe"), b"status");
+        let probe = probe.map_err(Error::atomic_write)?;
+        let path = probe.temp_path();
+        fs::remove_file(path).map_err(|e| Error::io("remove probe file", path, e))
     }
 }
 
@@ -259,36 +270,13 @@ impl DiskStoreLock<'_> {
         &self.store.dir
     }
 
-    /// A temporary file name for one purpose. Fixed names suffice because
-    /// temporary files are only written under the lock, and a fixed name is
-    /// reused (so cleaned up) by the next writer after a crash.
-    fn temp_path(&self, purpose: &str) -> PathBuf {
-        self.dir().join(format!("{TEMP_PREFIX}{purpose}"))
-    }
-
-    /// Creates `path` (unlinking a leftover first) with `content`, synced to
-    /// disk when the store is durable.
-    fn write_temp(&self, path: &Path, content: &[u8]) -> Result<()> {
-        // Never open a leftover: a writer killed between link and unlink
-        // leaves the temporary name as a second link to a live reservation,
-        // and truncating it would empty and rewrite that reservation.
-        let _ = fs::remove_file(path);
-        let result = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)
-            .and_then(|mut f| {
-                f.write_all(content)?;
-                if self.store.durable {
-                    f.sync_all()?;
-                }
-                Ok(())
-            });
-        result.map_err(|e| {
-            let _ = fs::remove_file(path);
-            Error::io("write temporary file", path, e)
-        })
+    /// The shared atomic writer ([`cni_exec::atomic`]) with this store's
+    /// durability: its temporary names start with a dot and never parse as
+    /// an IP, so Go's backend, which walks the directory and parses names as
+    /// IPs, ignores them. They are created only under the lock, so any found
+    /// while holding it were left by a crashed writer.
+    fn writer(&self) -> AtomicWrite {
+        AtomicWrite::new().mode(0o600).fsync(self.store.durable)
     }
 
     fn sync_dir(&self) -> Result<()> {
@@ -310,7 +298,7 @@ impl DiskStoreLock<'_> {
             let entry = entry.map_err(|e| Error::io("read directory", self.dir(), e))?;
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
-            if name.starts_with(TEMP_PREFIX) {
+            if atomic::is_temp_name(name) {
                 let _ = fs::remove_file(entry.path());
                 continue;
             }
@@ -393,18 +381,13 @@ impl DiskStoreLock<'_> {
             let _ = fs::remove_file(entry.path());
         }
         for (name, lines) in &buckets {
-            let path = index_dir.join(name);
-            // Synced: the state written below must never be durable before
-            // the entries it vouches for.
-            File::create(&path)
-                .and_then(|mut f| {
-                    f.write_all(bucket_file(lines).as_bytes())?;
-                    if self.store.durable {
-                        f.sync_all()?;
-                    }
-                    Ok(())
-                })
-                .map_err(|e| Error::io("write owner index", &path, e))?;
+            // Through a temporary file, so a full disk leaves no empty or
+            // torn bucket (the names are new: no flush on rename). Synced
+            // when durable: the state written below must never be durable
+            // before the entries it vouches for.
+            self.writer()
+                .write(&index_dir.join(name), bucket_file(lines).as_bytes())
+                .map_err(Error::atomic_write)?;
         }
         if self.store.durable {
             sync_path(&index_dir)?;
@@ -415,26 +398,41 @@ impl DiskStoreLock<'_> {
 
     fn write_state(&mut self) -> Result<()> {
         let state = self.index_dir().join(STATE_FILE);
-        // In place: a torn state never equals a fingerprint, so it only
-        // causes a rebuild.
-        write_in_place(&state, self.fingerprint().as_bytes())
-            .map_err(|e| Error::io("write index state", &state, e))?;
+        // In place (no flush on ext4). A failed write removes it: a missing
+        // state means "rebuild", which is right after any failure; a torn
+        // one (the process killed mid-write) never equals a fingerprint
+        // either.
+        if let Err(e) = write_in_place(&state, self.fingerprint().as_bytes()) {
+            let _ = fs::remove_file(&state);
+            self.index_valid = false;
+            return Err(Error::io("write index state", &state, e));
+        }
         self.state_stale = false;
         Ok(())
     }
 
     fn bucket_lines(&self, bucket: &str) -> Vec<(u64, IpAddr)> {
-        let Ok(text) = fs::read_to_string(self.index_dir().join(bucket)) else {
-            return Vec::new();
+        self.read_bucket(bucket).unwrap_or_default()
+    }
+
+    /// A bucket's entries; `None` when the bucket does not exist.
+    fn read_bucket(&self, bucket: &str) -> Option<Vec<(u64, IpAddr)>> {
+        let text = match fs::read_to_string(self.index_dir().join(bucket)) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            // Exists but unreadable: treated as empty, never replaced.
+            Err(_) => String::new(),
         };
         // The header line does not parse as `<hex hash> <ip>` and is skipped
         // like any damaged line.
-        text.lines()
-            .filter_map(|l| {
-                let (h, ip) = l.split_once(' ')?;
-                Some((u64::from_str_radix(h, 16).ok()?, ip.parse().ok()?))
-            })
-            .collect()
+        Some(
+            text.lines()
+                .filter_map(|l| {
+                    let (h, ip) = l.split_once(' ')?;
+                    Some((u64::from_str_radix(h, 16).ok()?, ip.parse().ok()?))
+                })
+                .collect(),
+        )
     }
 
     fn owner_ips(&self, hash: u64) -> Vec<IpAddr> {
@@ -449,32 +447,53 @@ impl DiskStoreLock<'_> {
     /// killed process cannot leave half of it); `durable` syncs it before
     /// returning. Entries are never removed one by one: stale ones are
     /// verified away on lookup, and a bucket is compacted when it grows.
-    fn add_owner(&self, hash: u64, ip: IpAddr, durable: bool) -> Result<()> {
+    ///
+    /// A failed write (a full disk) leaves the bucket as it was: a new
+    /// bucket is created through the atomic writer, so it appears only with
+    /// its content; a failed append is truncated back to the old length,
+    /// and the state is removed (with the index marked invalid) so that
+    /// whatever remains is rebuilt rather than trusted.
+    fn add_owner(&mut self, hash: u64, ip: IpAddr, durable: bool) -> Result<()> {
         let bucket = bucket_name(hash);
-        let lines = self.bucket_lines(&bucket);
+        let path = self.index_dir().join(&bucket);
+        let Some(lines) = self.read_bucket(&bucket) else {
+            // The name is new: the rename flushes nothing on ext4.
+            AtomicWrite::new()
+                .mode(0o600)
+                .fsync(durable)
+                .fsync_dir(durable)
+                .write(&path, bucket_file(&[(hash, ip)]).as_bytes())
+                .map_err(Error::atomic_write)?;
+            return Ok(());
+        };
         if lines.contains(&(hash, ip)) {
             return Ok(());
         }
-        let path = self.index_dir().join(&bucket);
         if lines.len() >= COMPACT_AT {
             return self.compact_bucket(&bucket, lines, (hash, ip), durable);
         }
         // Rewriting the bucket (truncate or rename) makes ext4 flush its
         // delayed allocation, ~1.5 ms per call on a virtual disk; an append
         // does not.
-        let written = OpenOptions::new()
+        let mut file = OpenOptions::new()
             .append(true)
-            .create(true)
             .mode(0o600)
             .open(&path)
-            .and_then(|mut f| {
-                f.write_all(format!("{hash:016x} {ip}\n").as_bytes())?;
-                if durable {
-                    f.sync_all()?;
-                }
-                Ok(())
-            });
-        written.map_err(|e| Error::io("write owner index", &path, e))?;
+            .map_err(|e| Error::io("open owner index", &path, e))?;
+        let before = file
+            .metadata()
+            .map_err(|e| Error::io("stat owner index", &path, e))?
+            .len();
+        let written = file
+            .write_all(format!("{hash:016x} {ip}\n").as_bytes())
+            .and_then(|()| if durable { file.sync_all() } else { Ok(()) });
+        if let Err(e) = written {
+            let _ = file.set_len(before);
+            let state = self.index_dir().join(STATE_FILE);
+            let _ = fs::remove_file(&state);
+            self.index_valid = false;
+            return Err(Error::io("write owner index", &path, e));
+        }
         if durable {
             sync_path(self.index_dir())?;
         }
@@ -498,27 +517,16 @@ impl DiskStoreLock<'_> {
             .collect();
         live.dedup();
         live.push(new);
-        let path = self.index_dir().join(bucket);
-        let temp = self.index_dir().join(format!("{TEMP_PREFIX}{bucket}"));
-        let written = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
+        // A failure leaves the old bucket: the rename never happened.
+        AtomicWrite::new()
             .mode(0o600)
-            .open(&temp)
-            .and_then(|mut f| {
-                f.write_all(bucket_file(&live).as_bytes())?;
-                if durable {
-                    f.sync_all()?;
-                }
-                Ok(())
-            })
-            .and_then(|()| fs::rename(&temp, &path));
-        written.map_err(|e| Error::io("write owner index", &path, e))?;
-        if durable {
-            sync_path(self.index_dir())?;
-        }
-        Ok(())
+            .fsync(durable)
+            .fsync_dir(durable)
+            .write(
+                &self.index_dir().join(bucket),
+                bucket_file(&live).as_bytes(),
+            )
+            .map_err(Error::atomic_write)
     }
 
     fn read_reservation(&self, ip: IpAddr) -> Option<Reservation> {
@@ -653,7 +661,7 @@ impl LockedStore for DiskStoreLock<'_> {
             return Err(Error::io("write last reserved ip", &last, e));
         }
         // Left by a writer of the earlier rename scheme killed mid-write.
-        let _ = fs::remove_file(self.temp_path("last_reserved_ip"));
+        let _ = fs::remove_file(self.dir().join(OLD_LAST_IP_TEMP));
         self.state_stale = true;
         self.sync_dir()?;
         Ok(true)
@@ -734,10 +742,18 @@ impl DiskStoreLock<'_> {
     /// A new reservation file: temporary file, then a hard link (Go's
     /// `O_EXCL` without its window of an empty file).
     fn reserve_new(&self, target: &Path, content: &[u8]) -> Result<bool> {
-        let temp = self.temp_path("reservation");
-        self.write_temp(&temp, content)?;
-        let linked = fs::hard_link(&temp, target);
-        let _ = fs::remove_file(&temp);
+        // The fixed temporary name of an earlier build, which its next
+        // write reused; this build's names are unique, and a leftover (a
+        // writer killed between write and link) goes with the next full
+        // scan (GC, index rebuild).
+        let _ = fs::remove_file(self.dir().join(OLD_RESERVATION_TEMP));
+        let staged = self
+            .writer()
+            .stage(target, content)
+            .map_err(Error::atomic_write)?;
+        let linked = fs::hard_link(staged.temp_path(), target);
+        // Dropping the staged file unlinks its temporary name.
+        drop(staged);
         match linked {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),

@@ -4,5 +4,6 @@
 mod allocator_prop;
 mod config;
 mod disk_store;
+mod full_disk;
 mod go_interop;
 mod processes;

@@ -1,7 +1,8 @@
 //! A backend-independent description of nftables state: tables, maps,
 //! chains, rules and the commands of one atomic batch.
 //!
-//! The layout functions in [`super::layout`] produce these values; a backend
+//! The rule families (masquerade, host ports, MAC spoof check) produce
+//! these values and the batch assembly wraps them in batches; a backend
 //! only encodes them (JSON for `nft -j`, netlink attributes for a native
 //! backend) and reads back the little it needs (map elements, the rules of
 //! the conditions chain).
@@ -12,7 +13,7 @@ use ipnetwork::IpNetwork;
 
 /// An nftables address family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Family {
+pub enum NftFamily {
     /// IPv4 only.
     Ip,
     /// IPv6 only.
@@ -23,14 +24,14 @@ pub enum Family {
     Bridge,
 }
 
-impl Family {
+impl NftFamily {
     /// The family's name in nft.
     pub fn as_str(self) -> &'static str {
         match self {
-            Family::Ip => "ip",
-            Family::Ip6 => "ip6",
-            Family::Inet => "inet",
-            Family::Bridge => "bridge",
+            NftFamily::Ip => "ip",
+            NftFamily::Ip6 => "ip6",
+            NftFamily::Inet => "inet",
+            NftFamily::Bridge => "bridge",
         }
     }
 }
@@ -41,7 +42,7 @@ impl Family {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Table {
     /// The table's family.
-    pub family: Family,
+    pub family: NftFamily,
     /// The table's name.
     pub name: &'static str,
     /// The maps the fixed rules look packets up in.
@@ -120,7 +121,7 @@ pub struct Chain {
     /// Present for base chains (attached to a hook).
     pub base: Option<BaseChain>,
     /// The rules, in order.
-    pub rules: Vec<Rule>,
+    pub rules: Vec<NftRule>,
 }
 
 /// How a base chain is attached to the packet path.
@@ -182,17 +183,17 @@ pub const PRIORITY_SRCNAT: i32 = 100;
 
 /// A rule: statements evaluated in order, and an optional comment.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rule {
+pub struct NftRule {
     /// The statements.
     pub stmts: Vec<Stmt>,
     /// The comment (the owner's tag for per-attachment rules).
     pub comment: Option<String>,
 }
 
-impl Rule {
+impl NftRule {
     /// A rule without comment.
     pub fn new(stmts: Vec<Stmt>) -> Self {
-        Rule {
+        NftRule {
             stmts,
             comment: None,
         }
@@ -366,7 +367,7 @@ pub struct AttachmentRules {
     /// The map elements; never empty for an installed attachment.
     pub elements: Vec<Element>,
     /// The rules of the conditions chain (tagged), usually none.
-    pub rules: Vec<Rule>,
+    pub rules: Vec<NftRule>,
 }
 
 /// A rule found in a table: where it is and whose it is.
@@ -380,7 +381,7 @@ pub struct RuleRef {
 
 /// One command of an atomic batch on one table.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Command {
+pub enum NftCommand {
     /// Create the table if missing.
     AddTable,
     /// Create a map if missing.
@@ -399,7 +400,7 @@ pub enum Command {
         /// The chain's name.
         chain: String,
         /// The rule.
-        rule: Rule,
+        rule: NftRule,
     },
     /// Add a map element. An existing element with the same key and other
     /// data makes the whole batch fail (`File exists`); with `exclusive`,
@@ -430,9 +431,65 @@ pub enum Command {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Batch {
     /// The table's family.
-    pub family: Family,
+    pub family: NftFamily,
     /// The table's name.
     pub table: &'static str,
     /// The commands, applied all or none.
-    pub commands: Vec<Command>,
+    pub commands: Vec<NftCommand>,
+}
+
+// Helpers the rule families share.
+
+/// The payload protocol of an address family's header (`ip`, `ip6`).
+pub(crate) fn ipx(v6: bool) -> &'static str {
+    if v6 {
+        "ip6"
+    } else {
+        "ip"
+    }
+}
+
+/// `left == right`.
+pub(crate) fn match_eq(left: Expr, right: Value) -> Stmt {
+    Stmt::Match {
+        left,
+        op: CmpOp::Eq,
+        right,
+    }
+}
+
+/// `meta nfproto ipv4` (or `ipv6`).
+pub(crate) fn nfproto(v6: bool) -> Stmt {
+    match_eq(
+        Expr::meta("nfproto"),
+        Value::str(if v6 { "ipv6" } else { "ipv4" }),
+    )
+}
+
+/// A prefix literal of the layout.
+pub(crate) fn const_net(net: &str) -> IpNetwork {
+    net.parse().expect("constant prefix literal")
+}
+
+/// A prefix as an interval key part, masked (nft wants the network address;
+/// ipnetwork keeps host bits): a full-length prefix is the address itself
+/// (as nft lists it).
+pub(crate) fn prefix_part(net: IpNetwork) -> Value {
+    let net = IpNetwork::new(net.network(), net.prefix()).unwrap_or(net);
+    let full = if net.is_ipv4() { 32 } else { 128 };
+    if net.prefix() == full {
+        Value::Addr(net.ip())
+    } else {
+        Value::Prefix(net)
+    }
+}
+
+/// A map declaration.
+pub(crate) fn map(name: &'static str, key: &[KeyType], data: &[KeyType], interval: bool) -> Map {
+    Map {
+        name,
+        key: key.to_vec(),
+        data: data.to_vec(),
+        interval,
+    }
 }

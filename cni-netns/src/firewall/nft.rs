@@ -15,24 +15,24 @@ use serde_json::{json, Value as Json};
 
 use ipnetwork::IpNetwork;
 
-use super::backend::{ListedElement, ListedRule, Listing, Refusal, RefusalKind, RuleBackend};
-use super::layout::{self, DEFAULT_MASQ_MARK};
+use super::batch;
+use super::engine::{Driver, ListedElement, ListedRule, Listing, Refusal, RefusalKind};
 #[cfg(test)]
 use super::model::RuleRef;
-use super::model::{AttachmentRules, Batch, Command, Expr, KeyType, Map, Stmt, Table, Value};
-use super::FirewallOp;
+use super::model::{AttachmentRules, Batch, Expr, KeyType, Map, NftCommand, Stmt, Table, Value};
+use super::{FirewallOp, DEFAULT_MASQ_MARK};
 use crate::{Error, Result};
 
 /// [`Firewall`](super::Firewall) implemented by running the `nft` binary with JSON batches.
 ///
 /// ```no_run
-/// use cni_netns::firewall::{AttachmentId, Firewall, MasqueradeSpec, NftFirewall};
+/// use cni_netns::firewall::{AttachmentId, Firewall, MasqueradeSpec, NftFirewall, RuleSpec};
 ///
 /// let fw = NftFirewall::in_netns("/run/netns/test");
-/// fw.add_masquerade(&MasqueradeSpec {
+/// fw.add(&RuleSpec::Masquerade(MasqueradeSpec {
 ///     attachment: AttachmentId::new("mynet", "cid", "eth0"),
-///     address: "10.88.0.5/16".parse()?,
-/// })?;
+///     addresses: vec!["10.88.0.5/16".parse()?],
+/// }))?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -212,7 +212,7 @@ impl NftFirewall {
     }
 }
 
-impl RuleBackend for NftFirewall {
+impl Driver for NftFirewall {
     fn masq_mark(&self) -> u32 {
         self.masq_mark
     }
@@ -249,7 +249,7 @@ impl RuleBackend for NftFirewall {
         if let Err(m) = self.run(op, who, &["-f", "-"], Some(text.as_bytes()))? {
             return Ok(Err(Self::refusal(op, who, m)));
         }
-        self.send(op, who, table, &layout::attach_batch(table, rules, true))
+        self.send(op, who, table, &batch::attach(table, rules, true))
     }
 
     fn read(
@@ -332,7 +332,7 @@ fn parse_listing(stdout: &[u8], table: &Table) -> std::result::Result<Listing, S
                     key_id: key.to_string(),
                     data_id: data.to_string(),
                     comment,
-                    expiring: expires.is_some_and(|s| s * 1000 < layout::EXPIRING_MS),
+                    expiring: expires.is_some_and(|s| s * 1000 < batch::EXPIRING_MS),
                 });
             }
         }
@@ -364,14 +364,14 @@ fn decode_key(raw: &Json) -> Vec<Value> {
     }
 }
 
-/// The table's shared objects ([`layout::shared_batch`]) in nft syntax.
+/// The table's shared objects ([`batch::shared`]) in nft syntax.
 pub(crate) fn shared_text(table: &Table) -> String {
     let mut out = String::new();
     let (fam, t) = (table.family.as_str(), table.name);
-    for c in &layout::shared_batch(table).commands {
+    for c in &batch::shared(table).commands {
         let line = match c {
-            Command::AddTable => format!("add table {fam} {t}"),
-            Command::AddMap(m) => {
+            NftCommand::AddTable => format!("add table {fam} {t}"),
+            NftCommand::AddMap(m) => {
                 let types =
                     |k: &[KeyType]| k.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(" . ");
                 let flags = if m.interval {
@@ -386,8 +386,8 @@ pub(crate) fn shared_text(table: &Table) -> String {
                     types(&m.data)
                 )
             }
-            Command::AddChain { name, base: None } => format!("add chain {fam} {t} {name}"),
-            Command::AddChain {
+            NftCommand::AddChain { name, base: None } => format!("add chain {fam} {t} {name}"),
+            NftCommand::AddChain {
                 name,
                 base: Some(b),
             } => format!(
@@ -396,16 +396,16 @@ pub(crate) fn shared_text(table: &Table) -> String {
                 b.hook.as_str(),
                 b.priority
             ),
-            Command::FlushChain(name) => format!("flush chain {fam} {t} {name}"),
-            Command::AddRule { chain, rule } => {
+            NftCommand::FlushChain(name) => format!("flush chain {fam} {t} {name}"),
+            NftCommand::AddRule { chain, rule } => {
                 let stmts: Vec<String> = rule.stmts.iter().map(stmt_text).collect();
                 format!("add rule {fam} {t} {chain} {}", stmts.join(" "))
             }
             // Not part of the shared objects.
-            Command::AddElement { .. }
-            | Command::ExpireElements(_)
-            | Command::DeleteElements { .. }
-            | Command::DeleteRule(_) => continue,
+            NftCommand::AddElement { .. }
+            | NftCommand::ExpireElements(_)
+            | NftCommand::DeleteElements { .. }
+            | NftCommand::DeleteRule(_) => continue,
         };
         out.push_str(&line);
         out.push('\n');
@@ -441,7 +441,7 @@ fn stmt_text(s: &Stmt) -> String {
                     s.clone()
                 }
                 Value::Str(s) => format!("\"{s}\""),
-                other => layout::value_text(other),
+                other => batch::value_text(other),
             };
             format!("{} {op}{right}", expr_text(left))
         }
@@ -483,8 +483,8 @@ pub(crate) fn encode_batch(batch: &Batch) -> Json {
     let mut cmds = vec![json!({"metainfo": {"json_schema_version": 1}})];
     for c in &batch.commands {
         cmds.push(match c {
-            Command::AddTable => json!({"add": {"table": {"family": family, "name": table}}}),
-            Command::AddMap(m) => {
+            NftCommand::AddTable => json!({"add": {"table": {"family": family, "name": table}}}),
+            NftCommand::AddMap(m) => {
                 let ty = |k: &[KeyType]| {
                     let types: Vec<&str> = k.iter().map(|k| k.as_str()).collect();
                     if types.len() == 1 {
@@ -503,10 +503,10 @@ pub(crate) fn encode_batch(batch: &Batch) -> Json {
                 );
                 json!({"add": {"map": o}})
             }
-            Command::AddChain { name, base: None } => {
+            NftCommand::AddChain { name, base: None } => {
                 json!({"add": {"chain": obj(json!({"name": name}))}})
             }
-            Command::AddChain {
+            NftCommand::AddChain {
                 name,
                 base: Some(b),
             } => json!({"add": {"chain": obj(json!({
@@ -516,8 +516,8 @@ pub(crate) fn encode_batch(batch: &Batch) -> Json {
                 "prio": b.priority,
                 "policy": "accept",
             }))}}),
-            Command::FlushChain(name) => json!({"flush": {"chain": obj(json!({"name": name}))}}),
-            Command::AddRule { chain, rule } => {
+            NftCommand::FlushChain(name) => json!({"flush": {"chain": obj(json!({"name": name}))}}),
+            NftCommand::AddRule { chain, rule } => {
                 let mut r = obj(json!({
                     "chain": chain,
                     "expr": rule.stmts.iter().map(encode_stmt).collect::<Vec<_>>(),
@@ -527,13 +527,13 @@ pub(crate) fn encode_batch(batch: &Batch) -> Json {
                 }
                 json!({"add": {"rule": r}})
             }
-            Command::AddElement {
+            NftCommand::AddElement {
                 element: e,
                 exclusive,
             } => {
                 let mut elem = json!({
                     "val": encode_key(&e.key),
-                    "timeout": layout::ELEMENT_TIMEOUT_MS / 1000,
+                    "timeout": batch::ELEMENT_TIMEOUT_MS / 1000,
                 });
                 if let (Some(c), Some(o)) = (&e.comment, elem.as_object_mut()) {
                     o.insert("comment".into(), json!(c));
@@ -552,15 +552,15 @@ pub(crate) fn encode_batch(batch: &Batch) -> Json {
             // would let the key be refused to its next owner, so this
             // backend deletes (and pays the RCU wait at exit, as it always
             // did).
-            Command::ExpireElements(elements) => json!({"delete": {"element": obj(json!({
+            NftCommand::ExpireElements(elements) => json!({"delete": {"element": obj(json!({
                 "name": elements.first().map(|e| e.map.clone()).unwrap_or_default(),
                 "elem": elements.iter().map(|e| encode_key(&e.key)).collect::<Vec<_>>(),
             }))}}),
-            Command::DeleteElements { map, keys } => json!({"delete": {"element": obj(json!({
+            NftCommand::DeleteElements { map, keys } => json!({"delete": {"element": obj(json!({
                 "name": map,
                 "elem": keys.iter().map(|k| encode_key(k)).collect::<Vec<_>>(),
             }))}}),
-            Command::DeleteRule(r) => json!({"delete": {"rule": obj(json!({
+            NftCommand::DeleteRule(r) => json!({"delete": {"rule": obj(json!({
                 "chain": r.chain,
                 "handle": r.handle,
             }))}}),
@@ -641,13 +641,15 @@ fn encode_key_expr(key: &[Expr]) -> Json {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{AttachmentId, PortMapping, PortMappingSpec, Protocol};
+    use super::super::{
+        hostport, masquerade, AttachmentId, HostPortMapping, PortMappingSpec, Protocol,
+    };
     use super::*;
 
     fn spec() -> PortMappingSpec {
         let mut spec = PortMappingSpec::new(AttachmentId::new("net", "cid", "eth0"));
         spec.container_v4 = Some("10.0.0.5/24".parse().unwrap());
-        spec.mappings = vec![PortMapping {
+        spec.mappings = vec![HostPortMapping {
             host_port: 8080,
             container_port: 80,
             protocol: Protocol::Tcp,
@@ -659,11 +661,9 @@ mod tests {
     #[test]
     fn attach_batch_json_shape() {
         let spec = spec();
-        let rules = layout::port_mapping_rules(&spec, DEFAULT_MASQ_MARK)
-            .unwrap()
-            .unwrap();
-        let table = layout::hostport_table(DEFAULT_MASQ_MARK);
-        let doc = encode_batch(&layout::attach_batch(&table, &rules, true));
+        let rules = hostport::elements(&spec).unwrap().unwrap();
+        let table = hostport::table(DEFAULT_MASQ_MARK);
+        let doc = encode_batch(&batch::attach(&table, &rules, true));
         let cmds = doc["nftables"].as_array().unwrap();
         let dnat = cmds
             .iter()
@@ -689,7 +689,7 @@ mod tests {
 
     #[test]
     fn shared_objects_as_nft_syntax() {
-        let text = shared_text(&layout::hostport_table(DEFAULT_MASQ_MARK));
+        let text = shared_text(&hostport::table(DEFAULT_MASQ_MARK));
         assert!(
             text.starts_with("add table inet cni_rs_hostport\n"),
             "{text}"
@@ -710,7 +710,7 @@ mod tests {
         // The conditions chain is created, never flushed.
         assert!(text.contains("add chain inet cni_rs_hostport conditions\n"));
         assert!(!text.contains("flush chain inet cni_rs_hostport conditions"));
-        let masq = shared_text(&layout::masquerade_table());
+        let masq = shared_text(&masquerade::table());
         assert!(masq.contains(
             "add rule inet cni_rs_masq postrouting ip saddr @masq_src4 ip saddr . ip daddr != @masq_keep4 masquerade\n"
         ), "{masq}");
@@ -718,12 +718,12 @@ mod tests {
 
     #[test]
     fn delete_batch_json_shape() {
-        let rules = layout::masquerade_rules(&super::super::MasqueradeSpec {
+        let rules = masquerade::elements(&super::super::MasqueradeSpec {
             attachment: AttachmentId::new("net", "cid", "eth0"),
-            address: "fd00::5/64".parse().unwrap(),
+            addresses: vec!["fd00::5/64".parse().unwrap()],
         });
-        let table = layout::masquerade_table();
-        let doc = encode_batch(&layout::delete_batch(&table, &rules, &[]));
+        let table = masquerade::table();
+        let doc = encode_batch(&batch::delete(&table, &rules, &[]));
         let cmds = doc["nftables"].as_array().unwrap();
         assert!(cmds[1]["add"]["element"].is_object());
         assert_eq!(
@@ -731,8 +731,8 @@ mod tests {
             json!({"delete": {"element": {"family": "inet", "table": "cni_rs_masq", "name": "masq_keep6",
                 "elem": [{"concat": ["fd00::5", {"prefix": {"addr": "fd00::", "len": 64}}]}]}}})
         );
-        let doc = encode_batch(&layout::remove_batch(
-            &layout::hostport_table(DEFAULT_MASQ_MARK),
+        let doc = encode_batch(&batch::remove(
+            &hostport::table(DEFAULT_MASQ_MARK),
             &[],
             &[RuleRef {
                 chain: "conditions".into(),
@@ -754,7 +754,7 @@ mod tests {
           {"map": {"name": "old_map", "elem": [[{"concat": ["udp", 53]}, 1]]}},
           {"rule": {"chain": "conditions", "handle": 9, "comment": "c", "expr": []}},
           {"rule": {"chain": "dispatch", "handle": 3, "expr": []}}]}"#;
-        let table = layout::hostport_table(DEFAULT_MASQ_MARK);
+        let table = hostport::table(DEFAULT_MASQ_MARK);
         let l = parse_listing(out, &table).unwrap();
         assert_eq!(l.elements.len(), 3);
         assert_eq!(l.elements[0].key, vec![Value::str("tcp"), Value::Num(8080)]);

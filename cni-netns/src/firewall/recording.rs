@@ -2,38 +2,23 @@
 
 use std::sync::{Mutex, PoisonError};
 
-use super::{
-    AttachmentId, Firewall, MacSpoofCheckSpec, MasqueradeSpec, OwnedAttachment, PortMappingSpec,
-    RuleKind,
-};
+use super::{AttachmentId, Firewall, OwnedAttachment, RuleKind, RuleSpec};
 use crate::Result;
 
 /// One recorded [`Firewall`] call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FirewallCall {
-    /// [`Firewall::add_masquerade`].
-    AddMasquerade(MasqueradeSpec),
-    /// [`Firewall::del_masquerade`].
-    DelMasquerade(MasqueradeSpec),
-    /// [`Firewall::check_masquerade`].
-    CheckMasquerade(MasqueradeSpec),
-    /// [`Firewall::add_port_mappings`].
-    AddPortMappings(PortMappingSpec),
-    /// [`Firewall::del_port_mappings`].
-    DelPortMappings(PortMappingSpec),
-    /// [`Firewall::check_port_mappings`].
-    CheckPortMappings(PortMappingSpec),
-    /// [`Firewall::add_mac_spoof_check`].
-    AddMacSpoofCheck(MacSpoofCheckSpec),
-    /// [`Firewall::del_mac_spoof_check`].
-    DelMacSpoofCheck(MacSpoofCheckSpec),
-    /// [`Firewall::check_mac_spoof_check`].
-    CheckMacSpoofCheck(MacSpoofCheckSpec),
-    /// [`Firewall::delete_attachment`].
-    DeleteAttachment(RuleKind, AttachmentId),
-    /// [`Firewall::list_attachments`].
-    ListAttachments(RuleKind),
+    /// [`Firewall::add`].
+    Add(RuleSpec),
+    /// [`Firewall::delete`].
+    Delete(RuleSpec),
+    /// [`Firewall::check`].
+    Check(RuleSpec),
+    /// [`Firewall::delete_owned`].
+    DeleteOwned(RuleKind, AttachmentId),
+    /// [`Firewall::list`].
+    List(RuleKind),
     /// [`Firewall::gc`].
     Gc(RuleKind, String, Vec<AttachmentId>),
 }
@@ -41,15 +26,17 @@ pub enum FirewallCall {
 /// Records every call and succeeds; lists and GCs find nothing.
 ///
 /// ```
-/// use cni_netns::firewall::{AttachmentId, Firewall, FirewallCall, MasqueradeSpec, RecordingFirewall};
+/// use cni_netns::firewall::{
+///     AttachmentId, Firewall, FirewallCall, MasqueradeSpec, RecordingFirewall, RuleSpec,
+/// };
 ///
 /// let fw = RecordingFirewall::default();
-/// let spec = MasqueradeSpec {
+/// let spec = RuleSpec::from(MasqueradeSpec {
 ///     attachment: AttachmentId::new("net", "cid", "eth0"),
-///     address: "10.1.0.2/24".parse().unwrap(),
-/// };
-/// fw.add_masquerade(&spec).unwrap();
-/// assert_eq!(fw.calls(), vec![FirewallCall::AddMasquerade(spec)]);
+///     addresses: vec!["10.1.0.2/24".parse().unwrap()],
+/// });
+/// fw.add(&spec).unwrap();
+/// assert_eq!(fw.calls(), vec![FirewallCall::Add(spec)]);
 /// ```
 #[derive(Debug, Default)]
 pub struct RecordingFirewall {
@@ -74,58 +61,28 @@ impl RecordingFirewall {
 }
 
 impl Firewall for RecordingFirewall {
-    fn add_masquerade(&self, spec: &MasqueradeSpec) -> Result<()> {
-        self.record(FirewallCall::AddMasquerade(spec.clone()));
+    fn add(&self, spec: &RuleSpec) -> Result<()> {
+        self.record(FirewallCall::Add(spec.clone()));
         Ok(())
     }
 
-    fn del_masquerade(&self, spec: &MasqueradeSpec) -> Result<()> {
-        self.record(FirewallCall::DelMasquerade(spec.clone()));
+    fn delete(&self, spec: &RuleSpec) -> Result<()> {
+        self.record(FirewallCall::Delete(spec.clone()));
         Ok(())
     }
 
-    fn check_masquerade(&self, spec: &MasqueradeSpec) -> Result<()> {
-        self.record(FirewallCall::CheckMasquerade(spec.clone()));
+    fn check(&self, spec: &RuleSpec) -> Result<()> {
+        self.record(FirewallCall::Check(spec.clone()));
         Ok(())
     }
 
-    fn add_port_mappings(&self, spec: &PortMappingSpec) -> Result<()> {
-        self.record(FirewallCall::AddPortMappings(spec.clone()));
+    fn delete_owned(&self, kind: RuleKind, attachment: &AttachmentId) -> Result<()> {
+        self.record(FirewallCall::DeleteOwned(kind, attachment.clone()));
         Ok(())
     }
 
-    fn del_port_mappings(&self, spec: &PortMappingSpec) -> Result<()> {
-        self.record(FirewallCall::DelPortMappings(spec.clone()));
-        Ok(())
-    }
-
-    fn check_port_mappings(&self, spec: &PortMappingSpec) -> Result<()> {
-        self.record(FirewallCall::CheckPortMappings(spec.clone()));
-        Ok(())
-    }
-
-    fn add_mac_spoof_check(&self, spec: &MacSpoofCheckSpec) -> Result<()> {
-        self.record(FirewallCall::AddMacSpoofCheck(spec.clone()));
-        Ok(())
-    }
-
-    fn del_mac_spoof_check(&self, spec: &MacSpoofCheckSpec) -> Result<()> {
-        self.record(FirewallCall::DelMacSpoofCheck(spec.clone()));
-        Ok(())
-    }
-
-    fn check_mac_spoof_check(&self, spec: &MacSpoofCheckSpec) -> Result<()> {
-        self.record(FirewallCall::CheckMacSpoofCheck(spec.clone()));
-        Ok(())
-    }
-
-    fn delete_attachment(&self, kind: RuleKind, attachment: &AttachmentId) -> Result<()> {
-        self.record(FirewallCall::DeleteAttachment(kind, attachment.clone()));
-        Ok(())
-    }
-
-    fn list_attachments(&self, kind: RuleKind) -> Result<Vec<OwnedAttachment>> {
-        self.record(FirewallCall::ListAttachments(kind));
+    fn list(&self, kind: RuleKind) -> Result<Vec<OwnedAttachment>> {
+        self.record(FirewallCall::List(kind));
         Ok(Vec::new())
     }
 

@@ -4,8 +4,8 @@
 
 use crate::firewall_common::*;
 use cni_netns::firewall::{
-    AttachmentId, Firewall, MacSpoofCheckSpec, MasqueradeSpec, NftFirewall, PortMapping,
-    PortMappingSpec, Protocol, RuleKind,
+    AttachmentId, Firewall, HostPortMapping, MacSpoofCheckSpec, MasqueradeSpec, NftFirewall,
+    PortMappingSpec, Protocol, RuleKind, RuleSpec,
 };
 use cni_netns::Error;
 use serde_json::json;
@@ -13,7 +13,7 @@ use serde_json::json;
 fn masq(net: &str, cid: &str, addr: &str) -> MasqueradeSpec {
     MasqueradeSpec {
         attachment: AttachmentId::new(net, cid, "eth0"),
-        address: addr.parse().unwrap(),
+        addresses: vec![addr.parse().unwrap()],
     }
 }
 
@@ -22,7 +22,7 @@ fn ports(cid: &str, v4: &str, host_ports: &[(u16, Protocol)]) -> PortMappingSpec
     spec.container_v4 = Some(v4.parse().unwrap());
     spec.mappings = host_ports
         .iter()
-        .map(|&(p, protocol)| PortMapping {
+        .map(|&(p, protocol)| HostPortMapping {
             host_port: p,
             container_port: 80,
             protocol,
@@ -43,9 +43,9 @@ fn masquerade_lifecycle() {
     let b = masq("net1", "bbbb", "fd00::6/64");
 
     // DEL before anything exists is fine.
-    fw.del_masquerade(&a).unwrap();
-    fw.add_masquerade(&a).unwrap();
-    fw.add_masquerade(&b).unwrap();
+    fw.delete(&RuleSpec::Masquerade(a.clone())).unwrap();
+    fw.add(&RuleSpec::Masquerade(a.clone())).unwrap();
+    fw.add(&RuleSpec::Masquerade(b.clone())).unwrap();
 
     let rs = ns.ruleset();
     assert!(has_table(&rs, "inet", "cni_rs_masq"));
@@ -80,15 +80,15 @@ fn masquerade_lifecycle() {
         "{shared}"
     );
 
-    fw.check_masquerade(&a).unwrap();
-    fw.check_masquerade(&b).unwrap();
+    fw.check(&RuleSpec::Masquerade(a.clone())).unwrap();
+    fw.check(&RuleSpec::Masquerade(b.clone())).unwrap();
 
     // Idempotent ADD: same rules and elements.
     let before = (
         objects(&rs, "rule").len(),
         elements_tagged(&rs, "cni_rs_masq", &a.attachment.tag()),
     );
-    fw.add_masquerade(&a).unwrap();
+    fw.add(&RuleSpec::Masquerade(a.clone())).unwrap();
     let rs2 = ns.ruleset();
     assert_eq!(
         (
@@ -99,12 +99,12 @@ fn masquerade_lifecycle() {
     );
     // Another attachment cannot masquerade the same address.
     assert!(matches!(
-        fw.add_masquerade(&masq("net1", "cccc", "10.1.0.5/24")),
+        fw.add(&RuleSpec::Masquerade(masq("net1", "cccc", "10.1.0.5/24"))),
         Err(Error::FirewallConflict { .. })
     ));
 
     let mut owners: Vec<String> = fw
-        .list_attachments(RuleKind::Masquerade)
+        .list(RuleKind::Masquerade)
         .unwrap()
         .into_iter()
         .map(|o| {
@@ -115,16 +115,16 @@ fn masquerade_lifecycle() {
     owners.sort();
     assert_eq!(owners, ["aaaa", "bbbb"]);
 
-    fw.del_masquerade(&a).unwrap();
-    fw.del_masquerade(&a).unwrap();
+    fw.delete(&RuleSpec::Masquerade(a.clone())).unwrap();
+    fw.delete(&RuleSpec::Masquerade(a.clone())).unwrap();
     let rs = ns.ruleset();
     assert!(map_elements(&rs, "cni_rs_masq", "masq_src4").is_empty());
     assert!(elements_tagged(&rs, "cni_rs_masq", &a.attachment.tag()).is_empty());
     assert!(matches!(
-        fw.check_masquerade(&a),
+        fw.check(&RuleSpec::Masquerade(a.clone())),
         Err(Error::FirewallCheck { .. })
     ));
-    fw.check_masquerade(&b).unwrap();
+    fw.check(&RuleSpec::Masquerade(b.clone())).unwrap();
 }
 
 #[test]
@@ -138,7 +138,7 @@ fn gc_removes_only_dead_attachments_of_the_network() {
     let dead = masq("net1", "dead", "10.1.0.3/24");
     let other = masq("net2", "other", "10.2.0.3/24");
     for s in [&live, &dead, &other] {
-        fw.add_masquerade(s).unwrap();
+        fw.add(&RuleSpec::Masquerade(s.clone())).unwrap();
     }
     let pm_live = ports("live", "10.1.0.2/24", &[(8080, Protocol::Tcp)]);
     let pm_dead = ports(
@@ -146,8 +146,8 @@ fn gc_removes_only_dead_attachments_of_the_network() {
         "10.1.0.3/24",
         &[(8081, Protocol::Udp), (8082, Protocol::Sctp)],
     );
-    fw.add_port_mappings(&pm_live).unwrap();
-    fw.add_port_mappings(&pm_dead).unwrap();
+    fw.add(&RuleSpec::PortMappings(pm_live.clone())).unwrap();
+    fw.add(&RuleSpec::PortMappings(pm_dead.clone())).unwrap();
 
     let removed = fw
         .gc(
@@ -177,9 +177,9 @@ fn gc_removes_only_dead_attachments_of_the_network() {
     assert_eq!(map_elements(&rs, "cni_rs_hostport", "hp_dnat4").len(), 1);
     assert!(elements_tagged(&rs, "cni_rs_masq", &dead.attachment.tag()).is_empty());
     assert!(elements_tagged(&rs, "cni_rs_hostport", &pm_dead.attachment.tag()).is_empty());
-    fw.check_masquerade(&live).unwrap();
-    fw.check_masquerade(&other).unwrap();
-    fw.check_port_mappings(&pm_live).unwrap();
+    fw.check(&RuleSpec::Masquerade(live.clone())).unwrap();
+    fw.check(&RuleSpec::Masquerade(other.clone())).unwrap();
+    fw.check(&RuleSpec::PortMappings(pm_live.clone())).unwrap();
 
     // GC with nothing dead is a no-op; GC of an empty namespace too.
     assert!(fw
@@ -209,7 +209,7 @@ fn port_mappings_lifecycle_conflicts_and_double_delete() {
         &[(8080, Protocol::Tcp), (53, Protocol::Udp)],
     );
     a.container_v6 = Some("fd00::5/64".parse().unwrap());
-    a.mappings.push(PortMapping {
+    a.mappings.push(HostPortMapping {
         host_port: 9090,
         container_port: 90,
         protocol: Protocol::Tcp,
@@ -224,12 +224,12 @@ fn port_mappings_lifecycle_conflicts_and_double_delete() {
 
     // No mappings: no work at all, not even a table.
     let empty = ports("none", "10.1.0.9/24", &[]);
-    fw.add_port_mappings(&empty).unwrap();
-    fw.del_port_mappings(&empty).unwrap();
+    fw.add(&RuleSpec::PortMappings(empty.clone())).unwrap();
+    fw.delete(&RuleSpec::PortMappings(empty.clone())).unwrap();
     assert!(!has_table(&ns.ruleset(), "inet", "cni_rs_hostport"));
 
-    fw.add_port_mappings(&a).unwrap();
-    fw.check_port_mappings(&a).unwrap();
+    fw.add(&RuleSpec::PortMappings(a.clone())).unwrap();
+    fw.check(&RuleSpec::PortMappings(a.clone())).unwrap();
     let rs = ns.ruleset();
     let mut wild = map_elements(&rs, "cni_rs_hostport", "hp_dnat4");
     wild.sort_by_key(|(k, _)| k.to_string());
@@ -276,28 +276,28 @@ fn port_mappings_lifecycle_conflicts_and_double_delete() {
 
     // Another attachment cannot take a host port in use.
     let b = ports("bbbb", "10.1.0.6/24", &[(8080, Protocol::Tcp)]);
-    match fw.add_port_mappings(&b) {
+    match fw.add(&RuleSpec::PortMappings(b.clone())) {
         Err(Error::FirewallConflict { key, .. }) => assert!(key.contains("8080"), "{key}"),
         other => panic!("expected conflict, got {other:?}"),
     }
-    fw.check_port_mappings(&a).unwrap();
+    fw.check(&RuleSpec::PortMappings(a.clone())).unwrap();
     // A DEL of b naming a's key must not remove it.
-    fw.del_port_mappings(&b).unwrap();
-    fw.check_port_mappings(&a).unwrap();
+    fw.delete(&RuleSpec::PortMappings(b.clone())).unwrap();
+    fw.check(&RuleSpec::PortMappings(a.clone())).unwrap();
 
     // ADD a, DEL a, ADD b (same port), DEL a again: b survives.
-    fw.del_port_mappings(&a).unwrap();
+    fw.delete(&RuleSpec::PortMappings(a.clone())).unwrap();
     let rs = ns.ruleset();
     assert!(map_elements(&rs, "cni_rs_hostport", "hp_dnat4").is_empty());
     assert!(rules_tagged(&rs, &a.attachment.tag()).is_empty());
-    fw.add_port_mappings(&b).unwrap();
-    fw.del_port_mappings(&a).unwrap();
-    fw.check_port_mappings(&b).unwrap();
+    fw.add(&RuleSpec::PortMappings(b.clone())).unwrap();
+    fw.delete(&RuleSpec::PortMappings(a.clone())).unwrap();
+    fw.check(&RuleSpec::PortMappings(b.clone())).unwrap();
 
     // A re-ADD of b with different ports replaces its elements; a DEL with
     // the new spec then removes all.
     let b2 = ports("bbbb", "10.1.0.6/24", &[(7070, Protocol::Tcp)]);
-    fw.add_port_mappings(&b2).unwrap();
+    fw.add(&RuleSpec::PortMappings(b2.clone())).unwrap();
     assert_eq!(
         map_elements(&ns.ruleset(), "cni_rs_hostport", "hp_dnat4"),
         vec![(
@@ -305,14 +305,11 @@ fn port_mappings_lifecycle_conflicts_and_double_delete() {
             json!({"concat": ["10.1.0.6", 80]})
         )]
     );
-    fw.del_port_mappings(&b2).unwrap();
+    fw.delete(&RuleSpec::PortMappings(b2.clone())).unwrap();
     let rs = ns.ruleset();
     assert!(elements_tagged(&rs, "cni_rs_hostport", &b2.attachment.tag()).is_empty());
     assert!(map_elements(&rs, "cni_rs_hostport", "hp_owner").is_empty());
-    assert!(fw
-        .list_attachments(RuleKind::PortMapping)
-        .unwrap()
-        .is_empty());
+    assert!(fw.list(RuleKind::PortMapping).unwrap().is_empty());
 }
 
 #[test]
@@ -323,10 +320,10 @@ fn delete_attachment_without_spec() {
     let ns = TestNs::new("fwdelid");
     let fw = firewall_for(&ns.path());
     let a = ports("aaaa", "10.1.0.5/24", &[(8080, Protocol::Tcp)]);
-    fw.add_port_mappings(&a).unwrap();
-    fw.delete_attachment(RuleKind::PortMapping, &a.attachment)
+    fw.add(&RuleSpec::PortMappings(a.clone())).unwrap();
+    fw.delete_owned(RuleKind::PortMapping, &a.attachment)
         .unwrap();
-    fw.delete_attachment(RuleKind::PortMapping, &a.attachment)
+    fw.delete_owned(RuleKind::PortMapping, &a.attachment)
         .unwrap();
     assert!(elements_tagged(&ns.ruleset(), "cni_rs_hostport", &a.attachment.tag()).is_empty());
     assert!(map_elements(&ns.ruleset(), "cni_rs_hostport", "hp_dnat4").is_empty());
@@ -344,9 +341,9 @@ fn mac_spoof_check_lifecycle() {
         host_ifname: "veth1234".into(),
         mac: "0a:58:0a:01:00:05".parse().unwrap(),
     };
-    fw.add_mac_spoof_check(&spec).unwrap();
-    fw.add_mac_spoof_check(&spec).unwrap();
-    fw.check_mac_spoof_check(&spec).unwrap();
+    fw.add(&RuleSpec::MacSpoofCheck(spec.clone())).unwrap();
+    fw.add(&RuleSpec::MacSpoofCheck(spec.clone())).unwrap();
+    fw.check(&RuleSpec::MacSpoofCheck(spec.clone())).unwrap();
     let rs = ns.ruleset();
     assert!(has_table(&rs, "bridge", "cni_rs_macspoofchk"));
     let owner = owner_data(&spec.attachment);
@@ -372,12 +369,12 @@ fn mac_spoof_check_lifecycle() {
         "{drop}"
     );
 
-    fw.del_mac_spoof_check(&spec).unwrap();
-    fw.del_mac_spoof_check(&spec).unwrap();
+    fw.delete(&RuleSpec::MacSpoofCheck(spec.clone())).unwrap();
+    fw.delete(&RuleSpec::MacSpoofCheck(spec.clone())).unwrap();
     assert!(
         elements_tagged(&ns.ruleset(), "cni_rs_macspoofchk", &spec.attachment.tag()).is_empty()
     );
-    assert!(fw.check_mac_spoof_check(&spec).is_err());
+    assert!(fw.check(&RuleSpec::MacSpoofCheck(spec.clone())).is_err());
 }
 
 #[test]
@@ -387,14 +384,14 @@ fn errors_name_the_operation() {
     }
     let fw = NftFirewall::in_netns("/run/netns/does-not-exist-fw");
     let e = fw
-        .add_masquerade(&masq("n", "c", "10.0.0.2/24"))
+        .add(&RuleSpec::Masquerade(masq("n", "c", "10.0.0.2/24")))
         .unwrap_err();
     assert!(matches!(e, Error::FirewallNetns { .. }), "{e}");
 
     let ns = TestNs::new("fwerr");
     let fw = NftFirewall::in_netns(ns.path()).with_program("/nonexistent/nft");
     let e = fw
-        .add_masquerade(&masq("n", "c", "10.0.0.2/24"))
+        .add(&RuleSpec::Masquerade(masq("n", "c", "10.0.0.2/24")))
         .unwrap_err();
     assert!(matches!(e, Error::NftSpawn { .. }), "{e}");
     assert!(
@@ -407,12 +404,12 @@ fn errors_name_the_operation() {
     let mut bad = ports("c", "10.0.0.2/24", &[(80, Protocol::Tcp)]);
     bad.conditions_v4 = vec!["jump".into(), "somewhere".into()];
     assert!(matches!(
-        fw.add_port_mappings(&bad),
+        fw.add(&RuleSpec::PortMappings(bad.clone())),
         Err(Error::InvalidCondition { .. })
     ));
     // An nft-level failure (condition nft rejects) is a typed nft error.
     bad.conditions_v4 = vec!["tcp".into(), "sport".into(), "70000".into()];
-    let e = fw.add_port_mappings(&bad).unwrap_err();
+    let e = fw.add(&RuleSpec::PortMappings(bad.clone())).unwrap_err();
     assert!(matches!(e, Error::Nft { .. }), "{e}");
     assert!(e.to_string().contains("nft: Error: "), "{e}");
 }
@@ -430,9 +427,14 @@ fn concurrent_first_adds_are_safe() {
                 let fw = NftFirewall::in_netns(path);
                 let cid = format!("c{i}");
                 let addr = format!("10.1.0.{}/24", i + 2);
-                fw.add_masquerade(&masq("net1", &cid, &addr)).unwrap();
-                fw.add_port_mappings(&ports(&cid, &addr, &[(8000 + i, Protocol::Tcp)]))
+                fw.add(&RuleSpec::Masquerade(masq("net1", &cid, &addr)))
                     .unwrap();
+                fw.add(&RuleSpec::PortMappings(ports(
+                    &cid,
+                    &addr,
+                    &[(8000 + i, Protocol::Tcp)],
+                )))
+                .unwrap();
             })
         })
         .collect();
@@ -453,7 +455,7 @@ fn concurrent_first_adds_are_safe() {
     assert_eq!(count("cni_rs_hostport", "dispatch"), 15);
     assert_eq!(count("cni_rs_hostport", "prerouting"), 1);
     let fw = firewall_for(&ns.path());
-    assert_eq!(fw.list_attachments(RuleKind::PortMapping).unwrap().len(), 8);
+    assert_eq!(fw.list(RuleKind::PortMapping).unwrap().len(), 8);
 }
 
 #[test]

@@ -8,13 +8,13 @@ use std::time::Duration;
 use crate::firewall_common::*;
 use cni_netns::conntrack::{Conntrack, IpFamily};
 use cni_netns::firewall::{
-    AttachmentId, Firewall, NftFirewall, PortMapping, PortMappingSpec, Protocol,
+    AttachmentId, Firewall, HostPortMapping, NftFirewall, PortMappingSpec, Protocol, RuleSpec,
 };
 
 fn udp_spec(pod: usize) -> PortMappingSpec {
     let mut s = PortMappingSpec::new(AttachmentId::new("ctnet", format!("pod{pod}"), "eth0"));
     s.container_v4 = Some(format!("{}/24", Topology::pod_ip(pod)).parse().unwrap());
-    s.mappings = vec![PortMapping {
+    s.mappings = vec![HostPortMapping {
         host_port: 5000,
         container_port: 5001,
         protocol: Protocol::Udp,
@@ -81,13 +81,13 @@ fn stale_udp_entry_is_flushed_by_host_port() {
     let _p0 = UdpServer::start(&t.pods[0], 5001, "pod0");
     let _p1 = UdpServer::start(&t.pods[1], 5001, "pod1");
 
-    fw.add_port_mappings(&udp_spec(0)).unwrap();
+    fw.add(&RuleSpec::PortMappings(udp_spec(0))).unwrap();
     assert_eq!(ask(&t).as_deref(), Some("pod0"));
     assert!(matches!(conntrack_udp_5000(&t), Some(1) | None));
 
     // The host port moves to pod1; the client's flow still goes to pod0.
-    fw.del_port_mappings(&udp_spec(0)).unwrap();
-    fw.add_port_mappings(&udp_spec(1)).unwrap();
+    fw.delete(&RuleSpec::PortMappings(udp_spec(0))).unwrap();
+    fw.add(&RuleSpec::PortMappings(udp_spec(1))).unwrap();
     assert_eq!(ask(&t).as_deref(), Some("pod0"));
 
     let mut ct = Conntrack::open_in(t.node.path()).unwrap();
@@ -126,10 +126,10 @@ fn stale_udp_entry_is_flushed_ipv6() {
     };
     let ask6 = || ask_at(&t, "[::]:40001", "[fd00:98::1]:5000");
 
-    fw.add_port_mappings(&spec6(0)).unwrap();
+    fw.add(&RuleSpec::PortMappings(spec6(0))).unwrap();
     assert_eq!(ask6().as_deref(), Some("pod0"));
-    fw.del_port_mappings(&spec6(0)).unwrap();
-    fw.add_port_mappings(&spec6(1)).unwrap();
+    fw.delete(&RuleSpec::PortMappings(spec6(0))).unwrap();
+    fw.add(&RuleSpec::PortMappings(spec6(1))).unwrap();
     assert_eq!(ask6().as_deref(), Some("pod0"));
 
     let mut ct = Conntrack::open_in(t.node.path()).unwrap();

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use crate::firewall_common::*;
 use cni_netns::firewall::{
-    AttachmentId, Firewall, MacSpoofCheckSpec, MasqueradeSpec, NativeFirewall, NftFirewall,
-    PortMapping, PortMappingSpec, Protocol, RuleKind,
+    AttachmentId, Firewall, HostPortMapping, MacSpoofCheckSpec, MasqueradeSpec, NativeFirewall,
+    NftFirewall, PortMappingSpec, Protocol, RuleKind, RuleSpec,
 };
 use serde_json::Value;
 
@@ -26,13 +26,13 @@ fn pm(net: &str, i: u32) -> PortMappingSpec {
         .unwrap(),
     );
     s.mappings = vec![
-        PortMapping {
+        HostPortMapping {
             host_port: (10000 + 2 * i) as u16,
             container_port: 80,
             protocol: Protocol::Tcp,
             host_ip: None,
         },
-        PortMapping {
+        HostPortMapping {
             host_port: (10001 + 2 * i) as u16,
             container_port: 53,
             protocol: Protocol::Udp,
@@ -45,14 +45,14 @@ fn pm(net: &str, i: u32) -> PortMappingSpec {
 fn masq(net: &str, i: u32) -> MasqueradeSpec {
     MasqueradeSpec {
         attachment: AttachmentId::new(net, format!("{i:064x}"), "eth0"),
-        address: format!(
+        addresses: vec![format!(
             "10.{}.{}.{}/16",
             (i >> 16) & 0xff,
             (i >> 8) & 0xff,
             i & 0xff
         )
         .parse()
-        .unwrap(),
+        .unwrap()],
     }
 }
 
@@ -60,39 +60,39 @@ fn masq(net: &str, i: u32) -> MasqueradeSpec {
 /// with host IPs, both families, snat off, masq_all, conditions, and the
 /// MAC spoof check.
 fn program(fw: &dyn Firewall) {
-    fw.add_masquerade(&masq("diff", 1)).unwrap();
-    fw.add_masquerade(&MasqueradeSpec {
+    fw.add(&RuleSpec::Masquerade(masq("diff", 1))).unwrap();
+    fw.add(&RuleSpec::Masquerade(MasqueradeSpec {
         attachment: AttachmentId::new("diff", "v6", "eth0"),
-        address: "fd00::5/64".parse().unwrap(),
-    })
+        addresses: vec!["fd00::5/64".parse().unwrap()],
+    }))
     .unwrap();
     let mut s = pm("diff", 2);
     s.container_v6 = Some("fd00::2/64".parse().unwrap());
-    s.mappings.push(PortMapping {
+    s.mappings.push(HostPortMapping {
         host_port: 8443,
         container_port: 443,
         protocol: Protocol::Sctp,
         host_ip: Some("192.0.2.1".parse().unwrap()),
     });
-    s.mappings.push(PortMapping {
+    s.mappings.push(HostPortMapping {
         host_port: 8444,
         container_port: 443,
         protocol: Protocol::Tcp,
         host_ip: Some("2001:db8::1".parse().unwrap()),
     });
     s.conditions_v4 = vec!["iifname != \"lo\" ip saddr 10.0.0.0/8".into()];
-    fw.add_port_mappings(&s).unwrap();
+    fw.add(&RuleSpec::PortMappings(s.clone())).unwrap();
     let mut s = pm("diff", 3);
     s.snat = false;
-    fw.add_port_mappings(&s).unwrap();
+    fw.add(&RuleSpec::PortMappings(s.clone())).unwrap();
     let mut s = pm("diff", 4);
     s.masq_all = true;
-    fw.add_port_mappings(&s).unwrap();
-    fw.add_mac_spoof_check(&MacSpoofCheckSpec {
+    fw.add(&RuleSpec::PortMappings(s.clone())).unwrap();
+    fw.add(&RuleSpec::MacSpoofCheck(MacSpoofCheckSpec {
         attachment: AttachmentId::new("diff", "sc", "eth0"),
         host_ifname: "veth1234".into(),
         mac: cni_netns::MacAddr([2, 0, 0, 0, 0, 9]),
-    })
+    }))
     .unwrap();
 }
 
@@ -134,17 +134,15 @@ fn native_and_nft_program_the_same_ruleset() {
 
     // And each backend reads and removes what the other wrote.
     let native_on_b = NativeFirewall::in_netns(b.path());
-    native_on_b.check_masquerade(&masq("diff", 1)).unwrap();
-    assert_eq!(
-        native_on_b
-            .list_attachments(RuleKind::PortMapping)
-            .unwrap()
-            .len(),
-        3
-    );
-    native_on_b.del_port_mappings(&pm("diff", 3)).unwrap();
+    native_on_b
+        .check(&RuleSpec::Masquerade(masq("diff", 1)))
+        .unwrap();
+    assert_eq!(native_on_b.list(RuleKind::PortMapping).unwrap().len(), 3);
+    native_on_b
+        .delete(&RuleSpec::PortMappings(pm("diff", 3)))
+        .unwrap();
     NftFirewall::in_netns(a.path())
-        .del_port_mappings(&pm("diff", 3))
+        .delete(&RuleSpec::PortMappings(pm("diff", 3)))
         .unwrap();
     assert_eq!(normalized(&a), normalized(&b));
 }
@@ -163,7 +161,7 @@ fn each_shape_created_listed_found_by_tag_and_deleted() {
         (RuleKind::PortMapping, 3),
         (RuleKind::MacSpoofCheck, 1),
     ] {
-        let owned = fw.list_attachments(kind).unwrap();
+        let owned = fw.list(kind).unwrap();
         assert_eq!(owned.len(), n, "{kind}");
         for o in &owned {
             assert!(o.complete);
@@ -173,17 +171,17 @@ fn each_shape_created_listed_found_by_tag_and_deleted() {
                 .flat_map(|t| elements_tagged(&rs, t, &o.attachment.tag()))
                 .count();
             assert!(tagged > 0, "{kind}");
-            fw.delete_attachment(kind, &o.attachment).unwrap();
+            fw.delete_owned(kind, &o.attachment).unwrap();
         }
-        assert!(fw.list_attachments(kind).unwrap().is_empty());
+        assert!(fw.list(kind).unwrap().is_empty());
     }
     let rs = ns.ruleset();
     assert!(objects(&rs, "rule")
         .iter()
         .all(|r| r.get("comment").is_none()));
     // Deletes are idempotent.
-    fw.del_masquerade(&masq("diff", 1)).unwrap();
-    fw.del_port_mappings(&pm("diff", 2)).unwrap();
+    fw.delete(&RuleSpec::Masquerade(masq("diff", 1))).unwrap();
+    fw.delete(&RuleSpec::PortMappings(pm("diff", 2))).unwrap();
 }
 
 #[test]
@@ -197,17 +195,14 @@ fn conditions_the_encoder_does_not_know_go_through_nft() {
     // An anonymous set: not encoded natively.
     s.conditions_v4 = vec!["ip saddr { 10.0.0.0/8, 192.168.0.0/16 }".into()];
     let native = NativeFirewall::in_netns(a.path());
-    native.add_port_mappings(&s).unwrap();
+    native.add(&RuleSpec::PortMappings(s.clone())).unwrap();
     NftFirewall::in_netns(b.path())
-        .add_port_mappings(&s)
+        .add(&RuleSpec::PortMappings(s.clone()))
         .unwrap();
     assert_eq!(normalized(&a), normalized(&b));
-    native.check_port_mappings(&s).unwrap();
-    native.del_port_mappings(&s).unwrap();
-    assert!(native
-        .list_attachments(RuleKind::PortMapping)
-        .unwrap()
-        .is_empty());
+    native.check(&RuleSpec::PortMappings(s.clone())).unwrap();
+    native.delete(&RuleSpec::PortMappings(s.clone())).unwrap();
+    assert!(native.list(RuleKind::PortMapping).unwrap().is_empty());
 }
 
 /// Drops CAP_NET_ADMIN from the calling thread's effective set
@@ -250,7 +245,7 @@ fn a_refused_batch_is_reported_not_waited_for() {
         drop_net_admin_in_this_thread();
         let t = Instant::now();
         let e = NativeFirewall::in_netns(path)
-            .add_masquerade(&masq("eperm", 1))
+            .add(&RuleSpec::Masquerade(masq("eperm", 1)))
             .unwrap_err();
         (e.to_string(), t.elapsed())
     })
@@ -268,17 +263,19 @@ fn kernel_errors_name_the_object() {
     }
     let ns = TestNs::new("fwnerr");
     let fw = NativeFirewall::in_netns(ns.path());
-    fw.add_port_mappings(&pm("errnet", 1)).unwrap();
+    fw.add(&RuleSpec::PortMappings(pm("errnet", 1))).unwrap();
     let mut other = pm("errnet", 2);
     other.mappings = pm("errnet", 1).mappings;
-    let e = fw.add_port_mappings(&other).unwrap_err();
+    let e = fw.add(&RuleSpec::PortMappings(other.clone())).unwrap_err();
     assert!(
         matches!(e, cni_netns::Error::FirewallConflict { .. }),
         "{e}"
     );
     assert!(e.to_string().contains("hp_owner :: . tcp . 10002"), "{e}");
     let missing = NativeFirewall::in_netns("/run/netns/does-not-exist-native");
-    let e = missing.add_masquerade(&masq("errnet", 1)).unwrap_err();
+    let e = missing
+        .add(&RuleSpec::Masquerade(masq("errnet", 1)))
+        .unwrap_err();
     assert!(e.to_string().contains("does-not-exist-native"), "{e}");
 }
 
@@ -297,11 +294,11 @@ fn concurrent_writers_of_one_table_do_not_corrupt_each_other() {
                 let fw = NativeFirewall::in_netns(path);
                 for i in 0..40 {
                     let id = t * 1000 + i;
-                    fw.add_port_mappings(&pm("conc", id)).unwrap();
-                    fw.add_masquerade(&masq("conc", id)).unwrap();
+                    fw.add(&RuleSpec::PortMappings(pm("conc", id))).unwrap();
+                    fw.add(&RuleSpec::Masquerade(masq("conc", id))).unwrap();
                     if i % 2 == 0 {
-                        fw.del_port_mappings(&pm("conc", id)).unwrap();
-                        fw.del_masquerade(&masq("conc", id)).unwrap();
+                        fw.delete(&RuleSpec::PortMappings(pm("conc", id))).unwrap();
+                        fw.delete(&RuleSpec::Masquerade(masq("conc", id))).unwrap();
                     }
                 }
             })
@@ -315,15 +312,12 @@ fn concurrent_writers_of_one_table_do_not_corrupt_each_other() {
         for i in 0..40 {
             let id = t * 1000 + i;
             if i % 2 == 1 {
-                fw.check_port_mappings(&pm("conc", id)).unwrap();
-                fw.check_masquerade(&masq("conc", id)).unwrap();
+                fw.check(&RuleSpec::PortMappings(pm("conc", id))).unwrap();
+                fw.check(&RuleSpec::Masquerade(masq("conc", id))).unwrap();
             }
         }
     }
-    assert_eq!(
-        fw.list_attachments(RuleKind::PortMapping).unwrap().len(),
-        40
-    );
+    assert_eq!(fw.list(RuleKind::PortMapping).unwrap().len(), 40);
     let rs = ns.ruleset();
     assert_eq!(map_elements(&rs, "cni_rs_hostport", "hp_dnat4").len(), 80);
     assert_eq!(map_elements(&rs, "cni_rs_hostport", "hp_owner").len(), 80);

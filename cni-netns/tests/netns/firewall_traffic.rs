@@ -4,18 +4,19 @@
 
 use crate::firewall_common::*;
 use cni_netns::firewall::{
-    AttachmentId, MacSpoofCheckSpec, MasqueradeSpec, PortMapping, PortMappingSpec, Protocol,
+    AttachmentId, HostPortMapping, MacSpoofCheckSpec, MasqueradeSpec, PortMappingSpec, Protocol,
+    RuleSpec,
 };
 
-fn spec(pod: usize, mappings: Vec<PortMapping>) -> PortMappingSpec {
+fn spec(pod: usize, mappings: Vec<HostPortMapping>) -> PortMappingSpec {
     let mut s = PortMappingSpec::new(AttachmentId::new("trafficnet", format!("pod{pod}"), "eth0"));
     s.container_v4 = Some(format!("{}/24", Topology::pod_ip(pod)).parse().unwrap());
     s.mappings = mappings;
     s
 }
 
-fn tcp(host_port: u16, container_port: u16, host_ip: Option<&str>) -> PortMapping {
-    PortMapping {
+fn tcp(host_port: u16, container_port: u16, host_ip: Option<&str>) -> HostPortMapping {
+    HostPortMapping {
         host_port,
         container_port,
         protocol: Protocol::Tcp,
@@ -36,10 +37,13 @@ fn port_mapping_traffic() {
     // Before any mapping the node answers nothing on the host port.
     assert!(tcp_ask(&t.ext, "10.98.0.1:8080").is_err());
 
-    fw.add_port_mappings(&spec(0, vec![tcp(8080, 80, None)]))
+    fw.add(&RuleSpec::PortMappings(spec(0, vec![tcp(8080, 80, None)])))
         .unwrap();
-    fw.add_port_mappings(&spec(1, vec![tcp(9090, 81, Some("10.98.0.1"))]))
-        .unwrap();
+    fw.add(&RuleSpec::PortMappings(spec(
+        1,
+        vec![tcp(9090, 81, Some("10.98.0.1"))],
+    )))
+    .unwrap();
 
     // From another host: DNAT in prerouting, the pod sees the real client.
     assert_eq!(tcp_ask(&t.ext, "10.98.0.1:8080").unwrap(), "pod0 10.98.0.2");
@@ -73,7 +77,7 @@ fn port_mapping_traffic() {
     assert!(tcp_ask(&t.node, "10.99.0.1:9090").is_err());
 
     // DEL stops the forwarding; the other mapping is untouched.
-    fw.del_port_mappings(&spec(0, vec![tcp(8080, 80, None)]))
+    fw.delete(&RuleSpec::PortMappings(spec(0, vec![tcp(8080, 80, None)])))
         .unwrap();
     assert!(tcp_ask(&t.ext, "10.98.0.1:8080").is_err());
     assert_eq!(tcp_ask(&t.ext, "10.98.0.1:9090").unwrap(), "pod1 10.98.0.2");
@@ -90,14 +94,14 @@ fn snat_off_and_masq_all() {
 
     let mut s = spec(0, vec![tcp(8080, 80, None)]);
     s.masq_all = true;
-    fw.add_port_mappings(&s).unwrap();
+    fw.add(&RuleSpec::PortMappings(s.clone())).unwrap();
     // masqAll: even other hosts' traffic arrives from the node.
     assert_eq!(tcp_ask(&t.ext, "10.98.0.1:8080").unwrap(), "pod0 10.99.0.1");
 
     s.masq_all = false;
     s.snat = false;
-    fw.add_port_mappings(&s).unwrap();
-    fw.check_port_mappings(&s).unwrap();
+    fw.add(&RuleSpec::PortMappings(s.clone())).unwrap();
+    fw.check(&RuleSpec::PortMappings(s.clone())).unwrap();
     assert_eq!(tcp_ask(&t.ext, "10.98.0.1:8080").unwrap(), "pod0 10.98.0.2");
     // Without snat, hairpin replies go straight back and never match: the
     // connection fails (the Go reference behaves the same).
@@ -120,9 +124,9 @@ fn masquerade_traffic() {
 
     let m = MasqueradeSpec {
         attachment: AttachmentId::new("trafficnet", "pod0", "eth0"),
-        address: "10.99.0.2/24".parse().unwrap(),
+        addresses: vec!["10.99.0.2/24".parse().unwrap()],
     };
-    fw.add_masquerade(&m).unwrap();
+    fw.add(&RuleSpec::Masquerade(m.clone())).unwrap();
     assert_eq!(
         tcp_ask(&t.pods[0], "10.98.0.2:7000").unwrap(),
         "ext 10.98.0.1"
@@ -134,7 +138,7 @@ fn masquerade_traffic() {
         "node 10.99.0.2"
     );
 
-    fw.del_masquerade(&m).unwrap();
+    fw.delete(&RuleSpec::Masquerade(m.clone())).unwrap();
     assert_eq!(
         tcp_ask(&t.pods[0], "10.98.0.2:7000").unwrap(),
         "ext 10.99.0.2"
@@ -155,7 +159,7 @@ fn mac_spoof_check_traffic() {
         host_ifname: "v0".into(),
         mac: mac.trim().parse().unwrap(),
     };
-    fw.add_mac_spoof_check(&spec).unwrap();
+    fw.add(&RuleSpec::MacSpoofCheck(spec.clone())).unwrap();
     assert_eq!(
         tcp_ask(&t.pods[0], "10.99.0.1:7002").unwrap(),
         "node 10.99.0.2"
@@ -163,11 +167,11 @@ fn mac_spoof_check_traffic() {
 
     // Spoofing: the pod changes its MAC; its frames are dropped.
     spec.mac = cni_netns::MacAddr([0x02, 0, 0, 0, 0, 0x42]);
-    fw.del_mac_spoof_check(&spec).unwrap();
-    fw.add_mac_spoof_check(&spec).unwrap();
+    fw.delete(&RuleSpec::MacSpoofCheck(spec.clone())).unwrap();
+    fw.add(&RuleSpec::MacSpoofCheck(spec.clone())).unwrap();
     t.node.exec(&["ip", "neigh", "flush", "all"]);
     assert!(tcp_ask(&t.pods[0], "10.99.0.1:7002").is_err());
-    fw.del_mac_spoof_check(&spec).unwrap();
+    fw.delete(&RuleSpec::MacSpoofCheck(spec.clone())).unwrap();
     assert_eq!(
         tcp_ask(&t.pods[0], "10.99.0.1:7002").unwrap(),
         "node 10.99.0.2"
@@ -187,8 +191,8 @@ fn port_mapping_traffic_ipv6() {
         vec![tcp(8080, 88, None), tcp(9090, 88, Some("fd00:98::1"))],
     );
     s.container_v6 = Some("fd00:99::2/64".parse().unwrap());
-    fw.add_port_mappings(&s).unwrap();
-    fw.check_port_mappings(&s).unwrap();
+    fw.add(&RuleSpec::PortMappings(s.clone())).unwrap();
+    fw.check(&RuleSpec::PortMappings(s.clone())).unwrap();
 
     assert_eq!(
         tcp_ask(&t.ext, "[fd00:98::1]:8080").unwrap(),
@@ -214,6 +218,6 @@ fn port_mapping_traffic_ipv6() {
         "pod0 ::ffff:10.98.0.2"
     );
 
-    fw.del_port_mappings(&s).unwrap();
+    fw.delete(&RuleSpec::PortMappings(s.clone())).unwrap();
     assert!(tcp_ask(&t.ext, "[fd00:98::1]:8080").is_err());
 }

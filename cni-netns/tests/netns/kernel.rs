@@ -7,7 +7,8 @@ use std::time::Duration;
 use crate::common::*;
 use cni_netns::{
     configure_interface, sysctl, AddressOptions, BridgePortOptions, BridgeSpec, BridgeVlan, Error,
-    Family, Handle, MacAddr, MacvlanMode, MacvlanSpec, Netns, NextHop, OwnedNetns, Route, VethSpec,
+    Family, Handle, KernelRoute, MacAddr, MacvlanMode, MacvlanSpec, Netns, NextHop, OwnedNetns,
+    VethSpec,
 };
 use ipnetwork::IpNetwork;
 
@@ -542,14 +543,14 @@ fn routes_with_every_attribute_ecmp_and_delete() {
     )
     .unwrap();
 
-    let r = Route {
+    let r = KernelRoute {
         gateway: Some(ipa("10.7.0.1")),
         oif: Some(a),
         table: Some(100),
         priority: Some(77),
         mtu: Some(1300),
         advmss: Some(1260),
-        ..Route::new(net("192.168.50.0/24"))
+        ..KernelRoute::new(net("192.168.50.0/24"))
     };
     h.add_route(&r).unwrap();
     assert!(h.add_route(&r).unwrap_err().is_exists());
@@ -569,24 +570,24 @@ fn routes_with_every_attribute_ecmp_and_delete() {
     );
 
     // Scope link without gateway.
-    h.add_route(&Route {
+    h.add_route(&KernelRoute {
         oif: Some(b),
         scope: Some(cni_netns::SCOPE_LINK),
-        ..Route::new(net("172.31.0.0/16"))
+        ..KernelRoute::new(net("172.31.0.0/16"))
     })
     .unwrap();
     let j = ip(&ns, &["route", "show", "172.31.0.0/16"]);
     assert_eq!(j[0]["scope"], "link", "{j}");
 
     // Default routes, v4 and v6.
-    h.add_route(&Route {
+    h.add_route(&KernelRoute {
         oif: Some(a),
-        ..Route::default_via(ipa("10.7.0.1"))
+        ..KernelRoute::default_via(ipa("10.7.0.1"))
     })
     .unwrap();
-    h.add_route(&Route {
+    h.add_route(&KernelRoute {
         oif: Some(a),
-        ..Route::default_via(ipa("fd00:7::1"))
+        ..KernelRoute::default_via(ipa("fd00:7::1"))
     })
     .unwrap();
     assert_eq!(
@@ -599,15 +600,15 @@ fn routes_with_every_attribute_ecmp_and_delete() {
     );
 
     // ECMP the Go way: a second gateway for the same destination.
-    let e1 = Route {
+    let e1 = KernelRoute {
         gateway: Some(ipa("10.7.0.1")),
         oif: Some(a),
-        ..Route::new(net("10.100.0.0/16"))
+        ..KernelRoute::new(net("10.100.0.0/16"))
     };
-    let e2 = Route {
+    let e2 = KernelRoute {
         gateway: Some(ipa("10.8.0.1")),
         oif: Some(b),
-        ..Route::new(net("10.100.0.0/16"))
+        ..KernelRoute::new(net("10.100.0.0/16"))
     };
     h.add_route_ecmp(&e1).unwrap();
     h.add_route_ecmp(&e2).unwrap();
@@ -624,7 +625,7 @@ fn routes_with_every_attribute_ecmp_and_delete() {
     );
 
     // Explicit multipath.
-    h.add_route(&Route {
+    h.add_route(&KernelRoute {
         multipath: vec![
             NextHop {
                 gateway: Some(ipa("10.7.0.1")),
@@ -637,7 +638,7 @@ fn routes_with_every_attribute_ecmp_and_delete() {
                 weight: 3,
             },
         ],
-        ..Route::new(net("10.200.0.0/16"))
+        ..KernelRoute::new(net("10.200.0.0/16"))
     })
     .unwrap();
     let j = ip(&ns, &["route", "show", "10.200.0.0/16"]);
@@ -659,7 +660,8 @@ fn routes_with_every_attribute_ecmp_and_delete() {
         0
     );
     assert!(h.del_route(&r).unwrap_err().is_not_found());
-    h.del_route(&Route::default_via(ipa("fd00:7::1"))).unwrap();
+    h.del_route(&KernelRoute::default_via(ipa("fd00:7::1")))
+        .unwrap();
     assert_eq!(
         ip(&ns, &["-6", "route", "show", "default"])
             .as_array()
@@ -767,13 +769,13 @@ fn configure_interface_matches_go() {
         (net("fd00:5::7/64"), Some(ipa("fd00:5::1"))),
     ];
     let routes = [
-        Route::new(net("0.0.0.0/0")),
-        Route::new(net("::/0")),
-        Route {
+        KernelRoute::new(net("0.0.0.0/0")),
+        KernelRoute::new(net("::/0")),
+        KernelRoute {
             gateway: Some(ipa("10.5.0.254")),
             priority: Some(30),
             table: Some(200),
-            ..Route::new(net("192.168.0.0/16"))
+            ..KernelRoute::new(net("192.168.0.0/16"))
         },
     ];
     configure_interface(&pod, "eth0", &addresses, &routes).unwrap();

@@ -2,6 +2,6 @@
 
 cni_plugins::plugin_main!(
     "bridge",
-    cni_plugins::bridge::Bridge::new(),
+    cni_plugins::bridge::Bridge::with_backend(cni_plugins::binary::firewall_backend()),
     cni_plugins::binary::ipam_delegates
 );

@@ -1,3 +1,6 @@
 //! The portmap plugin binary.
 
-cni_plugins::plugin_main!("portmap", cni_plugins::portmap::Portmap::new());
+cni_plugins::plugin_main!(
+    "portmap",
+    cni_plugins::portmap::Portmap::new().with_backend(cni_plugins::binary::firewall_backend())
+);

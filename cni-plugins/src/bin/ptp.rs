@@ -2,6 +2,6 @@
 
 cni_plugins::plugin_main!(
     "ptp",
-    cni_plugins::ptp::Ptp::default(),
+    cni_plugins::ptp::Ptp::with_backend(cni_plugins::binary::firewall_backend()),
     cni_plugins::binary::ipam_delegates
 );

@@ -3,12 +3,12 @@
 //! routes in the pod; plus our own rules (masquerade, MAC spoof check).
 
 use cni_exec::Request;
-use cni_netns::firewall::{Firewall, MacSpoofCheckSpec};
-use cni_netns::{Handle, Link, MacAddr, Netns};
+use cni_netns::firewall::Firewall;
+use cni_netns::{Handle, Link, Netns};
 use cni_types::Interface;
 
-use super::BridgeConf;
-use crate::steps::{addresses, attachment, check, fail, ipam};
+use super::{spoof_check, BridgeConf};
+use crate::steps::{addresses, attachment, check, fail, ipam, masquerade};
 use crate::Result;
 
 pub(crate) fn check(firewall: &dyn Firewall, req: &Request) -> Result<()> {
@@ -42,14 +42,10 @@ pub(crate) fn check(firewall: &dyn Firewall, req: &Request) -> Result<()> {
 
     let id = attachment(req);
     if conf.ip_masq && !req.config.ipam_type().is_empty() {
-        firewall.check_masquerades(&id, &addresses(&prev))?;
+        firewall.check(&masquerade(&id, addresses(&prev)))?;
     }
     if conf.mac_spoof_chk {
-        firewall.check_mac_spoof_check(&MacSpoofCheckSpec {
-            attachment: id,
-            host_ifname: host_veth.name,
-            mac: container.mac.unwrap_or(MacAddr([0; 6])),
-        })?;
+        firewall.check(&spoof_check(&id, &host_veth, &container))?;
     }
     Ok(())
 }

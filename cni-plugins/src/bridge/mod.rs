@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cni_exec::{Plugin, Request};
-use cni_netns::firewall::{default_backend, Firewall, MacSpoofCheckSpec, RuleKind};
+use cni_netns::firewall::{AttachmentId, Backend, Firewall, MacSpoofCheckSpec, RuleKind, RuleSpec};
 use cni_netns::{
     sysctl, BridgePortOptions, BridgeSpec, BridgeVlan, Family, Handle, IpNetwork, Link, MacAddr,
     Netns, OperState, VethSpec, SCOPE_UNIVERSE,
@@ -43,7 +43,7 @@ pub use config::BridgeConf;
 use gateway::Gateways;
 
 use crate::steps::iface::{self, interface};
-use crate::steps::{self, addresses, attachment, ipam, Undo};
+use crate::steps::{self, addresses, attachment, ipam, masquerade, Undo};
 use crate::{Error, Result};
 
 /// How long ADD waits for the host port to come up, and the gaps between
@@ -66,10 +66,16 @@ impl Default for Bridge {
 }
 
 impl Bridge {
-    /// The plugin with the firewall of the namespace it runs in: native
-    /// nf_tables, or `nft` with `CNI_FIREWALL_BACKEND=nft`.
+    /// The plugin with the native nf_tables firewall of the namespace it
+    /// runs in.
     pub fn new() -> Bridge {
-        Bridge::with_firewall(Arc::from(default_backend(None)))
+        Bridge::with_backend(Backend::default())
+    }
+
+    /// The plugin with the firewall `backend` of the namespace it runs in
+    /// (the binary reads `CNI_FIREWALL_BACKEND`).
+    pub fn with_backend(backend: Backend) -> Bridge {
+        Bridge::with_firewall(Arc::from(backend.firewall(None, 0)))
     }
 
     /// The plugin with another firewall (a test double, or nftables in
@@ -93,13 +99,15 @@ impl Plugin for Bridge {
         let id = attachment(req);
         let mut undo = Undo::new();
         // setupBridge, GetNS, setupVeth; the IPAM plugin's ADD runs
-        // meanwhile (see `ipam::add_while`).
+        // meanwhile, or after them when it uses the pod link (dhcp; see
+        // `ipam::add_while`).
         let (connected, ipam) = ipam::add_while(req, &mut undo, || connect(req, &conf));
         let (host, bridge, pod, host_veth) = connected?;
         // Bound again after the handles, so that its steps may borrow them.
         let mut undo = undo;
-        // Deleting the pod end deletes the pair.
-        undo.push(|| pod.delete_link_by_name(&req.ifname));
+        // Deleting the pod end deletes the pair; last, after the IPAM DEL
+        // (dhcp releases over this link).
+        undo.push_last(|| pod.delete_link_by_name(&req.ifname));
         let ipam = ipam?;
         // As Go's SetupVeth: our routes, not router advertisements'; IPv6
         // may be off, which Go ignores too.
@@ -121,27 +129,19 @@ impl Plugin for Bridge {
             ..Default::default()
         };
         if conf.mac_spoof_chk {
-            self.firewall.add_mac_spoof_check(&MacSpoofCheckSpec {
-                attachment: id.clone(),
-                host_ifname: host_veth.name.clone(),
-                mac: container.mac.unwrap_or(MacAddr([0; 6])),
-            })?;
-            undo.push(|| {
-                self.firewall
-                    .delete_attachment(RuleKind::MacSpoofCheck, &id)
-            });
+            self.firewall
+                .add(&spoof_check(&id, &host_veth, &container))?;
+            undo.push(|| self.firewall.delete_owned(RuleKind::MacSpoofCheck, &id));
         }
         if let Some(ipam) = ipam {
             result.ips = ipam.ips;
             result.routes = ipam.routes;
             result.dns = ipam.dns;
             let gateways = gateway::calc_gateways(&mut result, &conf);
-            let addresses = addresses(&result);
+            let masq = masquerade(&id, addresses(&result));
             // The masquerade commit runs while the pod and the bridge are
             // configured: the ADD takes the longer of the two, not their sum.
-            let masquerading = conf
-                .ip_masq
-                .then_some(|| self.firewall.add_masquerades(&id, &addresses));
+            let masquerading = conf.ip_masq.then_some(|| self.firewall.add(&masq));
             let (masqueraded, configured) = steps::concurrently(masquerading, || {
                 configure_container(&pod, &req.ifname, &conf, &result)?;
                 if conf.is_gateway {
@@ -151,7 +151,7 @@ impl Plugin for Bridge {
             });
             if let Some(masqueraded) = masqueraded {
                 masqueraded??;
-                undo.push(|| self.firewall.delete_attachment(RuleKind::Masquerade, &id));
+                undo.push(|| self.firewall.delete_owned(RuleKind::Masquerade, &id));
             }
             configured?;
         } else if !conf.disable_container_interface {
@@ -186,18 +186,15 @@ impl Plugin for Bridge {
         };
         // Rules go before the address is released, so a new pod given the
         // same address never has its rules removed by this DEL.
-        iface::delete_pod_link_while(pod.as_ref(), &req.ifname, || {
+        iface::delete_pod_link_while(pod.as_ref(), req, || {
             if conf.mac_spoof_chk {
                 // As Go: a spoof check teardown failure does not fail DEL.
-                if let Err(e) = self
-                    .firewall
-                    .delete_attachment(RuleKind::MacSpoofCheck, &id)
-                {
+                if let Err(e) = self.firewall.delete_owned(RuleKind::MacSpoofCheck, &id) {
                     tracing::warn!("DEL: {e}");
                 }
             }
             if conf.ip_masq && !req.config.ipam_type().is_empty() {
-                self.firewall.del_masquerades(&id, &addresses)?;
+                self.firewall.delete(&masquerade(&id, addresses))?;
             }
             ipam::del(req)
         })
@@ -246,6 +243,16 @@ fn connect(req: &Request, conf: &BridgeConf) -> Result<(Handle, Link, Handle, Li
     })?;
     tracing::debug!(veth = %host_veth.name, "veth created");
     Ok((host, bridge, pod, host_veth))
+}
+
+/// The MAC spoof check of `id`: frames from the host end of its veth must
+/// carry the pod end's MAC.
+fn spoof_check(id: &AttachmentId, host_veth: &Link, container: &Link) -> RuleSpec {
+    RuleSpec::MacSpoofCheck(MacSpoofCheckSpec {
+        attachment: id.clone(),
+        host_ifname: host_veth.name.clone(),
+        mac: container.mac.unwrap_or(MacAddr([0; 6])),
+    })
 }
 
 /// The pod interface's global addresses (what its masquerade is keyed by);

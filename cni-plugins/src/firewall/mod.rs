@@ -79,7 +79,10 @@ fn write_state(path: &Path, a: &Attachment) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
     }
     let data = serde_json::to_vec(a).map_err(|e| Error::Internal(e.to_string()))?;
-    cni_exec::cache::write_atomic(path, &data).map_err(|e| Error::Internal(e.to_string()))
+    cni_exec::atomic::AtomicWrite::new()
+        .mode(0o600)
+        .write(path, &data)
+        .map_err(Error::atomic_write)
 }
 
 fn read_state(path: &Path) -> Option<Attachment> {
@@ -89,6 +92,8 @@ fn read_state(path: &Path) -> Option<Attachment> {
 }
 
 fn remove_state(path: &Path) {
+    // A firewall killed inside `write_state` leaves its temp file behind.
+    cni_exec::atomic::remove_stale_temps(path);
     let _ = std::fs::remove_file(path);
 }
 

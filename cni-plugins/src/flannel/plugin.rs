@@ -12,11 +12,11 @@
 //! it only if it still holds what we wrote; DEL falls back to that file for
 //! pods a Go flannel added.
 
-use std::fs::OpenOptions;
-use std::io::{ErrorKind, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::io::ErrorKind;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
+use cni_exec::atomic::AtomicWrite;
 use cni_exec::{delegate_add, delegate_del, delegate_gc, Plugin, Request};
 use cni_types::{CniResult, LEGACY_ATTACHMENTS_KEY, VALID_ATTACHMENTS_KEY};
 use serde_json::{Map, Value};
@@ -63,37 +63,6 @@ fn ensure_dir(dir: &Path) -> Result<()> {
         .map_err(|e| Error::io("create directory", dir, e))
 }
 
-fn tmp_path(path: &Path) -> PathBuf {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let nonce = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    path.with_file_name(format!(".{name}.tmp.{}.{nonce}", std::process::id()))
-}
-
-/// Writes a 0600 temp file next to `path` and syncs it.
-fn write_tmp(path: &Path, data: &[u8]) -> Result<PathBuf> {
-    let tmp = tmp_path(path);
-    let written = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(data)?;
-        f.sync_all()
-    })();
-    match written {
-        Ok(()) => Ok(tmp),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(Error::io("write", &tmp, e))
-        }
-    }
-}
-
 /// Saves the delegate config: our file atomically (temp + rename), and
 /// the reference's file only where none exists (temp + hard link, which
 /// fails rather than replaces), so a concurrent Go flannel's file is never
@@ -101,17 +70,20 @@ fn write_tmp(path: &Path, data: &[u8]) -> Result<PathBuf> {
 fn save(data_dir: &Path, container_id: &str, ifname: &str, data: &[u8]) -> Result<()> {
     ensure_dir(data_dir)?;
     let path = saved_config_path(data_dir, container_id, ifname);
-    let tmp = write_tmp(&path, data)?;
+    // Synced before either name appears (the reference syncs nothing; a
+    // saved config that reads back empty would break DEL).
+    let staged = AtomicWrite::new()
+        .mode(0o600)
+        .fsync(true)
+        .stage(&path, data)
+        .map_err(Error::atomic_write)?;
     let legacy = legacy_config_path(data_dir, container_id);
-    match std::fs::hard_link(&tmp, &legacy) {
+    match std::fs::hard_link(staged.temp_path(), &legacy) {
         Ok(()) => {}
         Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
         Err(e) => tracing::warn!("write {}: {e}", legacy.display()),
     }
-    std::fs::rename(&tmp, &path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Error::io("rename onto", &path, e)
-    })
+    staged.commit().map_err(Error::atomic_write)
 }
 
 fn read_opt(path: &Path) -> Result<Option<Vec<u8>>> {
@@ -251,7 +223,7 @@ impl Plugin for Flannel {
         let legacy = legacy_config_path(&conf.data_dir, &req.container_id);
         // A flannel killed inside `save` leaves its temp file behind; it is
         // never read, so it can go first.
-        cni_exec::cache::remove_temp_files(&path);
+        cni_exec::atomic::remove_stale_temps(&path);
         let (saved, ours) = match read_opt(&path)? {
             Some(b) => (b, true),
             None => match read_opt(&legacy)? {

@@ -5,11 +5,11 @@
 //! implementation can read the other's file; Go's per-container file
 //! (`<cniDir>/<containerID>`) is read as a fallback.
 
-use std::io::Write;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
+use cni_exec::atomic::AtomicWrite;
 use cni_types::{Bandwidth, PortMapping};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -195,44 +195,29 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Delegate>, Error> {
         .collect()
 }
 
-/// Writes `data` to `path` atomically: a temporary file in the same
-/// directory, fsync, rename, fsync of the directory. A crash leaves the old
-/// file or the new one, never a torn one.
+/// Writes `data` to `path` atomically with the shared writer
+/// ([`cni_exec::atomic`]): a temporary file in the same directory, fsync,
+/// rename, fsync of the directory (best effort). A crash leaves the old file
+/// or the new one, never a torn one.
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), Error> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let io = |op: &'static str, p: &Path| {
-        let p = p.to_path_buf();
-        move |source| Error::Io {
-            op,
-            path: p,
-            source,
-        }
-    };
-    std::fs::create_dir_all(dir).map_err(io("create directory", dir))?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .map_err(io("create", &tmp))?;
-        f.write_all(data).map_err(io("write", &tmp))?;
-        f.sync_all().map_err(io("fsync", &tmp))?;
-        std::fs::rename(&tmp, path).map_err(io("rename into place", path))?;
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    AtomicWrite::new()
+        .mode(0o666)
+        .create_dir(0o777)
+        .fsync(true)
+        .write(path, data)
+        .map_err(atomic_error)?;
+    if let Some(dir) = path.parent() {
+        let _ = cni_exec::atomic::sync_dir(dir);
     }
-    result
+    Ok(())
+}
+
+/// A failed write of the shared atomic writer as multus's [`Error::Io`].
+pub(crate) fn atomic_error(e: cni_exec::Error) -> Error {
+    match e {
+        cni_exec::Error::Io { op, path, source } => Error::io(op, path, source),
+        e => Error::Plugin(crate::Error::atomic_write(e)),
+    }
 }
 
 /// Saves the delegate list of an attachment.

@@ -316,7 +316,7 @@ pub fn cmd_del(
     }
     // A multus killed inside `cache::save` leaves its temp file behind; it
     // is never read, so it can go first.
-    cni_exec::cache::remove_temp_files(&cache::cache_path(
+    cni_exec::atomic::remove_stale_temps(&cache::cache_path(
         &conf.cni_dir,
         &req.container_id,
         &req.ifname,

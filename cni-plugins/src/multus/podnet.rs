@@ -6,7 +6,7 @@
 use std::net::IpAddr;
 use std::path::Path;
 
-use cni_netns::{Family, Handle, Netns, Route};
+use cni_netns::{Family, Handle, KernelRoute, Netns};
 use serde_json::Value;
 
 use super::cache::write_atomic;
@@ -67,7 +67,7 @@ pub fn set_default_routes(
         }
     }
     for gw in gateways {
-        let mut r = Route::default_via(*gw);
+        let mut r = KernelRoute::default_via(*gw);
         r.oif = Some(link.index);
         h.add_route(&r)
             .or_else(|e| if e.is_exists() { Ok(()) } else { Err(e) })

@@ -5,7 +5,7 @@
 
 use std::net::IpAddr;
 
-use cni_netns::firewall::{PortMapping, Protocol};
+use cni_netns::firewall::{HostPortMapping, Protocol};
 use cni_types::{CniResult, NetworkConfig};
 use ipnetwork::{IpNetwork, Ipv4Network, Ipv6Network};
 use serde::Deserialize;
@@ -41,7 +41,7 @@ pub struct PortmapConf {
     /// interface).
     pub network: String,
     /// `runtimeConfig.portMappings`, validated.
-    pub mappings: Vec<PortMapping>,
+    pub mappings: Vec<HostPortMapping>,
     /// `snat` (default true).
     pub snat: bool,
     /// `masqAll`.
@@ -168,7 +168,7 @@ fn check_backend(raw: &RawConf) -> Result<()> {
     }
 }
 
-fn mapping(pm: &cni_types::config::PortMapping) -> Result<PortMapping> {
+fn mapping(pm: &cni_types::config::PortMapping) -> Result<HostPortMapping> {
     // The reference checks the container port first.
     let container_port = u16::try_from(pm.container_port)
         .ok()
@@ -205,7 +205,7 @@ fn mapping(pm: &cni_types::config::PortMapping) -> Result<PortMapping> {
             ))
         })?)
     };
-    Ok(PortMapping {
+    Ok(HostPortMapping {
         host_port,
         container_port,
         protocol,
@@ -268,7 +268,7 @@ mod tests {
         assert_eq!(c.masq_mark(), 0x2000);
         assert_eq!(
             c.mappings,
-            vec![PortMapping {
+            vec![HostPortMapping {
                 host_port: 8080,
                 container_port: 80,
                 protocol: Protocol::Tcp,

@@ -37,7 +37,7 @@ use std::sync::Arc;
 
 use cni_exec::{Plugin, Request};
 use cni_netns::conntrack::{Conntrack, IpFamily};
-use cni_netns::firewall::{AttachmentId, Backend, Firewall, PortMappingSpec, RuleKind};
+use cni_netns::firewall::{AttachmentId, Backend, Firewall, PortMappingSpec, RuleKind, RuleSpec};
 use cni_netns::{sysctl, Family, Handle, Netns};
 use cni_types::CniResult;
 
@@ -48,12 +48,15 @@ use crate::{Error, Result};
 /// The portmap plugin.
 ///
 /// By default it programs the network namespace it runs in (the node's),
-/// as an exec'd plugin does. [`Portmap::in_netns`] points it at another
-/// namespace (a runtime embedding it, or a test's node namespace), and
-/// [`Portmap::with_firewall`] replaces the nftables backend.
+/// as an exec'd plugin does, with the native nf_tables firewall.
+/// [`Portmap::in_netns`] points it at another namespace (a runtime
+/// embedding it, or a test's node namespace), [`Portmap::with_backend`]
+/// picks the firewall backend (the binary reads `CNI_FIREWALL_BACKEND`) and
+/// [`Portmap::with_firewall`] replaces the firewall.
 #[derive(Debug, Clone, Default)]
 pub struct Portmap {
     host_netns: Option<PathBuf>,
+    backend: Backend,
     firewall: Option<Arc<dyn Firewall>>,
 }
 
@@ -63,7 +66,7 @@ fn netns_err(e: cni_netns::Error) -> Error {
 
 impl Portmap {
     /// portmap acting on the current network namespace, with the native
-    /// nf_tables backend (or `nft`, with `CNI_FIREWALL_BACKEND=nft`).
+    /// nf_tables backend.
     pub fn new() -> Self {
         Portmap::default()
     }
@@ -73,8 +76,14 @@ impl Portmap {
     pub fn in_netns(path: impl Into<PathBuf>) -> Self {
         Portmap {
             host_netns: Some(path.into()),
-            firewall: None,
+            ..Portmap::default()
         }
+    }
+
+    /// Uses the firewall `backend` (native nf_tables by default).
+    pub fn with_backend(mut self, backend: Backend) -> Self {
+        self.backend = backend;
+        self
     }
 
     /// Uses `firewall` instead of the selected backend (its masquerade mark is
@@ -88,8 +97,10 @@ impl Portmap {
         if let Some(fw) = &self.firewall {
             return fw.clone();
         }
-        // Native nf_tables unless CNI_FIREWALL_BACKEND=nft.
-        Arc::from(Backend::select(None).firewall(self.host_netns.as_deref(), conf.masq_mark()))
+        Arc::from(
+            self.backend
+                .firewall(self.host_netns.as_deref(), conf.masq_mark()),
+        )
     }
 
     fn conntrack(&self) -> cni_netns::Result<Conntrack> {
@@ -225,7 +236,7 @@ impl Plugin for Portmap {
             return Ok(prev);
         }
         self.firewall(&conf)
-            .add_port_mappings(&spec)
+            .add(&RuleSpec::PortMappings(spec.clone()))
             .map_err(netns_err)?;
         self.flush_udp(&conf, &families(&spec));
         if let (true, Some(v4)) = (conf.snat, spec.container_v4) {
@@ -243,7 +254,7 @@ impl Plugin for Portmap {
         // removes whatever the attachment owns, so DEL stays idempotent.
         let spec = spec(&conf, req, prev.as_ref());
         self.firewall(&conf)
-            .del_port_mappings(&spec)
+            .delete(&RuleSpec::PortMappings(spec.clone()))
             .map_err(netns_err)?;
         // Beyond the reference: the pod's UDP flows die with it, so the
         // next owner of the host port is reached at once. Only the families
@@ -268,7 +279,7 @@ impl Plugin for Portmap {
             return Ok(());
         }
         self.firewall(&conf)
-            .check_port_mappings(&spec)
+            .check(&RuleSpec::PortMappings(spec))
             .map_err(netns_err)
     }
 
@@ -295,7 +306,7 @@ impl Plugin for Portmap {
     fn status(&self, req: &Request) -> Result<()> {
         config::parse(&req.config)?;
         // Only the `nft`-process backend needs a program; native needs none.
-        if self.firewall.is_none() && Backend::select(None) == Backend::Nft && !nft_available() {
+        if self.firewall.is_none() && self.backend == Backend::Nft && !nft_available() {
             return Err(Error::NotAvailable(
                 "portmap: the nft program is not installed (nftables backend)".into(),
             ));

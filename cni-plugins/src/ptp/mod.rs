@@ -25,13 +25,13 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use cni_exec::{Plugin, Request};
-use cni_netns::firewall::{default_backend, Firewall, RuleKind};
-use cni_netns::{sysctl, AddressOptions, Handle, IpNetwork, Link, Netns, Route, SCOPE_HOST};
+use cni_netns::firewall::{Backend, Firewall, RuleKind};
+use cni_netns::{sysctl, AddressOptions, Handle, IpNetwork, KernelRoute, Link, Netns, SCOPE_HOST};
 use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
 use crate::steps::iface::{self, interface};
-use crate::steps::{self, addresses, attachment, check, fail, ipam, Undo};
+use crate::steps::{self, addresses, attachment, check, fail, ipam, masquerade, Undo};
 use crate::{Error, Result};
 
 /// The ptp plugin's configuration.
@@ -66,8 +66,8 @@ impl PtpConf {
     }
 }
 
-/// The ptp plugin. Its firewall is the selected backend (native nf_tables
-/// unless `CNI_FIREWALL_BACKEND=nft`).
+/// The ptp plugin. Its firewall is native nf_tables unless built
+/// [`Ptp::with_backend`] (the binary reads `CNI_FIREWALL_BACKEND`).
 #[derive(Debug, Clone)]
 pub struct Ptp {
     firewall: Arc<dyn Firewall>,
@@ -75,11 +75,16 @@ pub struct Ptp {
 
 impl Default for Ptp {
     fn default() -> Self {
-        Ptp::with_firewall(Arc::from(default_backend(None)))
+        Ptp::with_backend(Backend::default())
     }
 }
 
 impl Ptp {
+    /// The plugin with the firewall `backend` of the namespace it runs in.
+    pub fn with_backend(backend: Backend) -> Ptp {
+        Ptp::with_firewall(Arc::from(backend.firewall(None, 0)))
+    }
+
     /// The plugin with another firewall (a test double, or nftables in
     /// another namespace).
     pub fn with_firewall(firewall: Arc<dyn Firewall>) -> Ptp {
@@ -122,8 +127,8 @@ impl Plugin for Ptp {
             gateway_on_host(&host, &host_veth, ip.address, gw)?;
         }
         if conf.ip_masq {
-            undo.push(|| self.firewall.delete_attachment(RuleKind::Masquerade, &id));
-            self.firewall.add_masquerades(&id, &addresses(&result))?;
+            undo.push(|| self.firewall.delete_owned(RuleKind::Masquerade, &id));
+            self.firewall.add(&masquerade(&id, addresses(&result)))?;
         }
         // The host end's MAC may change when the pod end comes up.
         result.interfaces[0] = interface(&host.link_by_index(host_veth.index)?, "");
@@ -142,10 +147,10 @@ impl Plugin for Ptp {
         // their owner whether or not the pod's addresses can still be
         // read, go before the addresses are released, so that a new pod
         // given one never loses its rules.
-        iface::delete_pod_link_while(pod.as_ref(), &req.ifname, || {
+        iface::delete_pod_link_while(pod.as_ref(), req, || {
             if conf.ip_masq {
                 self.firewall
-                    .delete_attachment(RuleKind::Masquerade, &attachment(req))?;
+                    .delete_owned(RuleKind::Masquerade, &attachment(req))?;
             }
             ipam::del(req)
         })
@@ -162,7 +167,7 @@ impl Plugin for Ptp {
         check::addresses_and_routes(&pod, &link, &prev)?;
         if conf.ip_masq {
             self.firewall
-                .check_masquerades(&attachment(req), &addresses(&prev))?;
+                .check(&masquerade(&attachment(req), addresses(&prev)))?;
         }
         Ok(())
     }
@@ -196,23 +201,23 @@ fn host_prefix(ip: IpAddr) -> u8 {
 fn point_to_point(pod: &Handle, container: &Link, address: IpNetwork, gw: IpAddr) -> Result<()> {
     let subnet = IpNetwork::new(address.network(), address.prefix())
         .map_err(|e| fail(format!("subnet of {address}: {e}")))?;
-    pod.del_route(&Route {
+    pod.del_route(&KernelRoute {
         oif: Some(container.index),
-        ..Route::new(subnet)
+        ..KernelRoute::new(subnet)
     })?;
     let gw_net = IpNetwork::new(gw, host_prefix(gw))
         .map_err(|e| fail(format!("host route to {gw}: {e}")))?;
-    pod.add_route(&Route {
+    pod.add_route(&KernelRoute {
         oif: Some(container.index),
         scope: Some(cni_netns::SCOPE_LINK),
         src: Some(address.ip()),
-        ..Route::new(gw_net)
+        ..KernelRoute::new(gw_net)
     })?;
-    pod.add_route(&Route {
+    pod.add_route(&KernelRoute {
         oif: Some(container.index),
         gateway: Some(gw),
         src: Some(address.ip()),
-        ..Route::new(subnet)
+        ..KernelRoute::new(subnet)
     })?;
     Ok(())
 }
@@ -226,10 +231,10 @@ fn gateway_on_host(host: &Handle, veth: &Link, address: IpNetwork, gw: IpAddr) -
     host.add_address(veth.index, gw_net, AddressOptions::default())?;
     let pod_net = IpNetwork::new(address.ip(), prefix)
         .map_err(|e| fail(format!("host route to {}: {e}", address.ip())))?;
-    match host.add_route(&Route {
+    match host.add_route(&KernelRoute {
         oif: Some(veth.index),
         scope: Some(SCOPE_HOST),
-        ..Route::new(pod_net)
+        ..KernelRoute::new(pod_net)
     }) {
         Err(e) if !e.is_exists() => Err(e.into()),
         _ => Ok(()),

@@ -36,7 +36,7 @@ mod config;
 use std::net::IpAddr;
 
 use cni_exec::{Plugin, Request};
-use cni_netns::{Family, FileLock, Handle, Link, Netns, Route, Rule, TABLE_MAIN};
+use cni_netns::{Family, FileLock, Handle, KernelRoute, Link, Netns, RoutingRule, TABLE_MAIN};
 use cni_types::{CniResult, IpConfig};
 
 pub use config::{SbrConf, FIRST_TABLE};
@@ -106,7 +106,7 @@ fn flush_tables(h: &Handle, link: u32, tables: &[u32]) {
 /// Go's choice: a main-table route of the interface goes to the table of
 /// `ip` when its source or gateway is in the address's subnet, or when it
 /// has neither (a device route, e.g. `fe80::/64`).
-fn belongs_to(r: &Route, ip: &IpConfig) -> bool {
+fn belongs_to(r: &KernelRoute, ip: &IpConfig) -> bool {
     match (r.src, r.gateway) {
         (None, None) => true,
         (src, gw) => {
@@ -183,7 +183,7 @@ impl Sbr {
         let found = in_pod(&req.netns, |h| {
             let rules = h.rules(Family::All)?;
             for ip in &ips {
-                let want = Rule::from_source(ip.address.ip(), 0).src;
+                let want = RoutingRule::from_source(ip.address.ip(), 0).src;
                 let table = conf.table;
                 if !rules
                     .iter()
@@ -233,7 +233,7 @@ fn add_rules_only(h: &Handle, link: &Link, ips: &[IpConfig], table: u32) -> Resu
     }
     let mut undo = Undo::new();
     for ip in ips {
-        let rule = Rule::from_source(ip.address.ip(), table);
+        let rule = RoutingRule::from_source(ip.address.ip(), table);
         h.add_rule(&rule)
             .map_err(|e| Error::Internal(format!("failed to add rule: {e}")))?;
         undo.push(move || h.del_rule(&rule));
@@ -249,7 +249,7 @@ fn add_with_tables(h: &Handle, conf: &SbrConf, link: &Link, ips: &[IpConfig]) ->
     let routes = h.routes(Family::All)?;
     let used =
         |t: u32| rules.iter().any(|r| r.table == t) || routes.iter().any(|r| r.table == Some(t));
-    let main: Vec<Route> = routes
+    let main: Vec<KernelRoute> = routes
         .iter()
         .filter(|r| r.table == Some(TABLE_MAIN) && r.oif == Some(link.index))
         .cloned()
@@ -260,7 +260,7 @@ fn add_with_tables(h: &Handle, conf: &SbrConf, link: &Link, ips: &[IpConfig]) ->
         while used(table) {
             table += 1;
         }
-        let rule = Rule::from_source(ip.address.ip(), table);
+        let rule = RoutingRule::from_source(ip.address.ip(), table);
         h.add_rule(&rule)
             .map_err(|e| Error::Internal(format!("Failed to add rule: {e}")))?;
         undo.push(move || h.del_rule(&rule));
@@ -270,10 +270,10 @@ fn add_with_tables(h: &Handle, conf: &SbrConf, link: &Link, ips: &[IpConfig]) ->
             Ok(())
         });
         if let Some(gw) = conf.gateway_for(ip) {
-            let default = Route {
+            let default = KernelRoute {
                 oif: Some(link.index),
                 table: Some(table),
-                ..Route::default_via(gw)
+                ..KernelRoute::default_via(gw)
             };
             h.add_route(&default).map_err(|e| {
                 Error::Internal(format!("Failed to add default route to {gw}: {e}"))
@@ -317,11 +317,11 @@ fn add_source_hints(h: &Handle, link: &Link, ips: &[IpConfig]) {
             Ok(s) => s,
             Err(_) => continue,
         };
-        let hint = Route {
+        let hint = KernelRoute {
             oif: Some(link.index),
             src: Some(ip.address.ip()),
             scope: Some(cni_netns::SCOPE_LINK),
-            ..Route::new(subnet)
+            ..KernelRoute::new(subnet)
         };
         if let Err(e) = h.replace_route(&hint) {
             tracing::warn!("sbr: add source hint route {subnet}: {e}");
@@ -423,7 +423,7 @@ mod tests {
     #[test]
     fn routes_follow_source_or_gateway() {
         let ip = IpConfig::new("192.168.1.209/24".parse().unwrap());
-        let mut r = Route::new("192.168.2.0/24".parse().unwrap());
+        let mut r = KernelRoute::new("192.168.2.0/24".parse().unwrap());
         assert!(belongs_to(&r, &ip), "device route");
         r.gateway = Some("192.168.1.2".parse().unwrap());
         assert!(belongs_to(&r, &ip));

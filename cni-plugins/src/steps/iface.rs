@@ -34,12 +34,12 @@ pub(crate) fn configure(pod: &Handle, ifname: &str, result: &CniResult) -> Resul
     let routes: Vec<_> = result
         .routes
         .iter()
-        .map(|r| cni_netns::Route {
+        .map(|r| cni_netns::KernelRoute {
             gateway: r.gw,
             priority: r.priority,
             table: r.table,
             scope: r.scope.and_then(|s| u8::try_from(s).ok()),
-            ..cni_netns::Route::new(r.dst)
+            ..cni_netns::KernelRoute::new(r.dst)
         })
         .collect();
     configure_interface(pod, ifname, &addresses, &routes)?;
@@ -155,19 +155,30 @@ pub(crate) fn pod_for_del(req: &Request) -> Result<Option<Handle>> {
 /// (macvlan, ipvlan, vlan, dummy, tap).
 pub(crate) fn del_link_and_lease(req: &Request) -> Result<()> {
     let pod = pod_for_del(req)?;
-    delete_pod_link_while(pod.as_ref(), &req.ifname, || ipam::del(req))
+    delete_pod_link_while(pod.as_ref(), req, || ipam::del(req))
 }
 
-/// Deletes `ifname` in the pod (a missing link is not an error) while
-/// `release` runs: deleting a link takes the kernel 10-30 ms (RCU grace
-/// periods), enough for the IPAM plugin's process and the firewall. Both
-/// run to completion; the link's error is reported first.
+/// Deletes the request's pod interface (a missing link is not an error)
+/// while `release` runs: deleting a link takes the kernel 10-30 ms (RCU
+/// grace periods), enough for the IPAM plugin's process and the firewall.
+/// Both run to completion; the link's error is reported first. When the
+/// IPAM plugin uses the link ([`ipam::uses_pod_link`]: dhcp releases from
+/// the leased address on it), `release` runs first and the link is
+/// deleted after it.
 pub(crate) fn delete_pod_link_while(
     pod: Option<&Handle>,
-    ifname: &str,
+    req: &Request,
     release: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
+    let ifname = &req.ifname;
     let deleting = pod.map(|pod| move || pod.delete_link_by_name(ifname));
+    if ipam::uses_pod_link(req.config.ipam_type()) {
+        let released = release();
+        if let Some(delete) = deleting {
+            delete()?;
+        }
+        return released;
+    }
     let (deleted, released) = concurrently(deleting, release);
     if let Some(deleted) = deleted {
         deleted??;

@@ -3,8 +3,8 @@
 //! a later step fails ([`ipam`]), the pod interface ([`iface`]), CHECK's
 //! comparisons of a previous result with the kernel ([`check`]), config
 //! keys read alike ([`conf`]), the [`Undo`] list an ADD rolls back with,
-//! running two steps at once ([`concurrently`]), and the attachment a
-//! pod's firewall rules are tagged with.
+//! running two steps at once ([`concurrently`]), the attachment a
+//! pod's firewall rules are tagged with and its masquerade.
 
 pub(crate) mod check;
 pub(crate) mod conf;
@@ -15,7 +15,7 @@ mod undo;
 pub(crate) use undo::Undo;
 
 use cni_exec::Request;
-use cni_netns::firewall::AttachmentId;
+use cni_netns::firewall::{AttachmentId, MasqueradeSpec, RuleSpec};
 use cni_netns::IpNetwork;
 use cni_types::CniResult;
 
@@ -69,4 +69,13 @@ pub(crate) fn valid_attachments(req: &Request) -> Result<Option<Vec<AttachmentId
 /// A result's addresses (what a masquerade is keyed by).
 pub(crate) fn addresses(result: &CniResult) -> Vec<IpNetwork> {
     result.ips.iter().map(|ip| ip.address).collect()
+}
+
+/// The masquerade of `id`'s `addresses` (none in a DEL that cannot read
+/// them: the attachment's rules are then found by its tag).
+pub(crate) fn masquerade(id: &AttachmentId, addresses: Vec<IpNetwork>) -> RuleSpec {
+    RuleSpec::Masquerade(MasqueradeSpec {
+        attachment: id.clone(),
+        addresses,
+    })
 }

@@ -146,8 +146,7 @@ fn encode_backup(b: &Backup) -> Result<Vec<u8>> {
 }
 
 fn write_backup(path: &Path, b: &Backup) -> Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    use std::os::unix::fs::DirBuilderExt;
     if let Some(dir) = path.parent() {
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -156,20 +155,15 @@ fn write_backup(path: &Path, b: &Backup) -> Result<()> {
             .map_err(|e| Error::io("create backup directory", dir, e))?;
     }
     let data = encode_backup(b)?;
-    let tmp = path.with_extension("json.tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
+    cni_exec::atomic::AtomicWrite::new()
         .mode(0o600)
-        .open(&tmp)
-        .map_err(|e| Error::io("write", &tmp, e))?;
-    f.write_all(&data)
-        .map_err(|e| Error::io("write", &tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io("rename", path, e))
+        .write(path, &data)
+        .map_err(Error::atomic_write)
 }
 
 fn remove_backup(path: &Path) -> Result<()> {
+    // A tuning killed inside `write_backup` leaves its temp file behind.
+    cni_exec::atomic::remove_stale_temps(path);
     match std::fs::remove_file(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),

@@ -24,7 +24,7 @@
 use std::time::Duration;
 
 use cni_exec::{Plugin, Request};
-use cni_netns::{free_vrf_table, AddressOptions, Family, Handle, Link, Netns, Route, Vrf};
+use cni_netns::{free_vrf_table, AddressOptions, Family, Handle, KernelRoute, Link, Netns, Vrf};
 use cni_types::{CniResult, NetworkConfig, Version};
 use serde::Deserialize;
 
@@ -214,7 +214,7 @@ fn add_interface(pod: &Handle, vrf: &Vrf, ifname: &str) -> Result<()> {
         wait_for_local_route(pod, vrf, &link, addr.address.ip())?;
     }
     for r in routes {
-        pod.replace_route(&Route {
+        pod.replace_route(&KernelRoute {
             table: Some(vrf.table),
             ..r
         })?;
@@ -247,7 +247,7 @@ fn global_addresses(pod: &Handle, link: &Link) -> Result<Vec<SavedAddress>> {
 
 /// The routes through the link in the main table, but not its connected
 /// and local ones (scope universe), as Go lists them before enslaving.
-fn movable_routes(pod: &Handle, link: &Link) -> Result<Vec<Route>> {
+fn movable_routes(pod: &Handle, link: &Link) -> Result<Vec<KernelRoute>> {
     Ok(pod
         .routes(Family::All)?
         .into_iter()

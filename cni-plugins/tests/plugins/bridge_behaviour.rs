@@ -438,3 +438,72 @@ fn bridge_mac_is_stable_as_ports_come_and_go() {
     assert!(n.call("DEL", "c1", &netns_path(&p1), &conf).ok);
     assert_eq!(mac(), first);
 }
+
+/// The binary, not the library, reads `CNI_FIREWALL_BACKEND`: by default
+/// the masquerade goes over netlink (no `nft` process), with `nft` through
+/// the `nft` program (a wrapper first on `PATH` logs each run).
+#[test]
+fn the_binary_picks_the_firewall_backend() {
+    let Some(n) = ours() else { return };
+    let conf = n.config(json!({"isGateway": true, "ipMasq": true}));
+    let bin = tempfile::tempdir().expect("tempdir");
+    let log = bin.path().join("nft.log");
+    let wrapper = bin.path().join("nft");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$@\" >> '{}'\nexec /usr/sbin/nft \"$@\"\n",
+            log.display()
+        ),
+    )
+    .expect("write nft wrapper");
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let path = format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", bin.path().display());
+    for (backend, via_nft) in [("", false), ("nft", true)] {
+        let pod = netns("cnip");
+        let call = |command: &str| {
+            let input = serde_json::to_vec(&conf).expect("encode config");
+            n.node
+                .run(|| {
+                    let mut child = std::process::Command::new(&n.plugin)
+                        .env_clear()
+                        .env("CNI_COMMAND", command)
+                        .env("CNI_CONTAINERID", "fwbackend")
+                        .env("CNI_NETNS", netns_path(&pod))
+                        .env("CNI_IFNAME", "eth0")
+                        .env("CNI_PATH", n.cni_path.path())
+                        .env("PATH", &path)
+                        .env("CNI_FIREWALL_BACKEND", backend)
+                        .stdin(std::process::Stdio::piped())
+                        .stdout(std::process::Stdio::piped())
+                        .stderr(std::process::Stdio::piped())
+                        .spawn()
+                        .expect("spawn plugin");
+                    std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), &input)
+                        .expect("write stdin");
+                    child.wait_with_output().expect("wait plugin")
+                })
+                .expect("enter node netns")
+        };
+        let add = call("ADD");
+        assert!(
+            add.status.success(),
+            "{backend}: {}",
+            String::from_utf8_lossy(&add.stdout)
+        );
+        let rules = n.masq_rules();
+        assert!(rules.contains("10.98.0."), "{backend}: {rules}");
+        assert_eq!(log.exists(), via_nft, "backend {backend:?}: nft run?");
+        let del = call("DEL");
+        assert!(
+            del.status.success(),
+            "{backend}: {}",
+            String::from_utf8_lossy(&del.stdout)
+        );
+        assert!(!n.masq_rules().contains("10.98.0."), "{backend}");
+    }
+}

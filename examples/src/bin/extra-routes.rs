@@ -2,7 +2,7 @@
 //! routes listed in its config to the pod's interface and reports them in
 //! the result; DEL removes them (and succeeds when they or the pod are gone).
 use cni_exec::{Plugin, Request};
-use cni_netns::{Handle, Netns, Route as KernelRoute};
+use cni_netns::{Handle, KernelRoute, Netns};
 use cni_types::{CniError, CniResult, Route};
 
 #[derive(serde::Deserialize)]

@@ -9,7 +9,8 @@ use ipnetwork::IpNetwork;
 
 use super::wire::*;
 use crate::firewall::model::{
-    Batch, CmpOp, Command, Element, Expr, Family, Hook, KeyType, Map, Rule, Stmt, Table, Value,
+    Batch, CmpOp, Element, Expr, Hook, KeyType, Map, NftCommand, NftFamily, NftRule, Stmt, Table,
+    Value,
 };
 
 const NFTA_RULE_HANDLE: u16 = 3;
@@ -49,12 +50,12 @@ fn unsupported<T>(what: impl Into<String>) -> Enc<T> {
     Err(Unsupported(what.into()))
 }
 
-pub(crate) fn family_byte(f: Family) -> u8 {
+pub(crate) fn family_byte(f: NftFamily) -> u8 {
     match f {
-        Family::Inet => 1,
-        Family::Ip => 2,
-        Family::Bridge => 7,
-        Family::Ip6 => 10,
+        NftFamily::Inet => 1,
+        NftFamily::Ip => 2,
+        NftFamily::Bridge => 7,
+        NftFamily::Ip6 => 10,
     }
 }
 
@@ -146,11 +147,11 @@ fn find_map<'a>(table: &'a Table, name: &str) -> Enc<&'a Map> {
     }
 }
 
-fn encode_command(table: &Table, batch: &Batch, c: &Command, set_id: &mut u32) -> Enc<Msg> {
+fn encode_command(table: &Table, batch: &Batch, c: &NftCommand, set_id: &mut u32) -> Enc<Msg> {
     let t = batch.table;
     let fam = batch.family;
     Ok(match c {
-        Command::AddTable => {
+        NftCommand::AddTable => {
             let mut a = Attrs::new();
             a.str(NFTA_TABLE_NAME, t).u32(NFTA_TABLE_FLAGS, 0);
             Msg {
@@ -160,7 +161,7 @@ fn encode_command(table: &Table, batch: &Batch, c: &Command, set_id: &mut u32) -
                 what: format!("add table {} {t}", fam.as_str()),
             }
         }
-        Command::AddMap(m) => {
+        NftCommand::AddMap(m) => {
             *set_id += 1;
             let mut flags = NFT_SET_MAP | NFT_SET_TIMEOUT;
             if m.interval {
@@ -196,7 +197,7 @@ fn encode_command(table: &Table, batch: &Batch, c: &Command, set_id: &mut u32) -
                 what: format!("add map {} in {} {t}", m.name, fam.as_str()),
             }
         }
-        Command::AddChain { name, base } => {
+        NftCommand::AddChain { name, base } => {
             let mut a = Attrs::new();
             a.str(NFTA_CHAIN_TABLE, t).str(NFTA_CHAIN_NAME, name);
             if let Some(b) = base {
@@ -214,7 +215,7 @@ fn encode_command(table: &Table, batch: &Batch, c: &Command, set_id: &mut u32) -
                 what: format!("add chain {name} in {} {t}", fam.as_str()),
             }
         }
-        Command::FlushChain(name) => {
+        NftCommand::FlushChain(name) => {
             let mut a = Attrs::new();
             a.str(NFTA_RULE_TABLE, t).str(NFTA_RULE_CHAIN, name);
             Msg {
@@ -224,7 +225,7 @@ fn encode_command(table: &Table, batch: &Batch, c: &Command, set_id: &mut u32) -
                 what: format!("flush chain {name} in {} {t}", fam.as_str()),
             }
         }
-        Command::AddRule { chain, rule } => {
+        NftCommand::AddRule { chain, rule } => {
             let mut a = Attrs::new();
             a.str(NFTA_RULE_TABLE, t)
                 .str(NFTA_RULE_CHAIN, chain)
@@ -239,7 +240,7 @@ fn encode_command(table: &Table, batch: &Batch, c: &Command, set_id: &mut u32) -
                 what: format!("add rule to chain {chain} in {} {t}", fam.as_str()),
             }
         }
-        Command::AddElement {
+        NftCommand::AddElement {
             element: e,
             exclusive,
         } => {
@@ -262,7 +263,7 @@ fn encode_command(table: &Table, batch: &Batch, c: &Command, set_id: &mut u32) -
                 ),
             }
         }
-        Command::ExpireElements(elements) => {
+        NftCommand::ExpireElements(elements) => {
             let Some(first) = elements.first() else {
                 return unsupported("expire no elements");
             };
@@ -292,7 +293,7 @@ fn encode_command(table: &Table, batch: &Batch, c: &Command, set_id: &mut u32) -
                 ),
             }
         }
-        Command::DeleteElements { map, keys } => {
+        NftCommand::DeleteElements { map, keys } => {
             let m = find_map(table, map)?;
             let mut list = Attrs::new();
             for k in keys {
@@ -314,7 +315,7 @@ fn encode_command(table: &Table, batch: &Batch, c: &Command, set_id: &mut u32) -
                 ),
             }
         }
-        Command::DeleteRule(r) => {
+        NftCommand::DeleteRule(r) => {
             let mut a = Attrs::new();
             a.str(NFTA_RULE_TABLE, t)
                 .str(NFTA_RULE_CHAIN, &r.chain)
@@ -355,7 +356,7 @@ fn element_list(map: &Map, e: &Element, expire: bool) -> Enc<Attrs> {
     let mut elem = Attrs::new();
     elem.bytes(
         NFTA_SET_ELEM_TIMEOUT,
-        &crate::firewall::layout::ELEMENT_TIMEOUT_MS.to_be_bytes(),
+        &crate::firewall::batch::ELEMENT_TIMEOUT_MS.to_be_bytes(),
     );
     if expire {
         elem.bytes(NFTA_SET_ELEM_EXPIRATION, &1u64.to_be_bytes());
@@ -584,7 +585,7 @@ fn ifname_bytes(s: &str) -> Enc<Vec<u8>> {
 }
 
 /// One rule's `NFTA_RULE_EXPRESSIONS`.
-pub(crate) fn encode_rule(table: &Table, family: Family, rule: &Rule) -> Enc<Attrs> {
+pub(crate) fn encode_rule(table: &Table, family: NftFamily, rule: &NftRule) -> Enc<Attrs> {
     let mut r = RuleEnc {
         maps: &table.maps,
         family,
@@ -671,7 +672,7 @@ fn meta_key(key: &str) -> Enc<(u32, usize)> {
 
 struct RuleEnc<'a> {
     maps: &'a [Map],
-    family: Family,
+    family: NftFamily,
     out: Attrs,
     nfproto: Option<u8>,
     l4proto: Option<u8>,
@@ -753,11 +754,11 @@ impl RuleEnc<'_> {
         match *dep {
             Dep::None => {}
             Dep::Nfproto(p) => {
-                if self.family == Family::Inet && self.nfproto != Some(p) {
+                if self.family == NftFamily::Inet && self.nfproto != Some(p) {
                     self.meta_load(15, REG_1);
                     self.cmp(0, &[p]);
                     self.nfproto = Some(p);
-                } else if self.family == Family::Bridge {
+                } else if self.family == NftFamily::Bridge {
                     return unsupported("network header match in a bridge table");
                 }
             }

@@ -2,7 +2,7 @@
 //! `NETLINK_NETFILTER`, one `sendmsg` per batch, no `nft` process.
 //!
 //! It programs exactly the ruleset of [`NftFirewall`] (same
-//! [`layout`] batches, expressions linearized as nft does), so the two
+//! batches, expressions linearized as nft does), so the two
 //! backends can replace each other on a running node. What is native:
 //! every ADD, DEL, CHECK, list, GC and delete of the layout's own rule
 //! shapes. The one exception is an ADD whose extra conditions
@@ -13,8 +13,8 @@
 //! # Cost
 //!
 //! A batch is one `sendmsg` and one read of the acknowledgements, so what
-//! remains is the kernel's own work. An attachment is only map elements
-//! (see [`layout`]), and adding or deleting data-map elements never makes
+//! remains is the kernel's own work. An attachment is only map elements,
+//! and adding or deleting data-map elements never makes
 //! the kernel validate the table (`nft_table_validate` walks every chain
 //! reachable from the base chains, and ran on every commit that added a
 //! rule or a `goto` element in the earlier one-chain-per-attachment layout:
@@ -36,14 +36,14 @@ mod encode;
 mod socket;
 mod wire;
 
-use super::backend::{self, ListedElement, ListedRule, Listing, Refusal, RefusalKind, RuleBackend};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::layout::{self, DEFAULT_MASQ_MARK};
+use super::batch;
+use super::engine::{Driver, ListedElement, ListedRule, Listing, Refusal, RefusalKind};
 use super::model::{AttachmentRules, Batch, Element, Map, Table, Value};
-use super::{Firewall, FirewallOp, NftFirewall, PortMappingSpec, RuleKind};
+use super::{Firewall, FirewallOp, NftFirewall, DEFAULT_MASQ_MARK};
 use crate::{Error, Result};
 use encode::{family_byte, Msg};
 use socket::{BatchError, NfSocket};
@@ -56,13 +56,13 @@ const RETRIES: usize = 3;
 /// [`Firewall`] implemented over nf_tables netlink, without `nft`.
 ///
 /// ```no_run
-/// use cni_netns::firewall::{AttachmentId, Firewall, MasqueradeSpec, NativeFirewall};
+/// use cni_netns::firewall::{AttachmentId, Firewall, MasqueradeSpec, NativeFirewall, RuleSpec};
 ///
 /// let fw = NativeFirewall::in_netns("/run/netns/test");
-/// fw.add_masquerade(&MasqueradeSpec {
+/// fw.add(&RuleSpec::Masquerade(MasqueradeSpec {
 ///     attachment: AttachmentId::new("mynet", "cid", "eth0"),
-///     address: "10.88.0.5/16".parse()?,
-/// })?;
+///     addresses: vec!["10.88.0.5/16".parse()?],
+/// }))?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
@@ -247,25 +247,9 @@ impl NativeFirewall {
             }
         }
     }
-
-    /// Whether the native encoder can express `rules` (else ADD goes
-    /// through `nft`).
-    fn encodable(&self, kind: RuleKind, rules: &AttachmentRules) -> bool {
-        let table = layout::table(kind, self.masq_mark);
-        match encode::encode_batch(&table, &layout::add_batch(&table, rules)) {
-            Ok(_) => true,
-            Err(u) => {
-                tracing::debug!(
-                    reason = %u.0,
-                    "native nf_tables encoder cannot express a rule; using the nft process for this ADD"
-                );
-                false
-            }
-        }
-    }
 }
 
-impl RuleBackend for NativeFirewall {
+impl Driver for NativeFirewall {
     fn masq_mark(&self) -> u32 {
         self.masq_mark
     }
@@ -363,16 +347,13 @@ impl RuleBackend for NativeFirewall {
 
     // Conditions the native encoder cannot express go through `nft` for
     // this ADD only; DEL, CHECK, list and GC stay native.
-    fn add_port_mapping_rules(
-        &self,
-        spec: &PortMappingSpec,
-        rules: &AttachmentRules,
-    ) -> Result<()> {
-        if self.encodable(RuleKind::PortMapping, rules) {
-            backend::add_rules(self, RuleKind::PortMapping, &spec.attachment, rules)
-        } else {
-            self.fallback.add_port_mappings(spec)
-        }
+    fn delegate_add(&self, table: &Table, rules: &AttachmentRules) -> Option<&dyn Firewall> {
+        let unsupported = encode::encode_batch(table, &batch::add(table, rules)).err()?;
+        tracing::debug!(
+            reason = %unsupported.0,
+            "native nf_tables encoder cannot express a rule; using the nft process for this ADD"
+        );
+        Some(&self.fallback)
     }
 }
 
@@ -466,7 +447,7 @@ fn read_table(s: &mut NfSocket, table: &Table, rules_only: bool) -> io::Result<O
                 let expiring = attr(elem, encode::NFTA_SET_ELEM_EXPIRATION)
                     .and_then(|x| <[u8; 8]>::try_from(x).ok())
                     .map(u64::from_be_bytes)
-                    .is_some_and(|ms| ms < layout::EXPIRING_MS);
+                    .is_some_and(|ms| ms < batch::EXPIRING_MS);
                 let end = if map.interval {
                     Some(end.unwrap_or_else(|| start.clone()))
                 } else {

@@ -5,8 +5,8 @@
 
 use super::encode::*;
 use super::wire::*;
-use crate::firewall::layout;
 use crate::firewall::model::*;
+use crate::firewall::{attachment, hostport, macspoof, masquerade, DEFAULT_MASQ_MARK};
 
 const FIXTURES: &str = include_str!("fixtures.txt");
 
@@ -73,7 +73,13 @@ fn normalize(kind: u16, nodes: &mut Vec<Node>) {
     }
 }
 
-fn assert_encodes(name: &str, table: &Table, family: Family, tname: &'static str, cmd: Command) {
+fn assert_encodes(
+    name: &str,
+    table: &Table,
+    family: NftFamily,
+    tname: &'static str,
+    cmd: NftCommand,
+) {
     let batch = Batch {
         family,
         table: tname,
@@ -101,39 +107,39 @@ fn prefix(s: &str) -> Value {
     Value::Prefix(s.parse().unwrap())
 }
 
-fn commented(stmts: Vec<Stmt>, c: &str) -> Rule {
-    Rule {
+fn commented(stmts: Vec<Stmt>, c: &str) -> NftRule {
+    NftRule {
         stmts,
         comment: Some(c.into()),
     }
 }
 
-fn add_rule(chain: &str, rule: Rule) -> Command {
-    Command::AddRule {
+fn add_rule(chain: &str, rule: NftRule) -> NftCommand {
+    NftCommand::AddRule {
         chain: chain.into(),
         rule,
     }
 }
 
-fn shared_chain_rule(table: &Table, chain: &str, i: usize) -> Command {
+fn shared_chain_rule(table: &Table, chain: &str, i: usize) -> NftCommand {
     let c = table.chains.iter().find(|c| c.name == chain).unwrap();
     add_rule(chain, c.rules[i].clone())
 }
 
-fn shared_chain(table: &Table, chain: &str) -> Command {
+fn shared_chain(table: &Table, chain: &str) -> NftCommand {
     let c = table.chains.iter().find(|c| c.name == chain).unwrap();
-    Command::AddChain {
+    NftCommand::AddChain {
         name: c.name.clone(),
         base: c.base,
     }
 }
 
-fn map(table: &Table, name: &str) -> Command {
-    Command::AddMap(table.map(name).unwrap().clone())
+fn map(table: &Table, name: &str) -> NftCommand {
+    NftCommand::AddMap(table.map(name).unwrap().clone())
 }
 
-fn elem(map: &str, key: Vec<Value>, data: Vec<Value>, c: &str) -> Command {
-    Command::AddElement {
+fn elem(map: &str, key: Vec<Value>, data: Vec<Value>, c: &str) -> NftCommand {
+    NftCommand::AddElement {
         element: Element {
             map: map.into(),
             key,
@@ -148,8 +154,8 @@ fn owner() -> Vec<Value> {
     vec![Value::Num(0x1234)]
 }
 
-fn del(map: &str, key: Vec<Value>) -> Command {
-    Command::DeleteElements {
+fn del(map: &str, key: Vec<Value>) -> NftCommand {
+    NftCommand::DeleteElements {
         map: map.into(),
         keys: vec![key],
     }
@@ -161,9 +167,9 @@ fn tcp(port: u64) -> [Value; 2] {
 
 #[test]
 fn hostport_table_matches_nft() {
-    let t = layout::hostport_table(layout::DEFAULT_MASQ_MARK);
-    let (f, n) = (Family::Inet, layout::HOSTPORT_TABLE);
-    assert_encodes("table_hostport", &t, f, n, Command::AddTable);
+    let t = hostport::table(DEFAULT_MASQ_MARK);
+    let (f, n) = (NftFamily::Inet, hostport::TABLE);
+    assert_encodes("table_hostport", &t, f, n, NftCommand::AddTable);
     assert_encodes("chain_prerouting", &t, f, n, shared_chain(&t, "prerouting"));
     assert_encodes(
         "chain_masquerading",
@@ -224,8 +230,8 @@ fn hostport_table_matches_nft() {
 
 #[test]
 fn port_mapping_elements_and_rules_match_nft() {
-    let t = layout::hostport_table(layout::DEFAULT_MASQ_MARK);
-    let (f, n) = (Family::Inet, layout::HOSTPORT_TABLE);
+    let t = hostport::table(DEFAULT_MASQ_MARK);
+    let (f, n) = (NftFamily::Inet, hostport::TABLE);
     let any6 = addr("::");
     assert_encodes(
         "elem_hp_owner",
@@ -348,16 +354,14 @@ fn port_mapping_elements_and_rules_match_nft() {
     let mut spec =
         crate::firewall::PortMappingSpec::new(crate::firewall::AttachmentId::new("n", "c", "eth0"));
     spec.container_v4 = Some("10.1.0.5/24".parse().unwrap());
-    spec.mappings = vec![crate::firewall::PortMapping {
+    spec.mappings = vec![crate::firewall::HostPortMapping {
         host_port: 9090,
         container_port: 90,
         protocol: crate::firewall::Protocol::Tcp,
         host_ip: Some("10.20.0.1".parse().unwrap()),
     }];
     spec.conditions_v4 = vec!["ip saddr != 10.66.0.0/16".into()];
-    let r = layout::port_mapping_rules(&spec, layout::DEFAULT_MASQ_MARK)
-        .unwrap()
-        .unwrap();
+    let r = hostport::elements(&spec).unwrap().unwrap();
     assert_eq!(r.rules.len(), 2);
     let pass = commented(r.rules[0].stmts.clone(), "c1");
     assert_encodes("rule_cond_pass", &t, f, n, add_rule("conditions", pass));
@@ -376,15 +380,15 @@ fn port_mapping_elements_and_rules_match_nft() {
         &t,
         f,
         n,
-        Command::DeleteRule(RuleRef {
+        NftCommand::DeleteRule(RuleRef {
             chain: "conditions".into(),
             handle: 18,
         }),
     );
-    assert_encodes("flush_pmx", &t, f, n, Command::FlushChain("pm-x".into()));
+    assert_encodes("flush_pmx", &t, f, n, NftCommand::FlushChain("pm-x".into()));
     // A DEL's expiry: the element again, with NFTA_SET_ELEM_EXPIRATION.
     let expire = |map: &str, key: Vec<Value>| {
-        Command::ExpireElements(vec![Element {
+        NftCommand::ExpireElements(vec![Element {
             map: map.into(),
             key,
             data: owner(),
@@ -429,8 +433,8 @@ fn port_mapping_elements_and_rules_match_nft() {
 
 #[test]
 fn mac_spoof_and_masquerade_match_nft() {
-    let t = layout::mac_spoof_table();
-    let (f, n) = (Family::Bridge, layout::MAC_SPOOF_TABLE);
+    let t = macspoof::table();
+    let (f, n) = (NftFamily::Bridge, macspoof::TABLE);
     assert_encodes(
         "chain_sc_prerouting",
         &t,
@@ -462,8 +466,8 @@ fn mac_spoof_and_masquerade_match_nft() {
         ),
     );
 
-    let t = layout::masquerade_table();
-    let (f, n) = (Family::Inet, layout::MASQ_TABLE);
+    let t = masquerade::table();
+    let (f, n) = (NftFamily::Inet, masquerade::TABLE);
     for name in ["masq_src4", "masq_keep4", "masq_src6", "masq_keep6"] {
         assert_encodes(&format!("map_{name}"), &t, f, n, map(&t, name));
     }
@@ -490,18 +494,18 @@ fn mac_spoof_and_masquerade_match_nft() {
     );
     let spec = crate::firewall::MasqueradeSpec {
         attachment: crate::firewall::AttachmentId::new("n", "c", "eth0"),
-        address: "10.88.3.4/16".parse().unwrap(),
+        addresses: vec!["10.88.3.4/16".parse().unwrap()],
     };
-    let mut els = layout::masquerade_rules(&spec).elements;
+    let mut els = masquerade::elements(&spec).elements;
     for e in &mut els {
         e.comment = Some("c3".into());
         e.data = owner();
     }
-    let cmd = |e: &Element| Command::AddElement {
+    let cmd = |e: &Element| NftCommand::AddElement {
         element: e.clone(),
         exclusive: true,
     };
-    assert_eq!(els[0].map, layout::OWNERS);
+    assert_eq!(els[0].map, attachment::OWNERS);
     assert_encodes("elem_masq_src4", &t, f, n, cmd(&els[1]));
     assert_encodes("elem_masq_keep4", &t, f, n, cmd(&els[2]));
     assert_encodes(
@@ -528,17 +532,17 @@ fn mac_spoof_and_masquerade_match_nft() {
 #[test]
 fn prefixes_flags_and_nat_match_nft() {
     let t = Table {
-        family: Family::Inet,
+        family: NftFamily::Inet,
         name: "t",
         maps: Vec::new(),
         chains: Vec::new(),
         conditions_chain: None,
     };
-    let (f, n) = (Family::Inet, "t");
+    let (f, n) = (NftFamily::Inet, "t");
     let ret = |proto: &str, field: &str, op: CmpOp, v: Value| {
         add_rule(
             "pm",
-            Rule::new(vec![m(Expr::payload(proto, field), op, v), Stmt::Return]),
+            NftRule::new(vec![m(Expr::payload(proto, field), op, v), Stmt::Return]),
         )
     };
     let eq = CmpOp::Eq;
@@ -625,14 +629,14 @@ fn prefixes_flags_and_nat_match_nft() {
         "iifname != \"lo\" ct state established meta l4proto tcp".to_owned(),
     ])
     .unwrap();
-    let iif = Rule::new([conds, vec![Stmt::Return]].concat());
+    let iif = NftRule::new([conds, vec![Stmt::Return]].concat());
     assert_encodes("p_iif_ct", &t, f, n, add_rule("pm", iif));
     assert_encodes(
         "p_masq",
         &t,
         f,
         n,
-        add_rule("pm", Rule::new(vec![Stmt::Masquerade])),
+        add_rule("pm", NftRule::new(vec![Stmt::Masquerade])),
     );
 }
 
@@ -668,19 +672,19 @@ fn keys_round_trip_and_unknown_shapes_are_refused() {
     assert!(encode_key(&[KeyType::Ipv4Addr], &[prefix("10.0.0.0/8")]).is_err());
     assert_eq!(udata_comment(&comment_udata("tag")).as_deref(), Some("tag"));
 
-    let t = layout::masquerade_table();
-    let set = Rule::new(vec![m(
+    let t = masquerade::table();
+    let set = NftRule::new(vec![m(
         Expr::payload("tcp", "sport"),
         CmpOp::Eq,
         Value::Set(vec![Value::Num(1)]),
     )]);
-    assert!(encode_rule(&t, Family::Inet, &set).is_err());
-    let unknown = Rule::new(vec![Stmt::Lookup {
+    assert!(encode_rule(&t, NftFamily::Inet, &set).is_err());
+    let unknown = NftRule::new(vec![Stmt::Lookup {
         key: vec![Expr::payload("ip", "saddr")],
         map: "nope".into(),
         negate: false,
     }]);
-    assert!(encode_rule(&t, Family::Inet, &unknown).is_err());
+    assert!(encode_rule(&t, NftFamily::Inet, &unknown).is_err());
 }
 
 #[test]

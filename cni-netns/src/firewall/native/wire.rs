@@ -1,18 +1,8 @@
-//! nfnetlink framing and the nf_tables constants we use
-//! (`linux/netfilter/nf_tables.h`, `linux/netfilter/nfnetlink.h`).
+//! The nf_tables constants we use (`linux/netfilter/nf_tables.h`,
+//! `linux/netfilter/nfnetlink.h`); the framing is [`crate::nfnetlink`]'s,
+//! shared with conntrack.
 
-pub(crate) const NLMSG_HDRLEN: usize = 16;
-pub(crate) const NLMSG_ERROR: u16 = 2;
-pub(crate) const NLMSG_DONE: u16 = 3;
-pub(crate) const NLM_F_REQUEST: u16 = 0x1;
-pub(crate) const NLM_F_ACK: u16 = 0x4;
-pub(crate) const NLM_F_DUMP_INTR: u16 = 0x10;
-pub(crate) const NLM_F_DUMP: u16 = 0x300;
-pub(crate) const NLM_F_EXCL: u16 = 0x200;
-pub(crate) const NLM_F_CREATE: u16 = 0x400;
-pub(crate) const NLM_F_APPEND: u16 = 0x800;
-pub(crate) const NLA_F_NESTED: u16 = 0x8000;
-const NLA_TYPE_MASK: u16 = 0x3fff;
+pub(crate) use crate::nfnetlink::*;
 
 pub(crate) const NFNL_MSG_BATCH_BEGIN: u16 = 0x10;
 pub(crate) const NFNL_MSG_BATCH_END: u16 = 0x11;
@@ -32,115 +22,4 @@ pub(crate) const NFT_MSG_DELSETELEM: u16 = 14;
 /// The nfnetlink message type of an nf_tables message.
 pub(crate) fn nft_type(msg: u16) -> u16 {
     (NFNL_SUBSYS_NFTABLES << 8) | msg
-}
-
-/// A netlink attribute stream under construction.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct Attrs(pub(crate) Vec<u8>);
-
-impl Attrs {
-    pub(crate) fn new() -> Self {
-        Attrs(Vec::new())
-    }
-
-    pub(crate) fn bytes(&mut self, ty: u16, payload: &[u8]) -> &mut Self {
-        let len = 4 + payload.len();
-        self.0.extend_from_slice(&(len as u16).to_ne_bytes());
-        self.0.extend_from_slice(&ty.to_ne_bytes());
-        self.0.extend_from_slice(payload);
-        self.0.resize(align4(self.0.len()), 0);
-        self
-    }
-
-    pub(crate) fn str(&mut self, ty: u16, s: &str) -> &mut Self {
-        let mut v = s.as_bytes().to_vec();
-        v.push(0);
-        self.bytes(ty, &v)
-    }
-
-    pub(crate) fn u32(&mut self, ty: u16, v: u32) -> &mut Self {
-        self.bytes(ty, &v.to_be_bytes())
-    }
-
-    pub(crate) fn nested(&mut self, ty: u16, inner: &Attrs) -> &mut Self {
-        self.bytes(ty | NLA_F_NESTED, &inner.0)
-    }
-}
-
-pub(crate) fn align4(n: usize) -> usize {
-    (n + 3) & !3
-}
-
-/// One complete netlink message: header, nfgenmsg (family, version 0,
-/// `res_id` big endian) and attributes.
-pub(crate) fn message(
-    ty: u16,
-    flags: u16,
-    seq: u32,
-    family: u8,
-    res_id: u16,
-    attrs: &[u8],
-) -> Vec<u8> {
-    let len = NLMSG_HDRLEN + 4 + attrs.len();
-    let mut m = Vec::with_capacity(len);
-    m.extend_from_slice(&(len as u32).to_ne_bytes());
-    m.extend_from_slice(&ty.to_ne_bytes());
-    m.extend_from_slice(&flags.to_ne_bytes());
-    m.extend_from_slice(&seq.to_ne_bytes());
-    m.extend_from_slice(&0u32.to_ne_bytes());
-    m.push(family);
-    m.push(0);
-    m.extend_from_slice(&res_id.to_be_bytes());
-    m.extend_from_slice(attrs);
-    m
-}
-
-/// Iterates the attributes of `buf`: (type without flags, payload).
-pub(crate) fn attrs(mut buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
-    std::iter::from_fn(move || {
-        if buf.len() < 4 {
-            return None;
-        }
-        let len = u16::from_ne_bytes([buf[0], buf[1]]) as usize;
-        let ty = u16::from_ne_bytes([buf[2], buf[3]]) & NLA_TYPE_MASK;
-        if len < 4 || len > buf.len() {
-            return None;
-        }
-        let payload = &buf[4..len];
-        buf = &buf[align4(len).min(buf.len())..];
-        Some((ty, payload))
-    })
-}
-
-/// The first attribute of type `ty` in `buf`.
-pub(crate) fn attr(buf: &[u8], ty: u16) -> Option<&[u8]> {
-    attrs(buf).find(|(t, _)| *t == ty).map(|(_, p)| p)
-}
-
-/// A NUL-terminated string attribute payload.
-pub(crate) fn attr_str(payload: &[u8]) -> String {
-    let end = payload
-        .iter()
-        .position(|&b| b == 0)
-        .unwrap_or(payload.len());
-    String::from_utf8_lossy(&payload[..end]).into_owned()
-}
-
-/// The netlink messages in `buf`: (type, flags, seq, body after the header).
-pub(crate) fn messages(mut buf: &[u8]) -> impl Iterator<Item = (u16, u16, u32, &[u8])> {
-    std::iter::from_fn(move || {
-        if buf.len() < NLMSG_HDRLEN {
-            return None;
-        }
-        let len = u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-        if len < NLMSG_HDRLEN || len > buf.len() {
-            return None;
-        }
-        let ty = u16::from_ne_bytes([buf[4], buf[5]]);
-        let flags = u16::from_ne_bytes([buf[6], buf[7]]);
-        let seq = u32::from_ne_bytes([buf[8], buf[9], buf[10], buf[11]]);
-        let body = &buf[NLMSG_HDRLEN..len];
-        buf = &buf[align4(len).min(buf.len())..];
-        Some((ty, flags, seq, body))
-    })
 }

@@ -28,11 +28,8 @@ pub fn skip_unless_root() -> bool {
     if !have("nft") {
         let ns = TestNs::new("fwnonft");
         let fw = cni_netns::firewall::NftFirewall::in_netns(ns.path());
-        let e = cni_netns::firewall::Firewall::list_attachments(
-            &fw,
-            cni_netns::firewall::RuleKind::Masquerade,
-        )
-        .unwrap_err();
+        let e = cni_netns::firewall::Firewall::list(&fw, cni_netns::firewall::RuleKind::Masquerade)
+            .unwrap_err();
         assert!(matches!(e, cni_netns::Error::NftSpawn { .. }), "{e}");
         return !cni_testkit::premise::require(false, "needs nft (the error path was checked)");
     }
@@ -212,7 +209,7 @@ pub fn elements_tagged(ruleset: &Value, table: &str, tag: &str) -> Vec<(String, 
 /// The owner id our firewall stores as element data (a number in `nft -j`).
 #[allow(dead_code)]
 pub fn owner_data(id: &cni_netns::firewall::AttachmentId) -> Value {
-    Value::from(cni_netns::firewall::layout::owner_id(&id.owner_hash()))
+    Value::from(cni_netns::firewall::owner_id(&id.owner_hash()))
 }
 
 /// A namespace "node" with a bridge `br0` (10.99.0.1/24), pods on veths
@@ -445,10 +442,20 @@ impl Drop for UdpServer {
     }
 }
 
-/// The firewall backend under test for the namespace at `path`:
-/// `CNI_FIREWALL_BACKEND` (`native`, the default, or `nft`) picks it, so the
-/// same tests run against both (`CNI_FIREWALL_BACKEND=nft cargo test ...`).
+/// The firewall backend under test: the test (not the library) reads
+/// `CNI_FIREWALL_BACKEND` (`native`, the default, or `nft`), so the same
+/// tests run against both (`CNI_FIREWALL_BACKEND=nft cargo test ...`).
+#[allow(dead_code)]
+pub fn backend_under_test() -> cni_netns::firewall::Backend {
+    std::env::var("CNI_FIREWALL_BACKEND")
+        .ok()
+        .and_then(|v| cni_netns::firewall::Backend::from_name(&v))
+        .unwrap_or_default()
+}
+
+/// The firewall under test ([`backend_under_test`]) for the namespace at
+/// `path`.
 #[allow(dead_code)]
 pub fn firewall_for(path: &std::path::Path) -> Box<dyn cni_netns::firewall::Firewall> {
-    cni_netns::firewall::Backend::select(None).firewall(Some(path), 0)
+    backend_under_test().firewall(Some(path), 0)
 }

@@ -4,12 +4,11 @@
 //! order that is not multus's own; `00-multus.conf` names it as the cluster
 //! network, in its `cniVersion`, and is rewritten whenever it changes.
 
-use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use cni_exec::atomic::AtomicWrite;
 use serde_json::{json, Map, Value};
 
 use super::config::{DaemonConfig, AUTO_CONFIG_NAME};
@@ -205,30 +204,17 @@ impl AutoConfig {
     }
 }
 
-/// Writes `data` to `path` through a temporary file in the same directory
-/// (mode 0600), then renames it: a reader sees the old file or the new one,
-/// never half of one.
+/// Writes `data` to `path` with the shared atomic writer
+/// ([`cni_exec::atomic`]): a synced temporary file (mode 0600, hidden, so
+/// libcni never loads it) in the same directory, then renamed: a reader sees
+/// the old file or the new one, never half of one.
 pub fn write_atomic_private(path: &Path, data: &[u8]) -> Result<(), Error> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    // A leading dot and no .conf suffix: libcni never loads the temp file.
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let res = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(data)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    res.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Error::io("write", path, e)
-    })
+    AtomicWrite::new()
+        .mode(0o600)
+        .create_dir(0o777)
+        .fsync(true)
+        .write(path, data)
+        .map_err(crate::multus::cache::atomic_error)
 }
 
 #[cfg(test)]

@@ -100,41 +100,6 @@ fn string(raw: &Map<String, Value>, key: &str, path: &Path) -> Result<Option<Str
     }
 }
 
-/// Parses a Go duration (`time.ParseDuration`): a sequence of decimal
-/// numbers with units `ns`, `us`, `ms`, `s`, `m`, `h` ("1h30m", "90s").
-pub fn parse_go_duration(s: &str) -> Option<Duration> {
-    let mut rest = s.trim();
-    if rest == "0" {
-        return Some(Duration::ZERO);
-    }
-    if rest.is_empty() {
-        return None;
-    }
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let n: f64 = rest[..num_len].parse().ok()?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return None,
-        };
-        rest = &rest[unit_len..];
-        total += n * scale;
-    }
-    Duration::try_from_secs_f64(total).ok()
-}
-
 impl DaemonConfig {
     /// Reads and decodes the configuration file.
     pub fn from_file(path: &Path) -> Result<DaemonConfig, Error> {
@@ -165,7 +130,7 @@ impl DaemonConfig {
                 };
                 let cert_duration = match string(p, "certDuration", path)? {
                     None => DEFAULT_CERT_DURATION,
-                    Some(s) => parse_go_duration(&s)
+                    Some(s) => crate::go_duration::parse(&s)
                         .filter(|d| !d.is_zero())
                         .ok_or_else(|| {
                             bad(
@@ -301,8 +266,5 @@ mod tests {
                 "{bad}"
             );
         }
-        assert_eq!(parse_go_duration("10m"), Some(Duration::from_secs(600)));
-        assert_eq!(parse_go_duration("1.5s"), Some(Duration::from_millis(1500)));
-        assert_eq!(parse_go_duration("3x"), None);
     }
 }

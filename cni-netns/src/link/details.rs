@@ -4,87 +4,16 @@
 //! host-device keeps a moved link's original name in, and lookups of a
 //! link by MAC address or by the default route.
 
-use std::fmt;
-use std::os::fd::AsRawFd;
-use std::str::FromStr;
-
 use netlink_packet_route::link::{
-    InfoData, InfoIpVlan, InfoKind, InfoMacVlan, IpVlanMode, LinkAttribute, LinkInfo, LinkMessage,
+    InfoData, InfoIpVlan, InfoMacVlan, IpVlanMode, LinkAttribute, LinkInfo, LinkMessage,
     MacVlanMode,
 };
 use netlink_packet_route::RouteNetlinkMessage;
 
+use super::{IpvlanMode, Link, MacAddr, MacvlanMode};
 use crate::error::{Error, Result};
 use crate::handle::Handle;
-use crate::link::{Link, MacAddr, MacvlanMode};
-use crate::netns::Netns;
 use crate::Family;
-
-/// ipvlan modes (`IPVLAN_MODE_*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum IpvlanMode {
-    /// Layer 2: the slaves share the parent's MAC and see ARP (the CNI
-    /// default).
-    #[default]
-    L2,
-    /// Layer 3: the parent routes; no broadcast or multicast.
-    L3,
-    /// Layer 3 with netfilter ("symmetric").
-    L3s,
-}
-
-impl FromStr for IpvlanMode {
-    type Err = Error;
-    /// Parses the ipvlan plugin's `mode` (`""` means l2, as in Go).
-    fn from_str(s: &str) -> Result<IpvlanMode> {
-        match s {
-            "" | "l2" => Ok(IpvlanMode::L2),
-            "l3" => Ok(IpvlanMode::L3),
-            "l3s" => Ok(IpvlanMode::L3s),
-            other => Err(Error::InvalidArgument {
-                op: "parse ipvlan mode".into(),
-                reason: format!("unknown mode {other:?}"),
-            }),
-        }
-    }
-}
-
-impl fmt::Display for IpvlanMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            IpvlanMode::L2 => "l2",
-            IpvlanMode::L3 => "l3",
-            IpvlanMode::L3s => "l3s",
-        })
-    }
-}
-
-impl fmt::Display for MacvlanMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            MacvlanMode::Private => "private",
-            MacvlanMode::Vepa => "vepa",
-            MacvlanMode::Bridge => "bridge",
-            MacvlanMode::Passthru => "passthru",
-        })
-    }
-}
-
-/// An ipvlan to create with [`Handle::add_ipvlan`].
-#[derive(Debug, Clone, Default)]
-pub struct IpvlanSpec<'a> {
-    /// Name of the new link.
-    pub name: String,
-    /// Index of the parent (master) link, in the handle's namespace.
-    pub parent: u32,
-    /// Mode.
-    pub mode: IpvlanMode,
-    /// MTU.
-    pub mtu: Option<u32>,
-    /// Namespace the link is created in directly (by fd); `None` keeps it
-    /// in the handle's namespace.
-    pub netns: Option<&'a Netns>,
-}
 
 /// A link with the attributes only some kinds or plugins use.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,60 +94,7 @@ fn ipvlan_mode_from(m: IpVlanMode) -> Option<IpvlanMode> {
     }
 }
 
-pub(crate) fn ipvlan_message(spec: &IpvlanSpec<'_>) -> LinkMessage {
-    let mut m = LinkMessage::default();
-    m.attributes.push(LinkAttribute::IfName(spec.name.clone()));
-    m.attributes.push(LinkAttribute::Link(spec.parent));
-    if let Some(mtu) = spec.mtu {
-        m.attributes.push(LinkAttribute::Mtu(mtu));
-    }
-    if let Some(ns) = spec.netns {
-        m.attributes.push(LinkAttribute::NetNsFd(ns.as_raw_fd()));
-    }
-    let mode = match spec.mode {
-        IpvlanMode::L2 => IpVlanMode::L2,
-        IpvlanMode::L3 => IpVlanMode::L3,
-        IpvlanMode::L3s => IpVlanMode::L3S,
-    };
-    m.attributes.push(LinkAttribute::LinkInfo(vec![
-        LinkInfo::Kind(InfoKind::IpVlan),
-        LinkInfo::Data(InfoData::IpVlan(vec![InfoIpVlan::Mode(mode)])),
-    ]));
-    m
-}
-
 impl Handle {
-    /// Creates an ipvlan on `spec.parent`, directly in `spec.netns` when
-    /// given. A kernel without ipvlan ("Unknown device type") gives
-    /// [`Error::Unsupported`].
-    pub fn add_ipvlan(&self, spec: &IpvlanSpec<'_>) -> Result<()> {
-        let (name, netns, parent) = (&spec.name, spec.netns, spec.parent);
-        self.add_link_on_parent("ipvlan", name, netns, parent, ipvlan_message(spec))
-            .map_err(|e| {
-                self.unsupported(
-                    self.on_parent_op("ipvlan", name, netns, parent),
-                    "ipvlan",
-                    e,
-                )
-            })
-    }
-
-    /// Sets a macvlan's broadcast queue length (`IFLA_MACVLAN_BC_QUEUE_LEN`,
-    /// the macvlan plugin's `bcqueuelen`); the queue is shared by every
-    /// macvlan of the parent and the kernel uses the largest request.
-    pub fn set_macvlan_bc_queue_len(&self, index: u32, len: u32) -> Result<()> {
-        let mut m = LinkMessage::default();
-        m.header.index = index;
-        m.attributes.push(LinkAttribute::LinkInfo(vec![
-            LinkInfo::Kind(InfoKind::MacVlan),
-            LinkInfo::Data(InfoData::MacVlan(vec![InfoMacVlan::BcQueueLen(len)])),
-        ]));
-        let op = || format!("set bcqueuelen {len} on {}", self.ifname_for(index));
-        self.request(RouteNetlinkMessage::NewLink(m), 0, op)
-            .map(drop)
-            .map_err(|e| self.unsupported(op(), "macvlan bcqueuelen", e))
-    }
-
     /// Looks a link up by name with its alias and per-kind details;
     /// [`Error::LinkNotFound`] when it is missing.
     pub fn link_details(&self, name: &str) -> Result<LinkDetails> {

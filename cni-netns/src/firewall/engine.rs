@@ -1,18 +1,17 @@
-//! The one implementation of [`Firewall`] for every rule-programming
-//! backend: a backend provides the primitives (send a batch, create the
-//! shared objects with it, read a table back, identify keys and data the way
-//! it reads them) and this file maps each spec to its elements with
-//! [`layout`] and runs the ADD / DEL / CHECK / list / GC logic exactly once.
+//! The one implementation of [`Firewall`]: a [`Driver`] (native netlink,
+//! the `nft` process) provides the primitives (send a batch, read a table
+//! back, identify keys and data the way it reads them); this file turns a
+//! spec into its elements (the rule families) and batches ([`batch`]), and
+//! runs the ADD / DEL / CHECK / list / GC logic exactly once.
 
 use std::collections::{BTreeMap, HashSet};
 
-use ipnetwork::IpNetwork;
-
-use super::layout;
-use super::model::{AttachmentRules, Batch, Map, RuleRef, Table, Value};
+use super::attachment::{network_hash, owner_of_comment};
+use super::batch;
+use super::model::{AttachmentRules, Batch, Element, Map, RuleRef, Table, Value};
 use super::{
-    AttachmentId, Firewall, FirewallOp, MacSpoofCheckSpec, MasqueradeSpec, OwnedAttachment,
-    PortMappingSpec, RuleKind,
+    hostport, macspoof, masquerade, AttachmentId, Firewall, FirewallOp, OwnedAttachment, RuleKind,
+    RuleSpec,
 };
 use crate::{Error, Result};
 
@@ -42,12 +41,12 @@ pub(crate) struct ListedElement {
     pub(crate) map: String,
     /// The key, decoded (enough to delete it).
     pub(crate) key: Vec<Value>,
-    /// The key as the backend identifies it ([`RuleBackend::key_id`]).
+    /// The key as the backend identifies it ([`Driver::key_id`]).
     pub(crate) key_id: String,
-    /// The data as the backend identifies it ([`RuleBackend::data_id`]).
+    /// The data as the backend identifies it ([`Driver::data_id`]).
     pub(crate) data_id: String,
     pub(crate) comment: Option<String>,
-    /// Expiring within [`layout::EXPIRING_MS`]: removed by a DEL, gone in
+    /// Expiring within [`batch::EXPIRING_MS`]: removed by a DEL, gone in
     /// a few milliseconds; nobody owns it any more.
     pub(crate) expiring: bool,
 }
@@ -69,7 +68,7 @@ pub(crate) struct Listing {
 }
 
 fn owned(comment: &Option<String>, owner_hash: &str) -> bool {
-    comment.as_deref().and_then(layout::owner_of_comment) == Some(owner_hash)
+    comment.as_deref().and_then(owner_of_comment) == Some(owner_hash)
 }
 
 impl Listing {
@@ -103,7 +102,7 @@ impl Listing {
             .map(|e| &e.comment)
             .chain(self.rules.iter().map(|r| &r.comment));
         for c in comments.flatten() {
-            let Some(hash) = layout::owner_of_comment(c) else {
+            let Some(hash) = owner_of_comment(c) else {
                 continue;
             };
             let slot = by_hash.entry(hash).or_default();
@@ -131,7 +130,7 @@ impl Listing {
 }
 
 /// What a backend (`nft` process, native netlink) provides.
-pub(crate) trait RuleBackend: std::fmt::Debug + Send + Sync {
+pub(crate) trait Driver: std::fmt::Debug + Send + Sync {
     /// The masquerade mark its port-mapping rules use.
     fn masq_mark(&self) -> u32;
     /// Sends `batch` as one atomic change; `Ok(Err(_))` when refused.
@@ -143,7 +142,7 @@ pub(crate) trait RuleBackend: std::fmt::Debug + Send + Sync {
         batch: &Batch,
     ) -> Result<std::result::Result<(), Refusal>>;
     /// Creates the table's shared objects and installs `rules`
-    /// ([`layout::add_batch`]).
+    /// ([`batch::add`]).
     fn send_with_shared(
         &self,
         op: FirewallOp,
@@ -151,7 +150,7 @@ pub(crate) trait RuleBackend: std::fmt::Debug + Send + Sync {
         table: &Table,
         rules: &AttachmentRules,
     ) -> Result<std::result::Result<(), Refusal>> {
-        self.send(op, who, table, &layout::add_batch(table, rules))
+        self.send(op, who, table, &batch::add(table, rules))
     }
     /// Reads `table` (`None`: it does not exist); with `rules_only`, only
     /// the conditions chain.
@@ -162,7 +161,7 @@ pub(crate) trait RuleBackend: std::fmt::Debug + Send + Sync {
         table: &Table,
         rules_only: bool,
     ) -> Result<Option<Listing>>;
-    /// Whether DEL can make elements expire ([`layout::expire_batch`])
+    /// Whether DEL can make elements expire ([`batch::expire`])
     /// rather than delete them.
     fn expire_on_delete(&self) -> bool {
         false
@@ -175,7 +174,7 @@ pub(crate) trait RuleBackend: std::fmt::Debug + Send + Sync {
         _op: FirewallOp,
         _who: &str,
         _table: &Table,
-        _anchor: &super::model::Element,
+        _anchor: &Element,
     ) -> Result<bool> {
         Ok(true)
     }
@@ -183,14 +182,11 @@ pub(crate) trait RuleBackend: std::fmt::Debug + Send + Sync {
     fn key_id(&self, map: &Map, key: &[Value]) -> Option<String>;
     /// How this backend identifies `data` of `map` in a [`Listing`].
     fn data_id(&self, map: &Map, data: &[Value]) -> Option<String>;
-    /// Installs port-mapping rules; a backend that cannot express some
-    /// rules overrides this to hand them elsewhere.
-    fn add_port_mapping_rules(
-        &self,
-        spec: &PortMappingSpec,
-        rules: &AttachmentRules,
-    ) -> Result<()> {
-        add_rules(self, RuleKind::PortMapping, &spec.attachment, rules)
+    /// Another firewall to run an ADD of `rules` through, when this
+    /// driver cannot encode them (the native encoder hands conditions it
+    /// does not know to `nft`); `None`: this driver does.
+    fn delegate_add(&self, _table: &Table, _rules: &AttachmentRules) -> Option<&dyn Firewall> {
+        None
     }
 }
 
@@ -202,16 +198,16 @@ const EXPIRY_WAIT_MS: u64 = 12;
 /// or map (first ADD) creates the shared objects in the same batch; a key
 /// already present is either another attachment's (conflict) or ours (a
 /// re-ADD: everything the attachment owns is replaced in one batch).
-pub(crate) fn add_rules<B: RuleBackend + ?Sized>(
+fn add_rules<B: Driver + ?Sized>(
     b: &B,
     kind: RuleKind,
     id: &AttachmentId,
     rules: &AttachmentRules,
 ) -> Result<()> {
     let op = FirewallOp::Add(kind);
-    let table = layout::table(kind, b.masq_mark());
+    let table = kind.table(b.masq_mark());
     let who = id.to_string();
-    let mut result = b.send(op, &who, &table, &layout::attach_batch(&table, rules, true))?;
+    let mut result = b.send(op, &who, &table, &batch::attach(&table, rules, true))?;
     if matches!(&result, Err(r) if r.kind == RefusalKind::NotFound) {
         result = b.send_with_shared(op, &who, &table, rules)?;
     }
@@ -241,7 +237,7 @@ pub(crate) fn add_rules<B: RuleBackend + ?Sized>(
     };
     if expiring_held(&listing) {
         std::thread::sleep(std::time::Duration::from_millis(EXPIRY_WAIT_MS));
-        match b.send(op, &who, &table, &layout::attach_batch(&table, rules, true))? {
+        match b.send(op, &who, &table, &batch::attach(&table, rules, true))? {
             Ok(()) => return Ok(()),
             Err(r) if r.kind == RefusalKind::Exists => {}
             Err(r) => return Err(r.error),
@@ -259,27 +255,21 @@ pub(crate) fn add_rules<B: RuleBackend + ?Sized>(
             .find(|l| !l.expiring && l.map == e.map && Some(&l.key_id) == key_id.as_ref());
         if let Some(l) = held {
             if !owned(&l.comment, &hash) {
-                return Err(conflict(
-                    layout::describe_keys(&AttachmentRules {
-                        elements: vec![e.clone()],
-                        rules: Vec::new(),
-                    }),
-                    refusal.message,
-                ));
+                return Err(conflict(batch::describe_key(e), refusal.message));
             }
         }
     }
     // A re-ADD: replace what the attachment owns (also stale keys of an
     // earlier spec) with `rules`.
     let (elements, handles) = listing.owned_by(&hash);
-    let mut batch = layout::remove_batch(&table, &elements, &handles);
+    let mut batch = batch::remove(&table, &elements, &handles);
     batch
         .commands
-        .extend(layout::attach_batch(&table, rules, true).commands);
+        .extend(batch::attach(&table, rules, true).commands);
     match b.send(op, &who, &table, &batch)? {
         Ok(()) => Ok(()),
         Err(r) if r.kind == RefusalKind::Exists => {
-            Err(conflict(layout::describe_keys(rules), r.message))
+            Err(conflict(batch::describe_keys(rules), r.message))
         }
         Err(r) => Err(r.error),
     }
@@ -288,14 +278,14 @@ pub(crate) fn add_rules<B: RuleBackend + ?Sized>(
 /// DEL with a spec: one batch removing exactly the spec's elements, also
 /// when they are gone already; when a key is someone else's, or the table
 /// is missing, the table is read once and what the attachment owns removed.
-pub(crate) fn del_rules<B: RuleBackend + ?Sized>(
+fn del_rules<B: Driver + ?Sized>(
     b: &B,
     kind: RuleKind,
     id: &AttachmentId,
     rules: &AttachmentRules,
 ) -> Result<()> {
     let op = FirewallOp::Delete(kind);
-    let table = layout::table(kind, b.masq_mark());
+    let table = kind.table(b.masq_mark());
     let who = id.to_string();
     let handles = if rules.rules.is_empty() {
         Vec::new()
@@ -312,9 +302,9 @@ pub(crate) fn del_rules<B: RuleBackend + ?Sized>(
     // nf_tables' pending destroy work (`nft_rcv_nl_event`).
     let expire = b.expire_on_delete();
     let batch = if expire {
-        layout::expire_batch(&table, rules, &handles)
+        batch::expire(&table, rules, &handles)
     } else {
-        layout::delete_batch(&table, rules, &handles)
+        batch::delete(&table, rules, &handles)
     };
     match b.send(op, &who, &table, &batch)? {
         Ok(()) => match rules.elements.first() {
@@ -325,7 +315,7 @@ pub(crate) fn del_rules<B: RuleBackend + ?Sized>(
                 if b.wait_expired(op, &who, &table, anchor)? {
                     return Ok(());
                 }
-                match b.send(op, &who, &table, &layout::delete_batch(&table, rules, &[]))? {
+                match b.send(op, &who, &table, &batch::delete(&table, rules, &[]))? {
                     Ok(()) => Ok(()),
                     Err(_) => remove_owner(b, kind, id).map(|_| ()),
                 }
@@ -338,13 +328,9 @@ pub(crate) fn del_rules<B: RuleBackend + ?Sized>(
 
 /// Removes whatever `id` owns of `kind`, found by reading the table; true
 /// when something was removed.
-pub(crate) fn remove_owner<B: RuleBackend + ?Sized>(
-    b: &B,
-    kind: RuleKind,
-    id: &AttachmentId,
-) -> Result<bool> {
+fn remove_owner<B: Driver + ?Sized>(b: &B, kind: RuleKind, id: &AttachmentId) -> Result<bool> {
     let op = FirewallOp::Delete(kind);
-    let table = layout::table(kind, b.masq_mark());
+    let table = kind.table(b.masq_mark());
     let who = id.to_string();
     let Some(listing) = b.read(op, &who, &table, false)? else {
         return Ok(false);
@@ -357,7 +343,7 @@ pub(crate) fn remove_owner<B: RuleBackend + ?Sized>(
         op,
         &who,
         &table,
-        &layout::remove_batch(&table, &elements, &handles),
+        &batch::remove(&table, &elements, &handles),
     )?
     .map_err(|r| r.error)?;
     Ok(true)
@@ -365,7 +351,7 @@ pub(crate) fn remove_owner<B: RuleBackend + ?Sized>(
 
 /// CHECK: every element of the spec present, owned by `id`, with the
 /// spec's data; the conditions rules all there.
-pub(crate) fn check_rules<B: RuleBackend + ?Sized>(
+fn check_rules<B: Driver + ?Sized>(
     b: &B,
     kind: RuleKind,
     id: &AttachmentId,
@@ -373,7 +359,7 @@ pub(crate) fn check_rules<B: RuleBackend + ?Sized>(
 ) -> Result<()> {
     let op = FirewallOp::Check(kind);
     let who = id.to_string();
-    let table = layout::table(kind, b.masq_mark());
+    let table = kind.table(b.masq_mark());
     let missing = |missing: String| Error::FirewallCheck {
         op,
         attachment: who.clone(),
@@ -388,10 +374,7 @@ pub(crate) fn check_rules<B: RuleBackend + ?Sized>(
     })?;
     let hash = id.owner_hash();
     for e in &rules.elements {
-        let text = layout::describe_keys(&AttachmentRules {
-            elements: vec![e.clone()],
-            rules: Vec::new(),
-        });
+        let text = batch::describe_key(e);
         let Some(map) = table.map(&e.map) else {
             return Err(missing(format!("map {} is not in the layout", e.map)));
         };
@@ -410,7 +393,7 @@ pub(crate) fn check_rules<B: RuleBackend + ?Sized>(
             )));
         }
         if Some(&l.data_id) != b.data_id(map, &e.data).as_ref() {
-            let data: Vec<String> = e.data.iter().map(layout::value_text).collect();
+            let data: Vec<String> = e.data.iter().map(batch::value_text).collect();
             return Err(missing(format!(
                 "element {text} maps to {}, not {}",
                 l.data_id,
@@ -434,11 +417,8 @@ pub(crate) fn check_rules<B: RuleBackend + ?Sized>(
 }
 
 /// The attachments owning elements or rules of `kind`.
-pub(crate) fn list_owners<B: RuleBackend + ?Sized>(
-    b: &B,
-    kind: RuleKind,
-) -> Result<Vec<OwnedAttachment>> {
-    let table = layout::table(kind, b.masq_mark());
+fn list_owners<B: Driver + ?Sized>(b: &B, kind: RuleKind) -> Result<Vec<OwnedAttachment>> {
+    let table = kind.table(b.masq_mark());
     let op = FirewallOp::List(kind);
     let who = format!("table {} {}", table.family.as_str(), table.name);
     Ok(match b.read(op, &who, &table, false)? {
@@ -448,13 +428,13 @@ pub(crate) fn list_owners<B: RuleBackend + ?Sized>(
 }
 
 /// GC: one read, one batch removing every dead attachment of `network`.
-pub(crate) fn gc_owners<B: RuleBackend + ?Sized>(
+fn gc_owners<B: Driver + ?Sized>(
     b: &B,
     kind: RuleKind,
     network: &str,
     valid: &[AttachmentId],
 ) -> Result<Vec<OwnedAttachment>> {
-    let table = layout::table(kind, b.masq_mark());
+    let table = kind.table(b.masq_mark());
     let op = FirewallOp::Gc(kind);
     let who = format!("network {network:?}");
     let Some(listing) = b.read(op, &who, &table, false)? else {
@@ -465,7 +445,7 @@ pub(crate) fn gc_owners<B: RuleBackend + ?Sized>(
         .filter(|a| a.network == network)
         .map(AttachmentId::owner_hash)
         .collect();
-    let net_prefix = format!("{}-", super::network_hash(network));
+    let net_prefix = format!("{}-", network_hash(network));
     let dead: Vec<OwnedAttachment> = listing
         .owners()
         .into_iter()
@@ -481,96 +461,67 @@ pub(crate) fn gc_owners<B: RuleBackend + ?Sized>(
         op,
         &who,
         &table,
-        &layout::remove_batch(&table, &elements, &handles),
+        &batch::remove(&table, &elements, &handles),
     )?
     .map_err(|r| r.error)?;
     Ok(dead)
 }
 
-impl<B: RuleBackend> Firewall for B {
-    fn add_masquerade(&self, spec: &MasqueradeSpec) -> Result<()> {
-        let rules = layout::masquerade_rules(spec);
-        add_rules(self, RuleKind::Masquerade, &spec.attachment, &rules)
-    }
+/// The elements (and rules) `spec` installs; `None` when there is nothing
+/// to install (port mappings without a mapping of the container's families).
+fn elements(spec: &RuleSpec) -> crate::Result<Option<AttachmentRules>> {
+    Ok(match spec {
+        RuleSpec::Masquerade(s) => Some(masquerade::elements(s)),
+        RuleSpec::PortMappings(s) => hostport::elements(s)?,
+        RuleSpec::MacSpoofCheck(s) => Some(macspoof::elements(s)),
+    })
+}
 
-    fn del_masquerade(&self, spec: &MasqueradeSpec) -> Result<()> {
-        let rules = layout::masquerade_rules(spec);
-        del_rules(self, RuleKind::Masquerade, &spec.attachment, &rules)
-    }
-
-    fn check_masquerade(&self, spec: &MasqueradeSpec) -> Result<()> {
-        let rules = layout::masquerade_rules(spec);
-        check_rules(self, RuleKind::Masquerade, &spec.attachment, &rules)
-    }
-
-    // All of an attachment's addresses in one batch: a re-ADD replaces what
-    // the attachment owns, so one call per address would keep only the last.
-    fn add_masquerades(&self, attachment: &AttachmentId, addresses: &[IpNetwork]) -> Result<()> {
-        let rules = layout::masquerade_rules_all(attachment, addresses);
-        add_rules(self, RuleKind::Masquerade, attachment, &rules)
-    }
-
-    fn del_masquerades(&self, attachment: &AttachmentId, addresses: &[IpNetwork]) -> Result<()> {
-        if addresses.is_empty() {
-            return self.delete_attachment(RuleKind::Masquerade, attachment);
-        }
-        let rules = layout::masquerade_rules_all(attachment, addresses);
-        del_rules(self, RuleKind::Masquerade, attachment, &rules)
-    }
-
-    fn check_masquerades(&self, attachment: &AttachmentId, addresses: &[IpNetwork]) -> Result<()> {
-        let rules = layout::masquerade_rules_all(attachment, addresses);
-        check_rules(self, RuleKind::Masquerade, attachment, &rules)
-    }
-
-    fn add_port_mappings(&self, spec: &PortMappingSpec) -> Result<()> {
-        match layout::port_mapping_rules(spec, self.masq_mark())? {
-            Some(rules) => self.add_port_mapping_rules(spec, &rules),
-            None => Ok(()),
-        }
-    }
-
-    fn del_port_mappings(&self, spec: &PortMappingSpec) -> Result<()> {
-        if spec.mappings.is_empty() {
+impl<D: Driver> Firewall for D {
+    fn add(&self, spec: &RuleSpec) -> Result<()> {
+        let Some(rules) = elements(spec)? else {
             return Ok(());
-        }
-        match layout::port_mapping_rules(spec, self.masq_mark()) {
-            Ok(Some(rules)) => del_rules(self, RuleKind::PortMapping, &spec.attachment, &rules),
-            // A DEL must not fail on a spec an ADD would refuse: fall back to
-            // removing whatever the attachment owns.
-            Ok(None) | Err(_) => {
-                remove_owner(self, RuleKind::PortMapping, &spec.attachment).map(|_| ())
+        };
+        let kind = spec.kind();
+        if kind == RuleKind::PortMapping {
+            if let Some(other) = self.delegate_add(&kind.table(self.masq_mark()), &rules) {
+                return other.add(spec);
             }
         }
+        add_rules(self, kind, spec.attachment(), &rules)
     }
 
-    fn check_port_mappings(&self, spec: &PortMappingSpec) -> Result<()> {
-        match layout::port_mapping_rules(spec, self.masq_mark())? {
-            Some(rules) => check_rules(self, RuleKind::PortMapping, &spec.attachment, &rules),
+    fn check(&self, spec: &RuleSpec) -> Result<()> {
+        match elements(spec)? {
+            Some(rules) => check_rules(self, spec.kind(), spec.attachment(), &rules),
             None => Ok(()),
         }
     }
 
-    fn add_mac_spoof_check(&self, spec: &MacSpoofCheckSpec) -> Result<()> {
-        let rules = layout::mac_spoof_rules(spec);
-        add_rules(self, RuleKind::MacSpoofCheck, &spec.attachment, &rules)
+    fn delete(&self, spec: &RuleSpec) -> Result<()> {
+        let (kind, id) = (spec.kind(), spec.attachment());
+        match spec {
+            // A DEL that does not know the addresses (the pod is gone).
+            RuleSpec::Masquerade(s) if s.addresses.is_empty() => {
+                return self.delete_owned(kind, id)
+            }
+            // Nothing was installed (as the Go reference).
+            RuleSpec::PortMappings(s) if s.mappings.is_empty() => return Ok(()),
+            _ => {}
+        }
+        match elements(spec) {
+            Ok(Some(rules)) => del_rules(self, kind, id, &rules),
+            // A DEL must not fail on a spec an ADD would refuse: remove
+            // whatever the attachment owns.
+            Ok(None) | Err(_) => self.delete_owned(kind, id),
+        }
     }
 
-    fn del_mac_spoof_check(&self, spec: &MacSpoofCheckSpec) -> Result<()> {
-        let rules = layout::mac_spoof_rules(spec);
-        del_rules(self, RuleKind::MacSpoofCheck, &spec.attachment, &rules)
-    }
-
-    fn check_mac_spoof_check(&self, spec: &MacSpoofCheckSpec) -> Result<()> {
-        let rules = layout::mac_spoof_rules(spec);
-        check_rules(self, RuleKind::MacSpoofCheck, &spec.attachment, &rules)
-    }
-
-    fn delete_attachment(&self, kind: RuleKind, attachment: &AttachmentId) -> Result<()> {
+    fn delete_owned(&self, kind: RuleKind, attachment: &AttachmentId) -> Result<()> {
         remove_owner(self, kind, attachment).map(|_| ())
     }
 
-    fn list_attachments(&self, kind: RuleKind) -> Result<Vec<OwnedAttachment>> {
+    fn list(&self, kind: RuleKind) -> Result<Vec<OwnedAttachment>> {
         list_owners(self, kind)
     }
 

@@ -1,0 +1,218 @@
+//! The daemon's lease files: one JSON file per attachment in the state
+//! directory, written crash-safely (temporary file, fsync, rename, fsync
+//! of the directory), so that a daemon restarted after a crash or an
+//! upgrade resumes every lease instead of losing it.
+
+use std::fs::File;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+
+use cni_exec::atomic::{self, AtomicWrite};
+use serde::{Deserialize, Serialize};
+
+use super::client::{ClientConfig, Lease};
+use crate::error::{Error, Result};
+
+/// What the daemon persists for one attachment: enough to renew, answer
+/// CHECK, rebuild the ADD result and release.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseRecord {
+    /// `CNI_CONTAINERID`.
+    #[serde(rename = "containerId")]
+    pub container_id: String,
+    /// The network name.
+    pub network: String,
+    /// `CNI_IFNAME`.
+    pub ifname: String,
+    /// The pod's namespace path as the daemon opens it (host prefix applied).
+    pub netns: String,
+    /// The client's settings.
+    pub client: ClientConfig,
+    /// Route priority from the configuration (0: none).
+    #[serde(default)]
+    pub priority: u32,
+    /// The lease.
+    pub lease: Lease,
+}
+
+impl LeaseRecord {
+    /// The attachment key (`<container>/<network>/<ifname>`, Go's lease key).
+    pub fn key(&self) -> String {
+        attachment_key(&self.container_id, &self.network, &self.ifname)
+    }
+}
+
+/// Go's lease key: `<container>/<network>/<ifname>`.
+pub fn attachment_key(container_id: &str, network: &str, ifname: &str) -> String {
+    format!("{container_id}/{network}/{ifname}")
+}
+
+/// The lease files under one directory.
+#[derive(Clone, Debug)]
+pub struct LeaseStore {
+    dir: PathBuf,
+}
+
+impl LeaseStore {
+    /// The store in `dir` (created, mode 0700, when missing).
+    pub fn open(dir: impl Into<PathBuf>) -> Result<LeaseStore> {
+        let dir = dir.into();
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| Error::io("create lease directory", &dir, e))?;
+        Ok(LeaseStore { dir })
+    }
+
+    /// The file of attachment `key`: the key with every byte outside
+    /// `[A-Za-z0-9._-]` written `%XX`, plus `.json`.
+    pub fn path_of(&self, key: &str) -> PathBuf {
+        let mut name = String::with_capacity(key.len() + 5);
+        for b in key.bytes() {
+            if b.is_ascii_alphanumeric() || b"._-".contains(&b) {
+                name.push(char::from(b));
+            } else {
+                name.push_str(&format!("%{b:02X}"));
+            }
+        }
+        name.push_str(".json");
+        self.dir.join(name)
+    }
+
+    /// Writes `record` atomically and durably.
+    pub fn save(&self, record: &LeaseRecord) -> Result<()> {
+        let path = self.path_of(&record.key());
+        let data = serde_json::to_vec_pretty(record).map_err(|e| Error::Io {
+            op: "encode lease",
+            path: path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        write_durable(&path, &data)
+    }
+
+    /// Removes attachment `key`'s file (absent is fine).
+    pub fn remove(&self, key: &str) -> Result<()> {
+        let path = self.path_of(key);
+        match std::fs::remove_file(&path) {
+            Ok(()) => sync_dir(&self.dir),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io("remove lease", path, e)),
+        }
+    }
+
+    /// Every record on disk; unreadable files are returned as errors
+    /// beside the good ones, and temporary files left by a crash are
+    /// removed.
+    pub fn load_all(&self) -> (Vec<LeaseRecord>, Vec<Error>) {
+        let mut records = Vec::new();
+        let mut errors = Vec::new();
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(e) => e,
+            Err(e) => {
+                return (
+                    records,
+                    vec![Error::io("read lease directory", &self.dir, e)],
+                )
+            }
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if atomic::is_temp_name(&name) {
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
+            if !name.ends_with(".json") {
+                continue;
+            }
+            match std::fs::read(&path) {
+                Ok(bytes) => match serde_json::from_slice::<LeaseRecord>(&bytes) {
+                    Ok(r) => records.push(r),
+                    Err(e) => errors.push(Error::Io {
+                        op: "decode lease",
+                        path,
+                        source: std::io::Error::other(e),
+                    }),
+                },
+                Err(e) => errors.push(Error::io("read lease", path, e)),
+            }
+        }
+        records.sort_by_key(LeaseRecord::key);
+        (records, errors)
+    }
+}
+
+/// The shared atomic writer ([`cni_exec::atomic`]): temporary file, fsync,
+/// rename over `path`, fsync of the directory: after a crash the file is
+/// the old or the new content, never a torn one, and a rename that returned
+/// survives a power cut.
+fn write_durable(path: &Path, data: &[u8]) -> Result<()> {
+    AtomicWrite::new()
+        .mode(0o600)
+        .fsync(true)
+        .fsync_dir(true)
+        .write(path, data)
+        .map_err(Error::atomic_write)
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io("fsync lease directory", dir, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+    use std::time::Duration;
+
+    fn record(cid: &str) -> LeaseRecord {
+        LeaseRecord {
+            container_id: cid.into(),
+            network: "net".into(),
+            ifname: "eth0".into(),
+            netns: "/run/netns/x".into(),
+            client: ClientConfig {
+                client_id: vec![0, 1],
+                request_list: vec![3, 1],
+                provide: vec![(12, b"h".to_vec())],
+                broadcast: false,
+                timeout: Duration::from_millis(1500),
+                resend_max: Duration::from_secs(62),
+                resend_timeout: Duration::from_secs(208),
+            },
+            priority: 0,
+            lease: Lease {
+                address: Ipv4Addr::new(10, 0, 0, 5),
+                server: Ipv4Addr::new(10, 0, 0, 1),
+                acquired: 1,
+                lease_secs: 2,
+                t1_secs: 1,
+                t2_secs: 1,
+                ack: String::new(),
+            },
+        }
+    }
+
+    #[test]
+    fn save_load_remove() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LeaseStore::open(dir.path().join("leases")).unwrap();
+        store.save(&record("a")).unwrap();
+        store.save(&record("b/../x")).unwrap();
+        std::fs::write(dir.path().join("leases/.a.json.tmp.1.1"), "torn").unwrap();
+        std::fs::write(dir.path().join("leases/bad.json"), "{").unwrap();
+        assert!(store
+            .path_of("b/../x/net/eth0")
+            .ends_with("b%2F..%2Fx%2Fnet%2Feth0.json"));
+        let (got, errors) = store.load_all();
+        assert_eq!(got, vec![record("a"), record("b/../x")]);
+        assert_eq!(errors.len(), 1);
+        assert!(!dir.path().join("leases/.a.json.tmp.1.1").exists());
+        store.remove("a/net/eth0").unwrap();
+        store.remove("a/net/eth0").unwrap();
+        assert_eq!(store.load_all().0.len(), 1);
+    }
+}

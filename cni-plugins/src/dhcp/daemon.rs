@@ -1,0 +1,527 @@
+//! `dhcp daemon`: holds one DHCP lease per attachment, each maintained by
+//! a thread of its own (renew at T1, rebind at T2, lost on NAK or
+//! expiry), persisted to one file per attachment so that a restarted
+//! daemon resumes and renews every lease instead of forgetting it, and
+//! released unicast from the leased address on DEL and GC.
+//!
+//! Requests come over a unix socket, one connection per request, handled
+//! on a thread each (see [`cni_ipam::dhcp::rpc`] for the wire format).
+//! Requests for different attachments run concurrently; requests for one
+//! attachment are serialized.
+
+use std::collections::HashMap;
+use std::os::unix::net::UnixStream;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use cni_ipam::dhcp::client::{client_id, unix_now, Client, ClientConfig, Renewal};
+use cni_ipam::dhcp::options;
+use cni_ipam::dhcp::rpc::{self, DaemonOp, DaemonReply, DaemonRequest};
+use cni_ipam::dhcp::store::{attachment_key, LeaseRecord, LeaseStore};
+use cni_netns::{Family, Handle, IpNetwork, Netns};
+use cni_types::{CniError, CniResult, NetworkConfig, Version};
+use tracing::{info, warn};
+
+use super::config::{DaemonOptions, DhcpConfig};
+use super::pod::{pod_link, PodSockets};
+use crate::{Error, Result};
+
+/// How long a connection may take to send its request.
+const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Binds the socket, resumes the persisted leases, and serves forever.
+pub fn run(opts: DaemonOptions) -> Result<()> {
+    let listener = match opts.activated_fds {
+        0 => rpc::listen(&opts.listen_path())?,
+        1 => rpc::activated_listener()?,
+        n => {
+            return Err(Error::Config(format!(
+                "Too many ({n}) FDs passed through socket activation"
+            )))
+        }
+    };
+    if let Some(pidfile) = &opts.pidfile {
+        std::fs::write(pidfile, std::process::id().to_string())
+            .map_err(|e| Error::io("write pidfile", pidfile, e))?;
+    }
+    let daemon = Arc::new(Daemon::start(opts)?);
+    for conn in listener.incoming() {
+        match conn {
+            Ok(stream) => {
+                let daemon = Arc::clone(&daemon);
+                std::thread::spawn(move || daemon.serve(stream));
+            }
+            Err(e) => warn!("accept: {e}"),
+        }
+    }
+    Ok(())
+}
+
+/// The daemon's state: the lease store and one slot per attachment.
+pub struct Daemon {
+    opts: DaemonOptions,
+    store: LeaseStore,
+    slots: Mutex<HashMap<String, Arc<Mutex<Option<Active>>>>>,
+}
+
+/// A maintained lease: its record (updated by renewals), why it was lost
+/// if it was, and the maintaining thread.
+struct Active {
+    shared: Arc<Shared>,
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+struct Shared {
+    record: Mutex<LeaseRecord>,
+    lost: Mutex<Option<String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Active {
+    /// Starts maintaining `record`; `resume` renews at once (after a
+    /// daemon restart) instead of at T1.
+    fn start(record: LeaseRecord, store: LeaseStore, resend_max: Duration, resume: bool) -> Active {
+        let shared = Arc::new(Shared {
+            record: Mutex::new(record),
+            lost: Mutex::new(None),
+        });
+        let (stop, stopped) = mpsc::channel();
+        let s = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("dhcp-lease".into())
+            .spawn(move || maintain(&s, &store, &stopped, resend_max, resume))
+            .map_err(|e| warn!("spawn lease thread: {e}"))
+            .ok();
+        Active {
+            shared,
+            stop: Some(stop),
+            thread,
+        }
+    }
+
+    fn record(&self) -> LeaseRecord {
+        lock(&self.shared.record).clone()
+    }
+
+    fn lost(&self) -> Option<String> {
+        lock(&self.shared.lost).clone()
+    }
+
+    /// Stops the thread (it finishes a transaction in flight first) and
+    /// returns the last record.
+    fn stop(mut self) -> LeaseRecord {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.record()
+    }
+}
+
+/// The lease's life: renew at T1 (unicast), rebind at T2 (broadcast),
+/// retry at half the time left (at most `resend_max`, at least 1 s), lost
+/// on NAK, on expiry, or when the pod interface is gone. A resumed lease
+/// is renewed at once, or (expired while the daemon was down) confirmed
+/// by INIT-REBOOT.
+fn maintain(
+    shared: &Shared,
+    store: &LeaseStore,
+    stop: &mpsc::Receiver<()>,
+    resend_max: Duration,
+    resume: bool,
+) {
+    let lose = |why: String| {
+        let key = lock(&shared.record).key();
+        warn!("lease {key}: {why}");
+        *lock(&shared.lost) = Some(why);
+    };
+    let mut next = if resume {
+        unix_now()
+    } else {
+        lock(&shared.record).lease.t1()
+    };
+    // A lease that expired while the daemon was down gets one INIT-REBOOT
+    // (the pod still uses the address); later expiry loses it.
+    let mut reboot = resume;
+    loop {
+        let wait = Duration::from_secs(next.saturating_sub(unix_now()));
+        match stop.recv_timeout(wait) {
+            Err(RecvTimeoutError::Timeout) => {}
+            _ => return,
+        }
+        let record = lock(&shared.record).clone();
+        let now = unix_now();
+        let expired = now >= record.lease.expiry();
+        if expired && !reboot {
+            return lose("lease expired without being renewed".into());
+        }
+        reboot = false;
+        let link = match pod_link(&record.netns, &record.ifname, false) {
+            Ok(l) => l,
+            Err(e) => return lose(format!("stopped maintaining: {e}")),
+        };
+        let sockets = PodSockets::new(&record.netns, link);
+        let client = Client {
+            config: &record.client,
+            link,
+            ifname: &record.ifname,
+            sockets: &sockets,
+        };
+        let rebinding = now >= record.lease.t2();
+        let outcome = if expired {
+            client.reboot(&record.lease)
+        } else if rebinding {
+            client.rebind(&record.lease)
+        } else {
+            client.renew(&record.lease)
+        };
+        match outcome {
+            Ok(Some(Renewal::Extended(lease))) if lease.address == record.lease.address => {
+                next = lease.t1();
+                let mut r = lock(&shared.record);
+                r.lease = lease;
+                if let Err(e) = store.save(&r) {
+                    warn!("lease {}: persist renewal: {e}", r.key());
+                }
+                info!(
+                    "lease {}: {} renewed until {}",
+                    r.key(),
+                    r.lease.address,
+                    r.lease.expiry()
+                );
+            }
+            Ok(Some(Renewal::Extended(other))) => {
+                return lose(format!("server moved the lease to {}", other.address))
+            }
+            Ok(Some(Renewal::Refused(why))) => return lose(format!("DHCPNAK: {why}")),
+            Ok(None) | Err(_) if expired => {
+                return lose(
+                    "lease expired while the daemon was down and INIT-REBOOT got no answer".into(),
+                )
+            }
+            Ok(None) | Err(_) => {
+                let end = if rebinding {
+                    record.lease.expiry()
+                } else {
+                    record.lease.t2()
+                };
+                let half = end.saturating_sub(now) / 2;
+                next = now + half.clamp(1, resend_max.as_secs().max(1));
+                if let Err(e) = outcome {
+                    warn!("lease {}: renew: {e}", record.key());
+                }
+            }
+        }
+    }
+}
+
+/// The CNI result of a lease (1.1.0 shape).
+fn result_of(record: &LeaseRecord) -> Result<CniResult> {
+    let ack = record.lease.ack()?;
+    Ok(CniResult {
+        interfaces: Vec::new(),
+        ips: vec![options::ip_config(&ack)?],
+        routes: options::routes(&ack, record.priority),
+        dns: options::dns(&ack, &record.client.request_list),
+    })
+}
+
+impl Daemon {
+    /// Opens the state directory and resumes every lease whose pod
+    /// interface still exists; the others are forgotten (their namespace
+    /// is gone, nobody can use or release them).
+    pub fn start(opts: DaemonOptions) -> Result<Daemon> {
+        let store = LeaseStore::open(&opts.state_dir)?;
+        let daemon = Daemon {
+            opts,
+            store,
+            slots: Mutex::new(HashMap::new()),
+        };
+        let (records, errors) = daemon.store.load_all();
+        for e in errors {
+            warn!("skipping unreadable lease file: {e}");
+        }
+        for record in records {
+            let key = record.key();
+            if let Err(e) = pod_link(&record.netns, &record.ifname, false) {
+                info!("forgetting lease {key} ({}): {e}", record.lease.address);
+                if let Err(e) = daemon.store.remove(&key) {
+                    warn!("{e}");
+                }
+                continue;
+            }
+            info!("resuming lease {key}: {}", record.lease.address);
+            let active = Active::start(record, daemon.store.clone(), daemon.opts.resend_max, true);
+            *lock(&daemon.slot(&key)) = Some(active);
+        }
+        Ok(daemon)
+    }
+
+    fn slot(&self, key: &str) -> Arc<Mutex<Option<Active>>> {
+        Arc::clone(lock(&self.slots).entry(key.to_owned()).or_default())
+    }
+
+    /// Answers one connection.
+    fn serve(&self, stream: UnixStream) {
+        let _ = stream.set_read_timeout(Some(REQUEST_READ_TIMEOUT));
+        let reply = match rpc::read_request(&stream) {
+            Ok(req) => self.handle(&req),
+            // A connection closed without a request (a liveness probe).
+            Err(e) if e.ends_with("EOF while parsing a value at line 1 column 0") => return,
+            Err(e) => DaemonReply {
+                result: None,
+                error: Some(CniError::new(cni_types::ErrorCode::DecodingFailure, e, "")),
+            },
+        };
+        if let Err(e) = rpc::write_reply(&stream, &reply) {
+            warn!("write reply: {e}");
+        }
+    }
+
+    /// Runs one request.
+    pub fn handle(&self, req: &DaemonRequest) -> DaemonReply {
+        let outcome = match req.op {
+            DaemonOp::Add => self.add(req).map(Some),
+            DaemonOp::Del => self.del(req).map(|()| None),
+            DaemonOp::Check => self.check(req).map(|()| None),
+            DaemonOp::Gc => self.gc(req).map(|()| None),
+            DaemonOp::Status => Ok(None),
+        };
+        match outcome {
+            Ok(result) => DaemonReply {
+                result,
+                error: None,
+            },
+            Err(e) => {
+                warn!("{:?} {}/{}: {e}", req.op, req.container_id, req.ifname);
+                DaemonReply {
+                    result: None,
+                    error: Some(e.into()),
+                }
+            }
+        }
+    }
+
+    fn network(req: &DaemonRequest) -> Result<(NetworkConfig, DhcpConfig)> {
+        let bytes = serde_json::to_vec(&req.config).map_err(|e| Error::Internal(e.to_string()))?;
+        let net = NetworkConfig::from_slice(&bytes)?;
+        let conf = DhcpConfig::from_network_config(&net)?;
+        Ok((net, conf))
+    }
+
+    fn key(req: &DaemonRequest, net: &NetworkConfig) -> String {
+        attachment_key(&req.container_id, &net.name, &req.ifname)
+    }
+
+    /// ADD: the held lease's result, or a new lease (DORA in the pod).
+    fn add(&self, req: &DaemonRequest) -> Result<serde_json::Value> {
+        let (net, conf) = Self::network(req)?;
+        let slot = self.slot(&Self::key(req, &net));
+        let mut slot = lock(&slot);
+        if let Some(active) = slot.take() {
+            if active.lost().is_none() {
+                let record = active.record();
+                *slot = Some(active);
+                return Ok(result_of(&record)?.to_value(Version::V1_1_0)?);
+            }
+            active.stop();
+        }
+        let netns = format!("{}{}", self.opts.host_prefix, req.netns);
+        let link = pod_link(&netns, &req.ifname, true)?;
+        let client_config = self.client_config(req, &net, &conf)?;
+        let sockets = PodSockets::new(&netns, link);
+        let client = Client {
+            config: &client_config,
+            link,
+            ifname: &req.ifname,
+            sockets: &sockets,
+        };
+        let lease = client.acquire()?;
+        let record = LeaseRecord {
+            container_id: req.container_id.clone(),
+            network: net.name.clone(),
+            ifname: req.ifname.clone(),
+            netns,
+            client: client_config.clone(),
+            priority: conf.priority,
+            lease,
+        };
+        let result = result_of(&record).and_then(|r| {
+            self.store.save(&record)?;
+            Ok(r.to_value(Version::V1_1_0)?)
+        });
+        match result {
+            Ok(value) => {
+                info!(
+                    "lease {}: {} from {}",
+                    record.key(),
+                    record.lease.address,
+                    record.lease.server
+                );
+                *slot = Some(Active::start(
+                    record,
+                    self.store.clone(),
+                    self.opts.resend_max,
+                    false,
+                ));
+                Ok(value)
+            }
+            Err(e) => {
+                let _ = client.release(&record.lease);
+                Err(e)
+            }
+        }
+    }
+
+    /// Go's client identity and options, the host name from
+    /// `K8S_POD_NAME` unless `provide` sets option 12, and the timing
+    /// (network keys over daemon flags).
+    fn client_config(
+        &self,
+        req: &DaemonRequest,
+        net: &NetworkConfig,
+        conf: &DhcpConfig,
+    ) -> Result<ClientConfig> {
+        let mut provide = vec![];
+        let pod_name = req
+            .args
+            .split(';')
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(k, _)| *k == "K8S_POD_NAME")
+            .map(|(_, v)| v);
+        if let Some(name) = pod_name.filter(|n| !n.is_empty() && n.len() <= 255) {
+            provide.push((
+                cni_ipam::dhcp::message::opt::HOST_NAME,
+                name.as_bytes().to_vec(),
+            ));
+        }
+        for (code, value) in options::provided_options(&conf.provide, &req.args)? {
+            provide.retain(|(c, _)| *c != code);
+            provide.push((code, value));
+        }
+        let mut id = client_id(&req.container_id, &net.name, &req.ifname);
+        if let Some(pos) = provide
+            .iter()
+            .position(|(c, _)| *c == cni_ipam::dhcp::message::opt::CLIENT_ID)
+        {
+            id = provide.remove(pos).1;
+        }
+        Ok(ClientConfig {
+            client_id: id,
+            request_list: options::parameter_request_list(&conf.request)?,
+            provide,
+            broadcast: self.opts.broadcast,
+            timeout: conf.timeout.unwrap_or(self.opts.timeout),
+            resend_max: conf.resend_max.unwrap_or(self.opts.resend_max),
+            resend_timeout: conf.resend_timeout.unwrap_or(self.opts.resend_timeout),
+        })
+    }
+
+    /// DEL: stop maintaining, release, forget. Without a lease: success.
+    fn del(&self, req: &DaemonRequest) -> Result<()> {
+        let (net, _) = Self::network(req)?;
+        let key = Self::key(req, &net);
+        let slot = self.slot(&key);
+        let mut slot = lock(&slot);
+        if let Some(active) = slot.take() {
+            let lost = active.lost();
+            let record = active.stop();
+            if lost.is_none() {
+                self.release(&record);
+            }
+        }
+        Ok(self.store.remove(&key)?)
+    }
+
+    /// Sends DHCPRELEASE from the leased address when the pod interface
+    /// still exists; otherwise the lease is only forgotten (the server
+    /// frees it at expiry).
+    fn release(&self, record: &LeaseRecord) {
+        let key = record.key();
+        let link = match pod_link(&record.netns, &record.ifname, false) {
+            Ok(l) => l,
+            Err(e) => {
+                return info!(
+                    "lease {key}: {} forgotten without DHCPRELEASE, the pod interface is gone: {e}",
+                    record.lease.address
+                )
+            }
+        };
+        let sockets = PodSockets::new(&record.netns, link);
+        let client = Client {
+            config: &record.client,
+            link,
+            ifname: &record.ifname,
+            sockets: &sockets,
+        };
+        match client.release(&record.lease) {
+            Ok(()) => info!("lease {key}: {} released", record.lease.address),
+            Err(e) => warn!("lease {key}: release {}: {e}", record.lease.address),
+        }
+    }
+
+    /// CHECK: the lease is held (not lost) and its address is on the
+    /// interface in the pod's namespace.
+    fn check(&self, req: &DaemonRequest) -> Result<()> {
+        let (net, _) = Self::network(req)?;
+        let key = Self::key(req, &net);
+        let slot = self.slot(&key);
+        let slot = lock(&slot);
+        let active = slot
+            .as_ref()
+            .ok_or_else(|| Error::Internal(format!("dhcp: no lease held for {key}")))?;
+        if let Some(why) = active.lost() {
+            return Err(Error::Internal(format!(
+                "dhcp: lease for {key} lost: {why}"
+            )));
+        }
+        let record = active.record();
+        let ns = Netns::open(&record.netns)?;
+        let handle = Handle::in_netns(&ns)?;
+        let link = handle.link_by_name(&record.ifname)?;
+        let held = handle
+            .addresses(Some(link.index), Family::V4)?
+            .iter()
+            .any(|a| matches!(a.address, IpNetwork::V4(n) if n.ip() == record.lease.address));
+        if !held {
+            return Err(Error::Internal(format!(
+                "dhcp: leased address {} is not on {} in {}",
+                record.lease.address, record.ifname, record.netns
+            )));
+        }
+        Ok(())
+    }
+
+    /// GC: release and forget the leases of this network whose
+    /// attachment is not in the valid list.
+    fn gc(&self, req: &DaemonRequest) -> Result<()> {
+        let (net, _) = Self::network(req)?;
+        let valid = net.valid_attachments()?.unwrap_or_default();
+        let slots: Vec<_> = lock(&self.slots).values().cloned().collect();
+        for slot in slots {
+            let mut slot = lock(&slot);
+            let stale = slot.as_ref().map(Active::record).filter(|r| {
+                r.network == net.name
+                    && !valid
+                        .iter()
+                        .any(|a| a.container_id == r.container_id && a.ifname == r.ifname)
+            });
+            let Some(record) = stale else { continue };
+            if let Some(active) = slot.take() {
+                let lost = active.lost();
+                active.stop();
+                if lost.is_none() {
+                    self.release(&record);
+                }
+            }
+            self.store.remove(&record.key())?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,76 @@
+//! The daemon's view of a pod: its interface, looked up inside its
+//! namespace, and the client's sockets opened there.
+
+use std::io;
+use std::net::{Ipv4Addr, UdpSocket};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use cni_ipam::dhcp::client::{ClientLink, Sockets};
+use cni_ipam::dhcp::socket::{bound_udp, PacketSocket};
+use cni_netns::{Handle, Netns, OperState};
+
+use crate::{Error, Result};
+
+/// How long ADD waits for the carrier of a link it brought up.
+const CARRIER_WAIT: Duration = Duration::from_secs(1);
+
+/// The pod interface's index and MAC, looked up inside the pod's
+/// namespace; `set_up` brings a down link up (as Go does before DORA).
+pub(crate) fn pod_link(netns: &str, ifname: &str, set_up: bool) -> Result<ClientLink> {
+    let ns = Netns::open(netns)?;
+    let handle = Handle::in_netns(&ns)?;
+    let link = handle.link_by_name(ifname)?;
+    let mac = link.mac.ok_or_else(|| {
+        Error::Config(format!("dhcp: {ifname} in {netns} has no Ethernet address"))
+    })?;
+    if set_up {
+        if !link.is_up() {
+            handle.set_up(link.index)?;
+        }
+        // A DISCOVER sent before the carrier is up is lost and costs a
+        // whole retry period: give the link a moment (a veth whose peer is
+        // down stays lower-layer-down: then go on and let retries work).
+        let until = Instant::now() + CARRIER_WAIT;
+        while Instant::now() < until
+            && handle.link_by_index(link.index)?.oper_state != OperState::Up
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    Ok(ClientLink {
+        ifindex: link.index,
+        mac: mac.0,
+    })
+}
+
+/// Opens the client's sockets in the pod's namespace, reopening the
+/// namespace by path each time (the daemon never pins a pod's namespace).
+pub(crate) struct PodSockets {
+    netns: PathBuf,
+    link: ClientLink,
+}
+
+impl PodSockets {
+    pub(crate) fn new(netns: &str, link: ClientLink) -> PodSockets {
+        PodSockets {
+            netns: PathBuf::from(netns),
+            link,
+        }
+    }
+
+    fn in_pod<T: Send>(&self, f: impl FnOnce() -> io::Result<T> + Send) -> io::Result<T> {
+        let ns = Netns::open(&self.netns).map_err(io::Error::other)?;
+        ns.run(f).map_err(io::Error::other)?
+    }
+}
+
+impl Sockets for PodSockets {
+    fn packet(&self, xid: u32) -> io::Result<PacketSocket> {
+        self.in_pod(|| PacketSocket::open(self.link.ifindex, xid, self.link.mac))
+    }
+
+    fn udp(&self, addr: Ipv4Addr) -> io::Result<UdpSocket> {
+        self.in_pod(|| bound_udp(addr))
+    }
+}
