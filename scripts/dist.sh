@@ -10,7 +10,7 @@
 #   VERSION       e.g. 0.1.0 (a leading "v" is accepted and dropped)
 #   --no-build    package the binaries already built (no cargo run)
 #   --bin-dir DIR take the binaries from DIR (implies --no-build); default: the
-#                 release binaries of target/dist
+#                 `dist`-profile binaries of target/dist-build
 #   --out DIR     write into DIR instead of dist/
 #
 # Every binary of cni-plugins (the plugins, multus-daemon, multus-shim,
@@ -18,11 +18,12 @@
 # `cargo metadata`, so a new plugin is packaged without editing this file.
 #
 # Reproducible: the same sources and toolchain give the same tarball bytes.
-# - Binaries: built in their own target dir (target/dist) with
+# - Binaries: the `dist` profile (fat LTO, one codegen unit, stripped: the
+#   smallest binaries, BENCHMARKS.md "Build profiles"), built in their own
+#   target dir (target/dist-build) with
 #   --remap-path-prefix for the workspace and CARGO_HOME, so that no path of
 #   this machine is embedded (panic locations of dependencies otherwise name
-#   ~/.cargo/registry/...); the release profile strips symbols and uses one
-#   codegen unit, and rustc embeds no timestamp.
+#   ~/.cargo/registry/...); rustc embeds no timestamp.
 # - Archive: names sorted, every mtime SOURCE_DATE_EPOCH (default: the last
 #   commit's time), owner and group 0 with numeric ids, modes set explicitly
 #   (0755 binaries, 0644 texts) whatever the umask, GNU format, and gzip -n
@@ -96,13 +97,13 @@ mapfile -t bins < <(cargo metadata --no-deps --format-version 1 --offline |
 
 if [ "$build" = 1 ]; then
     cargo_home=${CARGO_HOME:-$HOME/.cargo}
-    export CARGO_TARGET_DIR="$root/target/dist"
+    export CARGO_TARGET_DIR="$root/target/dist-build"
     export RUSTFLAGS="${RUSTFLAGS:-} --remap-path-prefix=$root=/cni-rs --remap-path-prefix=$cargo_home=/cargo"
-    echo "dist.sh: cargo build --release -p cni-plugins --bins (fat LTO: slow)" >&2
-    cargo build --release --locked -p cni-plugins --bins
-    bin_dir="$CARGO_TARGET_DIR/release"
+    echo "dist.sh: cargo build --profile dist -p cni-plugins --bins (fat LTO: slow)" >&2
+    cargo build --profile dist --locked -p cni-plugins --bins
+    bin_dir="$CARGO_TARGET_DIR/dist"
 elif [ -z "$bin_dir" ]; then
-    bin_dir="$root/target/dist/release"
+    bin_dir="$root/target/dist-build/dist"
 fi
 
 name="cni-rs-plugins-linux-$arch-v$version"

@@ -23,36 +23,57 @@ fi
 modprobe ifb numifbs=0 2>/dev/null || true
 
 export CARGO_TERM_COLOR=never
-cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --locked -- -D warnings
+
+# Each step prints `step <name>: N s` when it ends, and the whole list again
+# at the end: where the suite's time goes.
+STEP_TIMES=()
+step() {
+    local name=$1 start=$SECONDS
+    shift
+    "$@"
+    STEP_TIMES+=("step $name: $((SECONDS - start)) s")
+    echo "${STEP_TIMES[-1]}"
+}
+trap 'printf "%s\n" "${STEP_TIMES[@]}" "test-all.sh: ${SECONDS} s (load: $(cut -d" " -f1-3 /proc/loadavg))"' EXIT
+
 # Without its default `multus` feature, cni-plugins builds every other plugin
 # and carries none of multus's Kubernetes, TLS, YAML and certificate crates.
-# (tuning's sysctl allowlist, Go regexps, uses the small regex-lite.)
-cargo clippy --locked -p cni-plugins --no-default-features --all-targets -- -D warnings
-cargo build --locked -p cni-plugins --no-default-features
-if cargo tree --locked -p cni-plugins --no-default-features -e normal --prefix none \
-    | grep -E '^(ureq|rustls|rcgen|serde-saphyr|regex) '; then
-    echo "test-all.sh: a multus-only crate above is a dependency of cni-plugins without the multus feature" >&2
-    exit 1
-fi
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
-cargo test --workspace --locked
+# (tuning's sysctl allowlist, Go regexps, uses the small regex-lite.) Clippy
+# type-checks every target of that build; the tree check below proves the
+# dependency set.
+no_multus_deps() {
+    if cargo tree --locked -p cni-plugins --no-default-features -e normal --prefix none \
+        | grep -E '^(ureq|rustls|rcgen|serde-saphyr|regex) '; then
+        echo "test-all.sh: a multus-only crate above is a dependency of cni-plugins without the multus feature" >&2
+        return 1
+    fi
+}
+
+step fmt cargo fmt --all -- --check
+step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
+step clippy-no-multus cargo clippy --locked -p cni-plugins --no-default-features --all-targets -- -D warnings
+step tree-no-multus no_multus_deps
+step doc env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
+step test cargo test --workspace --locked
 # The conformance kit against our plugins (must pass) and Go's (information).
-scripts/conformance.sh
+step conformance scripts/conformance.sh
 # A crate outside the workspace: serde round trips, plugin unit tests without
 # root, and cni-conformance on its own plugin binary.
-scripts/outside-crate.sh
+step outside-crate scripts/outside-crate.sh
 # The nft-process firewall backend keeps full coverage (native is the default).
-CNI_FIREWALL_BACKEND=nft cargo test --locked -p cni-netns --test netns -- firewall:: firewall_traffic::
+step test-nft-backend env CNI_FIREWALL_BACKEND=nft \
+    cargo test --locked -p cni-netns --test netns -- firewall:: firewall_traffic::
 # Tests on the node's default paths (cni0, /run/flannel/subnet.env): they save
 # and restore what was there, and must run alone.
-cargo test --locked -p cni-plugins --test plugins -- --ignored --test-threads=1 flannel_e2e::
+step flannel-e2e cargo test --locked -p cni-plugins --test plugins -- --ignored --test-threads=1 flannel_e2e::
 # The end-to-end benchmark in smoke mode (a few pods, our plugins exec'd and
 # in-process, and the Go plugins): it must keep working; figures come from
 # full runs (BENCHMARKS.md).
-cargo run -q --locked -p cni-benches --bin e2e -- --smoke --plugins target/debug
+step e2e-smoke cargo run -q --locked -p cni-benches --bin e2e -- --smoke --plugins target/debug
 # libFuzzer targets (fuzz/), a bounded run each; FUZZ_SECONDS sets the time.
-scripts/fuzz-smoke.sh
-# The README's quickstart and the in-process runtime example, on the debug build.
-cargo run -q --locked -p cni-examples --bin quickstart -- target/debug
-cargo run -q --locked -p cni-examples --bin inprocess
+step fuzz-smoke scripts/fuzz-smoke.sh
+# The README's quickstart and the in-process runtime example, on the debug build
+# (with the workspace's feature set, so the test build above is reused).
+step quickstart cargo run -q --locked -p cni-examples --features cni-plugins/multus \
+    --bin quickstart -- target/debug
+step inprocess cargo run -q --locked -p cni-examples --features cni-plugins/multus --bin inprocess

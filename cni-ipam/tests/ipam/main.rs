@@ -6,5 +6,4 @@ mod config;
 mod disk_store;
 mod full_disk;
 mod go_interop;
-mod perf;
 mod processes;

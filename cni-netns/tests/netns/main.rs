@@ -8,7 +8,6 @@ mod device;
 mod firewall;
 mod firewall_conntrack;
 mod firewall_native;
-mod firewall_perf;
 mod firewall_traffic;
 mod kernel;
 mod tc;

@@ -1,8 +1,8 @@
 //! Our bridge alone, in fresh namespaces: rollback after failures, DEL
 //! idempotence, DEL after the netns is gone, pod-to-pod connectivity,
 //! options the Go 1.1.1 reference lacks (portIsolation,
-//! disableContainerInterface, macspoofchk), STATUS and GC. The bench of
-//! ADD/DEL next to Go's is the ignored `bench_add_del`.
+//! disableContainerInterface, macspoofchk), STATUS and GC. (ADD/DEL time
+//! next to Go's: `plugin-timings bridge` in benches.)
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -389,59 +389,6 @@ fn connect(from: &cni_netns::Netns, to: &cni_netns::Netns, dst: &str) {
     from.run(|| std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(3)))
         .unwrap()
         .unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
-}
-
-fn percentile(v: &mut [f64], p: f64) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[((v.len() as f64 - 1.0) * p).round() as usize]
-}
-
-/// `cargo test --release -p cni-plugins --test plugins bridge_behaviour:: -- --ignored --nocapture bench`
-#[test]
-#[ignore]
-fn bench_add_del() {
-    if !usable() {
-        return;
-    }
-    const N: usize = 50;
-    let go_hl = Path::new(GO_PLUGINS).join("host-local");
-    let ours_hl = PathBuf::from(env!("CARGO_BIN_EXE_host-local"));
-    for (label, plugin, host_local) in [
-        (
-            "go bridge + go host-local",
-            Path::new(GO_PLUGINS).join("bridge"),
-            &go_hl,
-        ),
-        ("our bridge + go host-local", PathBuf::from(OURS), &go_hl),
-        ("our bridge + our host-local", PathBuf::from(OURS), &ours_hl),
-    ] {
-        let n = Node::with_host_local(&plugin, host_local);
-        let conf = n.config(json!({"isGateway": true, "ipMasq": true}));
-        let (mut add, mut del) = (Vec::new(), Vec::new());
-        // Pods are made before and removed after the timed loop: the
-        // kernel's namespace cleanup would otherwise contend for the RTNL
-        // lock with the calls being timed.
-        let pods: Vec<OwnedNetns> = (0..N).map(|_| netns("cnib")).collect();
-        for (i, pod) in pods.iter().enumerate() {
-            let path = netns_path(pod);
-            let cid = format!("bench{i}");
-            let t = Instant::now();
-            let r = n.call("ADD", &cid, &path, &conf);
-            add.push(t.elapsed().as_secs_f64() * 1e3);
-            assert!(r.ok, "{label} ADD: {:?}", r.json);
-            let t = Instant::now();
-            let r = n.call("DEL", &cid, &path, &conf);
-            del.push(t.elapsed().as_secs_f64() * 1e3);
-            assert!(r.ok, "{label} DEL: {:?}", r.json);
-        }
-        eprintln!(
-            "{label}: ADD p50 {:.1} ms p95 {:.1} ms; DEL p50 {:.1} ms p95 {:.1} ms (N={N}, isGateway+ipMasq)",
-            percentile(&mut add, 0.5),
-            percentile(&mut add, 0.95),
-            percentile(&mut del, 0.5),
-            percentile(&mut del, 0.95)
-        );
-    }
 }
 
 #[test]

@@ -246,8 +246,3 @@ pub fn normalise_result(mut v: Value, topo: &Topo, keep_macs: bool) -> Value {
     }
     v
 }
-
-pub fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
