@@ -5,7 +5,6 @@ use std::net::IpAddr;
 
 use ipnetwork::IpNetwork;
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE};
-use netlink_packet_route::link::{InfoData, InfoVrf, LinkAttribute, LinkInfo, LinkMessage};
 use netlink_packet_route::route::{RouteProtocol, RouteType};
 use netlink_packet_route::rule::{RuleAction, RuleAttribute, RuleMessage};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
@@ -132,20 +131,6 @@ pub(crate) fn rule_message(r: &RoutingRule) -> RuleMessage {
     m
 }
 
-/// `IFLA_VRF_TABLE` of a link message, when the link is a VRF.
-fn vrf_table_of(l: &LinkMessage) -> Option<u32> {
-    l.attributes.iter().find_map(|a| match a {
-        LinkAttribute::LinkInfo(infos) => infos.iter().find_map(|i| match i {
-            LinkInfo::Data(InfoData::Vrf(v)) => v.iter().find_map(|x| match x {
-                InfoVrf::TableId(t) => Some(*t),
-                _ => None,
-            }),
-            _ => None,
-        }),
-        _ => None,
-    })
-}
-
 impl Handle {
     /// Adds a rule (`ip rule add`); an identical existing rule is an error
     /// (`EEXIST`).
@@ -214,28 +199,19 @@ impl Handle {
     /// when there is no such link, [`Error::InvalidArgument`] when it is not
     /// a VRF.
     pub fn vrf_table(&self, name: &str) -> Result<u32> {
-        let op = || format!("get table of VRF {name}");
-        let mut m = LinkMessage::default();
-        m.attributes.push(LinkAttribute::IfName(name.to_owned()));
-        let replies = match self.request(RouteNetlinkMessage::GetLink(m), 0, op) {
-            Ok(r) => r,
-            Err(e) if e.is_not_found() => {
-                return Err(Error::LinkNotFound {
-                    op: op(),
-                    name: name.to_owned(),
-                    netns: self.netns_name().to_owned(),
-                })
-            }
-            Err(e) => return Err(e),
-        };
-        let table = replies.iter().find_map(|r| match r {
-            RouteNetlinkMessage::NewLink(l) => vrf_table_of(l),
-            _ => None,
-        });
-        table.ok_or_else(|| Error::InvalidArgument {
-            op: op(),
-            reason: format!("{name} is not a VRF device"),
-        })
+        match self.vrf_by_name(name) {
+            Ok(Some(vrf)) => Ok(vrf.table),
+            Ok(None) => Err(Error::LinkNotFound {
+                op: format!("get table of VRF {name}"),
+                name: name.to_owned(),
+                netns: self.netns_name().to_owned(),
+            }),
+            Err(Error::WrongLinkKind { .. }) => Err(Error::InvalidArgument {
+                op: format!("get table of VRF {name}"),
+                reason: format!("{name} is not a VRF device"),
+            }),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -269,32 +245,5 @@ mod tests {
             RoutingRule::from_message(&m).unwrap(),
             RoutingRule { action: 1, ..r6 }
         );
-    }
-
-    #[test]
-    fn vrf_table_is_read_from_link_info() {
-        use netlink_packet_core::NetlinkMessage;
-        use netlink_packet_core::NetlinkPayload::InnerMessage;
-        use netlink_packet_route::link::InfoKind;
-        let mut l = LinkMessage::default();
-        l.attributes.push(LinkAttribute::IfName("vrf-blue".into()));
-        l.attributes.push(LinkAttribute::LinkInfo(vec![
-            LinkInfo::Kind(InfoKind::Vrf),
-            LinkInfo::Data(InfoData::Vrf(vec![InfoVrf::TableId(1001)])),
-        ]));
-        // Through the wire format, as the kernel's reply arrives.
-        let bytes = serialize(RouteNetlinkMessage::NewLink(l), 0, 1);
-        let parsed = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&bytes).unwrap();
-        let InnerMessage(RouteNetlinkMessage::NewLink(parsed)) = parsed.payload else {
-            panic!("not a link message");
-        };
-        assert_eq!(vrf_table_of(&parsed), Some(1001));
-        let mut plain = LinkMessage::default();
-        plain
-            .attributes
-            .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(
-                InfoKind::Veth,
-            )]));
-        assert_eq!(vrf_table_of(&plain), None);
     }
 }

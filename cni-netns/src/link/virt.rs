@@ -334,4 +334,32 @@ mod tests {
         assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
         assert!(e.to_string().contains("VLAN id 4095"), "{e}");
     }
+
+    #[test]
+    fn vrf_table_is_read_from_link_info() {
+        use crate::netlink::serialize;
+        use netlink_packet_core::NetlinkMessage;
+        use netlink_packet_core::NetlinkPayload::InnerMessage;
+        use netlink_packet_route::link::{InfoKind, InfoVrf, LinkAttribute, LinkInfo};
+        let mut l = LinkMessage::default();
+        l.attributes.push(LinkAttribute::IfName("vrf-blue".into()));
+        l.attributes.push(LinkAttribute::LinkInfo(vec![
+            LinkInfo::Kind(InfoKind::Vrf),
+            LinkInfo::Data(InfoData::Vrf(vec![InfoVrf::TableId(1001)])),
+        ]));
+        // Through the wire format, as the kernel's reply arrives.
+        let bytes = serialize(RouteNetlinkMessage::NewLink(l), 0, 1);
+        let parsed = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&bytes).unwrap();
+        let InnerMessage(RouteNetlinkMessage::NewLink(parsed)) = parsed.payload else {
+            panic!("not a link message");
+        };
+        assert_eq!(vrf_table_of(&parsed), Some(1001));
+        let mut plain = LinkMessage::default();
+        plain
+            .attributes
+            .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(
+                InfoKind::Veth,
+            )]));
+        assert_eq!(vrf_table_of(&plain), None);
+    }
 }
