@@ -8,7 +8,6 @@
 //! that concurrent callers queue on the xtables lock instead of failing.
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 use crate::error::{Error, Result};
 
@@ -82,20 +81,15 @@ impl Iptables {
     }
 
     fn run(&self, op: &str, args: &[&str]) -> Result<Outcome> {
-        let out = Command::new(&self.program)
-            .arg("-w")
-            .arg("-t")
-            .arg(&self.table)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .output()
-            .map_err(|source| Error::ToolSpawn {
+        let mut full = vec!["-w", "-t", self.table.as_str()];
+        full.extend_from_slice(args);
+        let out = crate::tool::run(&self.program, &full, None, None).map_err(|source| {
+            Error::ToolSpawn {
                 op: op.to_owned(),
                 program: self.program.clone(),
                 source,
-            })?;
+            }
+        })?;
         let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
         match out.status.code() {
             Some(0) => Ok(Outcome::Ok(

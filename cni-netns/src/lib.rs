@@ -102,6 +102,7 @@ mod route;
 mod rule;
 pub mod sysctl;
 pub mod tc;
+mod tool;
 
 #[cfg(test)]
 mod tests;

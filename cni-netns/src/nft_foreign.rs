@@ -8,10 +8,8 @@
 //! of its own there, rules tagged by comment, and one jump from the node's
 //! chain. The table, its base chain and its policy stay the owner's.
 
-use std::io::Write;
 use std::net::IpAddr;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 use serde_json::{json, Value as Json};
 
@@ -71,37 +69,17 @@ impl NftForeignTable {
     }
 
     fn nft(&self, op: &str, args: &[&str], stdin: Option<&[u8]>) -> Result<Result<String, String>> {
-        let spawn = |source| Error::ToolSpawn {
-            op: op.to_owned(),
-            program: self.program.clone(),
-            source,
-        };
-        let mut child = Command::new(&self.program)
-            .args(args)
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(spawn)?;
-        if let (Some(data), Some(mut pipe)) = (stdin, child.stdin.take()) {
-            pipe.write_all(data).map_err(spawn)?;
-        }
-        let out = child.wait_with_output().map_err(spawn)?;
+        let out = crate::tool::run(&self.program, args, stdin, None).map_err(|source| {
+            Error::ToolSpawn {
+                op: op.to_owned(),
+                program: self.program.clone(),
+                source,
+            }
+        })?;
         if out.status.success() {
             Ok(Ok(String::from_utf8_lossy(&out.stdout).into_owned()))
         } else {
-            let msg = String::from_utf8_lossy(&out.stderr);
-            let msg = msg.lines().next().unwrap_or("").trim();
-            let msg = msg.find("Error: ").map_or(msg, |i| &msg[i..]).to_owned();
-            Ok(Err(if msg.is_empty() {
-                out.status.to_string()
-            } else {
-                msg
-            }))
+            Ok(Err(crate::tool::nft_error(&out)))
         }
     }
 

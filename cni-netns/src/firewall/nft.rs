@@ -5,11 +5,7 @@
 //! (`ipv4_addr . inet_service`, the DNAT maps).
 
 use std::fs::File;
-use std::io::Write;
-use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command as Process, Stdio};
 
 use serde_json::{json, Value as Json};
 
@@ -100,15 +96,6 @@ impl NftFirewall {
         args: &[&str],
         stdin: Option<&[u8]>,
     ) -> Result<std::result::Result<Vec<u8>, String>> {
-        let mut cmd = Process::new(&self.program);
-        cmd.args(args)
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
         let netns = match &self.netns {
             Some(path) => Some(File::open(path).map_err(|source| Error::FirewallNetns {
                 path: path.clone(),
@@ -116,45 +103,19 @@ impl NftFirewall {
             })?),
             None => None,
         };
-        if let Some(ns) = &netns {
-            let fd = ns.as_raw_fd();
-            // SAFETY: between fork and exec only the async-signal-safe setns
-            // syscall runs; `fd` stays open in the child until exec (it is
-            // owned by `netns`, alive for the whole spawn).
-            unsafe {
-                cmd.pre_exec(move || {
-                    let ns = std::os::fd::BorrowedFd::borrow_raw(fd);
-                    nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET)
-                        .map_err(std::io::Error::from)
-                });
-            }
-        }
-        let spawn_err = |source| Error::NftSpawn {
-            op,
-            attachment: who.to_owned(),
-            program: self.program.clone(),
-            source,
-        };
-        let mut child = cmd.spawn().map_err(spawn_err)?;
-        if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
-            pipe.write_all(input).map_err(spawn_err)?;
-        }
-        let out = child.wait_with_output().map_err(spawn_err)?;
-        drop(netns);
+        let out =
+            crate::tool::run(&self.program, args, stdin, netns.as_ref()).map_err(|source| {
+                Error::NftSpawn {
+                    op,
+                    attachment: who.to_owned(),
+                    program: self.program.clone(),
+                    source,
+                }
+            })?;
         if out.status.success() {
             Ok(Ok(out.stdout))
         } else {
-            let msg = String::from_utf8_lossy(&out.stderr);
-            // nft prefixes its first line with a location
-            // (`internal:0:0-0: Error: ...`) that means nothing for JSON input.
-            let msg = msg.lines().next().unwrap_or("").trim();
-            let msg = msg.find("Error: ").map_or(msg, |i| &msg[i..]);
-            let msg = if msg.is_empty() {
-                format!("exited with {}", out.status)
-            } else {
-                msg.to_owned()
-            };
-            Ok(Err(msg))
+            Ok(Err(crate::tool::nft_error(&out)))
         }
     }
 
