@@ -66,19 +66,32 @@ pub struct MacvlanSpec<'a> {
     pub netns: Option<&'a Netns>,
 }
 
-pub(crate) fn macvlan_message(spec: &MacvlanSpec<'_>) -> LinkMessage {
+/// The attributes every link stacked on a parent starts with, in the order
+/// the kernel fixtures expect: name, parent, MTU, MAC, target namespace.
+fn on_parent(
+    name: &str,
+    parent: u32,
+    mtu: Option<u32>,
+    mac: Option<MacAddr>,
+    netns: Option<&Netns>,
+) -> LinkMessage {
     let mut m = LinkMessage::default();
-    m.attributes.push(LinkAttribute::IfName(spec.name.clone()));
-    m.attributes.push(LinkAttribute::Link(spec.parent));
-    if let Some(mtu) = spec.mtu {
+    m.attributes.push(LinkAttribute::IfName(name.to_owned()));
+    m.attributes.push(LinkAttribute::Link(parent));
+    if let Some(mtu) = mtu {
         m.attributes.push(LinkAttribute::Mtu(mtu));
     }
-    if let Some(mac) = spec.mac {
+    if let Some(mac) = mac {
         m.attributes.push(LinkAttribute::Address(mac.0.to_vec()));
     }
-    if let Some(ns) = spec.netns {
+    if let Some(ns) = netns {
         m.attributes.push(LinkAttribute::NetNsFd(ns.as_raw_fd()));
     }
+    m
+}
+
+pub(crate) fn macvlan_message(spec: &MacvlanSpec<'_>) -> LinkMessage {
+    let mut m = on_parent(&spec.name, spec.parent, spec.mtu, spec.mac, spec.netns);
     let mode = match spec.mode {
         MacvlanMode::Private => MacVlanMode::Private,
         MacvlanMode::Vepa => MacVlanMode::Vepa,
@@ -206,15 +219,7 @@ pub struct IpvlanSpec<'a> {
 }
 
 pub(crate) fn ipvlan_message(spec: &IpvlanSpec<'_>) -> LinkMessage {
-    let mut m = LinkMessage::default();
-    m.attributes.push(LinkAttribute::IfName(spec.name.clone()));
-    m.attributes.push(LinkAttribute::Link(spec.parent));
-    if let Some(mtu) = spec.mtu {
-        m.attributes.push(LinkAttribute::Mtu(mtu));
-    }
-    if let Some(ns) = spec.netns {
-        m.attributes.push(LinkAttribute::NetNsFd(ns.as_raw_fd()));
-    }
+    let mut m = on_parent(&spec.name, spec.parent, spec.mtu, None, spec.netns);
     let mode = match spec.mode {
         IpvlanMode::L2 => IpVlanMode::L2,
         IpvlanMode::L3 => IpVlanMode::L3,
@@ -281,15 +286,7 @@ pub struct VlanSpec<'a> {
 }
 
 pub(crate) fn vlan_message(spec: &VlanSpec<'_>) -> LinkMessage {
-    let mut m = LinkMessage::default();
-    m.attributes.push(LinkAttribute::IfName(spec.name.clone()));
-    m.attributes.push(LinkAttribute::Link(spec.parent));
-    if let Some(mtu) = spec.mtu {
-        m.attributes.push(LinkAttribute::Mtu(mtu));
-    }
-    if let Some(ns) = spec.netns {
-        m.attributes.push(LinkAttribute::NetNsFd(ns.as_raw_fd()));
-    }
+    let mut m = on_parent(&spec.name, spec.parent, spec.mtu, None, spec.netns);
     m.attributes.push(LinkAttribute::LinkInfo(vec![
         LinkInfo::Kind(InfoKind::Vlan),
         LinkInfo::Data(InfoData::Vlan(vec![InfoVlan::Id(spec.vlan_id)])),
