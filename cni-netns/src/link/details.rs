@@ -11,7 +11,7 @@ use netlink_packet_route::link::{
 use netlink_packet_route::RouteNetlinkMessage;
 
 use super::{IpvlanMode, Link, MacAddr, MacvlanMode};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::handle::Handle;
 use crate::Family;
 
@@ -98,27 +98,7 @@ impl Handle {
     /// Looks a link up by name with its alias and per-kind details;
     /// [`Error::LinkNotFound`] when it is missing.
     pub fn link_details(&self, name: &str) -> Result<LinkDetails> {
-        let mut m = LinkMessage::default();
-        m.attributes.push(LinkAttribute::IfName(name.to_owned()));
-        let op = || format!("get link {name}");
-        let replies = match self.request(RouteNetlinkMessage::GetLink(m), 0, op) {
-            Ok(r) => r,
-            Err(e) if e.is_not_found() => {
-                return Err(Error::LinkNotFound {
-                    op: op(),
-                    name: name.to_owned(),
-                    netns: self.netns_name().to_owned(),
-                })
-            }
-            Err(e) => return Err(e),
-        };
-        replies
-            .iter()
-            .find_map(|r| match r {
-                RouteNetlinkMessage::NewLink(m) => Some(LinkDetails::from_message(m)),
-                _ => None,
-            })
-            .ok_or_else(|| self.protocol_error(op(), "no link in reply"))
+        Ok(LinkDetails::from_message(&self.link_message(name)?))
     }
 
     /// Sets (or, with `""`, clears) a link's alias (`ip link set X alias`).

@@ -228,18 +228,33 @@ impl Handle {
 
     /// Looks a link up by name; [`Error::LinkNotFound`] when it is missing.
     pub fn link_by_name(&self, name: &str) -> Result<Link> {
+        Ok(Link::from_message(&self.link_message(name)?))
+    }
+
+    /// The kernel's link message for `name` (`RTM_GETLINK` by name), for
+    /// readers of per-kind attributes; [`Error::LinkNotFound`] when missing.
+    pub(crate) fn link_message(&self, name: &str) -> Result<LinkMessage> {
         let mut m = LinkMessage::default();
         m.attributes.push(LinkAttribute::IfName(name.to_owned()));
         let op = || format!("get link {name}");
-        match self.request(RouteNetlinkMessage::GetLink(m), 0, op) {
-            Ok(r) => self.single_link(r, op),
-            Err(e) if e.is_not_found() => Err(Error::LinkNotFound {
-                op: op(),
-                name: name.to_owned(),
-                netns: self.netns_name().to_owned(),
-            }),
-            Err(e) => Err(e),
-        }
+        let replies = match self.request(RouteNetlinkMessage::GetLink(m), 0, op) {
+            Ok(r) => r,
+            Err(e) if e.is_not_found() => {
+                return Err(Error::LinkNotFound {
+                    op: op(),
+                    name: name.to_owned(),
+                    netns: self.netns_name().to_owned(),
+                })
+            }
+            Err(e) => return Err(e),
+        };
+        replies
+            .into_iter()
+            .find_map(|r| match r {
+                RouteNetlinkMessage::NewLink(m) => Some(m),
+                _ => None,
+            })
+            .ok_or_else(|| self.protocol_error(op(), "no link in reply"))
     }
 
     /// Looks a link up by index.

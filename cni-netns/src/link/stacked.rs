@@ -327,23 +327,6 @@ impl Handle {
     /// The VLAN id of link `name` (`None` when it is not a VLAN);
     /// [`Error::LinkNotFound`] when it is missing.
     pub fn vlan_id(&self, name: &str) -> Result<Option<u16>> {
-        let mut m = LinkMessage::default();
-        m.attributes.push(LinkAttribute::IfName(name.to_owned()));
-        let op = || format!("get link {name}");
-        let replies = match self.request(RouteNetlinkMessage::GetLink(m), 0, op) {
-            Ok(r) => r,
-            Err(e) if e.is_not_found() => {
-                return Err(Error::LinkNotFound {
-                    op: op(),
-                    name: name.to_owned(),
-                    netns: self.netns_name().to_owned(),
-                })
-            }
-            Err(e) => return Err(e),
-        };
-        Ok(replies.iter().find_map(|r| match r {
-            RouteNetlinkMessage::NewLink(m) => vlan_id_of(m),
-            _ => None,
-        }))
+        Ok(vlan_id_of(&self.link_message(name)?))
     }
 }
