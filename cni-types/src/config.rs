@@ -596,6 +596,17 @@ impl NetworkConfig {
             .map_err(|e| Error::InvalidConfig(format!("failed to load netconf: {e}")))
     }
 
+    /// Decodes the plugin-specific keys into `T`, matching them to `keys`
+    /// case-insensitively (an exact match winning) as Go's `encoding/json`
+    /// matches a plugin's `NetConf` fields: what a plugin that mirrors a Go
+    /// struct calls instead of [`NetworkConfig::parse_as`].
+    pub fn parse_specific_as_go<T: DeserializeOwned>(&self, keys: &[&str]) -> Result<T, Error> {
+        let mut raw = self.specific.clone();
+        canonicalize_keys(&mut raw, keys);
+        T::deserialize(Value::Object(raw))
+            .map_err(|e| Error::InvalidConfig(format!("failed to load netconf: {e}")))
+    }
+
     /// Decodes `prevResult` in the shape of the config's `cniVersion`, as the
     /// Go reference's `version.ParsePrevResult` does whatever the
     /// prevResult's own `cniVersion` says.
@@ -1247,5 +1258,22 @@ mod tests {
         let none =
             NetworkConfig::from_slice(br#"{"cniVersion":"1.1.0","name":"n","type":"x"}"#).unwrap();
         assert_eq!(none.valid_attachments().unwrap(), None);
+    }
+
+    #[test]
+    fn plugin_keys_matched_as_go() {
+        #[derive(Deserialize)]
+        struct Tap {
+            #[serde(rename = "selinuxContext")]
+            selinux: String,
+            mtu: u32,
+        }
+        let c = NetworkConfig::from_slice(
+            br#"{"cniVersion":"1.0.0","name":"n","type":"tap","selinuxcontext":"ctx","MTU":1400}"#,
+        )
+        .unwrap();
+        let t: Tap = c.parse_specific_as_go(&["selinuxContext", "mtu"]).unwrap();
+        assert_eq!((t.selinux.as_str(), t.mtu), ("ctx", 1400));
+        assert!(c.parse_as::<Tap>().is_err(), "serde alone matches exactly");
     }
 }

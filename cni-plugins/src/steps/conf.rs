@@ -1,23 +1,11 @@
-//! Config reading the plugins share beyond `NetworkConfig`: Go's
-//! case-insensitive keys, and the pod MAC requested three ways.
+//! Config reading the plugins share beyond `NetworkConfig`: the pod MAC
+//! requested three ways (Go's case-insensitive keys are
+//! `NetworkConfig::parse_specific_as_go`).
 
 use cni_types::NetworkConfig;
 
 use super::fail;
 use crate::Result;
-
-/// The plugin's own section of the config, its keys matched to `keys`
-/// case-insensitively as Go's `encoding/json` does (the tap docs spell
-/// `selinuxcontext` what the Go struct tags `selinuxContext`).
-pub(crate) fn go_conf<T: serde::de::DeserializeOwned>(
-    config: &NetworkConfig,
-    keys: &[&str],
-) -> Result<T> {
-    let mut raw = config.specific().clone();
-    cni_types::json::canonicalize_keys(&mut raw, keys);
-    T::deserialize(serde_json::Value::Object(raw))
-        .map_err(|e| cni_types::Error::InvalidConfig(format!("failed to load netconf: {e}")).into())
-}
 
 /// The pod link's MAC as macvlan and tap pick it: the config's `mac`,
 /// overridden by `CNI_ARGS` `MAC`, overridden by `runtimeConfig.mac`.

@@ -122,7 +122,7 @@ impl TapConf {
     /// Go's `loadConf`: the config, with the MAC from `CNI_ARGS` and
     /// `runtimeConfig`.
     pub fn load(config: &NetworkConfig, cni_args: &str) -> Result<TapConf> {
-        let raw: Raw = conf::go_conf(config, KEYS)?;
+        let raw: Raw = config.parse_specific_as_go(KEYS)?;
         let mtu = u32::try_from(raw.mtu)
             .map_err(|_| fail(format!("invalid MTU {}, must be >= 0", raw.mtu)))?;
         Ok(TapConf {

@@ -25,7 +25,7 @@ use cni_netns::{Handle, Link, Netns, VlanSpec, VLAN_ID_MAX};
 use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
-use crate::steps::{check, conf, fail, iface, ipam, Undo};
+use crate::steps::{check, fail, iface, ipam, Undo};
 use crate::Result;
 
 /// The vlan plugin's configuration.
@@ -65,7 +65,7 @@ impl VlanConf {
     /// `vlanId` must be in 0..=4094 (the MTU bound needs the master and is
     /// checked in ADD).
     pub fn load(config: &NetworkConfig) -> Result<VlanConf> {
-        let raw: Raw = conf::go_conf(config, KEYS)?;
+        let raw: Raw = config.parse_specific_as_go(KEYS)?;
         if raw.master.is_empty() {
             return Err(fail(
                 "\"master\" field is required. It specifies the host interface name to create the VLAN for".into(),

@@ -28,7 +28,7 @@ use cni_netns::{free_vrf_table, AddressOptions, Family, Handle, KernelRoute, Lin
 use cni_types::{CniResult, NetworkConfig, Version};
 use serde::Deserialize;
 
-use crate::steps::{conf, fail, iface};
+use crate::steps::{fail, iface};
 use crate::{Error, Result};
 
 /// The vrf plugin's configuration.
@@ -55,7 +55,7 @@ pub(crate) struct Raw {
 impl VrfConf {
     /// Go's `parseConf`: `vrfname` is required.
     pub fn load(config: &NetworkConfig) -> Result<VrfConf> {
-        let raw: Raw = conf::go_conf(config, KEYS)?;
+        let raw: Raw = config.parse_specific_as_go(KEYS)?;
         if raw.vrfname.is_empty() {
             return Err(fail(
                 "configuration is expected to have a valid vrf name".into(),
