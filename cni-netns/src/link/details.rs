@@ -96,7 +96,7 @@ fn ipvlan_mode_from(m: IpVlanMode) -> Option<IpvlanMode> {
 
 impl Handle {
     /// Looks a link up by name with its alias and per-kind details;
-    /// [`Error::LinkNotFound`] when it is missing.
+    /// [`Error::LinkNotFound`](crate::Error::LinkNotFound) when it is missing.
     pub fn link_details(&self, name: &str) -> Result<LinkDetails> {
         Ok(LinkDetails::from_message(&self.link_message(name)?))
     }
