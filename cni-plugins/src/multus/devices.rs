@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::delegate::Delegate;
+use super::k8s::resource::{AllocationResult, SliceDevice};
 use super::k8s::{KubeClient, Pod};
 use super::podresources::{self, ListPodResourcesResponse};
 use crate::multus::Error;
@@ -294,19 +295,18 @@ pub fn add_dra_devices(
     pod: &Pod,
     map: &mut ResourceMap,
 ) -> Result<(), Error> {
-    let mut slices: BTreeMap<String, Vec<super::k8s::resource::SliceDevice>> = BTreeMap::new();
-    let mut lookup = |driver: &str,
-                      pool: &str,
-                      device: &str|
-     -> Result<Option<(Option<String>, Option<String>)>, Error> {
-        if !slices.contains_key(driver) {
-            let devs = kube.list_resource_slice_devices(&pod.node_name, driver)?;
-            slices.insert(driver.to_string(), devs);
+    let mut slices: BTreeMap<String, Vec<SliceDevice>> = BTreeMap::new();
+    // The device of an allocation result in the node's slices of its
+    // driver (listed once per driver).
+    let mut lookup = |r: &AllocationResult| -> Result<Option<SliceDevice>, Error> {
+        if !slices.contains_key(&r.driver) {
+            let devs = kube.list_resource_slice_devices(&pod.node_name, &r.driver)?;
+            slices.insert(r.driver.clone(), devs);
         }
-        Ok(slices.get(driver).and_then(|devs| {
+        Ok(slices.get(&r.driver).and_then(|devs| {
             devs.iter()
-                .find(|d| d.pool == pool && d.name == device)
-                .map(|d| (d.device_id.clone(), d.resource_name.clone()))
+                .find(|d| d.pool == r.pool && d.name == r.device)
+                .cloned()
         }))
     };
     let dra_err = |claim: &str, reason: String| Error::DeviceLookup {
@@ -330,8 +330,12 @@ pub fn add_dra_devices(
             ));
         };
         for r in &results {
-            match lookup(&r.driver, &r.pool, &r.device)? {
-                Some((Some(id), Some(res))) if !id.is_empty() && !res.is_empty() => {
+            match lookup(r)? {
+                Some(SliceDevice {
+                    device_id: Some(id),
+                    resource_name: Some(res),
+                    ..
+                }) if !id.is_empty() && !res.is_empty() => {
                     map.add(&res, [id]);
                 }
                 _ => tracing::warn!(
@@ -366,9 +370,12 @@ pub fn add_dra_devices(
                 ));
             }
             for r in mine {
-                let found = lookup(&r.driver, &r.pool, &r.device)?;
-                let (id, res) = match found {
-                    Some((Some(id), res)) if !id.is_empty() => (id, res.unwrap_or_default()),
+                let (id, res) = match lookup(r)? {
+                    Some(SliceDevice {
+                        device_id: Some(id),
+                        resource_name,
+                        ..
+                    }) if !id.is_empty() => (id, resource_name.unwrap_or_default()),
                     _ => {
                         return Err(dra_err(
                             claim_name,
