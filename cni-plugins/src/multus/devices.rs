@@ -31,6 +31,7 @@ use super::delegate::Delegate;
 use super::k8s::resource::{AllocationResult, SliceDevice};
 use super::k8s::{KubeClient, Pod};
 use super::podresources::{self, ListPodResourcesResponse};
+use super::runtime::{device_info_file, DelegateRuntime};
 use crate::multus::Error;
 
 /// The NAD annotation naming the resource a network's device comes from.
@@ -576,7 +577,34 @@ pub fn copy_device_info(
         .map_err(|e| format!("write {}: {e}", cni_path.display()))
 }
 
-/// Removes a delegate's `CNIDeviceInfoFile` (DEL; a missing file is fine).
+/// ADD: for a delegate whose device came from its resource, copies the
+/// device plugin's device information to the delegate's
+/// `CNIDeviceInfoFile` (multus-cni `CmdAdd`); a failure is only logged, as Go.
+pub fn copy_device_info_for(sources: &DeviceSources, delegate: &Delegate, rt: &DelegateRuntime) {
+    let Some(f) = device_info_file(rt) else {
+        return;
+    };
+    if delegate.resource_name.is_empty() || delegate.device_id.is_empty() {
+        return;
+    }
+    if let Err(e) = copy_device_info(
+        sources,
+        &delegate.resource_name,
+        &delegate.device_id,
+        Path::new(f),
+    ) {
+        tracing::debug!("{}: no device information copied: {e}", delegate.name);
+    }
+}
+
+/// DEL: removes the delegate's `CNIDeviceInfoFile`, if it has one.
+pub fn remove_device_info_of(rt: &DelegateRuntime) {
+    if let Some(f) = device_info_file(rt) {
+        remove_device_info(Path::new(f));
+    }
+}
+
+/// Removes a `CNIDeviceInfoFile` (a missing file is fine).
 pub fn remove_device_info(cni_path: &Path) {
     match std::fs::remove_file(cni_path) {
         Ok(()) => {}

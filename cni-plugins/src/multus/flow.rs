@@ -196,21 +196,14 @@ fn delete_all(
     ifnames: &[String],
 ) -> Result<(), Error> {
     let mut errors = Vec::new();
+    let devinfo = conf.devices.cni_info_dir();
     for (d, ifname) in delegates.iter().zip(ifnames).rev() {
-        let rt = delegate_runtime_in(
-            req,
-            ifname,
-            &conf.runtime_config,
-            d,
-            &conf.devices.cni_info_dir(),
-        );
+        let rt = delegate_runtime_in(req, ifname, &conf.runtime_config, d, &devinfo);
         if let Err(e) = exec.del(d, &rt) {
             tracing::error!("DEL {} ({ifname}): {e}", d.name);
             errors.push(e);
         }
-        if let Some(f) = device_info_file(&rt) {
-            devices::remove_device_info(Path::new(f));
-        }
+        devices::remove_device_info_of(&rt);
     }
     match errors.len() {
         0 => Ok(()),
@@ -242,39 +235,23 @@ pub fn cmd_add(
 
     let mut result = None;
     let mut statuses: Vec<NetworkStatus> = Vec::new();
+    let devinfo = conf.devices.cni_info_dir();
     for (idx, d) in delegates.iter().enumerate() {
-        let rt = delegate_runtime_in(
-            req,
-            &ifnames[idx],
-            &conf.runtime_config,
-            d,
-            &conf.devices.cni_info_dir(),
-        );
-        if let (Some(f), false) = (device_info_file(&rt), d.resource_name.is_empty()) {
-            if let Err(e) = devices::copy_device_info(
-                &conf.devices,
-                &d.resource_name,
-                &d.device_id,
-                Path::new(f),
-            ) {
-                tracing::debug!("{}: no device information copied: {e}", d.name);
+        let rt = delegate_runtime_in(req, &ifnames[idx], &conf.runtime_config, d, &devinfo);
+        devices::copy_device_info_for(&conf.devices, d, &rt);
+        let added = exec.add(d, &rt).and_then(|r| {
+            if d.filter_v4_gateway
+                || d.filter_v6_gateway
+                || d.gateway_request.as_ref().is_some_and(|g| !g.is_empty())
+            {
+                let gws = d.gateway_request.clone().unwrap_or_default();
+                let remove_v4 = d.filter_v4_gateway || gws.iter().any(IpAddr::is_ipv4);
+                let remove_v6 = d.filter_v6_gateway || gws.iter().any(IpAddr::is_ipv6);
+                exec.set_default_routes(d, &rt, remove_v4, remove_v6, &gws)?;
             }
-        }
-        let added = exec
-            .add(d, &rt)
-            .map_err(|e| devices::explain_failure(d, e))
-            .and_then(|r| {
-                if d.filter_v4_gateway
-                    || d.filter_v6_gateway
-                    || d.gateway_request.as_ref().is_some_and(|g| !g.is_empty())
-                {
-                    let gws = d.gateway_request.clone().unwrap_or_default();
-                    let remove_v4 = d.filter_v4_gateway || gws.iter().any(IpAddr::is_ipv4);
-                    let remove_v6 = d.filter_v6_gateway || gws.iter().any(IpAddr::is_ipv6);
-                    exec.set_default_routes(d, &rt, remove_v4, remove_v6, &gws)?;
-                }
-                Ok(r)
-            });
+            Ok(r)
+        });
+        let added = added.map_err(|e| devices::explain_failure(d, e));
         let r = match added {
             Ok(r) => r,
             Err(e) => {
