@@ -596,3 +596,43 @@ fn dra_claims_give_device_ids() {
     assert!(e.contains("resourceclaim ns1/web-gpu-1"), "{e}");
     assert!(e.contains("no device allocation"), "{e}");
 }
+
+#[test]
+fn dra_extended_resource_mapping_is_strict() {
+    let Some(env) = Env::new("sriov-a") else {
+        return;
+    };
+    std::fs::write(env.checkpoint(), br#"{"Data":{"PodDeviceEntries":null}}"#).unwrap();
+    env.server.patch_pod(
+        "ns1",
+        "web",
+        &json!({"spec": {"nodeName": "node-1"}, "status": {"extendedResourceClaimStatus": {
+            "resourceClaimName": "web-extended-resources-abc",
+            "requestMappings": [{"containerName": "c", "resourceName": RESOURCE, "requestName": "container-0-request-0"}]}}}),
+    );
+    env.server.add_resource_claim(
+        "ns1",
+        "web-extended-resources-abc",
+        Some(json!([{"request": "container-0-request-0", "driver": "sriov.example.com", "pool": "p1", "device": "vf-5"}])),
+    );
+    let slice = |resource: &str| {
+        env.server.add_resource_slice(
+            "node-1-ext",
+            "node-1",
+            "sriov.example.com",
+            "p1",
+            json!([{"name": "vf-5", "attributes": {"k8s.cni.cncf.io/deviceID": {"string": "0000:03:02.5"}, "k8s.cni.cncf.io/resourceName": {"string": resource}}}]),
+        )
+    };
+    slice(RESOURCE);
+    env.add().unwrap();
+    assert_eq!(env.calls("ADD")[1].2["deviceID"], "0000:03:02.5");
+    env.del();
+    // The device's resourceName attribute must equal the mapping's.
+    slice("other.example.com/vf");
+    let e = env.add().unwrap_err();
+    assert!(
+        e.contains("but the extended resource mapping of request \"container-0-request-0\" is \"intel.com/sriov\""),
+        "{e}"
+    );
+}
