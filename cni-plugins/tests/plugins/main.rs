@@ -28,6 +28,7 @@ mod macvlan;
 mod macvlan_flannel;
 mod multus_e2e;
 mod multus_flow;
+mod multus_gocache;
 mod multus_inprocess;
 mod multus_k8s;
 mod multus_thick;
