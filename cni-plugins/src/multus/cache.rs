@@ -352,7 +352,7 @@ mod tests {
         let p = save(dir.path(), "c1", "eth0", std::slice::from_ref(&d)).unwrap();
         assert_eq!(p, dir.path().join("c1@eth0"));
         let (path, got) = load(dir.path(), "c1", "eth0").unwrap().unwrap();
-        assert_eq!((path, got[0].name.as_str()), (p, "a"));
+        assert_eq!((&path, got[0].name.as_str()), (&p, "a"));
         // Go's name holds the same bytes; no temporary file is left behind.
         let go = std::fs::read(dir.path().join("c1")).unwrap();
         assert_eq!(go, std::fs::read(&p).unwrap());
