@@ -33,6 +33,7 @@ mod multus_inprocess;
 mod multus_k8s;
 mod multus_thick;
 mod multus_thick_certs;
+mod multus_thick_keys;
 mod multus_thick_watch;
 mod operator;
 mod portmap_traffic;
