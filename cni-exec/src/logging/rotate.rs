@@ -145,7 +145,7 @@ impl RotatingFile {
         }
         let mut files = self.backups()?;
         // Newest first.
-        files.sort_by(|a, b| b.0.cmp(&a.0));
+        files.sort_by_key(|f| std::cmp::Reverse(f.0));
         let mut remove = Vec::new();
         if r.max_backups > 0 && r.max_backups < files.len() {
             let mut preserved = std::collections::HashSet::new();
