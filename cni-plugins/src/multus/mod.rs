@@ -21,7 +21,8 @@
 //!   embedding runtime's in-process registry carries over to delegates).
 //! * [`status`]: the `network-status` annotation; [`podnet`]: interface
 //!   checks and default routes in the pod's namespace.
-//! * [`Multus`]: the `cni_exec::Plugin` the `multus` binary runs.
+//! * [`Multus`]: the `cni_exec::Plugin` the `multus` binary runs;
+//!   [`logging`]: its log lines, sinks and rotation, as Multus's.
 //!
 //! ```
 //! use cni_plugins::multus::{delegate::plan_ifnames, selection, NetConf};
@@ -50,6 +51,7 @@ mod error;
 pub mod flow;
 pub mod invoke;
 pub mod k8s;
+pub mod logging;
 pub mod lookup;
 mod plugin;
 pub mod podnet;

@@ -31,6 +31,7 @@ mod multus_flow;
 mod multus_gocache;
 mod multus_inprocess;
 mod multus_k8s;
+mod multus_logging;
 mod multus_thick;
 mod multus_thick_certs;
 mod multus_thick_keys;

@@ -46,20 +46,26 @@ fn wait_for(what: &str, f: impl Fn() -> bool) {
 }
 
 /// A daemon in this process, stopped before its directory goes.
-struct Daemon(Option<thick::DaemonHandle>, tempfile::TempDir);
+struct Daemon {
+    handle: Option<thick::DaemonHandle>,
+    _dir: tempfile::TempDir,
+}
 
 impl Daemon {
     fn start(net: &Path, extra: Value) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
         let c = daemon_config(dir.path(), net, extra);
         let h = thick::start_with(c, None, Arc::new(cni_exec::ProcessExec::new())).unwrap();
-        Daemon(Some(h), dir)
+        Daemon {
+            handle: Some(h),
+            _dir: dir,
+        }
     }
 }
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        if let Some(d) = self.0.take() {
+        if let Some(d) = self.handle.take() {
             d.stop();
         }
     }
