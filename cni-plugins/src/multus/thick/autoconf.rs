@@ -332,11 +332,11 @@ impl AutoConfig {
             return Ok(false);
         };
         if self.choice.override_network_name
-            && !primary
+            && primary
                 .config
                 .get("name")
                 .and_then(Value::as_str)
-                .is_some_and(|n| !n.is_empty())
+                .is_none_or(str::is_empty)
         {
             return Err(Error::Config(format!(
                 "could not override the network name: the primary CNI configuration {} does not feature the network name",
