@@ -209,6 +209,9 @@ pub struct NetConf {
     pub prev_result: Option<Value>,
     /// `apiTimeoutSeconds` (ours): the total time ADD waits for the API.
     pub api_timeout: Duration,
+    /// Device IDs and device information (`podResourcesSocket`,
+    /// `deviceCheckpointFile`, `deviceInfoDir`; ours).
+    pub devices: super::devices::DeviceSources,
     /// Notes about ignored settings (e.g. `delegates` next to `clusterNetwork`).
     pub warnings: Vec<String>,
     /// The whole object, verbatim.
@@ -240,6 +243,9 @@ pub(crate) const KEYS: &[&str] = &[
     "runtimeConfig",
     "prevResult",
     "apiTimeoutSeconds",
+    "podResourcesSocket",
+    "deviceCheckpointFile",
+    "deviceInfoDir",
 ];
 
 fn get<'a>(raw: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
@@ -440,6 +446,7 @@ impl NetConf {
             runtime_config,
             prev_result: get(&raw, "prevResult").cloned(),
             api_timeout,
+            devices: super::devices::DeviceSources::from_raw(&raw)?,
             warnings,
             raw,
         })

@@ -26,6 +26,7 @@ mod link_plugins;
 mod loopback;
 mod macvlan;
 mod macvlan_flannel;
+mod multus_devices;
 mod multus_e2e;
 mod multus_flow;
 mod multus_gocache;
