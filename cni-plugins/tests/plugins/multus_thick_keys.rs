@@ -122,6 +122,15 @@ fn force_cni_version_rewrites_the_primary_once() {
     let n = net.path();
     let primary = n.join("10-flannel.conflist");
     std::fs::write(&primary, FLANNEL).unwrap();
+    let mode = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    };
+    std::fs::set_permissions(
+        &primary,
+        std::os::unix::fs::PermissionsExt::from_mode(0o640),
+    )
+    .unwrap();
     let out = n.join("00-multus.conf");
     let d = Daemon::start(n, json!({"cniVersion": "1.0.0", "forceCNIVersion": true}));
     wait_for("00-multus.conf", || out.exists());
@@ -130,6 +139,7 @@ fn force_cni_version_rewrites_the_primary_once() {
     let mut want: Value = serde_json::from_str(FLANNEL).unwrap();
     want["cniVersion"] = json!("1.0.0");
     assert_eq!(read(&primary), want);
+    assert_eq!(mode(&primary), 0o640, "the file's mode is kept");
     let text = std::fs::read_to_string(&primary).unwrap();
     assert!(
         text.starts_with(r#"{"cniVersion":"1.0.0","name":"cbr0","plugins":["#),

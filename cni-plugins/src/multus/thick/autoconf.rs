@@ -236,7 +236,7 @@ impl AutoConfig {
         let Some(v) = &self.choice.force_cni_version else {
             return Ok(());
         };
-        if self.choice.forced.swap(true, Ordering::SeqCst) {
+        if self.choice.forced.load(Ordering::SeqCst) {
             return Ok(());
         }
         primary
@@ -244,11 +244,16 @@ impl AutoConfig {
             .insert("cniVersion".into(), Value::String(v.clone()));
         let sorted: std::collections::BTreeMap<&String, &Value> = primary.config.iter().collect();
         let bytes = serde_json::to_vec(&sorted).unwrap_or_default();
+        // Go's os.WriteFile keeps an existing file's mode.
+        let mode = std::fs::metadata(&primary.path)
+            .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777)
+            .unwrap_or(0o644);
         AtomicWrite::new()
-            .mode(0o644)
+            .mode(mode)
             .fsync(true)
             .write(&primary.path, &bytes)
             .map_err(crate::multus::cache::atomic_error)?;
+        self.choice.forced.store(true, Ordering::SeqCst);
         tracing::info!(file = %primary.path.display(), version = %v, "forced the primary CNI configuration's cniVersion");
         Ok(())
     }
