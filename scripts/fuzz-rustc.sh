@@ -13,10 +13,10 @@ for a in "$@"; do
         cni_types | cni_exec | cni_netns | cni_ipam | cni_plugins) ours=1 ;;
         esac
     fi
+    # The fuzz targets themselves (bins of the cni-fuzz package).
+    case $a in fuzz_targets/*.rs) ours=1 ;; esac
     prev=$a
 done
-# The fuzz targets themselves: bins of the cni-fuzz package.
-case " $* " in *" --cfg fuzz_target "* | *"/fuzz/fuzz_targets/"*) ours=1 ;; esac
 if [ "$ours" = 1 ]; then
     exec "$rustc" "$@" -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
         -Cllvm-args=-sanitizer-coverage-inline-8bit-counters \

@@ -34,7 +34,7 @@ step() {
     STEP_TIMES+=("step $name: $((SECONDS - start)) s")
     echo "${STEP_TIMES[-1]}"
 }
-trap 'printf "%s\n" "${STEP_TIMES[@]}" "test-all.sh: ${SECONDS} s (load: $(cut -d" " -f1-3 /proc/loadavg))"' EXIT
+trap 'printf "%s\n" "${STEP_TIMES[@]}" "test-all.sh: ${SECONDS} s (load: $(cut -d" " -f1-3 /proc/loadavg))"; [ -z "${FUZZ_BUILD_PID:-}" ] || { pkill -P "$FUZZ_BUILD_PID"; kill "$FUZZ_BUILD_PID"; } 2>/dev/null || true' EXIT
 
 # Without its default `multus` feature, cni-plugins builds every other plugin
 # and carries none of multus's Kubernetes, TLS, YAML and certificate crates.
@@ -54,14 +54,27 @@ step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 step clippy-no-multus cargo clippy --locked -p cni-plugins --no-default-features --all-targets -- -D warnings
 step tree-no-multus no_multus_deps
 step doc env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
+# The fuzz targets' build (scripts/fuzz-smoke.sh, step fuzz-smoke below) runs
+# in the background, at low priority, while the tests below wait on the kernel.
+step test-build cargo test --workspace --locked --no-run --quiet
+# Every binary of the workspace with the workspace's feature set (the steps
+# below run them; `-p X` would build X again with X's own features).
+step build-bins cargo build --workspace --bins --locked --quiet
+FUZZ_BUILD_LOG=$(mktemp)
+nice -n 15 scripts/fuzz-smoke.sh --build-only >"$FUZZ_BUILD_LOG" 2>&1 &
+FUZZ_BUILD_PID=$!
+fuzz_build_done() {
+    local rc=0
+    wait "$FUZZ_BUILD_PID" || rc=$?
+    cat "$FUZZ_BUILD_LOG"
+    rm -f "$FUZZ_BUILD_LOG"
+    return "$rc"
+}
 # Six test threads on two cores: the integration tests spend most of their
 # time waiting on the kernel, on processes and on protocol timers (the plugins
 # binary uses a quarter of one core at two threads), and every test is written
 # to run in parallel with the others.
 step test cargo test --workspace --locked -- --test-threads=6
-# Every binary of the workspace with the workspace's feature set (the steps
-# below run them; `-p X` would build X again with X's own features).
-step build-bins cargo build --workspace --bins --locked --quiet
 # The conformance kit against our plugins (must pass) and Go's (information).
 step conformance scripts/conformance.sh
 # A crate outside the workspace: serde round trips, plugin unit tests without
@@ -78,7 +91,8 @@ step flannel-e2e cargo test --locked --workspace --test plugins -- --ignored --t
 # full runs (BENCHMARKS.md).
 step e2e-smoke cargo run -q --locked --bin e2e -- --smoke --plugins target/debug
 # libFuzzer targets (fuzz/), a bounded run each; FUZZ_SECONDS sets the time.
-step fuzz-smoke scripts/fuzz-smoke.sh
+step fuzz-build-wait fuzz_build_done
+step fuzz-smoke env FUZZ_SECONDS="${FUZZ_SECONDS:-5}" scripts/fuzz-smoke.sh
 # The README's quickstart and the in-process runtime example, on the debug build
 # (no `-p`: the workspace's feature set, so the builds above are reused).
 step quickstart cargo run -q --locked --bin quickstart -- target/debug
