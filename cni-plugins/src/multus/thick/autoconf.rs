@@ -105,9 +105,10 @@ impl PrimaryChoice {
 /// What auto-configuration watches and writes.
 #[derive(Clone, Debug)]
 pub struct AutoConfig {
-    /// Where the primary configuration is looked for.
+    /// Where the primary configuration is looked for (the daemon's
+    /// `multusAutoconfigDir`).
     pub cni_config_dir: PathBuf,
-    /// Where `00-multus.conf` is written.
+    /// Where `00-multus.conf` is written (the daemon's `cniConfigDir`).
     pub out_dir: PathBuf,
     /// Nothing is written while this file is missing.
     pub readiness_indicator_file: Option<PathBuf>,
@@ -163,8 +164,10 @@ impl AutoConfig {
             })
             .collect();
         AutoConfig {
-            cni_config_dir: c.cni_config_dir.clone(),
-            out_dir: c.multus_autoconfig_dir.clone(),
+            // As Go's config manager: the primary is read from
+            // `multusAutoconfigDir`, `00-multus.conf` goes to `cniConfigDir`.
+            cni_config_dir: c.multus_autoconfig_dir.clone(),
+            out_dir: c.cni_config_dir.clone(),
             readiness_indicator_file: c.readiness_indicator_file.clone(),
             socket_dir: c.socket_dir.clone(),
             extra,
@@ -390,6 +393,21 @@ pub fn write_atomic_private(path: &Path, data: &[u8]) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn primary_from_autoconfig_dir_output_to_cni_config_dir() {
+        // Go's config manager: the primary is read from
+        // `multusAutoconfigDir`, `00-multus.conf` goes to `cniConfigDir`.
+        let c = DaemonConfig::from_slice(
+            br#"{"cniConfigDir": "/host/etc/cni/net.d", "multusConfigFile": "auto",
+                 "multusAutoconfigDir": "/host/run/multus/cni/net.d"}"#,
+            Path::new("daemon-config.json"),
+        )
+        .unwrap();
+        let a = AutoConfig::from_daemon(&c);
+        assert_eq!(a.cni_config_dir, Path::new("/host/run/multus/cni/net.d"));
+        assert_eq!(a.out_dir, Path::new("/host/etc/cni/net.d"));
+    }
 
     #[test]
     fn primary_in_cni_order_skipping_multus() {

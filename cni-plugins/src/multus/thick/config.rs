@@ -70,13 +70,14 @@ pub struct DaemonConfig {
     pub log_to_stderr: bool,
     /// `perNodeCertificate`.
     pub per_node_certificate: Option<PerNodeCertificate>,
-    /// `cniConfigDir`: where the primary CNI configuration is looked for
-    /// and `00-multus.conf` goes by default.
+    /// `cniConfigDir`: where `00-multus.conf` is written (and the primary
+    /// CNI configuration is looked for unless `multusAutoconfigDir` is set).
     pub cni_config_dir: PathBuf,
     /// `multusConfigFile`: `"auto"` generates `00-multus.conf`; a path (or
     /// unset) leaves the node's configuration to the admin.
     pub multus_config_file: Option<String>,
-    /// `multusAutoconfigDir` (default `cniConfigDir`).
+    /// `multusAutoconfigDir`: where the primary CNI configuration is looked
+    /// for (default `cniConfigDir`), as Go's config manager.
     pub multus_autoconfig_dir: PathBuf,
     /// `readinessindicatorfile`.
     pub readiness_indicator_file: Option<PathBuf>,
