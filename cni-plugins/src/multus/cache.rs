@@ -137,7 +137,7 @@ impl CachedDelegate {
             .get("plugins")
             .and_then(Value::as_array)
             .is_some_and(|p| !p.is_empty());
-        Ok(Delegate {
+        let mut d = Delegate {
             name: self.name,
             config,
             is_conflist,
@@ -152,8 +152,19 @@ impl CachedDelegate {
             device_id: self.device_id,
             filter_v4_gateway: self.filter_v4_gateway,
             filter_v6_gateway: self.filter_v6_gateway,
-        })
+            ..Default::default()
+        };
+        keep_exact_bytes(&mut d, bytes);
+        Ok(d)
     }
+}
+
+/// DEL hands a delegate exactly the bytes ADD gave it: the cache's `Bytes`
+/// are kept as they are, never re-encoded from the parsed config (a
+/// re-encoding once dropped keys in Go multus and leaked IPs, multus-cni
+/// PR #1521).
+fn keep_exact_bytes(d: &mut Delegate, bytes: Vec<u8>) {
+    d.cached_bytes = Some(bytes);
 }
 
 /// The cache file of an attachment: `<cniDir>/<containerID>@<ifname>`
@@ -285,7 +296,10 @@ mod tests {
         )
         .unwrap();
         let ds = vec![list, conf];
-        let back = decode(&encode(&ds)).unwrap();
+        let mut back = decode(&encode(&ds)).unwrap();
+        for (b, d) in back.iter_mut().zip(&ds) {
+            assert_eq!(b.cached_bytes.take(), Some(d.config_bytes()));
+        }
         assert_eq!(back, ds);
     }
 
