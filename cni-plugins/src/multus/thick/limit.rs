@@ -70,9 +70,11 @@ impl LimitConfig {
             None | Some(Value::Null) => DEFAULT_CONNECTION_WAIT,
             Some(v) => match v.as_f64() {
                 Some(s) if (0.0..=3600.0).contains(&s) => Duration::from_secs_f64(s),
-                _ => return Err(bad(format!(
+                _ => {
+                    return Err(bad(format!(
                     "\"{CONNECTION_WAIT_KEY}\" must be a number of seconds in [0, 3600], got {v}"
-                ))),
+                )))
+                }
             },
         };
         Ok(LimitConfig { max, wait })
