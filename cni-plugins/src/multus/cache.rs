@@ -320,6 +320,31 @@ mod tests {
     }
 
     #[test]
+    fn cached_bytes_are_handed_on_unchanged() {
+        // Go writes its own spelling (sorted keys, its number format); ours
+        // may differ in order and numbers: DEL gets the file's bytes as
+        // they are, never a re-encoding.
+        let cfg: &[u8] =
+            br#"{"type":"x","zeta":1.50,"alpha":1e3,"name":"n","big":18446744073709551616}"#;
+        let go = format!(
+            r#"[{{"Conf":{{"type":"x","name":"n"}},"ConfList":{{}},"Name":"n","Bytes":"{}"}}]"#,
+            base64::engine::general_purpose::STANDARD.encode(cfg)
+        );
+        let mut d = decode(go.as_bytes()).unwrap();
+        assert_eq!(d[0].config_bytes(), cfg);
+        assert_eq!(d[0].config["zeta"], 1.5);
+        // A conf keeps them through DEL's version default only when it has
+        // a version; one without gets multus's and is re-encoded (as Go).
+        d[0].default_cni_version("1.0.0");
+        assert_eq!(d[0].cached_bytes, None);
+        assert_eq!(d[0].cni_version(), "1.0.0");
+        // Saved again, the bytes are the same ones.
+        let cfg2 = d[0].config_bytes();
+        let back = decode(&encode(&d)).unwrap();
+        assert_eq!(back[0].config_bytes(), cfg2);
+    }
+
+    #[test]
     fn save_load_and_fallback() {
         let dir = tempfile::tempdir().unwrap();
         assert!(load(dir.path(), "c1", "eth0").unwrap().is_none());

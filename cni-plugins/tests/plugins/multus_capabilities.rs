@@ -110,6 +110,13 @@ impl Node {
             .to_string(),
         );
         server.add_nad("ns1", "rec-net", RECORDER_NAD);
+        // No cniVersion: Go hands DEL the same (only a conflist gets
+        // multus's version).
+        server.add_nad(
+            "ns1",
+            "rec-nover",
+            r#"{"type":"recorder","name":"rec-nover","x":0.10}"#,
+        );
         Node {
             node,
             pod,
@@ -189,7 +196,8 @@ fn selection() -> String {
          "bandwidth": {"ingressRate": 8000000, "ingressBurst": 80000,
                        "egressRate": 16000000, "egressBurst": 80000}},
         {"name": "rec-net", "interface": "rec1", "deviceID": "0000:00:1f.6",
-         "mac": "c2:11:22:33:44:66"}
+         "mac": "c2:11:22:33:44:66"},
+        {"name": "rec-nover", "interface": "rec2"}
     ])
     .to_string()
 }
@@ -249,6 +257,12 @@ fn capabilities_reach_real_delegates_and_del_gets_the_add_bytes() {
         String::from_utf8_lossy(&del),
         String::from_utf8_lossy(&add),
         "DEL got other bytes than ADD"
+    );
+    let add2 = n.recorded("ADD.rec2.stdin").expect("recorder ADD rec2");
+    let del2 = n.recorded("DEL.rec2.stdin").expect("recorder DEL rec2");
+    assert_eq!(
+        String::from_utf8_lossy(&del2),
+        String::from_utf8_lossy(&add2)
     );
     // And every effect is gone.
     assert!(tcp_get(&n.client, "10.241.0.1:18080").is_err());
