@@ -488,7 +488,7 @@ fn thick_daemon_example_every_key() {
     let text = fixture("thick-daemon-config.json");
     let d = DaemonConfig::from_slice(text.as_bytes(), Path::new("thick-plugin.md")).unwrap();
     assert_eq!(d.chroot_dir.as_deref(), Some(Path::new("/hostroot")));
-    assert_eq!(d.log_to_stderr, true);
+    assert!(d.log_to_stderr);
     assert_eq!(d.log_level.as_deref(), Some("verbose"));
     assert_eq!(d.log_file.as_deref(), Some(Path::new("/tmp/multus.log")));
     assert_eq!(d.socket_path(), Path::new("/host/run/multus/multus.sock"));

@@ -198,7 +198,7 @@ mod tests {
         let start = Instant::now();
         let e = l.acquire().unwrap_err();
         assert!(start.elapsed() >= Duration::from_millis(100));
-        assert_eq!(e.code, ErrorCode::TryAgainLater.into());
+        assert_eq!(e.code, ErrorCode::TryAgainLater);
         assert!(e.msg.contains("connectionLimit 1"), "{}", e.msg);
         drop(p);
         assert_eq!(l.in_flight(), 0);
