@@ -131,10 +131,12 @@ fn options() -> Fallible<Options> {
             "--adds" => o.adds = value()?.parse()?,
             "--hold" => o.hold = value()?.parse()?,
             "--limit" => o.limit = Some(value()?.parse()?),
-            other => return Err(format!(
+            other => {
+                return Err(format!(
                 "unknown argument {other:?}; usage: {PROGRAM} [--adds N] [--hold SECS] [--limit N]"
             )
-            .into()),
+                .into())
+            }
         }
     }
     Ok(o)
