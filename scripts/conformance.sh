@@ -11,8 +11,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-cargo build -q --locked -p cni-plugins --bins
-cargo build -q --locked -p cni-testkit --bin cni-conformance
+# The workspace's feature set (no `-p`): after `cargo test --workspace` and
+# `cargo build --workspace --bins` nothing is built again.
+cargo build -q --locked --workspace --bins
 KIT=target/debug/cni-conformance
 GO_DIR=${GO_PLUGIN_DIR:-/usr/lib/cni}
 TYPES="bridge ptp macvlan ipvlan vlan host-device loopback dummy tap host-local static

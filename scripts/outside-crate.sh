@@ -27,6 +27,14 @@ cni-types = { path = "$repo/cni-types" }
 cni-exec = { path = "$repo/cni-exec" }
 serde = { version = "1", features = ["derive"] }
 serde_json = { version = "1", features = ["preserve_order"] }
+
+# The workspace's dev profile: with the same flags, the dependencies this
+# crate shares with the workspace are reused from its target directory.
+[profile.dev]
+debug = "line-tables-only"
+
+[profile.dev.package."*"]
+debug = false
 EOF
 cat > "$work/src/main.rs" <<'EOF'
 //! A chained plugin of a third party: it adds a route to the result it is

@@ -54,7 +54,14 @@ step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 step clippy-no-multus cargo clippy --locked -p cni-plugins --no-default-features --all-targets -- -D warnings
 step tree-no-multus no_multus_deps
 step doc env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
-step test cargo test --workspace --locked
+# Six test threads on two cores: the integration tests spend most of their
+# time waiting on the kernel, on processes and on protocol timers (the plugins
+# binary uses a quarter of one core at two threads), and every test is written
+# to run in parallel with the others.
+step test cargo test --workspace --locked -- --test-threads=6
+# Every binary of the workspace with the workspace's feature set (the steps
+# below run them; `-p X` would build X again with X's own features).
+step build-bins cargo build --workspace --bins --locked --quiet
 # The conformance kit against our plugins (must pass) and Go's (information).
 step conformance scripts/conformance.sh
 # A crate outside the workspace: serde round trips, plugin unit tests without
@@ -62,18 +69,17 @@ step conformance scripts/conformance.sh
 step outside-crate scripts/outside-crate.sh
 # The nft-process firewall backend keeps full coverage (native is the default).
 step test-nft-backend env CNI_FIREWALL_BACKEND=nft \
-    cargo test --locked -p cni-netns --test netns -- firewall:: firewall_traffic::
+    cargo test --locked --workspace --test netns -- firewall:: firewall_traffic::
 # Tests on the node's default paths (cni0, /run/flannel/subnet.env): they save
 # and restore what was there, and must run alone.
-step flannel-e2e cargo test --locked -p cni-plugins --test plugins -- --ignored --test-threads=1 flannel_e2e::
+step flannel-e2e cargo test --locked --workspace --test plugins -- --ignored --test-threads=1 flannel_e2e::
 # The end-to-end benchmark in smoke mode (a few pods, our plugins exec'd and
 # in-process, and the Go plugins): it must keep working; figures come from
 # full runs (BENCHMARKS.md).
-step e2e-smoke cargo run -q --locked -p cni-benches --bin e2e -- --smoke --plugins target/debug
+step e2e-smoke cargo run -q --locked --bin e2e -- --smoke --plugins target/debug
 # libFuzzer targets (fuzz/), a bounded run each; FUZZ_SECONDS sets the time.
 step fuzz-smoke scripts/fuzz-smoke.sh
 # The README's quickstart and the in-process runtime example, on the debug build
-# (with the workspace's feature set, so the test build above is reused).
-step quickstart cargo run -q --locked -p cni-examples --features cni-plugins/multus \
-    --bin quickstart -- target/debug
-step inprocess cargo run -q --locked -p cni-examples --features cni-plugins/multus --bin inprocess
+# (no `-p`: the workspace's feature set, so the builds above are reused).
+step quickstart cargo run -q --locked --bin quickstart -- target/debug
+step inprocess cargo run -q --locked --bin inprocess

@@ -14,6 +14,10 @@
 //!   their watches (`?watch=1&resourceVersion=N`: newline-delimited
 //!   `{"type","object"}` events after N, streamed until `timeoutSeconds`
 //!   or the server stops)
+//! - `resource.k8s.io/v1` (DRA): `GET …/namespaces/{ns}/resourceclaims/{name}`
+//!   and `GET /apis/resource.k8s.io/v1/resourceslices` with the
+//!   `fieldSelector` `spec.nodeName` / `spec.driver` terms applied (see
+//!   [`KubeApiServer::add_resource_claim`], [`KubeApiServer::add_resource_slice`])
 //! - `certificates.k8s.io/v1` CertificateSigningRequests: create, get,
 //!   `PUT …/{name}/approval`; an approved request is issued at once,
 //!   signed by the test CA (see [`KubeApiServer::approve_csr`] and
@@ -125,6 +129,8 @@ pub struct KubeApiServer {
 
 const POD_KIND: &str = "pods";
 const NAD_KIND: &str = "network-attachment-definitions";
+const CLAIM_KIND: &str = "resourceclaims";
+const SLICE_KIND: &str = "resourceslices";
 const CSR_KIND: &str = "certificatesigningrequests";
 
 fn random_token() -> String {
@@ -418,6 +424,56 @@ impl KubeApiServer {
             .events
             .push((kind.to_string(), rv, event, obj.clone()));
         state.objects.insert((kind.to_string(), ns, name), obj);
+    }
+
+    /// Merges `patch` (RFC 7386) into a stored pod, e.g.
+    /// `{"spec": {"nodeName": "n1"}, "status": {"resourceClaimStatuses": [...]}}`.
+    pub fn patch_pod(&self, namespace: &str, name: &str, patch: &Value) {
+        if let Some(mut obj) = self.get(POD_KIND, namespace, name) {
+            merge_patch(&mut obj, patch);
+            self.put(POD_KIND, obj);
+        }
+    }
+
+    /// Stores a `resource.k8s.io/v1` ResourceClaim whose
+    /// `status.allocation.devices.results` are `results` (`None`: not
+    /// allocated).
+    pub fn add_resource_claim(&self, namespace: &str, name: &str, results: Option<Value>) {
+        let status = match results {
+            Some(r) => json!({"allocation": {"devices": {"results": r}}}),
+            None => json!({}),
+        };
+        self.put(
+            CLAIM_KIND,
+            json!({
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"devices": {"requests": []}},
+                "status": status,
+            }),
+        );
+    }
+
+    /// Stores a `resource.k8s.io/v1` ResourceSlice of `driver` on `node`
+    /// for `pool`, with `devices` (`[{"name", "attributes": {...}}]`).
+    pub fn add_resource_slice(
+        &self,
+        name: &str,
+        node: &str,
+        driver: &str,
+        pool: &str,
+        devices: Value,
+    ) {
+        self.put(
+            SLICE_KIND,
+            json!({
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": {"name": name},
+                "spec": {"driver": driver, "nodeName": node,
+                         "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+                         "devices": devices},
+            }),
+        );
     }
 
     /// The stored pod object.
@@ -936,6 +992,10 @@ fn handle(req: &Request, shared: &Shared, has_client_cert: bool) -> (u16, Value)
             json!({"kind": list_kind, "metadata": {"resourceVersion": rv.to_string()}, "items": items}),
         );
     }
+    if req.method == "GET" && req.path.trim_matches('/') == "apis/resource.k8s.io/v1/resourceslices"
+    {
+        return list_slices(req, shared);
+    }
     let segs: Vec<&str> = req.path.trim_matches('/').split('/').collect();
     if let ["apis", "certificates.k8s.io", "v1", "certificatesigningrequests", rest @ ..] =
         segs.as_slice()
@@ -950,6 +1010,9 @@ fn handle(req: &Request, shared: &Shared, has_client_cert: bool) -> (u16, Value)
         ["apis", "k8s.cni.cncf.io", "v1", "namespaces", ns, "network-attachment-definitions", name] => {
             (NAD_KIND, *ns, *name, None)
         }
+        ["apis", "resource.k8s.io", "v1", "namespaces", ns, "resourceclaims", name] => {
+            (CLAIM_KIND, *ns, *name, None)
+        }
         _ => {
             return status(
                 404,
@@ -960,10 +1023,10 @@ fn handle(req: &Request, shared: &Shared, has_client_cert: bool) -> (u16, Value)
     };
     let key = (kind.to_string(), ns.to_string(), name.to_string());
     let not_found = || {
-        let group = if kind == NAD_KIND {
-            ".k8s.cni.cncf.io"
-        } else {
-            ""
+        let group = match kind {
+            NAD_KIND => ".k8s.cni.cncf.io",
+            CLAIM_KIND => ".resource.k8s.io",
+            _ => "",
         };
         status(
             404,
@@ -1005,6 +1068,45 @@ fn handle(req: &Request, shared: &Shared, has_client_cert: bool) -> (u16, Value)
         }
         m => status(405, "MethodNotAllowed", format!("method {m} not allowed")),
     }
+}
+
+/// ResourceSlices matching the `fieldSelector` terms `spec.nodeName=` and
+/// `spec.driver=` (others are refused, as a real server refuses unknown
+/// fields).
+fn list_slices(req: &Request, shared: &Shared) -> (u16, Value) {
+    let mut terms = Vec::new();
+    for t in query_param(&req.query, "fieldSelector")
+        .unwrap_or("")
+        .split(',')
+        .filter(|t| !t.is_empty())
+    {
+        match t.split_once('=') {
+            Some((f @ ("spec.nodeName" | "spec.driver"), v)) => terms.push((f, v.to_string())),
+            _ => return status(400, "BadRequest", format!("field label not supported: {t}")),
+        }
+    }
+    let items: Vec<Value> = shared
+        .lock()
+        .objects
+        .iter()
+        .filter(|((k, _, _), _)| k == SLICE_KIND)
+        .map(|(_, o)| o)
+        .filter(|o| {
+            terms.iter().all(|(f, v)| {
+                let field = if *f == "spec.nodeName" {
+                    "nodeName"
+                } else {
+                    "driver"
+                };
+                o["spec"][field].as_str() == Some(v.as_str())
+            })
+        })
+        .cloned()
+        .collect();
+    (
+        200,
+        json!({"kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1", "metadata": {}, "items": items}),
+    )
 }
 
 /// Applies an RFC 7386 JSON merge patch to `target`.

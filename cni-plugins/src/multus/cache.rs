@@ -72,6 +72,12 @@ struct CachedDelegate {
     filter_v6_gateway: bool,
     #[serde(rename = "deviceID", default, skip_serializing_if = "String::is_empty")]
     device_id: String,
+    #[serde(
+        rename = "resourceName",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    resource_name: String,
     #[serde(rename = "Bytes", default)]
     bytes: String,
 }
@@ -118,6 +124,7 @@ impl CachedDelegate {
             filter_v4_gateway: d.filter_v4_gateway,
             filter_v6_gateway: d.filter_v6_gateway,
             device_id: d.device_id.clone(),
+            resource_name: d.resource_name.clone(),
             bytes: base64::engine::general_purpose::STANDARD.encode(d.config_bytes()),
         }
     }
@@ -150,6 +157,7 @@ impl CachedDelegate {
             bandwidth_request: self.bandwidth_request,
             gateway_request: self.gateway_request,
             device_id: self.device_id,
+            resource_name: self.resource_name,
             filter_v4_gateway: self.filter_v4_gateway,
             filter_v6_gateway: self.filter_v6_gateway,
             ..Default::default()

@@ -219,6 +219,9 @@ pub struct NetConf {
     pub prev_result: Option<Value>,
     /// `apiTimeoutSeconds` (ours): the total time ADD waits for the API.
     pub api_timeout: Duration,
+    /// Device IDs and device information (`podResourcesSocket`,
+    /// `deviceCheckpointFile`, `deviceInfoDir`; ours).
+    pub devices: super::devices::DeviceSources,
     /// `apiRequestTimeoutSeconds` (ours): the limit on one API request
     /// (default `apiTimeoutSeconds`; Go: a fixed minute, 250 ms per pod poll).
     pub api_request_timeout: Duration,
@@ -253,6 +256,9 @@ pub(crate) const KEYS: &[&str] = &[
     "runtimeConfig",
     "prevResult",
     "apiTimeoutSeconds",
+    "podResourcesSocket",
+    "deviceCheckpointFile",
+    "deviceInfoDir",
     "apiRequestTimeoutSeconds",
 ];
 
@@ -462,6 +468,7 @@ impl NetConf {
             runtime_config,
             prev_result: get(&raw, "prevResult").cloned(),
             api_timeout,
+            devices: super::devices::DeviceSources::from_raw(&raw)?,
             api_request_timeout,
             warnings,
             raw,

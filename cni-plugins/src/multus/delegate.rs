@@ -40,8 +40,11 @@ pub struct Delegate {
     pub bandwidth_request: Option<Bandwidth>,
     /// `default-route` from the selection element.
     pub gateway_request: Option<Vec<IpAddr>>,
-    /// `deviceID` from the selection element.
+    /// `deviceID` from the selection element, or the device of
+    /// [`Delegate::resource_name`] (see [`crate::multus::devices`]).
     pub device_id: String,
+    /// The NAD's `k8s.v1.cni.cncf.io/resourceName` annotation.
+    pub resource_name: String,
     /// Remove this delegate's IPv4 default route (another one was chosen).
     pub filter_v4_gateway: bool,
     /// Remove this delegate's IPv6 default route.

@@ -203,6 +203,18 @@ pub enum Error {
         /// What was wrong.
         reason: String,
     },
+    /// The device IDs kubelet (pod-resources API or device-plugin
+    /// checkpoint) or DRA allocated for a NAD's `resourceName` could not
+    /// be read (code 11: kubelet or the API may answer on a retry).
+    #[error("get device IDs{} from {source_name}: {reason}", if resource.is_empty() { String::new() } else { format!(" of resource {resource:?}") })]
+    DeviceLookup {
+        /// The NAD's `k8s.v1.cni.cncf.io/resourceName` ("" when not known yet).
+        resource: String,
+        /// The socket, file or API object read.
+        source_name: String,
+        /// Why.
+        reason: String,
+    },
     /// The Kubernetes API refused or failed a node certificate operation
     /// (code 999).
     #[error("{op}: {reason}")]
@@ -265,7 +277,8 @@ impl Error {
             }
             Error::ApiUnreachable { .. }
             | Error::DefaultNetworkNotReady(_)
-            | Error::DaemonUnreachable { .. } => ErrorCode::TryAgainLater,
+            | Error::DaemonUnreachable { .. }
+            | Error::DeviceLookup { .. } => ErrorCode::TryAgainLater,
             Error::Io { .. } => ErrorCode::IoFailure,
             Error::DelegateFailed { error, .. } => error.code,
             Error::Multiple(v) => v.first().map_or(ErrorCode::Internal, Error::code),

@@ -14,9 +14,10 @@ use serde_json::{json, Value};
 use super::cache;
 use super::conf::NetConf;
 use super::delegate::{plan_ifnames, Delegate};
+use super::devices;
 use super::k8s::{KubeClient, Pod};
 use super::lookup::{add_pod_delegates, cluster_delegates, conf_files};
-use super::runtime::{delegate_runtime, device_info_file, DelegateRuntime, PodRequest};
+use super::runtime::{delegate_runtime_in, device_info_file, DelegateRuntime, PodRequest};
 use super::selection::NETWORK_STATUS_ANNOTATION;
 use super::status::{annotation_value, network_statuses, NetworkStatus};
 use crate::multus::Error;
@@ -121,6 +122,7 @@ pub fn pod_delegates(
     if let (Some(k), Some(p)) = (kube, pod) {
         add_pod_delegates(k, p, conf, &mut delegates)?;
     }
+    devices::assign_device_ids(&conf.devices, kube, pod, &mut delegates)?;
     if let (Some(aux), Some(cluster)) = (&conf.auxiliary_cni_chain_name, &conf.cluster_network) {
         // As multus-cni's LoadChainedDelegatesFromBytes: a chain that does
         // not load is logged and skipped, never a failed ADD.
@@ -194,12 +196,14 @@ fn delete_all(
     ifnames: &[String],
 ) -> Result<(), Error> {
     let mut errors = Vec::new();
+    let devinfo = conf.devices.cni_info_dir();
     for (d, ifname) in delegates.iter().zip(ifnames).rev() {
-        let rt = delegate_runtime(req, ifname, &conf.runtime_config, d);
+        let rt = delegate_runtime_in(req, ifname, &conf.runtime_config, d, &devinfo);
         if let Err(e) = exec.del(d, &rt) {
             tracing::error!("DEL {} ({ifname}): {e}", d.name);
             errors.push(e);
         }
+        devices::remove_device_info_of(&rt);
     }
     match errors.len() {
         0 => Ok(()),
@@ -231,8 +235,10 @@ pub fn cmd_add(
 
     let mut result = None;
     let mut statuses: Vec<NetworkStatus> = Vec::new();
+    let devinfo = conf.devices.cni_info_dir();
     for (idx, d) in delegates.iter().enumerate() {
-        let rt = delegate_runtime(req, &ifnames[idx], &conf.runtime_config, d);
+        let rt = delegate_runtime_in(req, &ifnames[idx], &conf.runtime_config, d, &devinfo);
+        devices::copy_device_info_for(&conf.devices, d, &rt);
         let added = exec.add(d, &rt).and_then(|r| {
             if d.filter_v4_gateway
                 || d.filter_v6_gateway
@@ -245,6 +251,7 @@ pub fn cmd_add(
             }
             Ok(r)
         });
+        let added = added.map_err(|e| devices::explain_failure(d, e));
         let r = match added {
             Ok(r) => r,
             Err(e) => {
@@ -391,7 +398,13 @@ pub fn cmd_check(
         None => cluster_delegates(kube, conf, Some(&req.pod_namespace))?,
     };
     for (i, d) in delegates.iter().enumerate() {
-        let rt = delegate_runtime(req, &d.ifname(&req.ifname, i), &conf.runtime_config, d);
+        let rt = delegate_runtime_in(
+            req,
+            &d.ifname(&req.ifname, i),
+            &conf.runtime_config,
+            d,
+            &conf.devices.cni_info_dir(),
+        );
         exec.check(d, &rt)?;
     }
     Ok(())

@@ -186,7 +186,7 @@ pub fn nad_delegate(
             other => other,
         })?;
     let config = nad_config(&nad, conf_dir)?;
-    Delegate::from_value(config, Some(element)).map_err(|e| match e {
+    let mut d = Delegate::from_value(config, Some(element)).map_err(|e| match e {
         Error::DelegateConfig { reason, .. } => Error::DelegateConfig {
             what: format!(
                 "network-attachment-definition {}/{}",
@@ -195,7 +195,14 @@ pub fn nad_delegate(
             reason,
         },
         other => other,
-    })
+    })?;
+    if let Some(r) = nad
+        .annotations
+        .get(super::devices::RESOURCE_NAME_ANNOTATION)
+    {
+        d.resource_name = r.clone();
+    }
+    Ok(d)
 }
 
 /// Resolves a `clusterNetwork` or `defaultNetworks` entry, in the
@@ -422,6 +429,7 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            ..Default::default()
         }
     }
 

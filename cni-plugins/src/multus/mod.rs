@@ -21,6 +21,8 @@
 //!   embedding runtime's in-process registry carries over to delegates).
 //! * [`status`]: the `network-status` annotation; [`podnet`]: interface
 //!   checks and default routes in the pod's namespace.
+//! * [`devices`]: device IDs for NADs naming a `resourceName` (kubelet's
+//!   [`podresources`] API, its checkpoint, DRA) and device-info files.
 //! * [`Multus`]: the `cni_exec::Plugin` the `multus` binary runs.
 //!
 //! ```
@@ -46,6 +48,7 @@
 pub mod cache;
 pub mod conf;
 pub mod delegate;
+pub mod devices;
 mod error;
 pub mod flow;
 pub mod invoke;
@@ -53,6 +56,7 @@ pub mod k8s;
 pub mod lookup;
 mod plugin;
 pub mod podnet;
+pub mod podresources;
 pub mod runtime;
 pub mod selection;
 pub mod status;

@@ -3,6 +3,8 @@
 //! interface, `CNI_ARGS` and capability arguments (libcni's `RuntimeConf`,
 //! multus-cni `CreateCNIRuntimeConf`).
 
+use std::path::Path;
+
 use serde_json::Value;
 
 use super::conf::RuntimeConfig;
@@ -83,6 +85,18 @@ pub fn delegate_runtime(
     base: &RuntimeConfig,
     delegate: &Delegate,
 ) -> DelegateRuntime {
+    delegate_runtime_in(req, ifname, base, delegate, Path::new(CNI_DEVICE_INFO_DIR))
+}
+
+/// [`delegate_runtime`] with the `CNIDeviceInfoFile` directory given (the
+/// multus config's `deviceInfoDir` + `/cni`).
+pub fn delegate_runtime_in(
+    req: &PodRequest,
+    ifname: &str,
+    base: &RuntimeConfig,
+    delegate: &Delegate,
+    device_info_dir: &Path,
+) -> DelegateRuntime {
     let mut args: Vec<(String, String)> = vec![
         ("IgnoreUnknown".into(), "true".into()),
         ("K8S_POD_NAMESPACE".into(), req.pod_namespace.clone()),
@@ -113,7 +127,7 @@ pub fn delegate_runtime(
     let mut rc = delegate.runtime_config(base);
     if !rc.device_id.is_empty() {
         let file = format!("{}-{}_{}", delegate.name, req.container_id, ifname).replace('/', "-");
-        rc.cni_device_info_file = format!("{CNI_DEVICE_INFO_DIR}/{file}");
+        rc.cni_device_info_file = device_info_dir.join(file).display().to_string();
     }
     DelegateRuntime {
         container_id: req.container_id.clone(),

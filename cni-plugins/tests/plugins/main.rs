@@ -27,6 +27,7 @@ mod loopback;
 mod macvlan;
 mod macvlan_flannel;
 mod multus_capabilities;
+mod multus_devices;
 mod multus_e2e;
 mod multus_flow;
 mod multus_inprocess;

@@ -132,7 +132,8 @@ impl Node {
         json!({"cniVersion": "1.0.0", "name": "multus-net", "type": "multus",
             "kubeconfig": self.server.kubeconfig_path(), "clusterNetwork": "cluster",
             "binDir": self.plugins.path(), "cniDir": self.dir.path().join("cni"),
-            "confDir": self.dir.path().join("conf")})
+            "confDir": self.dir.path().join("conf"),
+            "deviceInfoDir": self.dir.path().join("devinfo")})
         .to_string()
         .into_bytes()
     }
@@ -246,6 +247,7 @@ fn capabilities_reach_real_delegates_and_del_gets_the_add_bytes() {
         v["runtimeConfig"],
         json!({"deviceID": "0000:00:1f.6", "mac": "c2:11:22:33:44:66"})
     );
+    // (CNIDeviceInfoFile is passed only to delegates declaring it.)
     assert_eq!(v["zeta"], 1.5);
 
     let (ok, out) = n.multus("DEL", "cid-caps", "web");

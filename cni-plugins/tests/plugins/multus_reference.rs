@@ -266,6 +266,8 @@ impl Node {
 
     fn conf(&self, runtime_config: Option<Value>) -> NetConf {
         let mut v: Value = serde_json::from_str(&rooted_example(self.root.path())).unwrap();
+        // Device-info files go under the node of our own too.
+        v["deviceInfoDir"] = json!(self.root.path().join("var/run/k8s.cni.cncf.io/devinfo"));
         if let Some(rc) = runtime_config {
             // What a runtime injects for the example's `capabilities`.
             v["runtimeConfig"] = rc;
@@ -439,7 +441,10 @@ fn selection_element_every_key_reaches_the_delegate() {
     assert_eq!(sriov.caps["deviceID"], "0000:00:1f.6");
     assert_eq!(
         sriov.caps["CNIDeviceInfoFile"],
-        "/var/run/k8s.cni.cncf.io/devinfo/cni/default-sriov-net-cid-ib_ib1"
+        json!(node
+            .root
+            .path()
+            .join("var/run/k8s.cni.cncf.io/devinfo/cni/default-sriov-net-cid-ib_ib1"))
     );
     assert_eq!(
         sriov.caps["portMappings"],

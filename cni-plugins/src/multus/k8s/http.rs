@@ -263,6 +263,42 @@ impl HttpKubeClient {
 }
 
 impl KubeClient for HttpKubeClient {
+    fn get_resource_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<super::resource::ResourceClaim, Error> {
+        let body = self.call(
+            "get resourceclaim",
+            "resourceclaim",
+            namespace,
+            name,
+            &format!("/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"),
+            None,
+        )?;
+        super::resource::ResourceClaim::from_json(&body)
+    }
+
+    fn list_resource_slice_devices(
+        &self,
+        node_name: &str,
+        driver: &str,
+    ) -> Result<Vec<super::resource::SliceDevice>, Error> {
+        let mut selector = format!("spec.driver={driver}");
+        if !node_name.is_empty() {
+            selector = format!("spec.nodeName={node_name},{selector}");
+        }
+        let body = self.call(
+            "list resourceslices",
+            "resourceslice",
+            "",
+            &selector,
+            &format!("/apis/resource.k8s.io/v1/resourceslices?fieldSelector={selector}"),
+            None,
+        )?;
+        super::resource::slice_devices_from_json(&body)
+    }
+
     fn get_pod(&self, namespace: &str, name: &str) -> Result<Pod, Error> {
         let body = self.call(
             "get pod",

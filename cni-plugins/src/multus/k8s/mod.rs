@@ -4,6 +4,7 @@
 
 mod http;
 mod kubeconfig;
+pub mod resource;
 
 use std::collections::BTreeMap;
 
@@ -29,6 +30,12 @@ pub struct Pod {
     pub uid: String,
     /// `metadata.annotations`.
     pub annotations: BTreeMap<String, String>,
+    /// `spec.nodeName` (DRA: the node whose ResourceSlices are read).
+    pub node_name: String,
+    /// `status.resourceClaimStatuses` (DRA).
+    pub resource_claims: Vec<resource::PodResourceClaimStatus>,
+    /// `status.extendedResourceClaimStatus` (DRA for extended resources).
+    pub extended_resource_claim: Option<resource::ExtendedResourceClaimStatus>,
 }
 
 impl Pod {
@@ -73,6 +80,8 @@ struct Object {
     metadata: Meta,
     #[serde(default)]
     spec: Option<Map<String, Value>>,
+    #[serde(default)]
+    status: Option<Map<String, Value>>,
 }
 
 fn decode_object(what: &str, body: &[u8]) -> Result<Object, Error> {
@@ -86,11 +95,34 @@ impl Pod {
     /// Decodes a Pod from API JSON.
     pub fn from_json(body: &[u8]) -> Result<Pod, Error> {
         let o = decode_object("pod", body)?;
+        let status = |key: &str| o.status.as_ref().and_then(|s| s.get(key));
+        let bad = |e: serde_json::Error| Error::Decode {
+            what: "pod status".into(),
+            reason: e.to_string(),
+        };
         Ok(Pod {
             name: o.metadata.name,
             namespace: o.metadata.namespace,
             uid: o.metadata.uid,
             annotations: o.metadata.annotations.unwrap_or_default(),
+            node_name: o
+                .spec
+                .as_ref()
+                .and_then(|s| s.get("nodeName"))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            resource_claims: status("resourceClaimStatuses")
+                .filter(|v| !v.is_null())
+                .map(Vec::deserialize)
+                .transpose()
+                .map_err(bad)?
+                .unwrap_or_default(),
+            extended_resource_claim: status("extendedResourceClaimStatus")
+                .filter(|v| !v.is_null())
+                .map(resource::ExtendedResourceClaimStatus::deserialize)
+                .transpose()
+                .map_err(bad)?,
         })
     }
 }
@@ -137,6 +169,34 @@ pub trait KubeClient {
         name: &str,
         annotations: &BTreeMap<String, Option<String>>,
     ) -> Result<(), Error>;
+    /// `GET /apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}`
+    /// (DRA). The default answers that this client cannot.
+    fn get_resource_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<resource::ResourceClaim, Error> {
+        Err(Error::ApiStatus {
+            op: format!("get resourceclaim {namespace}/{name}"),
+            status: 501,
+            message: "this Kubernetes client does not read ResourceClaims".into(),
+        })
+    }
+    /// The devices of the ResourceSlices of `driver` on `node_name` (all
+    /// nodes when empty): `GET /apis/resource.k8s.io/v1/resourceslices`
+    /// with field selectors (DRA). The default answers that this client
+    /// cannot.
+    fn list_resource_slice_devices(
+        &self,
+        node_name: &str,
+        driver: &str,
+    ) -> Result<Vec<resource::SliceDevice>, Error> {
+        Err(Error::ApiStatus {
+            op: format!("list resourceslices of {driver} on {node_name}"),
+            status: 501,
+            message: "this Kubernetes client does not read ResourceSlices".into(),
+        })
+    }
 }
 
 /// The merge patch that sets `annotations` on an object.

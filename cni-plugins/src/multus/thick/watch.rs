@@ -237,6 +237,22 @@ fn watch_loop(weak: &Weak<WatchCache>, kind: Kind) {
 }
 
 impl KubeClient for WatchCache {
+    fn get_resource_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<crate::multus::k8s::resource::ResourceClaim, Error> {
+        self.client().get_resource_claim(namespace, name)
+    }
+
+    fn list_resource_slice_devices(
+        &self,
+        node_name: &str,
+        driver: &str,
+    ) -> Result<Vec<crate::multus::k8s::resource::SliceDevice>, Error> {
+        self.client().list_resource_slice_devices(node_name, driver)
+    }
+
     fn get_pod(&self, namespace: &str, name: &str) -> Result<Pod, Error> {
         if let Some(p) = self.cached_pod(namespace, name) {
             self.hits.fetch_add(1, Ordering::SeqCst);

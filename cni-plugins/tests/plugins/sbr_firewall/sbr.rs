@@ -73,11 +73,19 @@ fn pod(prefix: &str) -> Ns {
 
 fn state(ns: &Ns) -> Value {
     let j = |args: &[&str]| -> Value { serde_json::from_str(&ns.ip(args)).expect("ip -j") };
+    // Routes sorted: the kernel lists same-prefix routes of different
+    // devices (the fe80::/64 of each link) in the order IPv6 autoconf
+    // finished on them, which is timing, not the plugin's doing.
+    let sorted = |v: Value| -> Value {
+        let mut rows: Vec<Value> = v.as_array().cloned().unwrap_or_default();
+        rows.sort_by_key(|r| r.to_string());
+        Value::Array(rows)
+    };
     json!({
         "rules4": j(&["-j", "-4", "rule"]),
         "rules6": j(&["-j", "-6", "rule"]),
-        "routes4": j(&["-j", "-4", "route", "show", "table", "all"]),
-        "routes6": j(&["-j", "-6", "route", "show", "table", "all"]),
+        "routes4": sorted(j(&["-j", "-4", "route", "show", "table", "all"])),
+        "routes6": sorted(j(&["-j", "-6", "route", "show", "table", "all"])),
     })
 }
 
