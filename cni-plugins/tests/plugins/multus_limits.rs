@@ -185,6 +185,40 @@ fn connection_limit_serialises_requests_then_fails_clearly() {
     }
     assert_eq!(max_concurrent(&d.dir.path().join("bin")), 1);
 
+    // Through the real shim: the runtime sees the daemon's error, code 11.
+    let sock = d.handle.as_ref().unwrap().socket().to_path_buf();
+    let body = add_body("cid-held", &pod.path(), &d.dir.path().join("bin"));
+    let held = std::thread::spawn(move || post(&sock, "/cni", &body));
+    std::thread::sleep(Duration::from_millis(150));
+    let shim_conf = json!({"cniVersion": "0.3.1", "name": "multus-cni-network",
+        "type": "multus-shim", "socketDir": d.dir.path().join("sock")});
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_multus-shim"))
+        .env_clear()
+        .env("CNI_COMMAND", "ADD")
+        .env("CNI_CONTAINERID", "cid-shim")
+        .env("CNI_NETNS", pod.path())
+        .env("CNI_IFNAME", "eth0")
+        .env("CNI_PATH", d.dir.path().join("bin"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(shim_conf.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let e: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(e["code"], 11, "{e}");
+    assert!(
+        e["msg"].as_str().unwrap().contains("connectionLimit 1"),
+        "{e}"
+    );
+    assert_eq!(held.join().unwrap().0, 200);
+
     // Unlimited (Go's default): all three run together.
     let d = daemon(json!({}));
     let (out, _) = burst(&d, &pod, 3);
