@@ -67,10 +67,11 @@ pub const PLUGINS: &[Entry] = &[
 #[cfg(feature = "multus")]
 fn multus() -> Vec<String> {
     use crate::multus::conf::{LogOptions, RuntimeConfig, KEYS};
-    use crate::multus::thick::config::DAEMON_KEYS;
+    use crate::multus::thick::{autoconf::PRIMARY_KEYS, config::DAEMON_KEYS};
     let mut keys: Vec<String> = KEYS
         .iter()
         .chain(DAEMON_KEYS)
+        .chain(PRIMARY_KEYS)
         .map(|k| k.to_string())
         .collect();
     keys.extend(accepted_keys_at::<LogOptions>("logOptions"));

@@ -1,9 +1,7 @@
 //! The multus daemon: `multus-daemon [--config PATH]` (default
 //! `/etc/cni/net.d/multus.d/daemon-config.json`), serving until killed.
 
-use std::fs::OpenOptions;
 use std::path::PathBuf;
-use std::sync::Mutex;
 
 use cni_plugins::multus::thick::{config::DEFAULT_CONFIG_PATH, start, DaemonConfig};
 
@@ -24,27 +22,13 @@ fn config_path() -> Result<PathBuf, String> {
     Ok(path)
 }
 
+/// Multus's logging from the daemon configuration (Go's
+/// `LoadDaemonNetConf`): both sinks, rotated while the daemon runs.
 fn init_logging(c: &DaemonConfig) {
-    let level = c
-        .log_level
-        .as_deref()
-        .and_then(cni_exec::logging::parse_level)
-        .unwrap_or(tracing::Level::INFO);
-    let builder = tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_ansi(false)
-        .with_target(false);
-    let file = c
-        .log_file
-        .as_ref()
-        .and_then(|f| OpenOptions::new().create(true).append(true).open(f).ok());
-    let _ = match file {
-        Some(f) => builder.with_writer(Mutex::new(f)).try_init(),
-        None if c.log_to_stderr || c.log_file.is_some() => {
-            builder.with_writer(std::io::stderr).try_init()
-        }
-        None => Ok(()),
-    };
+    use cni_plugins::multus::logging;
+    if let Some(sink) = logging::install() {
+        sink.configure(&logging::daemon_log_config(c));
+    }
 }
 
 fn main() {

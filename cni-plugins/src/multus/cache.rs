@@ -2,8 +2,11 @@
 //! without the API server. Written atomically (temporary file, fsync,
 //! rename) per container id and interface, in the Go plugin's JSON shape
 //! (an array of `DelegateNetConf` with the config in `Bytes`), so each
-//! implementation can read the other's file; Go's per-container file
-//! (`<cniDir>/<containerID>`) is read as a fallback.
+//! implementation can read the other's file. Go's per-container file
+//! (`<cniDir>/<containerID>`, mode 0600, what Go's `saveDelegates` writes
+//! and `consumeScratchNetConf` reads) is written too, with the same bytes,
+//! so a node rolled back to Go multus can still DEL our pods; it is read as
+//! a fallback and removed with ours (as flannel does with its two names).
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -239,7 +242,13 @@ pub(crate) fn atomic_error(e: cni_exec::Error) -> Error {
     }
 }
 
-/// Saves the delegate list of an attachment.
+/// Saves the delegate list of an attachment under both names: ours
+/// atomically (synced temporary file, rename), and Go's
+/// (`<cniDir>/<containerID>`) as a hard link of the same synced temporary
+/// file, only where none exists (a link fails rather than replaces), so a
+/// concurrent Go multus's file or another attachment's is never clobbered
+/// and a crash never leaves half a file. Both are mode 0600 in a 0700
+/// directory, as Go's `saveScratchNetConf`.
 pub fn save(
     cni_dir: &Path,
     container_id: &str,
@@ -247,8 +256,38 @@ pub fn save(
     delegates: &[Delegate],
 ) -> Result<PathBuf, Error> {
     let path = cache_path(cni_dir, container_id, ifname);
-    write_atomic(&path, &encode(delegates))?;
+    let staged = AtomicWrite::new()
+        .mode(0o600)
+        .create_dir(0o700)
+        .fsync(true)
+        .stage(&path, &encode(delegates))
+        .map_err(atomic_error)?;
+    let go = go_cache_path(cni_dir, container_id);
+    match std::fs::hard_link(staged.temp_path(), &go) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        // Go's name is a courtesy to a rollback: ours is what we read.
+        Err(e) => tracing::warn!("write {}: {e}", go.display()),
+    }
+    staged.commit().map_err(atomic_error)?;
+    let _ = cni_exec::atomic::sync_dir(cni_dir);
     Ok(path)
+}
+
+/// Removes an attachment's cache: ours, and Go's name when it holds the
+/// same bytes (ours, linked at ADD) or when ours is gone (the cache DEL
+/// read was Go's). Missing files are not an error.
+pub fn remove(cni_dir: &Path, container_id: &str, ifname: &str) {
+    let ours = cache_path(cni_dir, container_id, ifname);
+    let go = go_cache_path(cni_dir, container_id);
+    let remove_go = match std::fs::read(&ours) {
+        Ok(b) => std::fs::read(&go).is_ok_and(|g| g == b),
+        Err(_) => true,
+    };
+    if remove_go {
+        let _ = std::fs::remove_file(&go);
+    }
+    let _ = std::fs::remove_file(&ours);
 }
 
 /// Loads the delegate list of an attachment: ours, else Go's. `Ok(None)`
@@ -360,9 +399,13 @@ mod tests {
         let p = save(dir.path(), "c1", "eth0", std::slice::from_ref(&d)).unwrap();
         assert_eq!(p, dir.path().join("c1@eth0"));
         let (path, got) = load(dir.path(), "c1", "eth0").unwrap().unwrap();
-        assert_eq!((path, got[0].name.as_str()), (p, "a"));
-        // No temporary file is left behind.
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        assert_eq!((&path, got[0].name.as_str()), (&p, "a"));
+        // Go's name holds the same bytes; no temporary file is left behind.
+        let go = std::fs::read(dir.path().join("c1")).unwrap();
+        assert_eq!(go, std::fs::read(&p).unwrap());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+        remove(dir.path(), "c1", "eth0");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         std::fs::write(dir.path().join("c2"), encode(&[d])).unwrap();
         assert_eq!(
             load(dir.path(), "c2", "eth0").unwrap().unwrap().0,

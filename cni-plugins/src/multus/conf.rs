@@ -56,16 +56,6 @@ impl LogLevel {
             _ => None,
         }
     }
-
-    /// The `tracing` filter directive for this level.
-    pub fn as_filter(self) -> &'static str {
-        match self {
-            LogLevel::Panic => "error",
-            LogLevel::Error => "warn",
-            LogLevel::Verbose => "info",
-            LogLevel::Debug => "debug",
-        }
-    }
 }
 
 /// `logOptions`: log file rotation (lumberjack's settings in Go).
@@ -345,22 +335,18 @@ impl NetConf {
         canonicalize_keys(&mut raw, KEYS);
         let mut warnings = Vec::new();
 
+        // Go's SetLogLevel: an unknown level is reported and ignored.
         let level = match string(&raw, "logLevel")? {
             None => LogLevel::default(),
-            Some(s) => LogLevel::parse(&s).ok_or_else(|| {
-                config_err(format!(
-                    "\"logLevel\" {s:?} is not one of panic, error, verbose, debug"
-                ))
-            })?,
-        };
-        let options: Option<LogOptions> = typed(&raw, "logOptions")?;
-        if let Some(o) = options {
-            if o.max_size == Some(0) {
-                return Err(config_err(
-                    "\"logOptions\": \"maxSize\" must be at least 1 (megabytes)",
+            Some(s) => LogLevel::parse(&s).unwrap_or_else(|| {
+                warnings.push(format!(
+                    "multus logging: cannot set logging level to {s} (not one of panic, error, verbose, debug)"
                 ));
-            }
-        }
+                LogLevel::default()
+            }),
+        };
+        // lumberjack reads a 0 maxSize as its default (100 MB).
+        let options: Option<LogOptions> = typed(&raw, "logOptions")?;
         let log = LogConfig {
             file: string(&raw, "logFile")?.map(PathBuf::from),
             level,
@@ -605,16 +591,8 @@ mod tests {
                 "\"delegates\" must be a list",
             ),
             (
-                json!({"delegates": [{"type": "x"}], "logLevel": "loud"}),
-                "\"logLevel\" \"loud\"",
-            ),
-            (
                 json!({"delegates": [{"type": "x"}], "logOptions": {"maxAge": -1}}),
                 "\"logOptions\"",
-            ),
-            (
-                json!({"delegates": [{"type": "x"}], "logOptions": {"maxSize": 0}}),
-                "maxSize",
             ),
             (
                 json!({"delegates": [{"type": "x"}], "logToStderr": "yes"}),
@@ -651,6 +629,10 @@ mod tests {
             assert!(e.to_string().contains(want), "{v}: {e}");
             assert_eq!(e.code(), ErrorCode::InvalidNetworkConfig, "{v}");
         }
+        // As Go: an unknown logLevel is reported, the level stays panic.
+        let c = load(json!({"delegates": [{"type": "x"}], "logLevel": "info"})).unwrap();
+        assert_eq!(c.log.level, LogLevel::Panic);
+        assert!(c.warnings[0].contains("cannot set logging level to info"));
         let e = NetConf::from_slice(b"{\"delegates\": [").unwrap_err();
         assert_eq!(e.code(), ErrorCode::DecodingFailure);
     }

@@ -231,7 +231,7 @@ pub fn cmd_add(
     };
     let delegates = pod_delegates(conf, kube, pod.as_ref(), &req.pod_namespace)?;
     let ifnames = plan_ifnames(&delegates, &req.ifname)?;
-    let cache_file = cache::save(&conf.cni_dir, &req.container_id, &req.ifname, &delegates)?;
+    cache::save(&conf.cni_dir, &req.container_id, &req.ifname, &delegates)?;
 
     let mut result = None;
     let mut statuses: Vec<NetworkStatus> = Vec::new();
@@ -266,7 +266,7 @@ pub fn cmd_add(
                 };
                 let undo = delete_all(exec, req, conf, &delegates[..upto], &ifnames[..upto]);
                 if undo.is_ok() {
-                    let _ = std::fs::remove_file(&cache_file);
+                    cache::remove(&conf.cni_dir, &req.container_id, &req.ifname);
                 }
                 return Err(e);
             }
@@ -295,7 +295,7 @@ pub fn cmd_add(
                 Err(e) if e.is_not_found() => tracing::info!("network-status not set: {e}"),
                 Err(e) => {
                     let _ = delete_all(exec, req, conf, &delegates, &ifnames);
-                    let _ = std::fs::remove_file(&cache_file);
+                    cache::remove(&conf.cni_dir, &req.container_id, &req.ifname);
                     return Err(e);
                 }
             }
@@ -372,14 +372,14 @@ pub fn cmd_del(
         .map(|(i, d)| d.ifname(&req.ifname, i))
         .collect();
     let result = delete_all(exec, req, conf, &delegates, &ifnames);
-    if let Some(path) = cache_file {
+    if cache_file.is_some() {
         let remove = !conf.retry_delete_on_error
             || result
                 .as_ref()
                 .err()
                 .is_none_or(|e| e.to_string().contains("no such file or directory"));
         if remove {
-            let _ = std::fs::remove_file(path);
+            cache::remove(&conf.cni_dir, &req.container_id, &req.ifname);
         }
     }
     result

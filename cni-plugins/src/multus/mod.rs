@@ -23,7 +23,8 @@
 //!   checks and default routes in the pod's namespace.
 //! * [`devices`]: device IDs for NADs naming a `resourceName` (kubelet's
 //!   [`podresources`] API, its checkpoint, DRA) and device-info files.
-//! * [`Multus`]: the `cni_exec::Plugin` the `multus` binary runs.
+//! * [`Multus`]: the `cni_exec::Plugin` the `multus` binary runs;
+//!   [`logging`]: its log lines, sinks and rotation, as Multus's.
 //!
 //! ```
 //! use cni_plugins::multus::{delegate::plan_ifnames, selection, NetConf};
@@ -53,6 +54,7 @@ mod error;
 pub mod flow;
 pub mod invoke;
 pub mod k8s;
+pub mod logging;
 pub mod lookup;
 mod plugin;
 pub mod podnet;

@@ -34,6 +34,8 @@ struct Ctx {
 impl Ctx {
     fn new(req: &Request, need_kube: bool) -> Result<Ctx, Error> {
         let conf = NetConf::from_slice(&req.stdin)?;
+        // Go's LoadNetConf sets the process's logging up from each config.
+        super::logging::configure_global(&conf.log);
         for w in &conf.warnings {
             tracing::warn!("{w}");
         }

@@ -3,9 +3,22 @@
 //! configuration is the first conf/conflist of `cniConfigDir` in libcni's
 //! order that is not multus's own; `00-multus.conf` names it as the cluster
 //! network, in its `cniVersion`, and is rewritten whenever it changes.
+//!
+//! The daemon keys of Go's `MultusConf` that shape this ([`PRIMARY_KEYS`]):
+//! * `multusMasterCNI`: the primary is this file (a name in the directory
+//!   searched) instead of the first file in CNI order; Go's
+//!   `NewManager` skips discovery when it is set.
+//! * `forceCNIVersion`: the primary's file is rewritten once, when first
+//!   found, with the daemon's `cniVersion` (Go's `overrideCNIVersion`:
+//!   the whole object re-encoded with that `cniVersion`), and the generated
+//!   configuration carries that version.
+//! * `overrideNetworkName`: the generated configuration is named after the
+//!   primary's `name` instead of `multus-cni-network`; a primary without a
+//!   name is an error (Go: "could not override the network name").
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use cni_exec::atomic::AtomicWrite;
@@ -22,6 +35,73 @@ pub const POLL: Duration = Duration::from_millis(200);
 /// the runtime should see).
 const COPIED_KEYS: &[&str] = &["cniDir", "binDir", "logFile", "logLevel", "logToStderr"];
 
+/// The daemon keys choosing and shaping the primary configuration (they
+/// are also laid over requests, as Go overlays its whole daemon file).
+pub const PRIMARY_KEYS: &[&str] = &["multusMasterCNI", "forceCNIVersion", "overrideNetworkName"];
+
+/// The name of the generated configuration unless `overrideNetworkName`.
+pub const DEFAULT_NETWORK_NAME: &str = "multus-cni-network";
+
+/// `multusMasterCNI`, `forceCNIVersion`, `overrideNetworkName`.
+#[derive(Clone, Debug, Default)]
+pub struct PrimaryChoice {
+    /// `multusMasterCNI`: the primary's file name.
+    pub master_cni: Option<String>,
+    /// `forceCNIVersion` with the daemon's `cniVersion`: the version forced
+    /// onto the primary's file.
+    pub force_cni_version: Option<String>,
+    /// `overrideNetworkName`.
+    pub override_network_name: bool,
+    /// Whether the version was forced already (Go forces once, at start).
+    forced: Arc<AtomicBool>,
+}
+
+impl PrimaryChoice {
+    /// The keys from a daemon configuration's NetConf keys; a key of the
+    /// wrong type, or `forceCNIVersion` without `cniVersion`, is an error.
+    pub fn from_overrides(o: &Map<String, Value>) -> Result<PrimaryChoice, Error> {
+        let bad = |msg: String| Error::Config(msg);
+        let flag = |k: &str| match o.get(k) {
+            None | Some(Value::Null) => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(v) => Err(bad(format!("{k:?} must be a boolean, got {v}"))),
+        };
+        let master_cni = match o.get("multusMasterCNI") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if s.is_empty() => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(v) => {
+                return Err(bad(format!(
+                    "\"multusMasterCNI\" must be a string, got {v}"
+                )))
+            }
+        };
+        let force_cni_version = if flag("forceCNIVersion")? {
+            match o
+                .get("cniVersion")
+                .and_then(Value::as_str)
+                .filter(|v| !v.is_empty())
+            {
+                Some(v) => Some(v.to_string()),
+                None => {
+                    return Err(bad(
+                        "\"forceCNIVersion\" needs the daemon configuration's \"cniVersion\""
+                            .into(),
+                    ))
+                }
+            }
+        } else {
+            None
+        };
+        Ok(PrimaryChoice {
+            master_cni,
+            force_cni_version,
+            override_network_name: flag("overrideNetworkName")?,
+            forced: Arc::default(),
+        })
+    }
+}
+
 /// What auto-configuration watches and writes.
 #[derive(Clone, Debug)]
 pub struct AutoConfig {
@@ -35,6 +115,8 @@ pub struct AutoConfig {
     pub socket_dir: PathBuf,
     /// Keys copied verbatim into the generated configuration.
     pub extra: Map<String, Value>,
+    /// `multusMasterCNI`, `forceCNIVersion`, `overrideNetworkName`.
+    pub choice: PrimaryChoice,
 }
 
 /// The primary configuration: its path and parsed content.
@@ -61,7 +143,16 @@ fn is_multus(config: &Map<String, Value>) -> bool {
 }
 
 impl AutoConfig {
-    /// The settings of a daemon configuration.
+    /// The settings of a daemon configuration, its primary keys checked.
+    pub fn try_from_daemon(c: &DaemonConfig) -> Result<AutoConfig, Error> {
+        let choice = PrimaryChoice::from_overrides(&c.netconf_overrides)?;
+        Ok(AutoConfig {
+            choice,
+            ..AutoConfig::from_daemon(c)
+        })
+    }
+
+    /// The settings of a daemon configuration (the primary keys ignored).
     pub fn from_daemon(c: &DaemonConfig) -> AutoConfig {
         let extra = COPIED_KEYS
             .iter()
@@ -77,6 +168,7 @@ impl AutoConfig {
             readiness_indicator_file: c.readiness_indicator_file.clone(),
             socket_dir: c.socket_dir.clone(),
             extra,
+            choice: PrimaryChoice::default(),
         }
     }
 
@@ -89,6 +181,9 @@ impl AutoConfig {
     /// (`.conf`, `.conflist`, `.json` sorted by name), skipping multus's own
     /// and files that do not parse.
     pub fn primary(&self) -> Option<Primary> {
+        if let Some(name) = &self.choice.master_cni {
+            return self.named_primary(name);
+        }
         let files =
             cni_exec::conf::conf_files(&self.cni_config_dir, &[".conf", ".conflist", ".json"])
                 .ok()?;
@@ -112,16 +207,78 @@ impl AutoConfig {
         None
     }
 
+    /// `multusMasterCNI`: the named file (Go's `filepath.Join` of the
+    /// directory and the name), whatever its content, unless it is the
+    /// generated file itself.
+    fn named_primary(&self, name: &str) -> Option<Primary> {
+        let rel = Path::new(name);
+        let path = self
+            .cni_config_dir
+            .join(rel.strip_prefix("/").unwrap_or(rel));
+        if path == self.output() {
+            tracing::error!(file = %path.display(), "\"multusMasterCNI\" names the generated configuration: refusing a recursive config load");
+            return None;
+        }
+        let bytes = std::fs::read(&path).ok()?;
+        match serde_json::from_slice::<Map<String, Value>>(&bytes) {
+            Ok(config) => Some(Primary { path, config }),
+            Err(e) => {
+                tracing::warn!(file = %path.display(), "\"multusMasterCNI\" is not a JSON object: {e}");
+                None
+            }
+        }
+    }
+
+    /// `forceCNIVersion`: the first time a primary is found, its file is
+    /// rewritten with the forced `cniVersion` (keys sorted, as Go's
+    /// `json.Marshal` of a map).
+    fn force_version(&self, primary: &mut Primary) -> Result<(), Error> {
+        let Some(v) = &self.choice.force_cni_version else {
+            return Ok(());
+        };
+        if self.choice.forced.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        primary
+            .config
+            .insert("cniVersion".into(), Value::String(v.clone()));
+        let sorted: std::collections::BTreeMap<&String, &Value> = primary.config.iter().collect();
+        let bytes = serde_json::to_vec(&sorted).unwrap_or_default();
+        // Go's os.WriteFile keeps an existing file's mode.
+        let mode = std::fs::metadata(&primary.path)
+            .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777)
+            .unwrap_or(0o644);
+        AtomicWrite::new()
+            .mode(mode)
+            .fsync(true)
+            .write(&primary.path, &bytes)
+            .map_err(crate::multus::cache::atomic_error)?;
+        self.choice.forced.store(true, Ordering::SeqCst);
+        tracing::info!(file = %primary.path.display(), version = %v, "forced the primary CNI configuration's cniVersion");
+        Ok(())
+    }
+
     /// The configuration written for `primary`.
     pub fn generate(&self, primary: &Primary) -> Value {
-        let version = primary
+        let version = match &self.choice.force_cni_version {
+            Some(v) => json!(v),
+            None => primary
+                .config
+                .get("cniVersion")
+                .cloned()
+                .unwrap_or_else(|| json!("1.0.0")),
+        };
+        let name = match primary
             .config
-            .get("cniVersion")
-            .cloned()
-            .unwrap_or_else(|| json!("1.0.0"));
+            .get("name")
+            .filter(|_| self.choice.override_network_name)
+        {
+            Some(n) => n.clone(),
+            None => json!(DEFAULT_NETWORK_NAME),
+        };
         let mut v = json!({
             "cniVersion": version,
-            "name": "multus-cni-network",
+            "name": name,
             "type": "multus-shim",
             "socketDir": self.socket_dir,
             "clusterNetwork": primary.path,
@@ -167,7 +324,7 @@ impl AutoConfig {
     pub fn sync(&self) -> Result<bool, Error> {
         let out = self.output();
         let primary = self.primary().filter(|_| self.ready());
-        let Some(primary) = primary else {
+        let Some(mut primary) = primary else {
             // No primary (or not ready): a multus configuration pointing at
             // nothing would fail every pod, so none is better.
             match std::fs::remove_file(&out) {
@@ -179,6 +336,19 @@ impl AutoConfig {
             }
             return Ok(false);
         };
+        if self.choice.override_network_name
+            && primary
+                .config
+                .get("name")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+        {
+            return Err(Error::Config(format!(
+                "could not override the network name: the primary CNI configuration {} does not feature the network name",
+                primary.path.display()
+            )));
+        }
+        self.force_version(&mut primary)?;
         let mut bytes = serde_json::to_vec_pretty(&self.generate(&primary)).unwrap_or_default();
         bytes.push(b'\n');
         if std::fs::read(&out).ok().as_deref() != Some(&bytes[..]) {
@@ -244,6 +414,7 @@ mod tests {
             readiness_indicator_file: None,
             socket_dir: "/run/multus".into(),
             extra: Map::new(),
+            choice: PrimaryChoice::default(),
         };
         let p = a.primary().unwrap();
         assert!(p.path.ends_with("10-flannel.conflist"));

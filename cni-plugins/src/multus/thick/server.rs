@@ -125,6 +125,12 @@ pub fn start_with(
     exec: Arc<dyn Exec>,
 ) -> Result<DaemonHandle, Error> {
     let socket = config.socket_path();
+    // Checked before anything starts: a bad key fails the daemon cleanly.
+    let auto = if config.auto_config() {
+        Some(super::autoconf::AutoConfig::try_from_daemon(&config)?)
+    } else {
+        None
+    };
     let listener = bind_socket(&config.socket_dir, &socket)?;
     let configured = Arc::new(AtomicBool::new(!config.auto_config()));
     let limit = RequestLimit::new(config.request_limit);
@@ -150,9 +156,8 @@ pub fn start_with(
             std::thread::spawn(move || serve_metrics(l, s)),
         ));
     }
-    if shared.config.auto_config() {
+    if let Some(cfg) = auto {
         let s = shared.clone();
-        let cfg = super::autoconf::AutoConfig::from_daemon(&s.config);
         threads.push((
             Role::Background,
             std::thread::spawn(move || cfg.run(&s.configured, &|| s.stop.load(Ordering::SeqCst))),
