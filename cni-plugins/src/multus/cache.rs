@@ -147,7 +147,7 @@ impl CachedDelegate {
             .get("plugins")
             .and_then(Value::as_array)
             .is_some_and(|p| !p.is_empty());
-        Ok(Delegate {
+        let mut d = Delegate {
             name: self.name,
             config,
             is_conflist,
@@ -163,8 +163,19 @@ impl CachedDelegate {
             resource_name: self.resource_name,
             filter_v4_gateway: self.filter_v4_gateway,
             filter_v6_gateway: self.filter_v6_gateway,
-        })
+            ..Default::default()
+        };
+        keep_exact_bytes(&mut d, bytes);
+        Ok(d)
     }
+}
+
+/// DEL hands a delegate exactly the bytes ADD gave it: the cache's `Bytes`
+/// are kept as they are, never re-encoded from the parsed config (a
+/// re-encoding once dropped keys in Go multus and leaked IPs, multus-cni
+/// PR #1521).
+fn keep_exact_bytes(d: &mut Delegate, bytes: Vec<u8>) {
+    d.cached_bytes = Some(bytes);
 }
 
 /// The cache file of an attachment: `<cniDir>/<containerID>@<ifname>`
@@ -332,7 +343,10 @@ mod tests {
         )
         .unwrap();
         let ds = vec![list, conf];
-        let back = decode(&encode(&ds)).unwrap();
+        let mut back = decode(&encode(&ds)).unwrap();
+        for (b, d) in back.iter_mut().zip(&ds) {
+            assert_eq!(b.cached_bytes.take(), Some(d.config_bytes()));
+        }
         assert_eq!(back, ds);
     }
 
@@ -350,6 +364,31 @@ mod tests {
         assert!(decode(b"").is_err());
         assert!(decode(b"[]").is_err());
         assert!(decode(br#"[{"Bytes":"!!"}]"#).is_err());
+    }
+
+    #[test]
+    fn cached_bytes_are_handed_on_unchanged() {
+        // Go writes its own spelling (sorted keys, its number format); ours
+        // may differ in order and numbers: DEL gets the file's bytes as
+        // they are, never a re-encoding.
+        let cfg: &[u8] =
+            br#"{"type":"x","zeta":1.50,"alpha":1e3,"name":"n","big":18446744073709551616}"#;
+        let go = format!(
+            r#"[{{"Conf":{{"type":"x","name":"n"}},"ConfList":{{}},"Name":"n","Bytes":"{}"}}]"#,
+            base64::engine::general_purpose::STANDARD.encode(cfg)
+        );
+        let mut d = decode(go.as_bytes()).unwrap();
+        assert_eq!(d[0].config_bytes(), cfg);
+        assert_eq!(d[0].config["zeta"], 1.5);
+        // A conf keeps them through DEL's version default only when it has
+        // a version; one without gets multus's and is re-encoded (as Go).
+        d[0].default_cni_version("1.0.0");
+        assert_eq!(d[0].cached_bytes, None);
+        assert_eq!(d[0].cni_version(), "1.0.0");
+        // Saved again, the bytes are the same ones.
+        let cfg2 = d[0].config_bytes();
+        let back = decode(&encode(&d)).unwrap();
+        assert_eq!(back[0].config_bytes(), cfg2);
     }
 
     #[test]

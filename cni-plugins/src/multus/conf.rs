@@ -212,6 +212,9 @@ pub struct NetConf {
     /// Device IDs and device information (`podResourcesSocket`,
     /// `deviceCheckpointFile`, `deviceInfoDir`; ours).
     pub devices: super::devices::DeviceSources,
+    /// `apiRequestTimeoutSeconds` (ours): the limit on one API request
+    /// (default `apiTimeoutSeconds`; Go: a fixed minute, 250 ms per pod poll).
+    pub api_request_timeout: Duration,
     /// Notes about ignored settings (e.g. `delegates` next to `clusterNetwork`).
     pub warnings: Vec<String>,
     /// The whole object, verbatim.
@@ -246,6 +249,7 @@ pub(crate) const KEYS: &[&str] = &[
     "podResourcesSocket",
     "deviceCheckpointFile",
     "deviceInfoDir",
+    "apiRequestTimeoutSeconds",
 ];
 
 fn get<'a>(raw: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
@@ -297,6 +301,19 @@ fn typed<T: for<'de> Deserialize<'de>>(
     get(raw, key)
         .map(|v| T::deserialize(v).map_err(|e| config_err(format!("{key:?}: {e}"))))
         .transpose()
+}
+
+/// A duration key in seconds, 0 < n <= 600.
+fn seconds(raw: &Map<String, Value>, key: &str) -> Result<Option<Duration>, Error> {
+    match get(raw, key) {
+        None => Ok(None),
+        Some(v) => match v.as_f64() {
+            Some(s) if s > 0.0 && s <= 600.0 => Ok(Some(Duration::from_secs_f64(s))),
+            _ => Err(config_err(format!(
+                "{key:?} must be a number in (0, 600], got {v}"
+            ))),
+        },
+    }
 }
 
 impl NetConf {
@@ -406,17 +423,8 @@ impl NetConf {
         }
 
         let runtime_config: RuntimeConfig = typed(&raw, "runtimeConfig")?.unwrap_or_default();
-        let api_timeout = match get(&raw, "apiTimeoutSeconds") {
-            None => DEFAULT_API_TIMEOUT,
-            Some(v) => match v.as_f64() {
-                Some(s) if s > 0.0 && s <= 600.0 => Duration::from_secs_f64(s),
-                _ => {
-                    return Err(config_err(format!(
-                        "\"apiTimeoutSeconds\" must be a number in (0, 600], got {v}"
-                    )))
-                }
-            },
-        };
+        let api_timeout = seconds(&raw, "apiTimeoutSeconds")?.unwrap_or(DEFAULT_API_TIMEOUT);
+        let api_request_timeout = seconds(&raw, "apiRequestTimeoutSeconds")?.unwrap_or(api_timeout);
 
         Ok(NetConf {
             cni_version: string(&raw, "cniVersion")?.unwrap_or_default(),
@@ -447,6 +455,7 @@ impl NetConf {
             prev_result: get(&raw, "prevResult").cloned(),
             api_timeout,
             devices: super::devices::DeviceSources::from_raw(&raw)?,
+            api_request_timeout,
             warnings,
             raw,
         })

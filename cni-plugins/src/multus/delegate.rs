@@ -49,6 +49,10 @@ pub struct Delegate {
     pub filter_v4_gateway: bool,
     /// Remove this delegate's IPv6 default route.
     pub filter_v6_gateway: bool,
+    /// The exact config bytes the delegate was given at ADD, as the
+    /// delegate cache stored them (`Bytes`): DEL and CHECK hand these on
+    /// unchanged instead of re-encoding `config` (see [`Delegate::config_bytes`]).
+    pub cached_bytes: Option<Vec<u8>>,
 }
 
 fn delegate_err(reason: impl Into<String>) -> Error {
@@ -191,9 +195,13 @@ impl Delegate {
             .unwrap_or("")
     }
 
-    /// The config as JSON bytes, verbatim.
+    /// The config as JSON bytes: the cached ADD bytes when the delegate
+    /// came from the delegate cache, else `config` encoded (key order kept).
     pub fn config_bytes(&self) -> Vec<u8> {
-        serde_json::to_vec(&self.config).unwrap_or_default()
+        match &self.cached_bytes {
+            Some(b) => b.clone(),
+            None => serde_json::to_vec(&self.config).unwrap_or_default(),
+        }
     }
 
     /// Sets `cniVersion` when the config has none (the reference does this
@@ -202,6 +210,8 @@ impl Delegate {
         if self.cni_version().is_empty() && !version.is_empty() {
             self.config
                 .insert("cniVersion".into(), Value::String(version.into()));
+            // The config changed: its bytes are `config`'s from now on.
+            self.cached_bytes = None;
         }
     }
 

@@ -361,7 +361,9 @@ pub fn cmd_del(
             }
         }
     };
-    for d in &mut delegates {
+    // As Go: only a conflist without `cniVersion` gets multus's; every
+    // other delegate gets the cached bytes of its ADD unchanged.
+    for d in delegates.iter_mut().filter(|d| d.is_conflist) {
         d.default_cni_version(&conf.cni_version);
     }
     let ifnames: Vec<String> = delegates

@@ -19,8 +19,8 @@ pub struct Multus;
 /// the in-cluster service account, else none (delegates only).
 pub fn kube_client(conf: &NetConf) -> Result<Option<HttpKubeClient>, Error> {
     let cfg = match &conf.kubeconfig {
-        Some(p) => Some(ClientConfig::from_kubeconfig(p, conf.api_timeout)?),
-        None => ClientConfig::in_cluster(conf.api_timeout)?,
+        Some(p) => Some(ClientConfig::from_kubeconfig(p, conf.api_request_timeout)?),
+        None => ClientConfig::in_cluster(conf.api_request_timeout)?,
     };
     cfg.map(|c| HttpKubeClient::new(&c)).transpose()
 }

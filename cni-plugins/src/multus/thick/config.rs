@@ -35,6 +35,8 @@ pub const DAEMON_KEYS: &[&str] = &[
     "cniConfigDir",
     "multusConfigFile",
     "multusAutoconfigDir",
+    super::limit::CONNECTION_LIMIT_KEY,
+    super::limit::CONNECTION_WAIT_KEY,
 ];
 
 /// `perNodeCertificate`.
@@ -83,6 +85,8 @@ pub struct DaemonConfig {
     pub readiness_indicator_file: Option<PathBuf>,
     /// Every multus `NetConf` key of the file: they override the shim's.
     pub netconf_overrides: Map<String, Value>,
+    /// `connectionLimit` and `connectionLimitWaitSeconds`.
+    pub request_limit: super::limit::LimitConfig,
 }
 
 fn bad(path: &Path, reason: impl Into<String>) -> Error {
@@ -205,6 +209,7 @@ impl DaemonConfig {
             readiness_indicator_file: string(&raw, "readinessindicatorfile", path)?
                 .map(PathBuf::from),
             netconf_overrides,
+            request_limit: super::limit::LimitConfig::from_raw(&raw, path)?,
         })
     }
 

@@ -11,6 +11,7 @@
 //! * [`shim`]: the shim plugin, with an in-process DEL fallback.
 //! * [`autoconf`]: `00-multus.conf` generated from the primary CNI config.
 //! * [`metrics`]: Prometheus counters and histograms.
+//! * [`limit`]: the cap on concurrent CNI requests (`connectionLimit`).
 //! * [`chroot`]: delegates run chrooted into `chrootDir`.
 //! * [`certs`]: per-node client certificates (CSR, rotation).
 //! * [`watch`]: pods and NADs cached by list + watch, GET on a miss.
@@ -37,6 +38,7 @@ pub mod certs;
 pub mod chroot;
 pub mod config;
 pub mod http;
+pub mod limit;
 pub mod metrics;
 pub mod plugin;
 pub mod server;

@@ -20,6 +20,7 @@ use super::api::{self, CniRequest, CniResponse};
 use super::certs::{node_name, CertManager};
 use super::config::{DaemonConfig, PerNodeCertificate};
 use super::http::{self, ReadError};
+use super::limit::RequestLimit;
 use super::metrics::Metrics;
 use super::plugin::{conf_for_cached_del, DaemonPlugin, SharedKube};
 use super::watch::WatchCache;
@@ -43,6 +44,8 @@ struct Shared {
     configured: Arc<AtomicBool>,
     stop: AtomicBool,
     active: AtomicUsize,
+    /// `connectionLimit`: CNI requests served at once.
+    limit: RequestLimit,
 }
 
 impl Shared {
@@ -86,7 +89,7 @@ impl std::fmt::Debug for DaemonHandle {
 pub fn start(config: DaemonConfig) -> Result<DaemonHandle, Error> {
     let base = conf_for_cached_del(b"{}", &config.netconf_overrides)?;
     let kube = match config.per_node_certificate.as_ref().filter(|p| p.enabled) {
-        Some(p) => Some(per_node_client(p, base.api_timeout)? as SharedKube),
+        Some(p) => Some(per_node_client(p, base.api_request_timeout)? as SharedKube),
         None => kube_client(&base)?.map(|k| WatchCache::start(k) as SharedKube),
     };
     let exec: Arc<dyn Exec> = match &config.chroot_dir {
@@ -130,6 +133,7 @@ pub fn start_with(
     };
     let listener = bind_socket(&config.socket_dir, &socket)?;
     let configured = Arc::new(AtomicBool::new(!config.auto_config()));
+    let limit = RequestLimit::new(config.request_limit);
     let shared = Arc::new(Shared {
         plugin: DaemonPlugin::new(config.netconf_overrides.clone(), kube),
         metrics: Arc::new(Metrics::default()),
@@ -138,6 +142,7 @@ pub fn start_with(
         configured,
         stop: AtomicBool::new(false),
         active: AtomicUsize::new(0),
+        limit,
     });
     let mut threads = Vec::new();
     let mut metrics_addr = None;
@@ -388,6 +393,12 @@ fn serve_cni(shared: &Shared, body: &[u8], delegate: bool) -> (u16, &'static str
     )
     .with_netns_guard(Arc::new(OwnNetnsGuard))
     .with_exec(shared.exec.clone());
+    // Held until the reply is built: the delegates of at most
+    // `connectionLimit` requests run at once.
+    let _permit = match shared.limit.acquire() {
+        Ok(p) => p,
+        Err(e) => return json_error(503, e),
+    };
     let started = Instant::now();
     let out = if delegate {
         let attrs = req.interface_attributes.clone();
