@@ -66,23 +66,7 @@ impl Node {
         let pod = Ns::new("mcpod");
         let client = Ns::new("mccli");
         node.sysctl("net.ipv4.ip_forward", "1");
-        node.ip(&[
-            "link",
-            "add",
-            "up0",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "eth0",
-            "netns",
-            &client.name,
-        ]);
-        node.ip(&["addr", "add", "10.241.0.1/24", "dev", "up0"]);
-        node.ip(&["link", "set", "up0", "up"]);
-        client.ip(&["addr", "add", "10.241.0.2/24", "dev", "eth0"]);
-        client.ip(&["link", "set", "eth0", "up"]);
-        client.ip(&["route", "add", "default", "via", "10.241.0.1"]);
+        node.uplink(&client, "10.241.0");
         let server = KubeApiServer::start_in_netns(Path::new(&node.path())).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let rec = tempfile::tempdir().unwrap();

@@ -24,23 +24,7 @@ impl Node {
         node.ip(&["link", "add", "br0", "type", "bridge"]);
         node.ip(&["addr", "add", "10.77.0.1/24", "dev", "br0"]);
         node.ip(&["link", "set", "br0", "up"]);
-        node.ip(&[
-            "link",
-            "add",
-            "up0",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "eth0",
-            "netns",
-            &client.name,
-        ]);
-        node.ip(&["addr", "add", "10.78.0.1/24", "dev", "up0"]);
-        node.ip(&["link", "set", "up0", "up"]);
-        client.ip(&["addr", "add", "10.78.0.2/24", "dev", "eth0"]);
-        client.ip(&["link", "set", "eth0", "up"]);
-        client.ip(&["route", "add", "default", "via", "10.78.0.1"]);
+        node.uplink(&client, "10.78.0");
         Node { node, client }
     }
 

@@ -97,6 +97,30 @@ impl Ns {
         sh_ok(&a)
     }
 
+    /// Wires `client` to this namespace as a host on its uplink: a veth
+    /// `up0` here (address `<net>.1/24`) to `eth0` in `client`
+    /// (`<net>.2/24`, default route via `<net>.1`). `net` is the /24's
+    /// first three octets, e.g. `"10.78.0"`.
+    pub fn uplink(&self, client: &Ns, net: &str) {
+        self.ip(&[
+            "link",
+            "add",
+            "up0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            &client.name,
+        ]);
+        self.ip(&["addr", "add", &format!("{net}.1/24"), "dev", "up0"]);
+        self.ip(&["link", "set", "up0", "up"]);
+        client.ip(&["addr", "add", &format!("{net}.2/24"), "dev", "eth0"]);
+        client.ip(&["link", "set", "eth0", "up"]);
+        client.ip(&["route", "add", "default", "via", &format!("{net}.1")]);
+    }
+
     /// Writes a sysctl inside the namespace.
     pub fn sysctl(&self, key: &str, value: &str) {
         self.exec_ok(&["sysctl", "-qw", &format!("{key}={value}")]);

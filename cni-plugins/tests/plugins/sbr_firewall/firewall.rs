@@ -118,23 +118,7 @@ impl Lab {
         let node = Ns::new("fwnode");
         node.sysctl("net.ipv4.ip_forward", "1");
         let outside = Ns::new("fwout");
-        node.ip(&[
-            "link",
-            "add",
-            "up0",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "eth0",
-            "netns",
-            &outside.name,
-        ]);
-        node.ip(&["addr", "add", "10.99.0.1/24", "dev", "up0"]);
-        node.ip(&["link", "set", "up0", "up"]);
-        outside.ip(&["addr", "add", "10.99.0.2/24", "dev", "eth0"]);
-        outside.ip(&["link", "set", "eth0", "up"]);
-        outside.ip(&["route", "add", "default", "via", "10.99.0.1"]);
+        node.uplink(&outside, "10.99.0");
         let mut servers = vec![TcpServer::start(&outside, "10.99.0.2:8080", "outside")];
         let mut list = Vec::new();
         for (i, (br, net)) in pods.iter().enumerate() {
