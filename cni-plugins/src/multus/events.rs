@@ -212,6 +212,84 @@ mod tests {
     use super::*;
     use cni_types::{Interface, IpConfig};
 
+    /// Answers pods and NADs with "not found"; refuses events, noting the
+    /// timeout each post was given.
+    #[derive(Default)]
+    struct Refusing {
+        timeouts: RefCell<Vec<Duration>>,
+    }
+
+    impl KubeClient for Refusing {
+        fn get_pod(&self, namespace: &str, name: &str) -> Result<Pod, Error> {
+            Err(Error::ApiNotFound {
+                op: "get pod".into(),
+                kind: "pod".into(),
+                namespace: namespace.into(),
+                name: name.into(),
+            })
+        }
+        fn get_network_attachment_definition(
+            &self,
+            namespace: &str,
+            name: &str,
+        ) -> Result<NetworkAttachmentDefinition, Error> {
+            Err(Error::ApiNotFound {
+                op: "get".into(),
+                kind: "network-attachment-definition".into(),
+                namespace: namespace.into(),
+                name: name.into(),
+            })
+        }
+        fn patch_pod_annotations(
+            &self,
+            _: &str,
+            _: &str,
+            _: &BTreeMap<String, Option<String>>,
+        ) -> Result<(), Error> {
+            Ok(())
+        }
+        fn create_event(&self, _: &str, _: &Value, timeout: Duration) -> Result<(), Error> {
+            self.timeouts.borrow_mut().push(timeout);
+            Err(Error::ApiStatus {
+                op: "create event".into(),
+                status: 500,
+                message: "no".into(),
+            })
+        }
+    }
+
+    #[test]
+    fn records_only_with_a_pod_and_posts_within_the_budget() {
+        let client = Refusing::default();
+        let r = EventRecorder::new(&client);
+        // No pod yet: a failed NAD read records nothing (Go: pod nil).
+        assert!(r.get_network_attachment_definition("ns", "a").is_err());
+        assert!(r.pending().is_empty());
+        r.set_pod(&Pod {
+            name: "p".into(),
+            namespace: "ns".into(),
+            ..Default::default()
+        });
+        assert!(r.get_network_attachment_definition("ns", "a").is_err());
+        assert!(r.get_network_attachment_definition("ns", "b").is_err());
+        assert_eq!(r.pending()[1].event_type, EventType::Warning);
+        assert_eq!(
+            r.pending()[1].message,
+            "cannot find a network-attachment-definition (b) in namespace (ns): \
+             network-attachment-definitions.k8s.cni.cncf.io \"b\" not found"
+        );
+        // Refused: nothing created, each post bounded by what is left.
+        assert_eq!(r.post(POST_BUDGET), 0);
+        let t = client.timeouts.borrow().clone();
+        assert_eq!(t.len(), 2);
+        assert!(t.iter().all(|d| *d <= POST_BUDGET && !d.is_zero()));
+        // Posted events are gone; an exhausted budget posts nothing.
+        assert!(r.pending().is_empty());
+        r.record(EventType::Normal, "AddedInterface", "x".into());
+        assert_eq!(r.post(Duration::ZERO), 0);
+        assert_eq!(client.timeouts.borrow().len(), 2);
+    }
+
     #[test]
     fn message_as_go() {
         let mut r = CniResult {
