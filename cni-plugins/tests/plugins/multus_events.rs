@@ -311,6 +311,7 @@ fn thick_daemon_posts_the_same_events() {
     let exec = InProcessExec::builder()
         .register("plugin-1", Arc::new(InProcess("plugin-1")))
         .register("dual-2", Arc::new(InProcess("dual-2")))
+        .register("plugin-4", Arc::new(InProcess("plugin-4")))
         .build();
     let dir = s.dir.path();
     let c = json!({"socketDir": dir.join("sock"), "metricsPort": 0,
@@ -345,15 +346,28 @@ fn thick_daemon_posts_the_same_events() {
         .set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
     let (status, body) = thick::http::post(&stream, "/cni", &request.to_vec()).unwrap();
-    daemon.stop();
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     let reply: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(reply["result"]["interfaces"][0]["name"], "eth0", "{reply}");
+
+    // `/delegate` (one extra attachment): Go's cmdDelegateAdd runs
+    // DelegateAdd, which announces it too, named by the conf's name.
+    let mut extra = request.clone();
+    extra.env.insert("CNI_IFNAME".into(), "net9".into());
+    extra.config = br#"{"cniVersion":"1.0.0","name":"extra","type":"plugin-4"}"#.to_vec();
+    let stream = std::os::unix::net::UnixStream::connect(daemon.socket()).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let (status, body) = thick::http::post(&stream, "/delegate", &extra.to_vec()).unwrap();
+    daemon.stop();
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     assert_eq!(
         s.events("web"),
         [
             normal("Add eth0 [10.1.0.2/24] from kube-system/cluster"),
             normal("Add net1 [10.2.0.2/24 fd00:2::2/64] from ns1/net-a"),
+            normal("Add net9 [10.4.0.2/24] from extra"),
         ]
     );
 }
