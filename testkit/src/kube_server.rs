@@ -18,6 +18,10 @@
 //!   and `GET /apis/resource.k8s.io/v1/resourceslices` with the
 //!   `fieldSelector` `spec.nodeName` / `spec.driver` terms applied (see
 //!   [`KubeApiServer::add_resource_claim`], [`KubeApiServer::add_resource_slice`])
+//! - `POST /api/v1/namespaces/{ns}/events` (core/v1 Events, validated as
+//!   the API server does: namespace, name, involvedObject's namespace),
+//!   kept in order for [`KubeApiServer::posted_events`]; refused with a
+//!   chosen status after [`KubeApiServer::refuse_events`]
 //! - `certificates.k8s.io/v1` CertificateSigningRequests: create, get,
 //!   `PUT …/{name}/approval`; an approved request is issued at once,
 //!   signed by the test CA (see [`KubeApiServer::approve_csr`] and
@@ -97,6 +101,10 @@ struct State {
     delay: Duration,
     /// (kind, resourceVersion, event type, object) in order.
     events: Vec<(String, u64, &'static str, Value)>,
+    /// core/v1 Event objects created, in order.
+    posted_events: Vec<Value>,
+    /// The status every event POST answers with, when set.
+    refuse_events: Option<u16>,
 }
 
 struct Shared {
@@ -539,6 +547,17 @@ impl KubeApiServer {
     /// Approves and issues every new CertificateSigningRequest at creation.
     pub fn set_csr_auto_approve(&self, on: bool) {
         self.shared.csr_auto_approve.store(on, Ordering::SeqCst);
+    }
+
+    /// The core/v1 Events created so far (`POST …/events`), in order.
+    pub fn posted_events(&self) -> Vec<Value> {
+        self.shared.lock().posted_events.clone()
+    }
+
+    /// Makes every event POST answer `status` (e.g. 500) without storing
+    /// it; `None` accepts them again.
+    pub fn refuse_events(&self, status: Option<u16>) {
+        self.shared.lock().refuse_events = status;
     }
 
     /// The requests received so far.
@@ -1002,6 +1021,9 @@ fn handle(req: &Request, shared: &Shared, has_client_cert: bool) -> (u16, Value)
     {
         return handle_csr(req, shared, rest);
     }
+    if let ["api", "v1", "namespaces", ns, "events"] = segs.as_slice() {
+        return create_event(req, shared, ns);
+    }
     let (kind, ns, name, sub) = match segs.as_slice() {
         ["api", "v1", "namespaces", ns, "pods", name] => (POD_KIND, *ns, *name, None),
         ["api", "v1", "namespaces", ns, "pods", name, "status"] => {
@@ -1068,6 +1090,67 @@ fn handle(req: &Request, shared: &Shared, has_client_cert: bool) -> (u16, Value)
         }
         m => status(405, "MethodNotAllowed", format!("method {m} not allowed")),
     }
+}
+
+/// `POST /api/v1/namespaces/{ns}/events`: validates and stores a core/v1
+/// Event as the API server would.
+fn create_event(req: &Request, shared: &Shared, ns: &str) -> (u16, Value) {
+    if req.method != "POST" {
+        return status(
+            405,
+            "MethodNotAllowed",
+            format!("method {} not allowed", req.method),
+        );
+    }
+    let mut obj: Value = match serde_json::from_slice(&req.body) {
+        Ok(v) => v,
+        Err(e) => return status(400, "BadRequest", format!("invalid object: {e}")),
+    };
+    let mut state = shared.lock();
+    if let Some(code) = state.refuse_events {
+        return status(code, "InternalError", "events refused by the test".into());
+    }
+    match obj["metadata"]["namespace"].as_str() {
+        None | Some("") => obj["metadata"]["namespace"] = Value::String(ns.into()),
+        Some(n) if n == ns => {}
+        Some(_) => return status(
+            400,
+            "BadRequest",
+            "the namespace of the provided object does not match the namespace sent on the request"
+                .into(),
+        ),
+    }
+    let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
+    if name.is_empty() {
+        return status(
+            422,
+            "Invalid",
+            "Event \"\" is invalid: metadata.name: Required value".into(),
+        );
+    }
+    let involved_ns = obj["involvedObject"]["namespace"].as_str().unwrap_or("");
+    if involved_ns != ns {
+        return status(
+            422,
+            "Invalid",
+            format!("Event \"{name}\" is invalid: involvedObject.namespace: Invalid value: \"{involved_ns}\": does not match event.namespace"),
+        );
+    }
+    if state
+        .posted_events
+        .iter()
+        .any(|e| e["metadata"]["name"] == name.as_str() && e["metadata"]["namespace"] == ns)
+    {
+        return status(
+            409,
+            "AlreadyExists",
+            format!("events \"{name}\" already exists"),
+        );
+    }
+    let rv = shared.resource_version.fetch_add(1, Ordering::SeqCst);
+    obj["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+    state.posted_events.push(obj.clone());
+    (201, obj)
 }
 
 /// ResourceSlices matching the `fieldSelector` terms `spec.nodeName=` and

@@ -15,6 +15,7 @@ use super::cache;
 use super::conf::NetConf;
 use super::delegate::{plan_ifnames, Delegate};
 use super::devices;
+use super::events::{EventRecorder, POST_BUDGET};
 use super::k8s::{KubeClient, Pod};
 use super::lookup::{add_pod_delegates, cluster_delegates, conf_files};
 use super::runtime::{delegate_runtime_in, device_info_file, DelegateRuntime, PodRequest};
@@ -212,13 +213,31 @@ fn delete_all(
     }
 }
 
-/// Multus ADD. The result is the master's.
+/// Multus ADD. The result is the master's. The pod's Kubernetes events
+/// (see [`super::events`]) are posted once the outcome is decided, success
+/// or failure, within [`super::events::POST_BUDGET`]; posting never fails
+/// the ADD.
 pub fn cmd_add(
     conf: &NetConf,
     req: &PodRequest,
     kube: Option<&dyn KubeClient>,
     exec: &dyn DelegateExec,
 ) -> Result<CniResult, Error> {
+    let recorder = kube.map(EventRecorder::new);
+    let out = add(conf, req, recorder.as_ref(), exec);
+    if let Some(r) = &recorder {
+        r.post(POST_BUDGET);
+    }
+    out
+}
+
+fn add(
+    conf: &NetConf,
+    req: &PodRequest,
+    events: Option<&EventRecorder<'_>>,
+    exec: &dyn DelegateExec,
+) -> Result<CniResult, Error> {
+    let kube = events.map(|e| e as &dyn KubeClient);
     if let Some(f) = &conf.readiness_indicator_file {
         wait_ready(f, READINESS_TIMEOUT)?;
     }
@@ -229,6 +248,9 @@ pub fn cmd_add(
         },
         None => None,
     };
+    if let (Some(e), Some(p)) = (events, &pod) {
+        e.set_pod(p);
+    }
     let delegates = pod_delegates(conf, kube, pod.as_ref(), &req.pod_namespace)?;
     let ifnames = plan_ifnames(&delegates, &req.ifname)?;
     cache::save(&conf.cni_dir, &req.container_id, &req.ifname, &delegates)?;
@@ -240,6 +262,9 @@ pub fn cmd_add(
         let rt = delegate_runtime_in(req, &ifnames[idx], &conf.runtime_config, d, &devinfo);
         devices::copy_device_info_for(&conf.devices, d, &rt);
         let added = exec.add(d, &rt).and_then(|r| {
+            if let Some(e) = events {
+                e.added_interface(&rt.ifname, &d.name, &r);
+            }
             if d.filter_v4_gateway
                 || d.filter_v6_gateway
                 || d.gateway_request.as_ref().is_some_and(|g| !g.is_empty())

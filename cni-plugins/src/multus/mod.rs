@@ -23,6 +23,8 @@
 //!   checks and default routes in the pod's namespace.
 //! * [`devices`]: device IDs for NADs naming a `resourceName` (kubelet's
 //!   [`podresources`] API, its checkpoint, DRA) and device-info files.
+//! * [`events`]: the pod's Kubernetes events (`AddedInterface`,
+//!   `NoNetworkFound`), as Go multus emits them.
 //! * [`Multus`]: the `cni_exec::Plugin` the `multus` binary runs;
 //!   [`logging`]: its log lines, sinks and rotation, as Multus's.
 //!
@@ -51,6 +53,7 @@ pub mod conf;
 pub mod delegate;
 pub mod devices;
 mod error;
+pub mod events;
 pub mod flow;
 pub mod invoke;
 pub mod k8s;

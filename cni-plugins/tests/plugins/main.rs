@@ -29,6 +29,7 @@ mod macvlan_flannel;
 mod multus_capabilities;
 mod multus_devices;
 mod multus_e2e;
+mod multus_events;
 mod multus_flow;
 mod multus_gocache;
 mod multus_inprocess;

@@ -262,7 +262,76 @@ impl HttpKubeClient {
     }
 }
 
+impl HttpKubeClient {
+    /// `POST path` with a JSON body, bounded by `timeout` instead of the
+    /// client's API timeout.
+    fn post_within(
+        &self,
+        op: &str,
+        path: &str,
+        body: &[u8],
+        timeout: std::time::Duration,
+    ) -> Result<(), Error> {
+        let url = format!("{}{path}", self.server);
+        let mut req = self
+            .agent
+            .post(&url)
+            .config()
+            .timeout_global(Some(timeout))
+            .build()
+            .header("Accept", "application/json")
+            .content_type("application/json");
+        if let Some(t) = &self.token {
+            req = req.header("Authorization", format!("Bearer {t}"));
+        }
+        let mut resp = req.send(body).map_err(|e| Error::ApiUnreachable {
+            op: format!("{op} at {}", self.server),
+            reason: e.to_string(),
+        })?;
+        let status = resp.status().as_u16();
+        if (200..300).contains(&status) {
+            return Ok(());
+        }
+        let message = resp
+            .body_mut()
+            .with_config()
+            .limit(1 << 20)
+            .read_to_vec()
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| {
+                v.get("message")
+                    .and_then(|m| m.as_str())
+                    .map(str::to_string)
+            })
+            .unwrap_or_default();
+        Err(Error::ApiStatus {
+            op: op.into(),
+            status,
+            message,
+        })
+    }
+}
+
 impl KubeClient for HttpKubeClient {
+    fn create_event(
+        &self,
+        namespace: &str,
+        event: &serde_json::Value,
+        timeout: std::time::Duration,
+    ) -> Result<(), Error> {
+        let body = serde_json::to_vec(event).map_err(|e| Error::Decode {
+            what: "event".into(),
+            reason: e.to_string(),
+        })?;
+        self.post_within(
+            &format!("create event in {namespace}"),
+            &format!("/api/v1/namespaces/{namespace}/events"),
+            &body,
+            timeout,
+        )
+    }
+
     fn get_resource_claim(
         &self,
         namespace: &str,

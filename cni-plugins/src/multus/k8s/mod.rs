@@ -2,11 +2,13 @@
 //! object kinds it reads, client configuration (kubeconfig, in-cluster) and
 //! a blocking HTTPS client.
 
+pub mod event;
 mod http;
 mod kubeconfig;
 pub mod resource;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -28,6 +30,8 @@ pub struct Pod {
     pub namespace: String,
     /// `metadata.uid`.
     pub uid: String,
+    /// `metadata.resourceVersion` (an event's `involvedObject` names it).
+    pub resource_version: String,
     /// `metadata.annotations`.
     pub annotations: BTreeMap<String, String>,
     /// `spec.nodeName` (DRA: the node whose ResourceSlices are read).
@@ -70,6 +74,8 @@ struct Meta {
     namespace: String,
     #[serde(default)]
     uid: String,
+    #[serde(default, rename = "resourceVersion")]
+    resource_version: String,
     #[serde(default)]
     annotations: Option<BTreeMap<String, String>>,
 }
@@ -104,6 +110,7 @@ impl Pod {
             name: o.metadata.name,
             namespace: o.metadata.namespace,
             uid: o.metadata.uid,
+            resource_version: o.metadata.resource_version,
             annotations: o.metadata.annotations.unwrap_or_default(),
             node_name: o
                 .spec
@@ -195,6 +202,18 @@ pub trait KubeClient {
             op: format!("list resourceslices of {driver} on {node_name}"),
             status: 501,
             message: "this Kubernetes client does not read ResourceSlices".into(),
+        })
+    }
+    /// `POST /api/v1/namespaces/{ns}/events`: creates a core/v1 Event
+    /// (see [`event::event_object`]), bounded by `timeout` rather than the
+    /// client's API timeout (events are best-effort). The default answers
+    /// that this client cannot.
+    fn create_event(&self, namespace: &str, event: &Value, timeout: Duration) -> Result<(), Error> {
+        let _ = (event, timeout);
+        Err(Error::ApiStatus {
+            op: format!("create event in {namespace}"),
+            status: 501,
+            message: "this Kubernetes client does not create Events".into(),
         })
     }
 }

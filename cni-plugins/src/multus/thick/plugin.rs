@@ -10,6 +10,7 @@ use cni_types::CniResult;
 use serde_json::{Map, Value};
 
 use crate::multus::delegate::Delegate;
+use crate::multus::events::announce_attachment;
 use crate::multus::k8s::KubeClient;
 use crate::multus::runtime::{delegate_runtime, PodRequest};
 use crate::multus::{
@@ -160,7 +161,20 @@ impl DaemonPlugin {
             req.exec().clone(),
         );
         match req.command {
-            cni_exec::Command::Add => Ok(Some(exec.add(&d, &rt)?)),
+            cni_exec::Command::Add => {
+                let result = exec.add(&d, &rt)?;
+                let kube = match &self.kube {
+                    Some(k) => Some(k.clone()),
+                    None => kube_client(&conf)
+                        .ok()
+                        .flatten()
+                        .map(|k| Arc::new(k) as SharedKube),
+                };
+                if let Some(k) = &kube {
+                    announce_attachment(k.as_ref(), &pod, conf.api_timeout, &d.name, &result);
+                }
+                Ok(Some(result))
+            }
             cni_exec::Command::Del => exec.del(&d, &rt).map(|()| None),
             other => Err(Error::DaemonProtocol {
                 op: "serve /delegate",

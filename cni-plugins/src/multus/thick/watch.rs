@@ -237,6 +237,10 @@ fn watch_loop(weak: &Weak<WatchCache>, kind: Kind) {
 }
 
 impl KubeClient for WatchCache {
+    fn create_event(&self, namespace: &str, event: &Value, timeout: Duration) -> Result<(), Error> {
+        self.client().create_event(namespace, event, timeout)
+    }
+
     fn get_resource_claim(
         &self,
         namespace: &str,
