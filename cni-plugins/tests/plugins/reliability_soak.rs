@@ -497,9 +497,9 @@ fn two_runtimes_race_on_one_network_without_duplicates_or_leaks() {
         return;
     }
     let _serial = serial();
-    let cycles = env_usize("SOAK_CYCLES", 150);
+    let cycles = env_usize("SOAK_CYCLES", 80);
     let window = env_usize("SOAK_WINDOW", 3).max(1);
-    let sample_every = env_usize("SOAK_SAMPLE_EVERY", 50).max(1);
+    let sample_every = env_usize("SOAK_SAMPLE_EVERY", 20).max(1);
     let tag = suffix()[..6].to_string();
     let network = format!("soak-{tag}");
     let bridge = format!("sb{tag}");
@@ -681,9 +681,9 @@ fn multus_daemon_serves_many_cycles_with_flat_rss_and_fds() {
         return;
     }
     let _serial = serial();
-    let cycles = env_usize("SOAK_MULTUS_CYCLES", 200);
-    let sample_every = env_usize("SOAK_SAMPLE_EVERY", 50).max(1);
-    let warm_up = env_usize("SOAK_WARMUP", 50).min(cycles);
+    let cycles = env_usize("SOAK_MULTUS_CYCLES", 100);
+    let sample_every = env_usize("SOAK_SAMPLE_EVERY", 20).max(1);
+    let warm_up = env_usize("SOAK_WARMUP", 30).min(cycles);
     let window = 2;
     let tag = suffix()[..6].to_string();
     let node = Ns::new("soakmnode");
@@ -807,7 +807,7 @@ fn multus_daemon_serves_many_cycles_with_flat_rss_and_fds() {
 
     // Then two runtimes at once through the same daemon (concurrent
     // requests, one delegate cache), sampled again once both are done.
-    let conc_cycles = env_usize("SOAK_MULTUS_CONC_CYCLES", 50);
+    let conc_cycles = env_usize("SOAK_MULTUS_CONC_CYCLES", 25);
     let racers: Vec<Runtime> = (1..3)
         .map(|id| make_runtime(id, conc_cycles, Box::new(|_| {})))
         .collect();
