@@ -429,6 +429,19 @@ fn check_rules<B: Driver + ?Sized>(
             )));
         }
     }
+    for e in &rules.shared {
+        let key_id = table.map(&e.map).and_then(|m| b.key_id(m, &e.key));
+        let present = listing
+            .elements
+            .iter()
+            .any(|l| !l.expiring && l.map == e.map && Some(&l.key_id) == key_id.as_ref());
+        if !present {
+            return Err(missing(format!(
+                "shared element {} is missing",
+                batch::describe_key(e)
+            )));
+        }
+    }
     let tag = id.tag();
     let tagged = listing
         .rules
@@ -482,7 +495,10 @@ fn gc_owners<B: Driver + ?Sized>(
     // One pass over the listing (not one per dead owner: a GC of 1000
     // attachments would read 1000 times through every element).
     let dead_hashes: HashSet<&str> = dead.iter().map(|o| o.owner_hash.as_str()).collect();
-    let (elements, handles) = listing.owned_by_any(&dead_hashes);
+    let (mut elements, handles) = listing.owned_by_any(&dead_hashes);
+    if kind == RuleKind::Masquerade {
+        elements.extend(masquerade::stale_subnets(&listing, network, &dead_hashes));
+    }
     b.send(
         op,
         &who,

@@ -403,11 +403,11 @@ fn dual_stack_masquerade_covers_both_families() {
     let r = n.call("ADD", "c1", &path, &conf);
     assert!(r.ok, "{:?}", r.json);
     let rules = n.masq_rules();
-    // Both families masqueraded outside their subnet (elements `pod IP .
-    // subnet` of the masq_keep maps): the second address must not replace
-    // the first.
-    assert!(rules.contains("10.98.0.2 . 10.98.0.0/24"), "{rules}");
-    assert!(rules.contains("fd98::2 . fd98::/64"), "{rules}");
+    // Both families masqueraded outside their subnet (shared elements
+    // `subnet . subnet` of the masq_nets maps): the second address must not
+    // replace the first.
+    assert!(rules.contains("10.98.0.0/24 . 10.98.0.0/24"), "{rules}");
+    assert!(rules.contains("fd98::/64 . fd98::/64"), "{rules}");
     assert!(
         rules.contains("10.98.0.2") && rules.contains("fd98::2"),
         "{rules}"

@@ -31,6 +31,10 @@ pub(crate) struct FloorReport {
     pub(crate) del_fw: Samples,
     /// DEL: the host veth's deletion alone.
     pub(crate) del_veth: Samples,
+    /// ADD by step: the veth (created on the bridge, up, `accept_ra`), the
+    /// pod end (up, address, route), the masquerade and the port mapping
+    /// elements, the port read back.
+    pub(crate) steps: [(&'static str, Samples); 5],
 }
 
 /// Pod `i`'s address in 10.250.0.0/16 (.0.1 is the gateway).
@@ -87,6 +91,13 @@ fn attach_all(pods: &[OwnedNetns]) -> Fallible<FloorReport> {
     host.add_address(bridge.index, gw, AddressOptions::default())
         .map_err(e)?;
     let mut add = Samples::default();
+    let mut steps: [(&'static str, Samples); 5] = [
+        ("veth", Samples::default()),
+        ("pod end", Samples::default()),
+        ("masquerade", Samples::default()),
+        ("port mapping", Samples::default()),
+        ("port read", Samples::default()),
+    ];
     let mut veths = Vec::with_capacity(pods.len());
     for (i, pod_ns) in pods.iter().enumerate() {
         if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
@@ -95,6 +106,12 @@ fn attach_all(pods: &[OwnedNetns]) -> Fallible<FloorReport> {
         let address = pod_address(i)?;
         let (masq, pm) = specs(i, address)?;
         let t = Instant::now();
+        let mut lap = t;
+        let mut step = |k: usize| {
+            let now = Instant::now();
+            steps[k].1 .0.push((now - lap).as_secs_f64());
+            lap = now;
+        };
         let pod = Handle::in_netns(pod_ns.netns()).map_err(e)?;
         let hv = host
             .setup_veth_with(&VethSpec {
@@ -106,6 +123,7 @@ fn attach_all(pods: &[OwnedNetns]) -> Fallible<FloorReport> {
             })
             .map_err(e)?;
         let _ = sysctl::set(&sysctl::accept_ra(&hv.name), "0");
+        step(0);
         let eth0 = hv.parent_index.ok_or("veth without peer index")?;
         pod.set_up(eth0).map_err(e)?;
         pod.add_address(eth0, address, AddressOptions::default())
@@ -115,9 +133,13 @@ fn attach_all(pods: &[OwnedNetns]) -> Fallible<FloorReport> {
             ..KernelRoute::default_via(gw.ip())
         })
         .map_err(e)?;
+        step(1);
         fw.add(&masq).map_err(e)?;
+        step(2);
         fw.add(&pm).map_err(e)?;
+        step(3);
         host.link_by_index(hv.index).map_err(e)?;
+        step(4);
         add.0.push(t.elapsed().as_secs_f64());
         veths.push((hv.index, masq, pm));
     }
@@ -135,5 +157,6 @@ fn attach_all(pods: &[OwnedNetns]) -> Fallible<FloorReport> {
         add,
         del_fw,
         del_veth,
+        steps,
     })
 }

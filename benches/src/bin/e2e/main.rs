@@ -641,9 +641,10 @@ fn real_main() -> Fallible<()> {
             "\n## bulk GC (ours exec'd; bridge: masquerade, MAC spoof check, host-local; portmap)"
         );
         println!(
-            "  {} dead attachments: GC {:.3} s (their ADD took {:.2} s)",
+            "  {} dead attachments: GC {:.3} s (bridge {:.3} s; their ADD took {:.2} s)",
             args.gc,
             r.gc.as_secs_f64(),
+            r.bridge.as_secs_f64(),
             r.add_total.as_secs_f64()
         );
     }
@@ -729,6 +730,12 @@ fn scaling_report(args: &Args) -> Fallible<()> {
             if let Some(o) = ours_p50 {
                 line += &format!("; ours - floor {:.2} ms", (o - p50) * 1e3);
             }
+            let steps: Vec<String> = f
+                .steps
+                .iter()
+                .map(|(name, s)| format!("{name} {:.2}", s.pct(50.0) * 1e3))
+                .collect();
+            line += &format!("\n         floor ADD p50 by step (ms): {}", steps.join(", "));
         }
         println!("{line}");
         if INTERRUPTED.load(Ordering::SeqCst) {
