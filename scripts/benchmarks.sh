@@ -35,8 +35,8 @@ cargo build --release --locked -q -p cni-plugins \
 floors=$(mktemp -d)
 trap 'rm -rf "$floors"' EXIT
 echo 'fn main() {}' > "$floors/noop.rs"
-rustc -q -C opt-level=3 -C strip=symbols -o "$floors/rust-noop-dynamic" "$floors/noop.rs"
-rustc -q -C opt-level=3 -C strip=symbols -C target-feature=+crt-static \
+rustc -C opt-level=3 -C strip=symbols -o "$floors/rust-noop-dynamic" "$floors/noop.rs"
+rustc -C opt-level=3 -C strip=symbols -C target-feature=+crt-static \
     -o "$floors/rust-noop-static" "$floors/noop.rs"
 rm "$floors/noop.rs"
 

@@ -210,6 +210,8 @@ pub(crate) fn stale_subnets(
         })
         .filter_map(|e| match e.key.first() {
             Some(Value::Addr(a)) => Some(*a),
+            // As the `nft` backend reads keys back.
+            Some(Value::Str(s)) => s.parse().ok(),
             _ => None,
         })
         .collect();
@@ -297,12 +299,14 @@ mod tests {
             AttachmentId::new("net", "b", "eth0"),
         );
         let mut listing = Listing::default();
-        for (id, ip) in [(&alive, "10.1.0.5"), (&dead, "10.2.0.5")] {
-            listing.elements.push(listed(
-                MASQ_SRC4,
-                vec![Value::Addr(ip.parse().unwrap())],
-                id.tag(),
-            ));
+        // Keys as the native backend (addresses) and `nft` (text) read them.
+        for (id, key) in [
+            (&alive, Value::str("10.1.0.5")),
+            (&dead, Value::Addr("10.2.0.5".parse().unwrap())),
+        ] {
+            listing
+                .elements
+                .push(listed(MASQ_SRC4, vec![key], id.tag()));
         }
         for (net, subnet) in [
             ("net", "10.1.0.0/16"),
