@@ -290,17 +290,40 @@ fn add_rules<B: Driver + ?Sized>(
     // A re-ADD: replace what the attachment owns (also stale keys of an
     // earlier spec) with `rules`.
     let (elements, handles) = listing.owned_by(&hash);
-    let mut batch = batch::remove(&table, &elements, &handles);
-    batch
-        .commands
-        .extend(batch::attach(&table, rules, true).commands);
-    match b.send(op, &who, &table, &batch)? {
-        Ok(()) => Ok(()),
-        Err(r) if r.kind == RefusalKind::Exists => {
-            Err(conflict(batch::describe_keys(rules), r.message))
+    let replace = |rules: &AttachmentRules| {
+        let mut batch = batch::remove(&table, &elements, &handles);
+        batch
+            .commands
+            .extend(batch::attach(&table, rules, true).commands);
+        batch
+    };
+    let refusal = match b.send(op, &who, &table, &replace(rules))? {
+        Ok(()) => return Ok(()),
+        Err(r) if r.kind == RefusalKind::Exists => r,
+        Err(r) => return Err(r.error),
+    };
+    // A shared subnet key that overlaps another network's starting at the
+    // same address (`10.1.0.0/24` next to `10.1.0.0/16`): the interval map
+    // refuses it; the attachment goes in without it.
+    if !rules.shared.is_empty() {
+        let owned_only = AttachmentRules {
+            shared: Vec::new(),
+            ..rules.clone()
+        };
+        match b.send(op, &who, &table, &replace(&owned_only))? {
+            Ok(()) => {
+                tracing::warn!(
+                    attachment = %who,
+                    keys = %rules.shared.iter().map(batch::describe_key).collect::<Vec<_>>().join(", "),
+                    "shared keys overlap others of the table: left out"
+                );
+                return Ok(());
+            }
+            Err(r) if r.kind == RefusalKind::Exists => {}
+            Err(r) => return Err(r.error),
         }
-        Err(r) => Err(r.error),
     }
+    Err(conflict(batch::describe_keys(rules), refusal.message))
 }
 
 /// DEL with a spec: one batch removing exactly the spec's elements, also
@@ -429,19 +452,8 @@ fn check_rules<B: Driver + ?Sized>(
             )));
         }
     }
-    for e in &rules.shared {
-        let key_id = table.map(&e.map).and_then(|m| b.key_id(m, &e.key));
-        let present = listing
-            .elements
-            .iter()
-            .any(|l| !l.expiring && l.map == e.map && Some(&l.key_id) == key_id.as_ref());
-        if !present {
-            return Err(missing(format!(
-                "shared element {} is missing",
-                batch::describe_key(e)
-            )));
-        }
-    }
+    // Shared keys are not checked: one may be left out for overlapping
+    // another network's (see `add_rules`), and they are nobody's.
     let tag = id.tag();
     let tagged = listing
         .rules

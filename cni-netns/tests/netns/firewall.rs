@@ -219,6 +219,28 @@ fn gc_removes_only_dead_attachments_of_the_network() {
     assert_eq!(nets, vec![json!({"concat": [subnet, subnet]})]);
 }
 
+/// Nested subnets of two networks starting at the same address: the
+/// interval map refuses the second subnet key, the ADD goes in without it
+/// (the larger subnet's key exempts the traffic within the smaller).
+#[test]
+fn masquerade_of_nested_subnets() {
+    if skip_unless_root() {
+        return;
+    }
+    let ns = TestNs::new("fwmasqnest");
+    let fw = firewall_for(&ns.path());
+    let outer = masq("net1", "outer", "10.1.0.5/16");
+    let inner = masq("net2", "inner", "10.1.0.6/24");
+    fw.add(&RuleSpec::Masquerade(outer.clone())).unwrap();
+    fw.add(&RuleSpec::Masquerade(inner.clone())).unwrap();
+    let rs = ns.ruleset();
+    assert_eq!(map_elements(&rs, "cni_rs_masq", "masq_src4").len(), 2);
+    assert_eq!(map_elements(&rs, "cni_rs_masq", "masq_nets4").len(), 1);
+    fw.check(&RuleSpec::Masquerade(inner.clone())).unwrap();
+    fw.delete(&RuleSpec::Masquerade(inner)).unwrap();
+    fw.check(&RuleSpec::Masquerade(outer)).unwrap();
+}
+
 /// Tables written by an older version (per-pod `masq_keep` keys, the rule
 /// without `masq_nets`): the first ADD of this version moves the rule to the
 /// new layout while the old pods keep their exemption, and their DEL and GC
