@@ -23,9 +23,24 @@
 //! target/release/e2e --pods 200 --scaling 50,200,1000
 //! ```
 //!
-//! `--smoke` runs a few pods per mode and only checks that everything works
-//! (CI uses it). `--modes ours-exec,go-exec` picks modes; `--plugins DIR`
-//! and `--go DIR` set the plugin directories.
+//! After the modes, the kernel floor (`floor.rs`: the kernel work of an ADD
+//! in-process, no plugin, and the veth deletion alone, DEL's kernel share)
+//! for the same pods, then process start and peak RSS. Sections on request:
+//!
+//! * `--scaling 50,1000`: ours-exec ADD p50 at each size, and with
+//!   `--floor 50,1000` the kernel floor at each size beside it, by step;
+//! * `--burst 100 --in-flight 8` (`burst.rs`): 100 pods ADDed 8 at a time,
+//!   then DELed, ours and Go's: wall time, pods/s, p50/p99, failures and
+//!   duplicate addresses (ours must have none);
+//! * `--gc 1000` (`gc.rs`): one CNI GC of 1000 dead attachments, ours;
+//! * `--start-floors DIR`: the start of every program in DIR next to
+//!   `/bin/true` (empty Rust programs, static builds: scripts/benchmarks.sh);
+//! * `--only`: those sections without the modes.
+//!
+//! `--smoke` runs a few pods per mode and per section and only checks that
+//! everything works (CI uses it). `--modes ours-exec,go-exec` picks modes;
+//! `--plugins DIR` and `--go DIR` set the plugin directories.
+//! `scripts/benchmarks.sh` runs all of it in one run.
 
 // A command-line program: its report goes to stdout.
 #![allow(clippy::print_stdout)]
