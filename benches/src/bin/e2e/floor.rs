@@ -1,12 +1,12 @@
-//! The kernel floor: the kernel work of one chain ADD (bridge + host-local
-//! + portmap) done in-process through `cni-netns`, without our plugins (no
-//! process, no IPAM store, no config parsing): the veth pair created into
-//! the pod namespace on the bridge and up, the pod end up with its address
-//! and default route, `accept_ra` off on the host end, the port read back,
-//! and the nf_tables elements our ADD installs (masquerade and one port
-//! mapping, native backend). DEL is measured in two parts: the firewall
-//! elements' removal, and the deletion of the veth alone (the kernel's
-//! unregister path, what most of a DEL waits for).
+//! The kernel floor: the kernel work of one chain ADD (bridge, host-local
+//! and portmap) done in-process through `cni-netns`, without our plugins
+//! (no process, no IPAM store, no config parsing): the veth pair created
+//! into the pod namespace on the bridge and up, the pod end up with its
+//! address and default route, `accept_ra` off on the host end, the port
+//! read back, and the nf_tables elements our ADD installs (masquerade and
+//! one port mapping, native backend). DEL is measured in two parts: the
+//! firewall elements' removal, and the deletion of the veth alone (the
+//! kernel's unregister path, what most of a DEL waits for).
 //!
 //! Run for N pods back to back in a fresh node namespace, the ADD p50 is
 //! taken over 0..N existing attachments, as the plugins' scaling figure.
