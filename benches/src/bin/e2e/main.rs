@@ -631,12 +631,15 @@ fn real_main() -> Fallible<()> {
                 (o - v) * 1e3
             );
             if let Some(go) = reports.get(&Mode::GoExec) {
-                print!(
-                    "; Go DEL p50 {:.2} ms ({:.1}x ours, {:.1}x on what is not the veth deletion)",
-                    go.seq.del.pct(50.0) * 1e3,
-                    go.seq.del.pct(50.0) / o,
-                    (go.seq.del.pct(50.0) - v) / (o - v)
-                );
+                let g = go.seq.del.pct(50.0);
+                print!("; Go DEL p50 {:.2} ms ({:.1}x ours", g * 1e3, g / o);
+                if o > v {
+                    print!(
+                        ", {:.1}x on what is not the veth deletion",
+                        (g - v) / (o - v)
+                    );
+                }
+                print!(")");
             }
             println!();
         }
@@ -750,7 +753,10 @@ fn scaling_report(args: &Args) -> Fallible<()> {
                 .iter()
                 .map(|(name, s)| format!("{name} {:.2}", s.pct(50.0) * 1e3))
                 .collect();
-            line += &format!("\n         floor ADD p50 by step (ms): {}", steps.join(", "));
+            line += &format!(
+                "\n         floor ADD p50 by step (ms): {}",
+                steps.join(", ")
+            );
         }
         println!("{line}");
         if INTERRUPTED.load(Ordering::SeqCst) {
