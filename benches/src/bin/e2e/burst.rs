@@ -1,7 +1,8 @@
 //! Bursts: N pods ADDed with K calls in flight (workers taking the next pod
 //! as soon as they are free, as a kubelet after a node reboot), then DELed
-//! the same way. Failures are counted, not fatal, and the ADD results are
-//! checked for duplicate addresses.
+//! the same way, after one untimed warm-up pod that creates the node's
+//! bridge and tables. Failures are counted, not fatal, and the ADD results
+//! are checked for duplicate addresses.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -99,8 +100,9 @@ pub(crate) fn run(mode: Mode, dir: &Path, n: usize, inflight: usize) -> Fallible
     std::fs::create_dir_all(&state).map_err(|e| e.to_string())?;
     let _cleanup = RemoveDir(state.clone());
     let node = OwnedNetns::new("cnibench-node").map_err(|e| e.to_string())?;
-    let mut pods = Vec::with_capacity(n);
-    for _ in 0..n {
+    // One more pod than the burst: the warm-up (below).
+    let mut pods = Vec::with_capacity(n + 1);
+    for _ in 0..=n {
         pods.push(OwnedNetns::new("cnibench-pod").map_err(|e| e.to_string())?);
     }
     let list = conflist(&tag, &state, &state.join("ipam"))?;
@@ -110,6 +112,12 @@ pub(crate) fn run(mode: Mode, dir: &Path, n: usize, inflight: usize) -> Fallible
     let (add, del) = node
         .netns()
         .run(|| {
+            // A warm-up pod, untimed: it creates the bridge and the nftables
+            // tables, so the burst measures pods on a node that has its
+            // network (the first pods of a cold node all race to create the
+            // same shared objects, which is no lock of ours convoying).
+            cni.add_network_list(&list, &runtime_conf(n, &pods[n]))
+                .map_err(|e| format!("warm-up ADD: {e}"))?;
             let add = phase(
                 n,
                 inflight,
@@ -135,9 +143,11 @@ pub(crate) fn run(mode: Mode, dir: &Path, n: usize, inflight: usize) -> Fallible
                 },
                 &none,
             );
-            (add, del)
+            cni.del_network_list(&list, &runtime_conf(n, &pods[n]))
+                .map_err(|e| format!("warm-up DEL: {e}"))?;
+            Ok::<_, String>((add, del))
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())??;
     let mut seen: HashMap<String, usize> = HashMap::new();
     for a in addresses.into_inner().unwrap_or_else(|p| p.into_inner()) {
         *seen.entry(a).or_default() += 1;

@@ -769,7 +769,7 @@ fn scaling_report(args: &Args) -> Fallible<()> {
 /// A burst, ours exec'd and Go's.
 fn burst_report(args: &Args) -> Fallible<()> {
     let (n, k) = (args.burst, args.in_flight);
-    println!("\n## burst: {n} pods, {k} in flight (ADD all, then DEL all)");
+    println!("\n## burst: {n} pods, {k} in flight (ADD all, then DEL all; after one warm-up pod)");
     let mut pods_s = BTreeMap::new();
     for (mode, dir) in [(Mode::OursExec, &args.ours), (Mode::GoExec, &args.go)] {
         if !dir.join("bridge").is_file() {
