@@ -391,14 +391,16 @@ fn configure_container(
 ) -> Result<()> {
     let enable_dad = conf.enable_dad;
     pod.run(|| {
-        // As Go: these may be missing (IPv6 disabled); not an error.
-        if enable_dad {
-            let _ = sysctl::set(&format!("net/ipv6/conf/{ifname}/enhanced_dad"), "1");
-            let _ = sysctl::set(&sysctl::accept_dad(ifname), "1");
+        // As Go: these may be missing (IPv6 disabled); not an error. One
+        // lookup of each `conf/<ifname>` directory: every pod has one of that
+        // name, which makes each lookup cost grow with the node's pods.
+        let v6 = format!("net/ipv6/conf/{ifname}");
+        let _ = if enable_dad {
+            sysctl::set_in(&v6, &[("enhanced_dad", "1"), ("accept_dad", "1")])
         } else {
-            let _ = sysctl::set(&sysctl::accept_dad(ifname), "0");
-        }
-        let _ = sysctl::set(&sysctl::arp_notify(ifname), "1");
+            sysctl::set_in(&v6, &[("accept_dad", "0")])
+        };
+        let _ = sysctl::set_in(&format!("net/ipv4/conf/{ifname}"), &[("arp_notify", "1")]);
     })?;
     iface::configure(pod, ifname, result)
 }
