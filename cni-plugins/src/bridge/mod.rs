@@ -109,9 +109,8 @@ impl Plugin for Bridge {
         // (dhcp releases over this link).
         undo.push_last(|| pod.delete_link_by_name(&req.ifname));
         let ipam = ipam?;
-        // As Go's SetupVeth: our routes, not router advertisements'; IPv6
-        // may be off, which Go ignores too.
-        let _ = host.run(|| sysctl::set(&sysctl::accept_ra(&host_veth.name), "0"));
+        // Go's SetupVeth turns off accept_ra on the host end (our routes, not
+        // router advertisements'): `setup_veth_with` did.
         configure_port(
             &host,
             &host_veth,

@@ -1,8 +1,9 @@
 //! The kernel floor: the kernel work of one chain ADD (bridge, host-local
 //! and portmap) done in-process through `cni-netns`, without our plugins
 //! (no process, no IPAM store, no config parsing): the veth pair created
-//! into the pod namespace on the bridge and up, the pod end up with its
-//! address and default route, `accept_ra` off on the host end, the port
+//! into the pod namespace on the bridge and up (with `accept_ra` off, as
+//! `setup_veth_with` does), the pod end up with its
+//! address and default route, the port
 //! read back, and the nf_tables elements our ADD installs (masquerade and
 //! one port mapping, native backend). DEL is measured in two parts: the
 //! firewall elements' removal, and the deletion of the veth alone (the
@@ -17,9 +18,7 @@ use cni_netns::firewall::{
     AttachmentId, Firewall, HostPortMapping, MasqueradeSpec, NativeFirewall, PortMappingSpec,
     Protocol, RuleSpec,
 };
-use cni_netns::{
-    sysctl, AddressOptions, BridgeSpec, Handle, IpNetwork, KernelRoute, OwnedNetns, VethSpec,
-};
+use cni_netns::{AddressOptions, BridgeSpec, Handle, IpNetwork, KernelRoute, OwnedNetns, VethSpec};
 
 use super::{Fallible, Samples, INTERRUPTED};
 
@@ -122,7 +121,6 @@ fn attach_all(pods: &[OwnedNetns]) -> Fallible<FloorReport> {
                 ..Default::default()
             })
             .map_err(e)?;
-        let _ = sysctl::set(&sysctl::accept_ra(&hv.name), "0");
         step(0);
         let eth0 = hv.parent_index.ok_or("veth without peer index")?;
         pod.set_up(eth0).map_err(e)?;
