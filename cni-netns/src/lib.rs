@@ -69,11 +69,19 @@
 //!
 //! | family | an attachment's elements |
 //! |---|---|
-//! | masquerade | `masq_src4`: pod IP; `masq_keep4`: pod IP . pod subnet (and `*6`) |
+//! | masquerade | `masq_src4`: pod IP (and `*6`); shared by the network's attachments, not owned: `masq_nets4`: pod subnet . pod subnet (and `*6`) |
 //! | port mappings | per mapping: `hp_owner`: host IP . proto . port; `hp_dnat4`: proto . port → pod IP . port; with `snat`, `hp_masq4`: pod subnet . proto . port (hairpin) and `hp_lo4`: proto . port (localhost); with `masqAll`, `hp_all4`: proto . port; `hip_*` for a host IP; the same for IPv6 (no localhost key) |
 //! | MAC spoof check | `sc_ports`: host veth; `sc_allowed`: host veth . pod MAC |
 //!
-//! plus one anchor in map `owners` whose data fingerprints the rest. Adding
+//! plus one anchor in map `owners` whose data fingerprints the rest. No
+//! element an attachment owns is in an interval (pipapo) map, whose
+//! insertion copies the whole map and whose deletion is linear in its
+//! size: the masquerade's subnets are one shared element per subnet, added
+//! by every ADD if missing, left by DEL, removed by the GC that removes the
+//! subnet's last address (the per-pod `masq_keep4`/`masq_keep6` of older
+//! versions stay looked up until their owners' DEL or GC removes them).
+//! Port mappings' hairpin keys (`hp_masq*`: pod subnet . proto . port) are
+//! still per mapping in interval maps. Adding
 //! or removing data-map elements never makes the kernel re-validate the
 //! table, so ADD and DEL are one batch of a few elements whatever the
 //! number of pods. A re-ADD finds its anchor and replaces what it owned; a

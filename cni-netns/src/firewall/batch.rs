@@ -64,6 +64,12 @@ pub(crate) fn attach(table: &Table, rules: &AttachmentRules, exclusive: bool) ->
         element: e.clone(),
         exclusive,
     }));
+    // Shared keys: present already unless this is the network's first
+    // attachment (a no-op then).
+    commands.extend(rules.shared.iter().map(|e| NftCommand::AddElement {
+        element: e.clone(),
+        exclusive: false,
+    }));
     Batch {
         family: table.family,
         table: table.name,

@@ -92,6 +92,34 @@ impl Listing {
         (elements, rules)
     }
 
+    /// The elements and rules owned by any of `owner_hashes`, in one pass.
+    pub(crate) fn owned_by_any(
+        &self,
+        owner_hashes: &HashSet<&str>,
+    ) -> (Vec<(String, Vec<Value>)>, Vec<RuleRef>) {
+        let owned_by_any = |c: &Option<String>| {
+            c.as_deref()
+                .and_then(owner_of_comment)
+                .is_some_and(|h| owner_hashes.contains(h))
+        };
+        let elements = self
+            .elements
+            .iter()
+            .filter(|e| !e.expiring && owned_by_any(&e.comment))
+            .map(|e| (e.map.clone(), e.key.clone()))
+            .collect();
+        let rules = self
+            .rules
+            .iter()
+            .filter(|r| owned_by_any(&r.comment))
+            .map(|r| RuleRef {
+                chain: r.chain.clone(),
+                handle: r.handle,
+            })
+            .collect();
+        (elements, rules)
+    }
+
     /// Every owner found, by owner hash.
     pub(crate) fn owners(&self) -> Vec<OwnedAttachment> {
         let mut by_hash: BTreeMap<&str, Option<(AttachmentId, bool)>> = BTreeMap::new();
@@ -262,17 +290,40 @@ fn add_rules<B: Driver + ?Sized>(
     // A re-ADD: replace what the attachment owns (also stale keys of an
     // earlier spec) with `rules`.
     let (elements, handles) = listing.owned_by(&hash);
-    let mut batch = batch::remove(&table, &elements, &handles);
-    batch
-        .commands
-        .extend(batch::attach(&table, rules, true).commands);
-    match b.send(op, &who, &table, &batch)? {
-        Ok(()) => Ok(()),
-        Err(r) if r.kind == RefusalKind::Exists => {
-            Err(conflict(batch::describe_keys(rules), r.message))
+    let replace = |rules: &AttachmentRules| {
+        let mut batch = batch::remove(&table, &elements, &handles);
+        batch
+            .commands
+            .extend(batch::attach(&table, rules, true).commands);
+        batch
+    };
+    let refusal = match b.send(op, &who, &table, &replace(rules))? {
+        Ok(()) => return Ok(()),
+        Err(r) if r.kind == RefusalKind::Exists => r,
+        Err(r) => return Err(r.error),
+    };
+    // A shared subnet key that overlaps another network's starting at the
+    // same address (`10.1.0.0/24` next to `10.1.0.0/16`): the interval map
+    // refuses it; the attachment goes in without it.
+    if !rules.shared.is_empty() {
+        let owned_only = AttachmentRules {
+            shared: Vec::new(),
+            ..rules.clone()
+        };
+        match b.send(op, &who, &table, &replace(&owned_only))? {
+            Ok(()) => {
+                tracing::warn!(
+                    attachment = %who,
+                    keys = %rules.shared.iter().map(batch::describe_key).collect::<Vec<_>>().join(", "),
+                    "shared keys overlap others of the table: left out"
+                );
+                return Ok(());
+            }
+            Err(r) if r.kind == RefusalKind::Exists => {}
+            Err(r) => return Err(r.error),
         }
-        Err(r) => Err(r.error),
     }
+    Err(conflict(batch::describe_keys(rules), refusal.message))
 }
 
 /// DEL with a spec: one batch removing exactly the spec's elements, also
@@ -401,6 +452,8 @@ fn check_rules<B: Driver + ?Sized>(
             )));
         }
     }
+    // Shared keys are not checked: one may be left out for overlapping
+    // another network's (see `add_rules`), and they are nobody's.
     let tag = id.tag();
     let tagged = listing
         .rules
@@ -451,11 +504,12 @@ fn gc_owners<B: Driver + ?Sized>(
         .into_iter()
         .filter(|o| o.owner_hash.starts_with(&net_prefix) && !keep.contains(&o.owner_hash))
         .collect();
-    let (mut elements, mut handles) = (Vec::new(), Vec::new());
-    for o in &dead {
-        let (e, h) = listing.owned_by(&o.owner_hash);
-        elements.extend(e);
-        handles.extend(h);
+    // One pass over the listing (not one per dead owner: a GC of 1000
+    // attachments would read 1000 times through every element).
+    let dead_hashes: HashSet<&str> = dead.iter().map(|o| o.owner_hash.as_str()).collect();
+    let (mut elements, handles) = listing.owned_by_any(&dead_hashes);
+    if kind == RuleKind::Masquerade {
+        elements.extend(masquerade::stale_subnets(&listing, network, &dead_hashes));
     }
     b.send(
         op,

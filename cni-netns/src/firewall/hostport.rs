@@ -506,7 +506,11 @@ pub(crate) fn elements(spec: &PortMappingSpec) -> Result<Option<AttachmentRules>
     }
     Ok(Some(anchored(
         &spec.attachment,
-        AttachmentRules { elements, rules },
+        AttachmentRules {
+            elements,
+            rules,
+            shared: Vec::new(),
+        },
     )))
 }
 

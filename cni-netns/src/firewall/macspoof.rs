@@ -82,7 +82,7 @@ pub(crate) fn elements(spec: &MacSpoofCheckSpec) -> AttachmentRules {
                 owner_data(id),
             ),
         ],
-        rules: Vec::new(),
+        ..Default::default()
     };
     anchored(id, rules)
 }

@@ -1,14 +1,27 @@
 //! Masquerade (bridge and ptp `ipMasq`): table `inet cni_rs_masq`. An
-//! attachment is, per address, `masq_src: pod IP` and
-//! `masq_keep: pod IP . pod subnet`; the fixed rules masquerade a source in
-//! the first unless the destination is in its own subnet.
+//! attachment is, per address, `masq_src: pod IP` (a hash map); its subnet
+//! is a key `masq_nets: subnet . subnet` shared by every attachment of the
+//! network (an interval map holding one element per subnet, not per pod).
+//! The fixed rules masquerade a source in `masq_src` unless source and
+//! destination are both in one subnet of `masq_nets`.
+//!
+//! Layout history: before, every attachment also owned
+//! `masq_keep: pod IP . pod subnet`, an interval (pipapo) map of one element
+//! per pod, whose insertion and deletion cost grows with its size (a GC of
+//! 1000 pods deleted 1000 elements at O(n) each). The legacy maps stay
+//! declared and looked up, so pods attached by an older version keep their
+//! exemption after an upgrade; their elements carry their owner's tag and
+//! go with their DEL or GC, and nothing adds to them any more.
+
+use std::collections::HashSet;
 
 use ipnetwork::IpNetwork;
 
-use super::attachment::{anchored, element, owner_data, push_unique, OWNERS};
+use super::attachment::{anchored, element, owner_data, owner_of_comment, push_unique, OWNERS};
+use super::engine::Listing;
 use super::model::{
-    const_net, ipx, map, match_eq, prefix_part, AttachmentRules, BaseChain, Chain, ChainType, Expr,
-    Hook, KeyType, NftFamily, NftRule, Stmt, Table, Value, PRIORITY_SRCNAT,
+    const_net, ipx, map, match_eq, prefix_part, AttachmentRules, BaseChain, Chain, ChainType,
+    Element, Expr, Hook, KeyType, NftFamily, NftRule, Stmt, Table, Value, PRIORITY_SRCNAT,
 };
 use super::AttachmentId;
 
@@ -32,15 +45,23 @@ pub(crate) const TABLE: &str = "cni_rs_masq";
 pub(crate) const MASQ_SRC4: &str = "masq_src4";
 /// Pod addresses to masquerade (`ipv6_addr : owner`).
 pub(crate) const MASQ_SRC6: &str = "masq_src6";
-/// Destinations a pod address reaches without masquerade, its own subnet
-/// (`ipv4_addr . ipv4_addr : owner`, intervals).
+/// Legacy (written by older versions, only read and deleted now): per pod,
+/// `pod IP . pod subnet : owner`, intervals.
 pub(crate) const MASQ_KEEP4: &str = "masq_keep4";
 /// The same for IPv6.
 pub(crate) const MASQ_KEEP6: &str = "masq_keep6";
+/// Pod subnets, traffic within which is not masqueraded:
+/// `subnet . subnet : 0` (intervals), one element per subnet, shared.
+pub(crate) const MASQ_NETS4: &str = "masq_nets4";
+/// The same for IPv6.
+pub(crate) const MASQ_NETS6: &str = "masq_nets6";
+/// What a shared subnet element's comment says after the subnet.
+const SUBNET_COMMENT: &str = ", subnet of net: ";
 
 /// `inet cni_rs_masq`: multicast is never masqueraded (as in the Go
 /// reference); a pod address is masqueraded unless the destination is in
-/// its own subnet: two lookups whatever the number of pods.
+/// its own subnet: three lookups whatever the number of pods (one in an
+/// empty map once the legacy elements are gone).
 pub(crate) fn table() -> Table {
     use KeyType::*;
     let multicast_return = |v6: bool, net: &str| {
@@ -53,10 +74,16 @@ pub(crate) fn table() -> Table {
         ])
     };
     let masq = |v6: bool| {
-        let (src, keep) = if v6 {
-            (MASQ_SRC6, MASQ_KEEP6)
+        let (src, keep, nets) = if v6 {
+            (MASQ_SRC6, MASQ_KEEP6, MASQ_NETS6)
         } else {
-            (MASQ_SRC4, MASQ_KEEP4)
+            (MASQ_SRC4, MASQ_KEEP4, MASQ_NETS4)
+        };
+        let both = || {
+            vec![
+                Expr::payload(ipx(v6), "saddr"),
+                Expr::payload(ipx(v6), "daddr"),
+            ]
         };
         NftRule::new(vec![
             Stmt::Lookup {
@@ -65,10 +92,12 @@ pub(crate) fn table() -> Table {
                 negate: false,
             },
             Stmt::Lookup {
-                key: vec![
-                    Expr::payload(ipx(v6), "saddr"),
-                    Expr::payload(ipx(v6), "daddr"),
-                ],
+                key: both(),
+                map: nets.into(),
+                negate: true,
+            },
+            Stmt::Lookup {
+                key: both(),
                 map: keep.into(),
                 negate: true,
             },
@@ -82,8 +111,10 @@ pub(crate) fn table() -> Table {
             map(OWNERS, &[Mark, Mark], &[Mark], false),
             map(MASQ_SRC4, &[Ipv4Addr], &[Mark], false),
             map(MASQ_KEEP4, &[Ipv4Addr, Ipv4Addr], &[Mark], true),
+            map(MASQ_NETS4, &[Ipv4Addr, Ipv4Addr], &[Mark], true),
             map(MASQ_SRC6, &[Ipv6Addr], &[Mark], false),
             map(MASQ_KEEP6, &[Ipv6Addr, Ipv6Addr], &[Mark], true),
+            map(MASQ_NETS6, &[Ipv6Addr, Ipv6Addr], &[Mark], true),
         ],
         chains: vec![Chain {
             name: "postrouting".into(),
@@ -103,35 +134,116 @@ pub(crate) fn table() -> Table {
     }
 }
 
-/// The elements of one attachment's masquerade.
+/// The elements of one attachment's masquerade: its addresses (owned) and
+/// their subnets (shared with the network's other attachments).
 pub(crate) fn elements(spec: &MasqueradeSpec) -> AttachmentRules {
     let id = &spec.attachment;
     let data = owner_data(id);
     let mut elements = Vec::new();
+    let mut shared = Vec::new();
     for address in &spec.addresses {
-        let v6 = address.is_ipv6();
-        let (src, keep) = if v6 {
-            (MASQ_SRC6, MASQ_KEEP6)
+        let src = if address.is_ipv6() {
+            MASQ_SRC6
         } else {
-            (MASQ_SRC4, MASQ_KEEP4)
+            MASQ_SRC4
         };
-        let ip = Value::Addr(address.ip());
         push_unique(
             &mut elements,
-            element(id, src, vec![ip.clone()], data.clone()),
+            element(id, src, vec![Value::Addr(address.ip())], data.clone()),
         );
-        push_unique(
-            &mut elements,
-            element(id, keep, vec![ip, prefix_part(*address)], data.clone()),
-        );
+        push_unique(&mut shared, subnet_element(&id.network, *address));
     }
-    anchored(
+    let mut rules = anchored(
         id,
         AttachmentRules {
             elements,
-            rules: Vec::new(),
+            ..Default::default()
         },
-    )
+    );
+    rules.shared = shared;
+    rules
+}
+
+/// The shared element of `address`'s subnet: `subnet . subnet : 0`,
+/// commented `<subnet>, subnet of net: <network>` (no owner's tag).
+fn subnet_element(network: &str, address: IpNetwork) -> Element {
+    let net = prefix_part(address);
+    let subnet = IpNetwork::new(address.network(), address.prefix()).unwrap_or(address);
+    let mut comment = format!("{subnet}{SUBNET_COMMENT}{}", network.replace('"', ""));
+    if comment.len() > 128 {
+        let mut end = 128;
+        while !comment.is_char_boundary(end) {
+            end -= 1;
+        }
+        comment.truncate(end);
+    }
+    Element {
+        map: if address.is_ipv6() {
+            MASQ_NETS6
+        } else {
+            MASQ_NETS4
+        }
+        .into(),
+        key: vec![net.clone(), net],
+        data: vec![Value::Num(0)],
+        comment: Some(comment),
+    }
+}
+
+/// For a GC of `network` removing the owners `dead`: the shared subnet
+/// elements of `network` that no remaining attachment's address is in
+/// (by map and key), so a network's subnets go with its last attachment.
+pub(crate) fn stale_subnets(
+    listing: &Listing,
+    network: &str,
+    dead: &HashSet<&str>,
+) -> Vec<(String, Vec<Value>)> {
+    let alive: Vec<std::net::IpAddr> = listing
+        .elements
+        .iter()
+        .filter(|e| !e.expiring && (e.map == MASQ_SRC4 || e.map == MASQ_SRC6))
+        .filter(|e| {
+            e.comment
+                .as_deref()
+                .and_then(owner_of_comment)
+                .is_none_or(|h| !dead.contains(h))
+        })
+        .filter_map(|e| match e.key.first() {
+            Some(Value::Addr(a)) => Some(*a),
+            // As the `nft` backend reads keys back.
+            Some(Value::Str(s)) => s.parse().ok(),
+            _ => None,
+        })
+        .collect();
+    let network = network.replace('"', "");
+    let mut stale = Vec::new();
+    for e in &listing.elements {
+        if e.map != MASQ_NETS4 && e.map != MASQ_NETS6 {
+            continue;
+        }
+        let Some((subnet, net)) = e
+            .comment
+            .as_deref()
+            .and_then(|c| c.split_once(SUBNET_COMMENT))
+        else {
+            continue;
+        };
+        let Ok(subnet) = subnet.parse::<IpNetwork>() else {
+            continue;
+        };
+        if net != network || alive.iter().any(|a| subnet.contains(*a)) {
+            continue;
+        }
+        let part = prefix_part(subnet);
+        push_unique_key(&mut stale, (e.map.clone(), vec![part.clone(), part]));
+    }
+    stale
+}
+
+fn push_unique_key(keys: &mut Vec<(String, Vec<Value>)>, k: (String, Vec<Value>)) {
+    if !keys.contains(&k) {
+        keys.push(k);
+    }
 }
 
 #[cfg(test)]
@@ -139,7 +251,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn masquerade_is_source_and_subnet_elements() {
+    fn masquerade_is_source_elements_and_shared_subnets() {
         let a = |s: &str| Value::Addr(s.parse().unwrap());
         let p = |s: &str| Value::Prefix(s.parse().unwrap());
         let r = elements(&MasqueradeSpec {
@@ -150,12 +262,69 @@ mod tests {
             ],
         });
         let maps: Vec<&str> = r.elements.iter().map(|e| e.map.as_str()).collect();
-        assert_eq!(maps, [OWNERS, MASQ_SRC4, MASQ_KEEP4, MASQ_SRC6, MASQ_KEEP6]);
-        assert_eq!(r.elements[2].key, vec![a("10.88.3.4"), p("10.88.0.0/16")]);
-        assert_eq!(r.elements[4].key, vec![a("fd00:88::4"), p("fd00:88::/64")]);
+        assert_eq!(maps, [OWNERS, MASQ_SRC4, MASQ_SRC6]);
+        assert_eq!(r.elements[1].key, vec![a("10.88.3.4")]);
+        let shared: Vec<&str> = r.shared.iter().map(|e| e.map.as_str()).collect();
+        assert_eq!(shared, [MASQ_NETS4, MASQ_NETS6]);
+        assert_eq!(r.shared[0].key, vec![p("10.88.0.0/16"), p("10.88.0.0/16")]);
+        assert_eq!(r.shared[1].key, vec![p("fd00:88::/64"), p("fd00:88::/64")]);
+        assert_eq!(
+            r.shared[0].comment.as_deref(),
+            Some("10.88.0.0/16, subnet of net: net")
+        );
+        // Shared elements belong to no attachment.
+        assert!(r
+            .shared
+            .iter()
+            .all(|e| owner_of_comment(e.comment.as_deref().unwrap()).is_none()));
         assert!(r.rules.is_empty());
         let t = table();
         assert!(t.maps.iter().all(|m| m.data == [KeyType::Mark]));
         assert_eq!(t.chains[0].rules.len(), 4);
+    }
+
+    #[test]
+    fn stale_subnets_are_those_without_a_live_address() {
+        use super::super::engine::ListedElement;
+        let listed = |map: &str, key: Vec<Value>, comment: String| ListedElement {
+            map: map.into(),
+            key,
+            key_id: String::new(),
+            data_id: String::new(),
+            comment: Some(comment),
+            expiring: false,
+        };
+        let (alive, dead) = (
+            AttachmentId::new("net", "a", "eth0"),
+            AttachmentId::new("net", "b", "eth0"),
+        );
+        let mut listing = Listing::default();
+        // Keys as the native backend (addresses) and `nft` (text) read them.
+        for (id, key) in [
+            (&alive, Value::str("10.1.0.5")),
+            (&dead, Value::Addr("10.2.0.5".parse().unwrap())),
+        ] {
+            listing
+                .elements
+                .push(listed(MASQ_SRC4, vec![key], id.tag()));
+        }
+        for (net, subnet) in [
+            ("net", "10.1.0.0/16"),
+            ("net", "10.2.0.0/16"),
+            ("other", "10.3.0.0/16"),
+        ] {
+            let e = subnet_element(net, subnet.parse().unwrap());
+            listing
+                .elements
+                .push(listed(&e.map, e.key, e.comment.unwrap()));
+        }
+        let dead_hash = dead.owner_hash();
+        let dead_set: HashSet<&str> = [dead_hash.as_str()].into();
+        let p = Value::Prefix("10.2.0.0/16".parse().unwrap());
+        assert_eq!(
+            stale_subnets(&listing, "net", &dead_set),
+            vec![(MASQ_NETS4.to_owned(), vec![p.clone(), p])]
+        );
+        assert!(stale_subnets(&listing, "net", &HashSet::new()).is_empty());
     }
 }

@@ -361,13 +361,19 @@ pub struct Element {
 }
 
 /// Everything one attachment owns in a table: map elements, and for port
-/// mappings with extra conditions, rules in the table's conditions chain.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// mappings with extra conditions, rules in the table's conditions chain;
+/// plus the shared elements it needs but does not own.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AttachmentRules {
     /// The map elements; never empty for an installed attachment.
     pub elements: Vec<Element>,
     /// The rules of the conditions chain (tagged), usually none.
     pub rules: Vec<NftRule>,
+    /// Elements shared by the attachments of a network (the masquerade's
+    /// subnet keys): added if missing by every ADD (never exclusively),
+    /// never removed by a DEL; a GC removes those no attachment needs any
+    /// more. Their comment is no owner's tag.
+    pub shared: Vec<Element>,
 }
 
 /// A rule found in a table: where it is and whose it is.

@@ -673,7 +673,7 @@ mod tests {
         assert!(!text.contains("flush chain inet cni_rs_hostport conditions"));
         let masq = shared_text(&masquerade::table());
         assert!(masq.contains(
-            "add rule inet cni_rs_masq postrouting ip saddr @masq_src4 ip saddr . ip daddr != @masq_keep4 masquerade\n"
+            "add rule inet cni_rs_masq postrouting ip saddr @masq_src4 ip saddr . ip daddr != @masq_nets4 ip saddr . ip daddr != @masq_keep4 masquerade\n"
         ), "{masq}");
     }
 
@@ -687,10 +687,22 @@ mod tests {
         let doc = encode_batch(&batch::delete(&table, &rules, &[]));
         let cmds = doc["nftables"].as_array().unwrap();
         assert!(cmds[1]["add"]["element"].is_object());
-        assert_eq!(
-            cmds[4],
-            json!({"delete": {"element": {"family": "inet", "table": "cni_rs_masq", "name": "masq_keep6",
-                "elem": [{"concat": ["fd00::5", {"prefix": {"addr": "fd00::", "len": 64}}]}]}}})
+        assert!(cmds.contains(
+            &json!({"delete": {"element": {"family": "inet", "table": "cni_rs_masq", "name": "masq_src6",
+                "elem": ["fd00::5"]}}})
+        ));
+        // The shared subnet key is never deleted by a DEL.
+        let text = doc.to_string();
+        assert!(
+            !text.contains("masq_nets6") && !text.contains("masq_keep6"),
+            "{text}"
+        );
+        // ... but added (if missing) by an ADD.
+        let add = encode_batch(&batch::attach(&table, &rules, true)).to_string();
+        assert!(add.contains(r#"{"add":{"element":{"family":"inet","table":"cni_rs_masq","name":"masq_nets6","elem":[[{"elem":{"val":{"concat":[{"prefix":{"addr":"fd00::","len":64}},{"prefix":{"addr":"fd00::","len":64}}]}"#), "{add}");
+        assert!(
+            add.contains(r#""comment":"fd00::/64, subnet of net: net"}},0]]"#),
+            "{add}"
         );
         let doc = encode_batch(&batch::remove(
             &hostport::table(DEFAULT_MASQ_MARK),

@@ -143,10 +143,15 @@ impl Handle {
                 Ok(link) => {
                     // Go's SetupVethWithName: "we want to own the routes for
                     // this interface"; like Go, a failure here is ignored.
-                    let key = crate::sysctl::accept_ra(&link.name);
-                    match self.run(|| crate::sysctl::set(&key, "0")) {
-                        Ok(Err(e)) | Err(e) => tracing::debug!("{e}"),
-                        Ok(Ok(_)) => {}
+                    // One lookup of the directory (see `sysctl::set_in`).
+                    let dir = format!("net/ipv6/conf/{}", link.name);
+                    match self.run(|| crate::sysctl::set_in(&dir, &[("accept_ra", "0")])) {
+                        Ok(r) => {
+                            for e in r.into_iter().filter_map(|r| r.err()) {
+                                tracing::debug!("{e}");
+                            }
+                        }
+                        Err(e) => tracing::debug!("{e}"),
                     }
                     return Ok(link);
                 }

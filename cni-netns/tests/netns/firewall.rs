@@ -8,7 +8,7 @@ use cni_netns::firewall::{
     PortMappingSpec, Protocol, RuleKind, RuleSpec,
 };
 use cni_netns::Error;
-use serde_json::json;
+use serde_json::{json, Value};
 
 fn masq(net: &str, cid: &str, addr: &str) -> MasqueradeSpec {
     MasqueradeSpec {
@@ -54,25 +54,35 @@ fn masquerade_lifecycle() {
         map_elements(&rs, "cni_rs_masq", "masq_src4"),
         vec![(json!("10.1.0.5"), owner_a.clone())]
     );
-    // Masqueraded only outside the subnet.
+    // Masqueraded only outside the subnet: one shared key per subnet, in
+    // no attachment's name; the per-pod legacy map stays empty.
+    let subnet = json!({"prefix": {"addr": "10.1.0.0", "len": 24}});
     assert_eq!(
-        map_elements(&rs, "cni_rs_masq", "masq_keep4"),
-        vec![(
-            json!({"concat": ["10.1.0.5", {"prefix": {"addr": "10.1.0.0", "len": 24}}]}),
-            owner_a
-        )]
+        map_elements(&rs, "cni_rs_masq", "masq_nets4"),
+        vec![(json!({"concat": [subnet, subnet]}), json!(0))]
     );
+    assert!(map_elements(&rs, "cni_rs_masq", "masq_keep4").is_empty());
     assert_eq!(map_elements(&rs, "cni_rs_masq", "masq_src6").len(), 1);
-    // Source, subnet, and the attachment's anchor in `owners`.
+    assert_eq!(map_elements(&rs, "cni_rs_masq", "masq_nets6").len(), 1);
+    // Source and the attachment's anchor in `owners`.
     assert_eq!(
         elements_tagged(&rs, "cni_rs_masq", &a.attachment.tag()).len(),
-        3
+        2
     );
+    // A second pod of the subnet shares the subnet key.
+    let a2 = masq("net1", "a2a2", "10.1.0.9/24");
+    fw.add(&RuleSpec::Masquerade(a2.clone())).unwrap();
+    assert_eq!(
+        map_elements(&ns.ruleset(), "cni_rs_masq", "masq_nets4").len(),
+        1
+    );
+    fw.delete(&RuleSpec::Masquerade(a2.clone())).unwrap();
+    let _ = owner_a;
     // No per-attachment rule: the shared rule masquerades.
     assert!(rules_tagged(&rs, &a.attachment.tag()).is_empty());
     let shared = objects(&rs, "rule")
         .into_iter()
-        .find(|r| r["expr"].to_string().contains("@masq_keep4"))
+        .find(|r| r["expr"].to_string().contains("@masq_nets4"))
         .unwrap()["expr"]
         .to_string();
     assert!(
@@ -120,6 +130,8 @@ fn masquerade_lifecycle() {
     let rs = ns.ruleset();
     assert!(map_elements(&rs, "cni_rs_masq", "masq_src4").is_empty());
     assert!(elements_tagged(&rs, "cni_rs_masq", &a.attachment.tag()).is_empty());
+    // A DEL leaves the network's subnet key (a GC removes it).
+    assert_eq!(map_elements(&rs, "cni_rs_masq", "masq_nets4").len(), 1);
     assert!(matches!(
         fw.check(&RuleSpec::Masquerade(a.clone())),
         Err(Error::FirewallCheck { .. })
@@ -174,6 +186,8 @@ fn gc_removes_only_dead_attachments_of_the_network() {
         .collect();
     assert_eq!(masq4.len(), 2);
     assert!(masq4.contains(&json!("10.1.0.2")) && masq4.contains(&json!("10.2.0.3")));
+    // Both subnets are still in use.
+    assert_eq!(map_elements(&rs, "cni_rs_masq", "masq_nets4").len(), 2);
     assert_eq!(map_elements(&rs, "cni_rs_hostport", "hp_dnat4").len(), 1);
     assert!(elements_tagged(&rs, "cni_rs_masq", &dead.attachment.tag()).is_empty());
     assert!(elements_tagged(&rs, "cni_rs_hostport", &pm_dead.attachment.tag()).is_empty());
@@ -194,6 +208,136 @@ fn gc_removes_only_dead_attachments_of_the_network() {
         .gc(RuleKind::MacSpoofCheck, "net1", &[])
         .unwrap()
         .is_empty());
+    // The network's last attachment collected: its subnet key goes too,
+    // the other network's stays.
+    assert_eq!(fw.gc(RuleKind::Masquerade, "net1", &[]).unwrap().len(), 1);
+    let nets: Vec<Value> = map_elements(&ns.ruleset(), "cni_rs_masq", "masq_nets4")
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    let subnet = json!({"prefix": {"addr": "10.2.0.0", "len": 24}});
+    assert_eq!(nets, vec![json!({"concat": [subnet, subnet]})]);
+}
+
+/// Nested subnets of two networks starting at the same address: the
+/// interval map refuses the second subnet key, the ADD goes in without it
+/// (the larger subnet's key exempts the traffic within the smaller).
+#[test]
+fn masquerade_of_nested_subnets() {
+    if skip_unless_root() {
+        return;
+    }
+    let ns = TestNs::new("fwmasqnest");
+    let fw = firewall_for(&ns.path());
+    let outer = masq("net1", "outer", "10.1.0.5/16");
+    let inner = masq("net2", "inner", "10.1.0.6/24");
+    fw.add(&RuleSpec::Masquerade(outer.clone())).unwrap();
+    fw.add(&RuleSpec::Masquerade(inner.clone())).unwrap();
+    let rs = ns.ruleset();
+    assert_eq!(map_elements(&rs, "cni_rs_masq", "masq_src4").len(), 2);
+    assert_eq!(map_elements(&rs, "cni_rs_masq", "masq_nets4").len(), 1);
+    fw.check(&RuleSpec::Masquerade(inner.clone())).unwrap();
+    fw.delete(&RuleSpec::Masquerade(inner)).unwrap();
+    fw.check(&RuleSpec::Masquerade(outer)).unwrap();
+}
+
+/// Tables written by an older version (per-pod `masq_keep` keys, the rule
+/// without `masq_nets`): the first ADD of this version moves the rule to the
+/// new layout while the old pods keep their exemption, and their DEL and GC
+/// remove their legacy keys.
+#[test]
+fn masquerade_tables_of_the_older_layout_are_upgraded() {
+    if skip_unless_root() {
+        return;
+    }
+    let ns = TestNs::new("fwmasqold");
+    let old_a = masq("net1", "olda", "10.1.0.5/24");
+    let old_b = masq("net1", "oldb", "10.1.0.6/24");
+    let new_c = masq("net1", "newc", "10.1.0.7/24");
+    let tag = |m: &MasqueradeSpec| m.attachment.tag();
+    let owner = |m: &MasqueradeSpec| owner_data(&m.attachment);
+    let mut script = String::from(
+        "add table inet cni_rs_masq\n\
+         add map inet cni_rs_masq owners { type mark . mark : mark; flags timeout; }\n\
+         add map inet cni_rs_masq masq_src4 { type ipv4_addr : mark; flags timeout; }\n\
+         add map inet cni_rs_masq masq_keep4 { type ipv4_addr . ipv4_addr : mark; flags interval,timeout; }\n\
+         add map inet cni_rs_masq masq_src6 { type ipv6_addr : mark; flags timeout; }\n\
+         add map inet cni_rs_masq masq_keep6 { type ipv6_addr . ipv6_addr : mark; flags interval,timeout; }\n\
+         add chain inet cni_rs_masq postrouting { type nat hook postrouting priority 100; policy accept; }\n\
+         add rule inet cni_rs_masq postrouting ip saddr @masq_src4 ip saddr . ip daddr != @masq_keep4 masquerade\n",
+    );
+    // The older version's elements: its anchor in `owners` (key the 64-bit
+    // owner id, data a fingerprint of what it owned then), address and
+    // per-pod subnet key.
+    let fnv64 = |s: &str| {
+        s.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+    };
+    for (m, ip) in [(&old_a, "10.1.0.5"), (&old_b, "10.1.0.6")] {
+        let id = fnv64(&m.attachment.owner_hash());
+        script += &format!(
+            "add element inet cni_rs_masq owners {{ {} . {} comment \"{}\" : 1 }}\n",
+            id >> 32,
+            id & 0xffff_ffff,
+            tag(m)
+        );
+        script += &format!(
+            "add element inet cni_rs_masq masq_src4 {{ {ip} comment \"{}\" : {} }}\n\
+             add element inet cni_rs_masq masq_keep4 {{ {ip} . 10.1.0.0/24 comment \"{}\" : {} }}\n",
+            tag(m),
+            owner(m),
+            tag(m),
+            owner(m)
+        );
+    }
+    let file = std::env::temp_dir().join(format!(
+        "{}.nft",
+        ns.path().display().to_string().replace('/', "_")
+    ));
+    std::fs::write(&file, script).unwrap();
+    let loaded = ns.try_exec(&["nft", "-f", &file.display().to_string()]);
+    let _ = std::fs::remove_file(&file);
+    assert!(loaded, "nft -f of the older layout failed");
+    let fw = firewall_for(&ns.path());
+    fw.add(&RuleSpec::Masquerade(new_c.clone())).unwrap();
+    let rs = ns.ruleset();
+    let rule = objects(&rs, "rule")
+        .into_iter()
+        .find(|r| r["expr"].to_string().contains("@masq_src4"))
+        .unwrap()["expr"]
+        .to_string();
+    assert!(
+        rule.contains("@masq_nets4") && rule.contains("@masq_keep4"),
+        "{rule}"
+    );
+    assert_eq!(map_elements(&rs, "cni_rs_masq", "masq_keep4").len(), 2);
+    let mut owners: Vec<String> = fw
+        .list(RuleKind::Masquerade)
+        .unwrap()
+        .into_iter()
+        .map(|o| o.attachment.container_id)
+        .collect();
+    owners.sort();
+    assert_eq!(owners, ["newc", "olda", "oldb"]);
+    // DEL of an old pod (its spec as this version computes it).
+    fw.delete(&RuleSpec::Masquerade(old_a.clone())).unwrap();
+    let rs = ns.ruleset();
+    assert!(elements_tagged(&rs, "cni_rs_masq", &tag(&old_a)).is_empty());
+    assert_eq!(map_elements(&rs, "cni_rs_masq", "masq_keep4").len(), 1);
+    // GC of the other.
+    let removed = fw
+        .gc(
+            RuleKind::Masquerade,
+            "net1",
+            std::slice::from_ref(&new_c.attachment),
+        )
+        .unwrap();
+    assert_eq!(removed.len(), 1);
+    let rs = ns.ruleset();
+    assert!(map_elements(&rs, "cni_rs_masq", "masq_keep4").is_empty());
+    assert_eq!(map_elements(&rs, "cni_rs_masq", "masq_src4").len(), 1);
+    fw.check(&RuleSpec::Masquerade(new_c)).unwrap();
 }
 
 #[test]

@@ -752,6 +752,43 @@ fn sysctls_are_written_inside_the_namespace_only_when_different() {
 }
 
 #[test]
+fn sysctls_of_one_directory_are_set_together() {
+    if !root() {
+        return;
+    }
+    let (ns, h) = netns();
+    let (a, _) = local_veth(&h, "t.0", "t1");
+    let _ = a;
+    let first = h
+        .run(|| {
+            sysctl::set_in(
+                "net/ipv4/conf/t.0",
+                &[("arp_notify", "1"), ("nope", "1"), ("route_localnet", "1")],
+            )
+        })
+        .unwrap();
+    assert!(matches!(first[0], Ok(true)), "{first:?}");
+    assert!(
+        first[1].as_ref().is_err_and(|e| e.is_not_found()),
+        "{first:?}"
+    );
+    assert!(matches!(first[2], Ok(true)), "{first:?}");
+    let again = h
+        .run(|| sysctl::set_in("net/ipv4/conf/t.0", &[("arp_notify", "1")]))
+        .unwrap();
+    assert!(matches!(again[0], Ok(false)), "{again:?}");
+    assert_eq!(sysctl_in(&ns, "net/ipv4/conf/t.0/arp_notify"), "1");
+    assert_eq!(sysctl_in(&ns, "net/ipv4/conf/t.0/route_localnet"), "1");
+    let missing = h
+        .run(|| sysctl::set_in("net/ipv4/conf/nope0", &[("arp_notify", "1")]))
+        .unwrap();
+    assert!(
+        missing[0].as_ref().is_err_and(|e| e.is_not_found()),
+        "{missing:?}"
+    );
+}
+
+#[test]
 fn configure_interface_matches_go() {
     if !root() {
         return;

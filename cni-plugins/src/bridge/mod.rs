@@ -109,9 +109,8 @@ impl Plugin for Bridge {
         // (dhcp releases over this link).
         undo.push_last(|| pod.delete_link_by_name(&req.ifname));
         let ipam = ipam?;
-        // As Go's SetupVeth: our routes, not router advertisements'; IPv6
-        // may be off, which Go ignores too.
-        let _ = host.run(|| sysctl::set(&sysctl::accept_ra(&host_veth.name), "0"));
+        // Go's SetupVeth turns off accept_ra on the host end (our routes, not
+        // router advertisements'): `setup_veth_with` did.
         configure_port(
             &host,
             &host_veth,
@@ -391,14 +390,16 @@ fn configure_container(
 ) -> Result<()> {
     let enable_dad = conf.enable_dad;
     pod.run(|| {
-        // As Go: these may be missing (IPv6 disabled); not an error.
-        if enable_dad {
-            let _ = sysctl::set(&format!("net/ipv6/conf/{ifname}/enhanced_dad"), "1");
-            let _ = sysctl::set(&sysctl::accept_dad(ifname), "1");
+        // As Go: these may be missing (IPv6 disabled); not an error. One
+        // lookup of each `conf/<ifname>` directory: every pod has one of that
+        // name, which makes each lookup cost grow with the node's pods.
+        let v6 = format!("net/ipv6/conf/{ifname}");
+        let _ = if enable_dad {
+            sysctl::set_in(&v6, &[("enhanced_dad", "1"), ("accept_dad", "1")])
         } else {
-            let _ = sysctl::set(&sysctl::accept_dad(ifname), "0");
-        }
-        let _ = sysctl::set(&sysctl::arp_notify(ifname), "1");
+            sysctl::set_in(&v6, &[("accept_dad", "0")])
+        };
+        let _ = sysctl::set_in(&format!("net/ipv4/conf/{ifname}"), &[("arp_notify", "1")]);
     })?;
     iface::configure(pod, ifname, result)
 }

@@ -145,10 +145,13 @@ impl Portmap {
         let Some(ifname) = routable_host_if(&handle, ip)? else {
             return Ok(());
         };
-        let key = sysctl::route_localnet(&ifname);
+        // One lookup of the directory (see `sysctl::set_in`).
+        let dir = format!("net/ipv4/conf/{ifname}");
         handle
-            .run(move || sysctl::set(&key, "1"))
-            .and_then(|r| r)
+            .run(move || sysctl::set_in(&dir, &[("route_localnet", "1")]))
+            .map_err(|e| Error::Internal(format!("unable to enable route_localnet: {e}")))?
+            .into_iter()
+            .try_for_each(|r| r.map(drop))
             .map_err(|e| Error::Internal(format!("unable to enable route_localnet: {e}")))?;
         Ok(())
     }

@@ -23,12 +23,31 @@
 //! target/release/e2e --pods 200 --scaling 50,200,1000
 //! ```
 //!
-//! `--smoke` runs a few pods per mode and only checks that everything works
-//! (CI uses it). `--modes ours-exec,go-exec` picks modes; `--plugins DIR`
-//! and `--go DIR` set the plugin directories.
+//! After the modes, the kernel floor (`floor.rs`: the kernel work of an ADD
+//! in-process, no plugin, and the veth deletion alone, DEL's kernel share)
+//! for the same pods, then process start and peak RSS. Sections on request:
+//!
+//! * `--scaling 50,1000`: ours-exec ADD p50 at each size, and with
+//!   `--floor 50,1000` the kernel floor at each size beside it, by step;
+//! * `--burst 100 --in-flight 8` (`burst.rs`): 100 pods ADDed 8 at a time,
+//!   then DELed, ours and Go's: wall time, pods/s, p50/p99, failures and
+//!   duplicate addresses (ours must have none);
+//! * `--gc 1000` (`gc.rs`): one CNI GC of 1000 dead attachments, ours;
+//! * `--start-floors DIR`: the start of every program in DIR next to
+//!   `/bin/true` (empty Rust programs, static builds: scripts/benchmarks.sh);
+//! * `--only`: those sections without the modes.
+//!
+//! `--smoke` runs a few pods per mode and per section and only checks that
+//! everything works (CI uses it). `--modes ours-exec,go-exec` picks modes;
+//! `--plugins DIR` and `--go DIR` set the plugin directories.
+//! `scripts/benchmarks.sh` runs all of it in one run.
 
 // A command-line program: its report goes to stdout.
 #![allow(clippy::print_stdout)]
+
+mod burst;
+mod floor;
+mod gc;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -89,6 +108,18 @@ struct Args {
     ours: PathBuf,
     go: PathBuf,
     smoke: bool,
+    /// Kernel floor sizes (next to ours-exec at the same sizes).
+    floor: Vec<usize>,
+    /// Pods of a burst (0: none) and calls in flight.
+    burst: usize,
+    in_flight: usize,
+    /// Dead attachments for one bulk GC (0: none).
+    gc: usize,
+    /// A directory of programs whose start is measured next to /bin/true
+    /// (e.g. empty Rust programs, dynamic and static: the loader's floor).
+    start_floors: Option<PathBuf>,
+    /// Only the sections asked for (--floor, --burst, --gc), no mode runs.
+    only: bool,
 }
 
 fn parse_args() -> Fallible<Args> {
@@ -109,18 +140,41 @@ fn parse_args() -> Fallible<Args> {
         ours: exe_dir,
         go: PathBuf::from("/usr/lib/cni"),
         smoke: false,
+        floor: Vec::new(),
+        burst: 0,
+        in_flight: 8,
+        gc: 0,
+        start_floors: None,
+        only: false,
+    };
+    let list = |v: String, name: &str| -> Fallible<Vec<usize>> {
+        v.split(',')
+            .map(|s| s.parse::<usize>().map_err(|e| format!("{name}: {e}")))
+            .collect()
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
         match arg.as_str() {
             "--pods" => a.pods = val("--pods")?.parse().map_err(|e| format!("--pods: {e}"))?,
-            "--scaling" => {
-                a.scaling = val("--scaling")?
-                    .split(',')
-                    .map(|s| s.parse::<usize>().map_err(|e| format!("--scaling: {e}")))
-                    .collect::<Fallible<_>>()?
+            "--scaling" => a.scaling = list(val("--scaling")?, "--scaling")?,
+            "--floor" => a.floor = list(val("--floor")?, "--floor")?,
+            "--burst" => {
+                a.burst = list(val("--burst")?, "--burst")?
+                    .first()
+                    .copied()
+                    .unwrap_or(0)
             }
+            "--in-flight" => {
+                a.in_flight = list(val("--in-flight")?, "--in-flight")?
+                    .first()
+                    .copied()
+                    .unwrap_or(1)
+                    .max(1)
+            }
+            "--gc" => a.gc = list(val("--gc")?, "--gc")?.first().copied().unwrap_or(0),
+            "--start-floors" => a.start_floors = Some(PathBuf::from(val("--start-floors")?)),
+            "--only" => a.only = true,
             "--modes" => {
                 a.modes = val("--modes")?
                     .split(',')
@@ -131,15 +185,20 @@ fn parse_args() -> Fallible<Args> {
             "--go" => a.go = PathBuf::from(val("--go")?),
             "--smoke" => a.smoke = true,
             "-h" | "--help" => {
-                println!("usage: e2e [--pods N] [--scaling 50,200,1000] [--modes ours-exec,ours-exec-all,ours-nft,ours-inproc,go-exec] [--plugins DIR] [--go DIR] [--smoke]");
+                println!("usage: e2e [--pods N] [--scaling 50,200,1000] [--floor 50,1000] [--burst N] [--in-flight K] [--gc N] [--start-floors DIR] [--only] [--modes ours-exec,ours-exec-all,ours-nft,ours-inproc,go-exec] [--plugins DIR] [--go DIR] [--smoke]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
     if a.smoke {
+        // Every section, briefly: the modes, the floor, a burst and a GC.
         a.pods = a.pods.min(4);
         a.scaling.clear();
+        a.floor = vec![3];
+        a.burst = 6;
+        a.in_flight = 3;
+        a.gc = 3;
     }
     Ok(a)
 }
@@ -308,11 +367,10 @@ fn in_process_exec() -> Fallible<Arc<dyn Exec>> {
     ))
 }
 
-fn run_mode(mode: Mode, dir: &Path, n: usize, with_concurrent: bool) -> Fallible<ModeReport> {
-    let exec = make_exec(mode)?;
-    // Our plugins pick their firewall backend from the environment they
-    // inherit: the nft program for this mode, native (the default) otherwise.
-    // Set while no other thread of ours runs.
+/// The environment our plugins read for `mode`: the firewall backend (the
+/// nft program for ours-nft, native otherwise) and whether delegates are
+/// exec'd. Set while no other thread of ours runs.
+fn set_mode_env(mode: Mode) {
     if mode == Mode::OursNft {
         std::env::set_var(cni_plugins::binary::FIREWALL_BACKEND_ENV, "nft");
     } else {
@@ -323,6 +381,11 @@ fn run_mode(mode: Mode, dir: &Path, n: usize, with_concurrent: bool) -> Fallible
     } else {
         std::env::remove_var("CNI_RS_EXEC_DELEGATES");
     }
+}
+
+fn run_mode(mode: Mode, dir: &Path, n: usize, with_concurrent: bool) -> Fallible<ModeReport> {
+    let exec = make_exec(mode)?;
+    set_mode_env(mode);
     let tag = random_tag();
     let state = std::env::temp_dir().join(format!("cni-e2e-{tag}"));
     std::fs::create_dir_all(&state).map_err(|e| e.to_string())?;
@@ -478,7 +541,8 @@ fn real_main() -> Fallible<()> {
             .trim()
     );
     let mut reports: BTreeMap<Mode, ModeReport> = BTreeMap::new();
-    for &mode in &args.modes {
+    let modes: &[Mode] = if args.only { &[] } else { &args.modes };
+    for &mode in modes {
         let dir = if mode == Mode::GoExec {
             &args.go
         } else {
@@ -550,13 +614,87 @@ fn real_main() -> Fallible<()> {
             go.seq.del.pct(50.0) / all.seq.del.pct(50.0)
         );
     }
+    if !args.only {
+        // DEL's kernel share: the veth deletion alone, same run.
+        let n = if args.smoke { 3 } else { args.pods };
+        let f = floor::run(n)?;
+        println!("\n## kernel floor, {n} attachments (in-process, no plugin: veth, addresses, route, nf_tables elements)");
+        println!("  ADD                 {}", f.add.row());
+        println!("  DEL firewall        {}", f.del_fw.row());
+        println!("  DEL veth alone      {}", f.del_veth.row());
+        if let Some(ours) = reports.get(&Mode::OursExec) {
+            let (o, v) = (ours.seq.del.pct(50.0), f.del_veth.pct(50.0));
+            print!(
+                "  ours-exec DEL p50 {:.2} ms = veth deletion {:.2} ms + {:.2} ms ours",
+                o * 1e3,
+                v * 1e3,
+                (o - v) * 1e3
+            );
+            if let Some(go) = reports.get(&Mode::GoExec) {
+                let g = go.seq.del.pct(50.0);
+                print!("; Go DEL p50 {:.2} ms ({:.1}x ours", g * 1e3, g / o);
+                if o > v {
+                    print!(
+                        ", {:.1}x on what is not the veth deletion",
+                        (g - v) / (o - v)
+                    );
+                }
+                print!(")");
+            }
+            println!();
+        }
+    }
+    if !args.only && !args.smoke {
+        start_report(&args);
+    }
+    if !args.scaling.is_empty() || !args.floor.is_empty() {
+        scaling_report(&args)?;
+    }
+    if args.burst > 0 {
+        burst_report(&args)?;
+    }
+    if args.gc > 0 {
+        let r = gc::run(&args.ours, args.gc)?;
+        println!(
+            "\n## bulk GC (ours exec'd; bridge: masquerade, MAC spoof check, host-local; portmap)"
+        );
+        println!(
+            "  {} dead attachments: GC {:.3} s (bridge {:.3} s; their ADD took {:.2} s)",
+            args.gc,
+            r.gc.as_secs_f64(),
+            r.bridge.as_secs_f64(),
+            r.add_total.as_secs_f64()
+        );
+    }
     if args.smoke {
         println!("\nsmoke: ok");
-        return Ok(());
     }
+    Ok(())
+}
+
+/// Process start (VERSION) next to /bin/true and the start floors, sizes
+/// and peak RSS.
+fn start_report(args: &Args) {
     println!("\n## process start (VERSION, median of 200) and peak RSS");
     let tru = version_time(Path::new("/bin/true"), 200).unwrap_or(f64::NAN);
     println!("  /bin/true          {:.2} ms", tru * 1e3);
+    if let Some(dir) = &args.start_floors {
+        let mut progs: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|rd| rd.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        progs.sort();
+        for p in progs {
+            let name = p.file_name().map(|n| n.to_string_lossy().to_string());
+            if let (Some(t), Some(name)) = (version_time(&p, 200), name) {
+                println!(
+                    "  floor {name:16} {:.2} ms ({:.2}x /bin/true), size {} kB",
+                    t * 1e3,
+                    t / tru,
+                    size_kb(&p).unwrap_or(0)
+                );
+            }
+        }
+    }
     for (who, dir) in [("ours", &args.ours), ("go", &args.go)] {
         for p in ["bridge", "host-local", "portmap", "loopback"] {
             if let Some(t) = version_time(&dir.join(p), 200) {
@@ -572,20 +710,109 @@ fn real_main() -> Fallible<()> {
             println!("  {who:4} peak RSS {what:18} {kb} kB");
         }
     }
-    if !args.scaling.is_empty() {
-        println!("\n## scaling (ours-exec, sequential ADD p50)");
-        let mut first = None;
-        for &n in &args.scaling {
+}
+
+/// ADD p50 of ours-exec (`--scaling`) next to the kernel floor (`--floor`)
+/// at each size.
+fn scaling_report(args: &Args) -> Fallible<()> {
+    let mut sizes: Vec<usize> = args.scaling.iter().chain(&args.floor).copied().collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    println!("\n## scaling (sequential ADD p50 over 0..N existing attachments; floor: in-process kernel work)");
+    let (mut first_ours, mut first_floor) = (None, None);
+    for n in sizes {
+        let mut line = format!("  {n:5} pods:");
+        let mut ours_p50 = None;
+        if args.scaling.contains(&n) {
             let r = run_mode(Mode::OursExec, &args.ours, n, false)?;
             let p50 = r.seq.add.pct(50.0);
-            let base = *first.get_or_insert(p50);
-            println!(
-                "  {n:5} pods: ADD p50 {:.2} ms ({:.2}x of the first), DEL p50 {:.2} ms",
+            let base = *first_ours.get_or_insert(p50);
+            ours_p50 = Some(p50);
+            line += &format!(
+                " ours-exec ADD p50 {:6.2} ms ({:.2}x of the first), DEL p50 {:6.2} ms;",
                 p50 * 1e3,
                 p50 / base,
                 r.seq.del.pct(50.0) * 1e3
             );
         }
+        if args.floor.contains(&n) {
+            let f = floor::run(n)?;
+            let p50 = f.add.pct(50.0);
+            let base = *first_floor.get_or_insert(p50);
+            line += &format!(
+                " floor ADD p50 {:6.2} ms ({:.2}x of the first), veth delete p50 {:6.2} ms",
+                p50 * 1e3,
+                p50 / base,
+                f.del_veth.pct(50.0) * 1e3
+            );
+            if let Some(o) = ours_p50 {
+                line += &format!("; ours - floor {:.2} ms", (o - p50) * 1e3);
+            }
+            let steps: Vec<String> = f
+                .steps
+                .iter()
+                .map(|(name, s)| format!("{name} {:.2}", s.pct(50.0) * 1e3))
+                .collect();
+            line += &format!(
+                "\n         floor ADD p50 by step (ms): {}",
+                steps.join(", ")
+            );
+        }
+        println!("{line}");
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            return Err("interrupted (everything created was removed)".into());
+        }
+    }
+    Ok(())
+}
+
+/// A burst, ours exec'd and Go's.
+fn burst_report(args: &Args) -> Fallible<()> {
+    let (n, k) = (args.burst, args.in_flight);
+    println!("\n## burst: {n} pods, {k} in flight (ADD all, then DEL all; after one warm-up pod)");
+    let mut pods_s = BTreeMap::new();
+    for (mode, dir) in [(Mode::OursExec, &args.ours), (Mode::GoExec, &args.go)] {
+        if !dir.join("bridge").is_file() {
+            println!(
+                "  {}: skipped (no bridge in {})",
+                mode.name(),
+                dir.display()
+            );
+            continue;
+        }
+        let r = burst::run(mode, dir, n, k)?;
+        println!("  {:9} ADD {}", mode.name(), r.add.row(n));
+        println!("  {:9} DEL {}", mode.name(), r.del.row(n));
+        println!(
+            "  {:9} duplicate addresses: {}{}",
+            mode.name(),
+            r.duplicates.len(),
+            if r.duplicates.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", r.duplicates.join(", "))
+            }
+        );
+        for f in r.add.failures.iter().chain(&r.del.failures).take(3) {
+            println!("  {:9} failure: {f}", mode.name());
+        }
+        pods_s.insert(mode, (r.add.pods_per_s(), r.del.pods_per_s()));
+        let failed = !r.add.failures.is_empty() || !r.del.failures.is_empty();
+        if mode == Mode::OursExec && (failed || !r.duplicates.is_empty()) {
+            return Err(format!(
+                "burst: {} ADD and {} DEL failures, {} duplicate addresses",
+                r.add.failures.len(),
+                r.del.failures.len(),
+                r.duplicates.len()
+            ));
+        }
+    }
+    if let (Some(o), Some(g)) = (pods_s.get(&Mode::OursExec), pods_s.get(&Mode::GoExec)) {
+        println!(
+            "  pods/s ours/Go: ADD {:.1}x   DEL {:.1}x",
+            o.0 / g.0,
+            o.1 / g.1
+        );
     }
     Ok(())
 }

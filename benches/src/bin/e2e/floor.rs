@@ -1,0 +1,160 @@
+//! The kernel floor: the kernel work of one chain ADD (bridge, host-local
+//! and portmap) done in-process through `cni-netns`, without our plugins
+//! (no process, no IPAM store, no config parsing): the veth pair created
+//! into the pod namespace on the bridge and up (with `accept_ra` off, as
+//! `setup_veth_with` does), the pod end up with its
+//! address and default route, the port
+//! read back, and the nf_tables elements our ADD installs (masquerade and
+//! one port mapping, native backend). DEL is measured in two parts: the
+//! firewall elements' removal, and the deletion of the veth alone (the
+//! kernel's unregister path, what most of a DEL waits for).
+//!
+//! Run for N pods back to back in a fresh node namespace, the ADD p50 is
+//! taken over 0..N existing attachments, as the plugins' scaling figure.
+
+use std::time::Instant;
+
+use cni_netns::firewall::{
+    AttachmentId, Firewall, HostPortMapping, MasqueradeSpec, NativeFirewall, PortMappingSpec,
+    Protocol, RuleSpec,
+};
+use cni_netns::{AddressOptions, BridgeSpec, Handle, IpNetwork, KernelRoute, OwnedNetns, VethSpec};
+
+use super::{Fallible, Samples, INTERRUPTED};
+
+/// The floor's latencies, in seconds.
+pub(crate) struct FloorReport {
+    /// ADD: everything the kernel does for one attachment.
+    pub(crate) add: Samples,
+    /// DEL: the firewall elements' removal.
+    pub(crate) del_fw: Samples,
+    /// DEL: the host veth's deletion alone.
+    pub(crate) del_veth: Samples,
+    /// ADD by step: the veth (created on the bridge, up, `accept_ra`), the
+    /// pod end (up, address, route), the masquerade and the port mapping
+    /// elements, the port read back.
+    pub(crate) steps: [(&'static str, Samples); 5],
+}
+
+/// Pod `i`'s address in 10.250.0.0/16 (.0.1 is the gateway).
+fn pod_address(i: usize) -> Fallible<IpNetwork> {
+    format!("10.250.{}.{}/16", 1 + i / 250, 2 + i % 250)
+        .parse()
+        .map_err(|e| format!("pod address {i}: {e}"))
+}
+
+fn specs(i: usize, address: IpNetwork) -> Fallible<(RuleSpec, RuleSpec)> {
+    let id = AttachmentId::new("floor", format!("floor-{i:05}"), "eth0");
+    let masq = RuleSpec::Masquerade(MasqueradeSpec {
+        attachment: id.clone(),
+        addresses: vec![address],
+    });
+    let mut pm = PortMappingSpec::new(id);
+    pm.container_v4 = match address {
+        IpNetwork::V4(n) => Some(n),
+        IpNetwork::V6(_) => None,
+    };
+    pm.mappings = vec![HostPortMapping {
+        host_port: u16::try_from(20000 + i).map_err(|e| e.to_string())?,
+        container_port: 80,
+        protocol: Protocol::Tcp,
+        host_ip: None,
+    }];
+    Ok((masq, RuleSpec::PortMappings(pm)))
+}
+
+/// The floor for `n` attachments in a fresh node namespace.
+pub(crate) fn run(n: usize) -> Fallible<FloorReport> {
+    let node = OwnedNetns::new("cnibench-floor").map_err(|e| e.to_string())?;
+    let mut pods = Vec::with_capacity(n);
+    for _ in 0..n {
+        pods.push(OwnedNetns::new("cnibench-fpod").map_err(|e| e.to_string())?);
+    }
+    node.netns()
+        .run(|| attach_all(&pods))
+        .map_err(|e| e.to_string())?
+}
+
+fn attach_all(pods: &[OwnedNetns]) -> Fallible<FloorReport> {
+    let e = |e: cni_netns::Error| e.to_string();
+    let host = Handle::current().map_err(e)?;
+    let fw = NativeFirewall::new();
+    let bridge = host
+        .ensure_bridge(&BridgeSpec {
+            name: "cbfloor".into(),
+            ..Default::default()
+        })
+        .map_err(e)?;
+    host.set_up(bridge.index).map_err(e)?;
+    let gw: IpNetwork = "10.250.0.1/16".parse().map_err(|e| format!("{e}"))?;
+    host.add_address(bridge.index, gw, AddressOptions::default())
+        .map_err(e)?;
+    let mut add = Samples::default();
+    let mut steps: [(&'static str, Samples); 5] = [
+        ("veth", Samples::default()),
+        ("pod end", Samples::default()),
+        ("masquerade", Samples::default()),
+        ("port mapping", Samples::default()),
+        ("port read", Samples::default()),
+    ];
+    let mut veths = Vec::with_capacity(pods.len());
+    for (i, pod_ns) in pods.iter().enumerate() {
+        if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err("interrupted".into());
+        }
+        let address = pod_address(i)?;
+        let (masq, pm) = specs(i, address)?;
+        let t = Instant::now();
+        let mut lap = t;
+        let mut step = |k: usize| {
+            let now = Instant::now();
+            steps[k].1 .0.push((now - lap).as_secs_f64());
+            lap = now;
+        };
+        let pod = Handle::in_netns(pod_ns.netns()).map_err(e)?;
+        let hv = host
+            .setup_veth_with(&VethSpec {
+                peer_name: "eth0".into(),
+                peer_netns: Some(pod_ns.netns()),
+                up: true,
+                master: Some(bridge.index),
+                ..Default::default()
+            })
+            .map_err(e)?;
+        step(0);
+        let eth0 = hv.parent_index.ok_or("veth without peer index")?;
+        pod.set_up(eth0).map_err(e)?;
+        pod.add_address(eth0, address, AddressOptions::default())
+            .map_err(e)?;
+        pod.add_route(&KernelRoute {
+            oif: Some(eth0),
+            ..KernelRoute::default_via(gw.ip())
+        })
+        .map_err(e)?;
+        step(1);
+        fw.add(&masq).map_err(e)?;
+        step(2);
+        fw.add(&pm).map_err(e)?;
+        step(3);
+        host.link_by_index(hv.index).map_err(e)?;
+        step(4);
+        add.0.push(t.elapsed().as_secs_f64());
+        veths.push((hv.index, masq, pm));
+    }
+    let (mut del_fw, mut del_veth) = (Samples::default(), Samples::default());
+    for (index, masq, pm) in veths {
+        let t = Instant::now();
+        fw.delete(&pm).map_err(e)?;
+        fw.delete(&masq).map_err(e)?;
+        del_fw.0.push(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        host.delete_link(index).map_err(e)?;
+        del_veth.0.push(t.elapsed().as_secs_f64());
+    }
+    Ok(FloorReport {
+        add,
+        del_fw,
+        del_veth,
+        steps,
+    })
+}

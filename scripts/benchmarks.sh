@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The figures of BENCHMARKS.md ("Node scale"), ours beside Go's, from ONE run
+# of target/release/e2e: the chain per mode (sequential and 2 in flight), DEL
+# next to the kernel's veth deletion, process start next to /bin/true and to
+# empty Rust programs (dynamic and static: the loader's floor), ADD p50 at 50
+# and 1000 pods next to the in-process kernel floor, a burst of 100 pods with
+# 8 in flight, and one GC of 1000 dead attachments. Run as root on a quiet
+# machine (it prints the load average at the start and the end):
+#
+#     scripts/benchmarks.sh [extra e2e arguments]      # e.g. --plugins target/dist
+#
+# Everything it creates lives in throwaway namespaces and temporary
+# directories and is removed at the end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" != 0 ]; then
+    echo "benchmarks.sh: run as root (the benchmark creates network namespaces)" >&2
+    exit 1
+fi
+for need in /usr/lib/cni/bridge /usr/bin/time /usr/sbin/nft; do
+    [ -e "$need" ] || {
+        echo "benchmarks.sh: $need missing: apt-get install -y containernetworking-plugins time nftables" >&2
+        exit 1
+    }
+done
+
+cargo build --release --locked -q -p cni-plugins \
+    --bin bridge --bin host-local --bin portmap --bin loopback \
+    -p cni-benches --bin e2e
+
+# The start floors: `fn main() {}` built as the release profile builds
+# (opt-level 3, symbols stripped), linked against glibc dynamically (as our
+# plugins are) and statically (no loader work at all).
+floors=$(mktemp -d)
+trap 'rm -rf "$floors"' EXIT
+echo 'fn main() {}' > "$floors/noop.rs"
+rustc -C opt-level=3 -C strip=symbols -o "$floors/rust-noop-dynamic" "$floors/noop.rs"
+rustc -C opt-level=3 -C strip=symbols -C target-feature=+crt-static \
+    -o "$floors/rust-noop-static" "$floors/noop.rs"
+rm "$floors/noop.rs"
+# Our plugins linked statically (`-C target-feature=+crt-static` on the final
+# binary only: `cargo rustc` passes it to the bin crate, the dependencies are
+# the release build's): what the loader and libgcc_s's constructor cost
+# them. Built in place, copied out, then the dynamic ones rebuilt.
+if [ "${NO_STATIC:-0}" != 1 ]; then
+    for b in bridge host-local portmap loopback; do
+        cargo rustc --release --locked -q -p cni-plugins --bin "$b" -- -C target-feature=+crt-static
+        cp "target/release/$b" "$floors/static-$b"
+    done
+    cargo build --release --locked -q -p cni-plugins \
+        --bin bridge --bin host-local --bin portmap --bin loopback
+fi
+
+echo "# benchmarks.sh $(date -u +%FT%TZ) on $(nproc) CPUs, kernel $(uname -r)"
+echo "# load at start: $(cat /proc/loadavg)"
+target/release/e2e --pods 200 \
+    --scaling 50,1000 --floor 50,1000 \
+    --burst 100 --in-flight 8 \
+    --gc 1000 \
+    --start-floors "$floors" "$@"
+echo
+echo "# load at end: $(cat /proc/loadavg)"
