@@ -122,6 +122,30 @@ struct Args {
     only: bool,
 }
 
+/// An experiment on the node's kernel work (not a mode: figures with it are
+/// not comparable with Go's): `E2E_NODE_IPV6=off` turns IPv6 off in the
+/// throwaway node namespace (`all` and `default` `disable_ipv6`), so the
+/// host ends of the veths get no link-local address, routes or DAD/MLD
+/// work. Used by `--scaling`/`--floor` runs to see how much of the growth
+/// with the node's ports is the kernel's IPv6 per-port work.
+pub(crate) fn experiment_node(node: &OwnedNetns) -> Fallible<()> {
+    if std::env::var("E2E_NODE_IPV6").as_deref() != Ok("off") {
+        return Ok(());
+    }
+    node.netns()
+        .run(|| {
+            for k in [
+                "net/ipv6/conf/all/disable_ipv6",
+                "net/ipv6/conf/default/disable_ipv6",
+            ] {
+                cni_netns::sysctl::set(k, "1")?;
+            }
+            Ok::<_, cni_netns::Error>(())
+        })
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())
+}
+
 fn parse_args() -> Fallible<Args> {
     let exe_dir = std::env::current_exe()
         .ok()
@@ -391,6 +415,7 @@ fn run_mode(mode: Mode, dir: &Path, n: usize, with_concurrent: bool) -> Fallible
     std::fs::create_dir_all(&state).map_err(|e| e.to_string())?;
     let _cleanup = RemoveDir(state.clone());
     let node = OwnedNetns::new("cnibench-node").map_err(|e| e.to_string())?;
+    experiment_node(&node)?;
     let mut pods = Vec::with_capacity(n);
     for _ in 0..n {
         pods.push(OwnedNetns::new("cnibench-pod").map_err(|e| e.to_string())?);
