@@ -56,10 +56,10 @@ step tree-no-multus no_multus_deps
 step doc env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 # The fuzz targets' build (scripts/fuzz-smoke.sh, step fuzz-smoke below) runs
 # in the background, at low priority, while the tests below wait on the kernel.
-step test-build cargo test --workspace --locked --no-run --quiet
-# Every binary of the workspace with the workspace's feature set (the steps
-# below run them; `-p X` would build X again with X's own features).
-step build-bins cargo build --workspace --bins --locked --quiet
+# Every test target and every binary of the workspace, in one build (so the
+# compiles and links overlap), with the workspace's feature set: the steps
+# below run them; `-p X` would build X again with X's own features.
+step test-build cargo build --workspace --tests --bins --locked --quiet
 FUZZ_BUILD_LOG=$(mktemp)
 nice -n 15 scripts/fuzz-smoke.sh --build-only >"$FUZZ_BUILD_LOG" 2>&1 &
 FUZZ_BUILD_PID=$!
