@@ -54,12 +54,13 @@ step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 step clippy-no-multus cargo clippy --locked -p cni-plugins --no-default-features --all-targets -- -D warnings
 step tree-no-multus no_multus_deps
 step doc env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
-# The fuzz targets' build (scripts/fuzz-smoke.sh, step fuzz-smoke below) runs
-# in the background, at low priority, while the tests below wait on the kernel.
 # Every test target and every binary of the workspace, in one build (so the
 # compiles and links overlap), with the workspace's feature set: the steps
-# below run them; `-p X` would build X again with X's own features.
+# below run these binaries as they are (a `cargo build`/`cargo run` without
+# the tests, or with `-p X`, would resolve other features and build again).
 step test-build cargo build --workspace --tests --bins --locked --quiet
+# The fuzz targets' build (scripts/fuzz-smoke.sh, step fuzz-smoke below) runs
+# in the background, at low priority, while the tests below wait on the kernel.
 FUZZ_BUILD_LOG=$(mktemp)
 nice -n 15 scripts/fuzz-smoke.sh --build-only >"$FUZZ_BUILD_LOG" 2>&1 &
 FUZZ_BUILD_PID=$!
@@ -76,7 +77,7 @@ fuzz_build_done() {
 # to run in parallel with the others.
 step test cargo test --workspace --locked -- --test-threads=6
 # The conformance kit against our plugins (must pass) and Go's (information).
-step conformance scripts/conformance.sh
+step conformance env CONFORMANCE_SKIP_BUILD=1 scripts/conformance.sh
 # A crate outside the workspace: serde round trips, plugin unit tests without
 # root, and cni-conformance on its own plugin binary.
 step outside-crate scripts/outside-crate.sh
@@ -89,11 +90,10 @@ step flannel-e2e cargo test --locked --workspace --test plugins -- --ignored --t
 # The end-to-end benchmark in smoke mode (a few pods, our plugins exec'd and
 # in-process, and the Go plugins): it must keep working; figures come from
 # full runs (BENCHMARKS.md).
-step e2e-smoke cargo run -q --locked --bin e2e -- --smoke --plugins target/debug
+step e2e-smoke target/debug/e2e --smoke --plugins target/debug
 # libFuzzer targets (fuzz/), a bounded run each; FUZZ_SECONDS sets the time.
 step fuzz-build-wait fuzz_build_done
 step fuzz-smoke env FUZZ_SECONDS="${FUZZ_SECONDS:-5}" scripts/fuzz-smoke.sh
-# The README's quickstart and the in-process runtime example, on the debug build
-# (no `-p`: the workspace's feature set, so the builds above are reused).
-step quickstart cargo run -q --locked --bin quickstart -- target/debug
-step inprocess cargo run -q --locked --bin inprocess
+# The README's quickstart and the in-process runtime example, on the debug build.
+step quickstart target/debug/quickstart target/debug
+step inprocess target/debug/inprocess
