@@ -212,19 +212,7 @@ impl HttpKubeClient {
         if (200..300).contains(&status) {
             return Ok(bytes);
         }
-        let message = serde_json::from_slice::<serde_json::Value>(&bytes)
-            .ok()
-            .and_then(|v| {
-                v.get("message")
-                    .and_then(|m| m.as_str())
-                    .map(str::to_string)
-            })
-            .unwrap_or_default();
-        Err(Error::ApiStatus {
-            op: op.into(),
-            status,
-            message,
-        })
+        Err(api_status(op, status, &bytes))
     }
 
     /// `GET path` as a stream (a watch): the open body, read as events
@@ -292,24 +280,13 @@ impl HttpKubeClient {
         if (200..300).contains(&status) {
             return Ok(());
         }
-        let message = resp
+        let body = resp
             .body_mut()
             .with_config()
             .limit(1 << 20)
             .read_to_vec()
-            .ok()
-            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-            .and_then(|v| {
-                v.get("message")
-                    .and_then(|m| m.as_str())
-                    .map(str::to_string)
-            })
             .unwrap_or_default();
-        Err(Error::ApiStatus {
-            op: op.into(),
-            status,
-            message,
-        })
+        Err(api_status(op, status, &body))
     }
 }
 
@@ -420,5 +397,22 @@ impl KubeClient for HttpKubeClient {
             Some(body),
         )
         .map(|_| ())
+    }
+}
+
+/// A non-2xx answer: the API server's `Status.message` when the body is one.
+fn api_status(op: &str, status: u16, body: &[u8]) -> Error {
+    let message = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.get("message")
+                .and_then(|m| m.as_str())
+                .map(str::to_string)
+        })
+        .unwrap_or_default();
+    Error::ApiStatus {
+        op: op.into(),
+        status,
+        message,
     }
 }
