@@ -93,7 +93,7 @@ step flannel-e2e cargo test --locked --workspace --test plugins -- --ignored --t
 step e2e-smoke target/debug/e2e --smoke --plugins target/debug
 # libFuzzer targets (fuzz/), a bounded run each; FUZZ_SECONDS sets the time.
 step fuzz-build-wait fuzz_build_done
-step fuzz-smoke env FUZZ_SECONDS="${FUZZ_SECONDS:-5}" scripts/fuzz-smoke.sh
+step fuzz-smoke env FUZZ_SECONDS="${FUZZ_SECONDS:-4}" scripts/fuzz-smoke.sh
 # The README's quickstart and the in-process runtime example, on the debug build.
 step quickstart target/debug/quickstart target/debug
 step inprocess target/debug/inprocess
