@@ -34,7 +34,7 @@ step() {
     STEP_TIMES+=("step $name: $((SECONDS - start)) s")
     echo "${STEP_TIMES[-1]}"
 }
-trap 'printf "%s\n" "${STEP_TIMES[@]}" "test-all.sh: ${SECONDS} s (load: $(cut -d" " -f1-3 /proc/loadavg))"; [ -z "${FUZZ_BUILD_PID:-}" ] || for p in ${FUZZ_BUILD_PID:-} ${DOC_PID:-}; do { pkill -P "$p"; kill "$p"; } 2>/dev/null || true; done' EXIT
+trap 'printf "%s\n" "${STEP_TIMES[@]}" "test-all.sh: ${SECONDS} s (load: $(cut -d" " -f1-3 /proc/loadavg))"; [ -z "${FUZZ_BUILD_PID:-}" ] || { pkill -P "$FUZZ_BUILD_PID"; kill "$FUZZ_BUILD_PID"; } 2>/dev/null || true' EXIT
 
 # Without its default `multus` feature, cni-plugins builds every other plugin
 # and carries none of multus's Kubernetes, TLS, YAML and certificate crates.
@@ -51,10 +51,9 @@ no_multus_deps() {
 
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
-# (The library and the binaries: the integration tests are type-checked with
-# the default features above.)
-step clippy-no-multus cargo clippy --locked -p cni-plugins --no-default-features --lib --bins -- -D warnings
+step clippy-no-multus cargo clippy --locked -p cni-plugins --no-default-features --all-targets -- -D warnings
 step tree-no-multus no_multus_deps
+step doc env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 # Every test target and every binary of the workspace, in one build (so the
 # compiles and links overlap), with the workspace's feature set: the steps
 # below run these binaries as they are (a `cargo build`/`cargo run` without
@@ -65,21 +64,6 @@ step test-build cargo build --workspace --tests --bins --locked --quiet
 FUZZ_BUILD_LOG=$(mktemp)
 nice -n 15 scripts/fuzz-smoke.sh --build-only >"$FUZZ_BUILD_LOG" 2>&1 &
 FUZZ_BUILD_PID=$!
-# So does the API documentation (every public item documented, no broken
-# links: warnings are errors). It starts a few seconds after the test step:
-# `cargo test` takes the build lock first, finds everything built and lets
-# go of it while its tests run.
-DOC_LOG=$(mktemp)
-(sleep 3 && nice -n 10 env RUSTDOCFLAGS="-D warnings" \
-    cargo doc --workspace --no-deps --locked --quiet) >"$DOC_LOG" 2>&1 &
-DOC_PID=$!
-doc_done() {
-    local rc=0
-    wait "$DOC_PID" || rc=$?
-    cat "$DOC_LOG"
-    rm -f "$DOC_LOG"
-    return "$rc"
-}
 fuzz_build_done() {
     local rc=0
     wait "$FUZZ_BUILD_PID" || rc=$?
@@ -108,7 +92,6 @@ step flannel-e2e cargo test --locked --workspace --test plugins -- --ignored --t
 # full runs (BENCHMARKS.md).
 step e2e-smoke target/debug/e2e --smoke --plugins target/debug
 # libFuzzer targets (fuzz/), a bounded run each; FUZZ_SECONDS sets the time.
-step doc doc_done
 step fuzz-build-wait fuzz_build_done
 step fuzz-smoke env FUZZ_SECONDS="${FUZZ_SECONDS:-4}" scripts/fuzz-smoke.sh
 # The README's quickstart and the in-process runtime example, on the debug build.
