@@ -199,10 +199,14 @@ impl Plugin for Bridge {
                     tracing::warn!("DEL: {e}");
                 }
             }
-            if conf.ip_masq && !req.config.ipam_type().is_empty() {
-                self.firewall.delete(&masquerade(&id, addresses))?;
-            }
-            ipam::del(req)
+            // Every step runs: a failed rule deletion must not keep the
+            // address reserved.
+            let unmasqueraded = if conf.ip_masq && !req.config.ipam_type().is_empty() {
+                self.firewall.delete(&masquerade(&id, addresses))
+            } else {
+                Ok(())
+            };
+            steps::first_error([unmasqueraded.map_err(Into::into), ipam::del(req)])
         })
     }
 
@@ -216,16 +220,21 @@ impl Plugin for Bridge {
 
     fn gc(&self, req: &Request) -> Result<()> {
         let conf = BridgeConf::load(&req.config, &req.args_raw)?;
-        if let Some(valid) = steps::valid_attachments(req)? {
-            let network = &req.config.name;
-            if conf.ip_masq {
-                self.firewall.gc(RuleKind::Masquerade, network, &valid)?;
+        let Some(valid) = steps::valid_attachments(req)? else {
+            return ipam::gc(req);
+        };
+        let network = &req.config.name;
+        let gc = |on: bool, kind| -> Result<()> {
+            if on {
+                self.firewall.gc(kind, network, &valid)?;
             }
-            if conf.mac_spoof_chk {
-                self.firewall.gc(RuleKind::MacSpoofCheck, network, &valid)?;
-            }
-        }
-        ipam::gc(req)
+            Ok(())
+        };
+        steps::first_error([
+            gc(conf.ip_masq, RuleKind::Masquerade),
+            gc(conf.mac_spoof_chk, RuleKind::MacSpoofCheck),
+            ipam::gc(req),
+        ])
     }
 }
 

@@ -148,11 +148,14 @@ impl Plugin for Ptp {
         // read, go before the addresses are released, so that a new pod
         // given one never loses its rules.
         iface::delete_pod_link_while(pod.as_ref(), req, || {
-            if conf.ip_masq {
+            let unmasqueraded = if conf.ip_masq {
                 self.firewall
-                    .delete_owned(RuleKind::Masquerade, &attachment(req))?;
-            }
-            ipam::del(req)
+                    .delete_owned(RuleKind::Masquerade, &attachment(req))
+                    .map_err(Into::into)
+            } else {
+                Ok(())
+            };
+            steps::first_error([unmasqueraded, ipam::del(req)])
         })
     }
 
@@ -178,11 +181,15 @@ impl Plugin for Ptp {
 
     fn gc(&self, req: &Request) -> Result<()> {
         let conf = PtpConf::load(&req.config)?;
-        if let (true, Some(valid)) = (conf.ip_masq, steps::valid_attachments(req)?) {
-            self.firewall
-                .gc(RuleKind::Masquerade, &req.config.name, &valid)?;
-        }
-        ipam::gc(req)
+        let masq = match (conf.ip_masq, steps::valid_attachments(req)?) {
+            (true, Some(valid)) => self
+                .firewall
+                .gc(RuleKind::Masquerade, &req.config.name, &valid)
+                .map(drop)
+                .map_err(Into::into),
+            _ => Ok(()),
+        };
+        steps::first_error([masq, ipam::gc(req)])
     }
 }
 

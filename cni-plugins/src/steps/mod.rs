@@ -26,6 +26,22 @@ pub(crate) fn fail(msg: String) -> Error {
     Error::Internal(msg)
 }
 
+/// The outcome of teardown steps that all ran (a DEL or GC that stopped at
+/// its first failure would leak what the later steps clean up, e.g. an
+/// address when a firewall step fails): the first error, the later ones
+/// logged.
+pub(crate) fn first_error<const N: usize>(results: [Result<()>; N]) -> Result<()> {
+    let mut first = None;
+    for r in results {
+        match (r, &first) {
+            (Err(e), None) => first = Some(e),
+            (Err(e), Some(_)) => tracing::warn!("teardown step also failed: {e}"),
+            (Ok(()), _) => {}
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
 /// Runs `background`, when there is one, on a thread of its own while
 /// `foreground` runs on this one; both run to completion. A panic of the
 /// background step is an error.

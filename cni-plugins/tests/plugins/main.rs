@@ -50,4 +50,5 @@ mod reliability_vanishing;
 mod same_build;
 mod sbr_firewall;
 mod static_ipam;
+mod teardown_faults;
 mod tuning;
