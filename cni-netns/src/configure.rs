@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use ipnetwork::IpNetwork;
 
 use crate::addr::{AddressOptions, DAD_TIMEOUT};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::handle::Handle;
 use crate::route::KernelRoute;
 use crate::sysctl;
@@ -40,7 +40,7 @@ pub fn configure_interface(
     let mut ipv6_enabled = false;
     for &(addr, gw) in addresses {
         if addr.is_ipv6() && !ipv6_enabled {
-            handle.run(|| enable_ipv6(ifname))??;
+            enable_ipv6(handle, ifname)?;
             ipv6_enabled = true;
         }
         handle.add_address(link.index, addr, AddressOptions::default())?;
@@ -69,19 +69,17 @@ pub fn configure_interface(
     Ok(())
 }
 
-fn enable_ipv6(ifname: &str) -> Result<()> {
+fn enable_ipv6(handle: &Handle, ifname: &str) -> Result<()> {
     for iface in ["lo", ifname] {
         // Go only logs a sysctl it cannot read (IPv6 compiled out, or the
-        // interface vanished) and carries on.
-        match sysctl::get_opt(&sysctl::disable_ipv6(iface)) {
-            Ok(Some(v)) if v != "0" => {
-                sysctl::set(&sysctl::disable_ipv6(iface), "0")?;
-            }
+        // interface vanished) and carries on; a failed write fails.
+        match handle.sysctl_set(&sysctl::disable_ipv6(iface), "0") {
             Ok(_) => {}
+            Err(e @ Error::Sysctl { op: "write", .. }) => return Err(e),
             Err(e) => tracing::debug!("configure {ifname}: {e}"),
         }
     }
-    if let Err(e) = sysctl::set(&sysctl::keep_addr_on_down(ifname), "1") {
+    if let Err(e) = handle.sysctl_set(&sysctl::keep_addr_on_down(ifname), "1") {
         tracing::debug!("configure {ifname}: {e}");
     }
     Ok(())

@@ -19,6 +19,7 @@ pub struct Handle {
     sock: Socket,
     netns: Netns,
     name: String,
+    sysctl_roots: crate::sysctl::Roots,
 }
 
 impl fmt::Debug for Handle {
@@ -37,7 +38,12 @@ impl Handle {
             netns: name.clone(),
             source,
         })?;
-        Ok(Handle { sock, netns, name })
+        Ok(Handle {
+            sock,
+            netns,
+            name,
+            sysctl_roots: Default::default(),
+        })
     }
 
     /// A handle on `netns`, opened from a fresh thread inside it.
@@ -52,6 +58,7 @@ impl Handle {
             sock,
             netns: netns.try_clone()?,
             name,
+            sysctl_roots: Default::default(),
         })
     }
 
@@ -80,6 +87,25 @@ impl Handle {
         }
     }
 
+    /// [`crate::sysctl::set`] in this handle's namespace: writes `value`
+    /// unless the sysctl already holds it; returns whether it wrote.
+    ///
+    /// The handle keeps `/proc/sys/net/ipv4` and `/proc/sys/net/ipv6` open
+    /// after their first use and opens what is below them relative to
+    /// them: the kernel's lookup of those two directories walks one entry
+    /// per network namespace on the node (1000 pods, 1000 entries), and a
+    /// plugin sets several sysctls of one family. Keys are slash separated
+    /// or dotted, as in [`crate::sysctl`].
+    pub fn sysctl_set(&self, key: &str, value: &str) -> Result<bool> {
+        self.run(|| crate::sysctl::set_with(&self.sysctl_roots, key, value))?
+    }
+
+    /// [`crate::sysctl::set_in`] in this handle's namespace, through the
+    /// directories [`Handle::sysctl_set`] keeps open: a result per entry.
+    pub fn sysctl_set_in(&self, dir: &str, entries: &[(&str, &str)]) -> Result<Vec<Result<bool>>> {
+        self.run(|| crate::sysctl::set_in_with(&self.sysctl_roots, dir, entries))
+    }
+
     pub(crate) fn request(
         &self,
         msg: RouteNetlinkMessage,
@@ -87,6 +113,16 @@ impl Handle {
         op: impl FnOnce() -> String,
     ) -> Result<Vec<RouteNetlinkMessage>> {
         self.sock.request(msg, flags).map_err(|e| self.error(e, op))
+    }
+
+    /// A request of a type the route crate does not know (see
+    /// `Socket::request_raw`); the caller names the error.
+    pub(crate) fn request_raw(
+        &self,
+        msg_type: u16,
+        payload: &[u8],
+    ) -> std::result::Result<Vec<Vec<u8>>, NlError> {
+        self.sock.request_raw(msg_type, 0, payload)
     }
 
     pub(crate) fn dump(

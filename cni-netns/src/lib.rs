@@ -10,7 +10,13 @@
 //!   organised by kind (`link/`: veth, bridge, stacked on a parent —
 //!   macvlan, ipvlan, vlan —, virtual — vrf, dummy —, tap); a kernel
 //!   route is a [`KernelRoute`] (the spec's route is `cni_types::Route`).
-//! * [`sysctl`] reads and writes `/proc/sys` from inside a namespace.
+//! * [`sysctl`] reads and writes `/proc/sys` from inside a namespace;
+//!   [`Handle::sysctl_set`] does it through a handle, keeping the
+//!   namespace's `/proc/sys/net/ipv4` and `ipv6` open (each lookup of those
+//!   walks one kernel entry per namespace on the node), and
+//!   [`Handle::set_ipv4_conf`] and [`Handle::forwarding`] write and read
+//!   IPv4 per-link settings and the forwarding switches over netlink, in
+//!   constant time.
 //! * [`configure_interface`] is Go's `ipam.ConfigureIface`.
 //! * [`tc`] programs traffic control (TBF and ingress qdiscs, mirred
 //!   redirect filters, IFB devices) for the bandwidth plugin.
@@ -95,6 +101,7 @@
 mod addr;
 mod configure;
 pub mod conntrack;
+mod devconf;
 mod error;
 mod file_lock;
 pub mod firewall;
@@ -121,6 +128,7 @@ use netlink_packet_route::AddressFamily;
 
 pub use addr::{Address, AddressOptions, DAD_POLL, DAD_TIMEOUT};
 pub use configure::configure_interface;
+pub use devconf::Ipv4Conf;
 pub use error::{Error, Result};
 pub use file_lock::FileLock;
 pub use handle::Handle;

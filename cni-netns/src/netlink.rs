@@ -85,6 +85,43 @@ impl Socket {
         inner.receive(seq, &mut out).map(|_| out)
     }
 
+    /// Sends a message the route crate has no type for (`msg_type`, its
+    /// `payload` after the netlink header) with `NLM_F_REQUEST | NLM_F_ACK
+    /// | flags`, and returns the answers (whole messages, header included)
+    /// before the ack.
+    pub(crate) fn request_raw(
+        &self,
+        msg_type: u16,
+        flags: u16,
+        payload: &[u8],
+    ) -> Result<Vec<Vec<u8>>, NlError> {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.seq = inner.seq.wrapping_add(1);
+        let seq = inner.seq;
+        let mut buf = Vec::with_capacity(16 + payload.len());
+        let len = u32::try_from(16 + payload.len())
+            .map_err(|_| NlError::Decode("request too long".into()))?;
+        buf.extend_from_slice(&len.to_ne_bytes());
+        buf.extend_from_slice(&msg_type.to_ne_bytes());
+        buf.extend_from_slice(&(NLM_F_REQUEST | NLM_F_ACK | flags).to_ne_bytes());
+        buf.extend_from_slice(&seq.to_ne_bytes());
+        buf.extend_from_slice(&0u32.to_ne_bytes());
+        buf.extend_from_slice(payload);
+        inner.send_bytes(&buf)?;
+        let mut out = Vec::new();
+        let mut interrupted = false;
+        loop {
+            let n = inner.recv()?;
+            let progress = walk_datagram(&inner.buf[..n], seq, &mut interrupted, |raw, _| {
+                out.push(raw.to_vec());
+                Ok(())
+            })?;
+            if progress == Progress::Finished {
+                return Ok(out);
+            }
+        }
+    }
+
     /// Dumps with `NLM_F_REQUEST | NLM_F_DUMP`, retrying the whole dump when
     /// the kernel marks it interrupted (`NLM_F_DUMP_INTR`).
     pub(crate) fn dump(
@@ -120,14 +157,19 @@ impl Inner {
     fn send(&mut self, msg: RouteNetlinkMessage, flags: u16) -> Result<u32, NlError> {
         self.seq = self.seq.wrapping_add(1);
         let buf = serialize(msg, flags, self.seq);
-        let n = self.sock.send(&buf, 0).map_err(NlError::Io)?;
+        self.send_bytes(&buf)?;
+        Ok(self.seq)
+    }
+
+    fn send_bytes(&mut self, buf: &[u8]) -> Result<(), NlError> {
+        let n = self.sock.send(buf, 0).map_err(NlError::Io)?;
         if n != buf.len() {
             return Err(NlError::Io(io::Error::new(
                 io::ErrorKind::WriteZero,
                 "short netlink send",
             )));
         }
-        Ok(self.seq)
+        Ok(())
     }
 
     /// Reads replies to `seq` until the ack (request) or NLMSG_DONE (dump).
@@ -194,6 +236,39 @@ pub(crate) fn process_datagram(
     out: &mut Vec<RouteNetlinkMessage>,
     interrupted: &mut bool,
 ) -> Result<Progress, NlError> {
+    walk_datagram(data, seq, interrupted, |raw, flags| {
+        match NetlinkMessage::<RouteNetlinkMessage>::deserialize(raw) {
+            Ok(NetlinkMessage {
+                payload: NetlinkPayload::InnerMessage(m),
+                ..
+            }) => out.push(m),
+            Ok(_) => {}
+            // One object the parser does not understand (a newer kernel's
+            // attribute layout) must not fail a whole dump.
+            Err(e) if flags & NLM_F_MULTIPART != 0 => {
+                tracing::warn!("skipping undecodable netlink message in dump: {e}");
+            }
+            Err(e) => return Err(NlError::Decode(e.to_string())),
+        }
+        Ok(())
+    })
+}
+
+// Control message types (linux/netlink.h).
+const NLMSG_NOOP: u16 = 1;
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
+const NLMSG_OVERRUN: u16 = 4;
+
+/// The datagram walk under [`process_datagram`]: framing, sequence
+/// numbers, `NLM_F_DUMP_INTR`, the ack, errors and NLMSG_DONE; every other
+/// message of request `seq` goes to `on_message` with its header's flags.
+fn walk_datagram(
+    data: &[u8],
+    seq: u32,
+    interrupted: &mut bool,
+    mut on_message: impl FnMut(&[u8], u16) -> Result<(), NlError>,
+) -> Result<Progress, NlError> {
     let mut off = 0;
     while off < data.len() {
         let rest = &data[off..];
@@ -213,37 +288,34 @@ pub(crate) fn process_datagram(
         if flags & NLM_F_DUMP_INTR != 0 {
             *interrupted = true;
         }
-        let msg = match NetlinkMessage::<RouteNetlinkMessage>::deserialize(raw) {
-            Ok(m) => m,
-            // One object the parser does not understand (a newer kernel's
-            // attribute layout) must not fail a whole dump.
-            Err(e) if flags & NLM_F_MULTIPART != 0 => {
-                tracing::warn!("skipping undecodable netlink message in dump: {e}");
-                continue;
-            }
-            Err(e) => return Err(NlError::Decode(e.to_string())),
+        let code = || {
+            raw.get(16..20)
+                .and_then(|b| b.try_into().ok())
+                .map(i32::from_ne_bytes)
         };
-        match msg.payload {
-            NetlinkPayload::Error(err) => {
-                return match err.code {
-                    None => Ok(Progress::Finished),
-                    Some(code) => Err(NlError::Kernel {
-                        errno: Errno::from_raw(-code.get()),
-                        message: ext_ack_message(raw, flags),
-                    }),
-                };
+        match nl.message_type() {
+            NLMSG_ERROR => {
+                let code = code()
+                    .ok_or_else(|| NlError::Decode(format!("error message of {len} bytes")))?;
+                if code == 0 {
+                    return Ok(Progress::Finished);
+                }
+                return Err(NlError::Kernel {
+                    errno: Errno::from_raw(code.saturating_neg()),
+                    message: ext_ack_message(raw, flags),
+                });
             }
-            NetlinkPayload::Done(done) => {
-                if done.code < 0 {
+            NLMSG_DONE => {
+                if let Some(code) = code().filter(|c| *c < 0) {
                     return Err(NlError::Kernel {
-                        errno: Errno::from_raw(-done.code),
+                        errno: Errno::from_raw(code.saturating_neg()),
                         message: None,
                     });
                 }
                 return Ok(Progress::Finished);
             }
-            NetlinkPayload::InnerMessage(m) => out.push(m),
-            _ => {}
+            NLMSG_NOOP | NLMSG_OVERRUN => {}
+            _ => on_message(raw, flags)?,
         }
     }
     Ok(Progress::Pending)

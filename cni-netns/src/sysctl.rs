@@ -91,54 +91,105 @@ pub fn set(key: &str, value: &str) -> Result<bool> {
 /// looking the directory up once: a result per entry, in order (all of them
 /// the directory's error when it cannot be opened).
 ///
-/// Why: the kernel's dentries of `/proc/sys/net/*/conf/<name>` are per
-/// network namespace under one parent, so a name every pod has (`eth0`,
-/// `lo`) sits in one dentry hash chain as many times as there are pods, and
-/// each lookup of it walks the chain (`proc_sys_compare`): about 100 µs per
-/// path lookup with 1000 pods on the node. The entries are opened relative
-/// to the directory (`openat`), whose own dentry is then not looked up again.
+/// Why: the kernel's dentries of `/proc/sys/net/ipv4` and `ipv6` are one per
+/// network namespace under one parent, so each path lookup through them
+/// walks a hash chain as long as the node has namespaces
+/// (`proc_sys_compare`): about 0.1-1 ms per lookup with 1000 pods on the
+/// node. The entries are opened relative to the directory (`openat`).
+/// [`crate::Handle::sysctl_set_in`] goes further and keeps the family's
+/// directory open across calls.
 pub fn set_in(dir: &str, entries: &[(&str, &str)]) -> Vec<Result<bool>> {
-    use std::io::{Read, Write};
+    set_in_with(&Roots::default(), dir, entries)
+}
+
+/// Open directories of `/proc/sys/net/ipv4` and `/proc/sys/net/ipv6` of
+/// one namespace, opened on first use from a thread inside it: a path below
+/// them is then opened relative to them, and the per-namespace family
+/// directory (the lookup that grows with the node's namespaces) is not
+/// looked up again. Only used on threads inside that namespace (the
+/// kernel shows a namespace's sysctl entries to its own threads only).
+#[derive(Default)]
+pub(crate) struct Roots {
+    dirs: std::sync::Mutex<[Option<std::fs::File>; 2]>,
+}
+
+impl Roots {
+    /// The open root for `key` (`net/ipv4/...` or `net/ipv6/...`) and the
+    /// rest of the key below it; `None` for other keys.
+    fn split<'k>(&self, key: &'k str) -> Option<(usize, &'k str)> {
+        for (i, family) in ["net/ipv4/", "net/ipv6/"].iter().enumerate() {
+            if let Some(rest) = key.strip_prefix(family) {
+                return Some((i, rest));
+            }
+        }
+        None
+    }
+
+    /// Opens `key` (slash separated) with `flags`, relative to the cached
+    /// family directory when there is one.
+    fn open(&self, key: &str, flags: libc::c_int) -> std::io::Result<std::fs::File> {
+        let Some((i, rest)) = self.split(key) else {
+            return open_at(None, &format!("/proc/sys/{key}"), flags);
+        };
+        let mut dirs = self.dirs.lock().unwrap_or_else(|p| p.into_inner());
+        if dirs[i].is_none() {
+            let family = if i == 0 { "ipv4" } else { "ipv6" };
+            dirs[i] = Some(open_at(
+                None,
+                &format!("/proc/sys/net/{family}"),
+                libc::O_RDONLY | libc::O_DIRECTORY,
+            )?);
+        }
+        open_at(dirs[i].as_ref(), rest, flags)
+    }
+}
+
+/// `openat(dir or AT_FDCWD, path, flags | O_CLOEXEC)`.
+fn open_at(
+    dir: Option<&std::fs::File>,
+    path: &str,
+    flags: libc::c_int,
+) -> std::io::Result<std::fs::File> {
     use std::os::fd::{AsRawFd, FromRawFd};
+    let name = std::ffi::CString::new(path)
+        .map_err(|e| std::io::Error::new(ErrorKind::InvalidInput, e))?;
+    let dirfd = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
+    // SAFETY: `dirfd` is AT_FDCWD or an open directory borrowed for the
+    // call, `name` a valid C string for the call's duration; the returned
+    // fd is owned by the File.
+    let fd = unsafe { libc::openat(dirfd, name.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned by nobody else.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// [`set_in`] through `roots`.
+pub(crate) fn set_in_with(roots: &Roots, dir: &str, entries: &[(&str, &str)]) -> Vec<Result<bool>> {
+    use std::io::{Read, Write};
     let dir = slash_key(dir);
-    let dir_err = |source: std::io::Error, key: &str| Error::Sysctl {
-        op: "open",
-        key: format!("{dir}/{key}"),
-        source,
-    };
-    let handle = match std::fs::File::open(path(&dir)) {
+    let handle = match roots.open(&dir, libc::O_RDONLY | libc::O_DIRECTORY) {
         Ok(f) => f,
         Err(e) => {
             return entries
                 .iter()
-                .map(|(k, _)| Err(dir_err(std::io::Error::from(e.kind()), k)))
+                .map(|(k, _)| {
+                    Err(Error::Sysctl {
+                        op: "open",
+                        key: format!("{dir}/{k}"),
+                        source: std::io::Error::from(e.kind()),
+                    })
+                })
                 .collect()
         }
-    };
-    let open_at = |leaf: &str, flags: libc::c_int| -> std::io::Result<std::fs::File> {
-        let name = std::ffi::CString::new(leaf)
-            .map_err(|e| std::io::Error::new(ErrorKind::InvalidInput, e))?;
-        // SAFETY: `handle` is an open directory and `name` a valid C string
-        // for the call's duration; the returned fd is owned by the File.
-        let fd = unsafe {
-            libc::openat(
-                handle.as_raw_fd(),
-                name.as_ptr(),
-                flags | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-            )
-        };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: `fd` was just opened and is owned by nobody else.
-        Ok(unsafe { std::fs::File::from_raw_fd(fd) })
     };
     entries
         .iter()
         .map(|&(leaf, value)| {
             let key = format!("{dir}/{leaf}");
             let mut current = String::new();
-            open_at(leaf, libc::O_RDONLY)
+            open_at(Some(&handle), leaf, libc::O_RDONLY | libc::O_NOFOLLOW)
                 .and_then(|mut f| f.read_to_string(&mut current))
                 .map_err(|source| Error::Sysctl {
                     op: "read",
@@ -148,7 +199,7 @@ pub fn set_in(dir: &str, entries: &[(&str, &str)]) -> Vec<Result<bool>> {
             if current.trim_end() == value {
                 return Ok(false);
             }
-            open_at(leaf, libc::O_WRONLY)
+            open_at(Some(&handle), leaf, libc::O_WRONLY | libc::O_NOFOLLOW)
                 .and_then(|mut f| f.write_all(value.as_bytes()))
                 .map_err(|source| Error::Sysctl {
                     op: "write",
@@ -158,6 +209,15 @@ pub fn set_in(dir: &str, entries: &[(&str, &str)]) -> Vec<Result<bool>> {
             Ok(true)
         })
         .collect()
+}
+
+/// [`set`] through `roots`.
+pub(crate) fn set_with(roots: &Roots, key: &str, value: &str) -> Result<bool> {
+    let key = slash_key(key);
+    let (dir, leaf) = key.rsplit_once('/').unwrap_or(("", key.as_str()));
+    set_in_with(roots, dir, &[(leaf, value)])
+        .pop()
+        .unwrap_or(Ok(false))
 }
 
 /// Reads a sysctl, `None` when it does not exist (e.g. IPv6 disabled).

@@ -201,14 +201,14 @@ impl Link {
     }
 }
 
-fn link_msg(index: u32) -> LinkMessage {
+pub(crate) fn link_msg(index: u32) -> LinkMessage {
     let mut m = LinkMessage::default();
     m.header.index = index;
     m
 }
 
 impl Handle {
-    fn set_link(&self, msg: LinkMessage, op: impl FnOnce() -> String) -> Result<()> {
+    pub(crate) fn set_link(&self, msg: LinkMessage, op: impl FnOnce() -> String) -> Result<()> {
         self.request(RouteNetlinkMessage::SetLink(msg), 0, op)
             .map(drop)
     }

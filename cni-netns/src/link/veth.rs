@@ -143,9 +143,10 @@ impl Handle {
                 Ok(link) => {
                     // Go's SetupVethWithName: "we want to own the routes for
                     // this interface"; like Go, a failure here is ignored.
-                    // One lookup of the directory (see `sysctl::set_in`).
+                    // Through the handle's open `/proc/sys/net/ipv6` (see
+                    // `Handle::sysctl_set`).
                     let dir = format!("net/ipv6/conf/{}", link.name);
-                    match self.run(|| crate::sysctl::set_in(&dir, &[("accept_ra", "0")])) {
+                    match self.sysctl_set_in(&dir, &[("accept_ra", "0")]) {
                         Ok(r) => {
                             for e in r.into_iter().filter_map(|r| r.err()) {
                                 tracing::debug!("{e}");

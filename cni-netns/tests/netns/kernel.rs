@@ -7,8 +7,8 @@ use std::time::Duration;
 use crate::common::*;
 use cni_netns::{
     configure_interface, sysctl, AddressOptions, BridgePortOptions, BridgeSpec, BridgeVlan, Error,
-    Family, Handle, KernelRoute, MacAddr, MacvlanMode, MacvlanSpec, Netns, NextHop, OwnedNetns,
-    VethSpec,
+    Family, Handle, Ipv4Conf, KernelRoute, MacAddr, MacvlanMode, MacvlanSpec, Netns, NextHop,
+    OwnedNetns, VethSpec,
 };
 use ipnetwork::IpNetwork;
 
@@ -786,6 +786,85 @@ fn sysctls_of_one_directory_are_set_together() {
         missing[0].as_ref().is_err_and(|e| e.is_not_found()),
         "{missing:?}"
     );
+}
+
+#[test]
+fn ipv4_settings_and_forwarding_over_netlink_match_proc_sys() {
+    if !root() {
+        return;
+    }
+    let (ns, h) = netns();
+    let host_forward = sysctl::get(sysctl::IPV4_FORWARD).unwrap();
+    let (a, _) = local_veth(&h, "n.0", "n1");
+    // A fresh namespace forwards nothing; the netlink reading agrees with
+    // the files.
+    assert_eq!(sysctl_in(&ns, "net/ipv4/ip_forward"), "0");
+    assert_eq!(h.forwarding(false).unwrap(), Some(false));
+    assert_eq!(h.forwarding(true).unwrap(), Some(false));
+    h.enable_forwarding(true, false).unwrap();
+    assert_eq!(sysctl_in(&ns, "net/ipv4/ip_forward"), "1");
+    assert_eq!(sysctl_in(&ns, "net/ipv6/conf/all/forwarding"), "0");
+    assert_eq!(h.forwarding(false).unwrap(), Some(true));
+    h.enable_forwarding(true, true).unwrap();
+    assert_eq!(sysctl_in(&ns, "net/ipv6/conf/all/forwarding"), "1");
+    assert_eq!(h.forwarding(true).unwrap(), Some(true));
+    assert_eq!(
+        sysctl::get(sysctl::IPV4_FORWARD).unwrap(),
+        host_forward,
+        "host untouched"
+    );
+
+    // Per-link IPv4 settings, zero included.
+    h.set_ipv4_conf(
+        a,
+        &[
+            (Ipv4Conf::ArpNotify, 1),
+            (Ipv4Conf::RouteLocalnet, 1),
+            (Ipv4Conf::RpFilter, 2),
+        ],
+    )
+    .unwrap();
+    assert_eq!(sysctl_in(&ns, "net/ipv4/conf/n.0/arp_notify"), "1");
+    assert_eq!(sysctl_in(&ns, "net/ipv4/conf/n.0/route_localnet"), "1");
+    assert_eq!(sysctl_in(&ns, "net/ipv4/conf/n.0/rp_filter"), "2");
+    assert_eq!(sysctl_in(&ns, "net/ipv4/conf/n1/route_localnet"), "0");
+    h.set_ipv4_conf(a, &[(Ipv4Conf::RouteLocalnet, 0)]).unwrap();
+    assert_eq!(sysctl_in(&ns, "net/ipv4/conf/n.0/route_localnet"), "0");
+    let e = h
+        .set_ipv4_conf(999_999, &[(Ipv4Conf::ArpNotify, 1)])
+        .unwrap_err();
+    assert!(e.is_not_found(), "{e}");
+    assert!(e.to_string().contains("arp_notify=1"), "{e}");
+}
+
+#[test]
+fn handle_sysctls_go_through_its_open_family_directories() {
+    if !root() {
+        return;
+    }
+    let (ns, h) = netns();
+    let _ = local_veth(&h, "m.0", "m1");
+    // From this thread (not in the namespace): the handle runs them inside.
+    assert!(h.sysctl_set("net/ipv6/conf/m.0/accept_ra", "0").unwrap());
+    assert!(!h.sysctl_set("net.ipv6.conf.m1.accept_ra", "1").unwrap());
+    assert!(h.sysctl_set("net/ipv4/ip_forward", "1").unwrap());
+    let r = h
+        .sysctl_set_in("net/ipv6/conf/m1", &[("accept_dad", "0"), ("nope", "1")])
+        .unwrap();
+    assert!(matches!(r[0], Ok(true)), "{r:?}");
+    assert!(r[1].as_ref().is_err_and(|e| e.is_not_found()), "{r:?}");
+    assert_eq!(sysctl_in(&ns, "net/ipv6/conf/m.0/accept_ra"), "0");
+    assert_eq!(sysctl_in(&ns, "net/ipv6/conf/m1/accept_dad"), "0");
+    assert_eq!(sysctl_in(&ns, "net/ipv4/ip_forward"), "1");
+    // Keys outside net/ipv4 and net/ipv6 still work; a missing one is
+    // not found, named by its key.
+    let e = h.sysctl_set("net/core/nope", "1").unwrap_err();
+    assert!(e.is_not_found(), "{e}");
+    assert!(e.to_string().contains("net/core/nope"), "{e}");
+    let e = h
+        .sysctl_set("net/ipv4/conf/nope0/arp_notify", "1")
+        .unwrap_err();
+    assert!(e.is_not_found(), "{e}");
 }
 
 #[test]

@@ -34,8 +34,8 @@ use std::time::{Duration, Instant};
 use cni_exec::{Plugin, Request};
 use cni_netns::firewall::{AttachmentId, Backend, Firewall, MacSpoofCheckSpec, RuleKind, RuleSpec};
 use cni_netns::{
-    sysctl, BridgePortOptions, BridgeSpec, BridgeVlan, Family, Handle, IpNetwork, Link, MacAddr,
-    Netns, OperState, VethSpec, SCOPE_UNIVERSE,
+    sysctl, BridgePortOptions, BridgeSpec, BridgeVlan, Family, Handle, IpNetwork, Ipv4Conf, Link,
+    MacAddr, Netns, OperState, VethSpec, SCOPE_UNIVERSE,
 };
 use cni_types::CniResult;
 
@@ -149,7 +149,7 @@ impl Plugin for Bridge {
             // configured: the ADD takes the longer of the two, not their sum.
             let masquerading = conf.ip_masq.then_some(|| self.firewall.add(&masq));
             let (masqueraded, configured) = steps::concurrently(masquerading, || {
-                configure_container(&pod, &req.ifname, &conf, &result)?;
+                configure_container(&pod, &container, &conf, &result)?;
                 if conf.is_gateway {
                     configure_gateways(&host, &bridge, &conf, &gateways, &mut result)?;
                 }
@@ -160,8 +160,6 @@ impl Plugin for Bridge {
                 undo.push(|| self.firewall.delete_owned(RuleKind::Masquerade, &id));
             }
             configured?;
-        } else if !conf.disable_container_interface {
-            pod.set_up(container.index)?;
         }
         // A port whose pod end stays down never comes up.
         let host_veth = if conf.disable_container_interface {
@@ -257,6 +255,15 @@ fn connect(req: &Request, conf: &BridgeConf) -> Result<(Handle, Link, Handle, Li
         ..Default::default()
     })?;
     tracing::debug!(veth = %host_veth.name, "veth created");
+    // Go's SetupVeth brings the pod end up here, before the IPAM result
+    // is configured: the kernel's carrier work for the new bridge port
+    // (port state, IPv6 link-local, multicast) then runs while IPAM does.
+    // `disableContainerInterface` leaves it down.
+    if !conf.disable_container_interface {
+        if let Some(peer) = host_veth.parent_index {
+            pod.set_up(peer)?;
+        }
+    }
     Ok((host, bridge, pod, host_veth))
 }
 
@@ -308,7 +315,7 @@ fn configure_gateways(
         gateway::ensure_address(host, &target, *gw, conf.force_address)?;
     }
     let (v4, v6) = (!gateways.v4.is_empty(), !gateways.v6.is_empty());
-    host.run(|| sysctl::enable_forwarding(v4, v6))??;
+    host.enable_forwarding(v4, v6)?;
     Ok(())
 }
 
@@ -322,7 +329,7 @@ fn ensure_bridge(host: &Handle, conf: &BridgeConf) -> Result<Link> {
         vlan_filtering: conf.vlan_filtering(),
     })?;
     // Go ignores this sysctl's failure (IPv6 may be disabled).
-    let _ = host.run(|| sysctl::set(&sysctl::accept_ra(&bridge.name), "0"));
+    let _ = host.sysctl_set(&sysctl::accept_ra(&bridge.name), "0");
     Ok(bridge)
 }
 
@@ -396,28 +403,26 @@ fn ensure_vlan_gateway(host: &Handle, bridge: &Link, conf: &BridgeConf, vlan: u1
     Ok(gw)
 }
 
-/// The pod side of an IPAM result: DAD and ARP sysctls, then Go's
+/// The pod side of an IPAM result: DAD and ARP settings, then Go's
 /// `ConfigureIface`.
 fn configure_container(
     pod: &Handle,
-    ifname: &str,
+    container: &Link,
     conf: &BridgeConf,
     result: &CniResult,
 ) -> Result<()> {
-    let enable_dad = conf.enable_dad;
-    pod.run(|| {
-        // As Go: these may be missing (IPv6 disabled); not an error. One
-        // lookup of each `conf/<ifname>` directory: every pod has one of that
-        // name, which makes each lookup cost grow with the node's pods.
-        let v6 = format!("net/ipv6/conf/{ifname}");
-        let _ = if enable_dad {
-            sysctl::set_in(&v6, &[("enhanced_dad", "1"), ("accept_dad", "1")])
-        } else {
-            sysctl::set_in(&v6, &[("accept_dad", "0")])
-        };
-        let _ = sysctl::set_in(&format!("net/ipv4/conf/{ifname}"), &[("arp_notify", "1")]);
-    })?;
-    iface::configure(pod, ifname, result)
+    // As Go: these may be missing (IPv6 disabled); not an error. The IPv6
+    // ones are sysctls (netlink cannot write them), the IPv4 one a netlink
+    // request: every `/proc/sys/net/ipv{4,6}` lookup grows with the
+    // node's pods (see `Handle::sysctl_set`).
+    let v6 = format!("net/ipv6/conf/{}", container.name);
+    let _ = if conf.enable_dad {
+        pod.sysctl_set_in(&v6, &[("enhanced_dad", "1"), ("accept_dad", "1")])
+    } else {
+        pod.sysctl_set_in(&v6, &[("accept_dad", "0")])
+    };
+    let _ = pod.set_ipv4_conf(container.index, &[(Ipv4Conf::ArpNotify, 1)]);
+    iface::configure(pod, &container.name, result)
 }
 
 /// Go's port state wait: the host end must be operationally up.

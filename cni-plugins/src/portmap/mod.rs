@@ -38,7 +38,7 @@ use std::sync::Arc;
 use cni_exec::{Plugin, Request};
 use cni_netns::conntrack::{Conntrack, IpFamily};
 use cni_netns::firewall::{AttachmentId, Backend, Firewall, PortMappingSpec, RuleKind, RuleSpec};
-use cni_netns::{sysctl, Family, Handle, Netns};
+use cni_netns::{Family, Handle, Ipv4Conf, Link, Netns};
 use cni_types::CniResult;
 
 pub use config::{container_ips, PortmapConf, DEFAULT_MARK_BIT};
@@ -136,31 +136,27 @@ impl Portmap {
     /// `route_localnet=1` on the interface the node routes `ip` through, so
     /// `127.0.0.1:<hostPort>` DNATed to the container may leave loopback.
     fn enable_route_localnet(&self, ip: IpAddr) -> Result<()> {
-        let netns = match &self.host_netns {
-            Some(p) => Netns::open(p),
-            None => Netns::current(),
+        // The calling thread's namespace without a thread of its own.
+        let handle = match &self.host_netns {
+            Some(p) => Netns::open(p).and_then(|netns| Handle::in_netns(&netns)),
+            None => Handle::current(),
         }
         .map_err(netns_err)?;
-        let handle = Handle::in_netns(&netns).map_err(netns_err)?;
-        let Some(ifname) = routable_host_if(&handle, ip)? else {
+        let Some(link) = routable_host_if(&handle, ip)? else {
             return Ok(());
         };
-        // One lookup of the directory (see `sysctl::set_in`).
-        let dir = format!("net/ipv4/conf/{ifname}");
+        // Over netlink: a path lookup under `/proc/sys/net/ipv4` grows with
+        // the node's namespaces (see `Handle::sysctl_set`).
         handle
-            .run(move || sysctl::set_in(&dir, &[("route_localnet", "1")]))
-            .map_err(|e| Error::Internal(format!("unable to enable route_localnet: {e}")))?
-            .into_iter()
-            .try_for_each(|r| r.map(drop))
-            .map_err(|e| Error::Internal(format!("unable to enable route_localnet: {e}")))?;
-        Ok(())
+            .set_ipv4_conf(link.index, &[(Ipv4Conf::RouteLocalnet, 1)])
+            .map_err(|e| Error::Internal(format!("unable to enable route_localnet: {e}")))
     }
 }
 
 /// The interface of the most specific main-table route to `ip` (lowest
 /// metric among equals); `None` when there is no such route, which the
 /// reference also skips silently.
-fn routable_host_if(handle: &Handle, ip: IpAddr) -> Result<Option<String>> {
+fn routable_host_if(handle: &Handle, ip: IpAddr) -> Result<Option<Link>> {
     let family = if ip.is_ipv4() { Family::V4 } else { Family::V6 };
     let routes = handle.routes(family).map_err(netns_err)?;
     let best = routes
@@ -170,7 +166,7 @@ fn routable_host_if(handle: &Handle, ip: IpAddr) -> Result<Option<String>> {
         .min_by_key(|&(prefix, metric, _)| (std::cmp::Reverse(prefix), metric));
     match best {
         Some((_, _, oif)) => match handle.link_by_index(oif) {
-            Ok(link) => Ok(Some(link.name)),
+            Ok(link) => Ok(Some(link)),
             Err(_) => Ok(None),
         },
         None => Ok(None),

@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use cni_exec::{Plugin, Request};
 use cni_netns::firewall::{Backend, Firewall, RuleKind};
-use cni_netns::{sysctl, AddressOptions, Handle, IpNetwork, KernelRoute, Link, Netns, SCOPE_HOST};
+use cni_netns::{AddressOptions, Handle, IpNetwork, KernelRoute, Link, Netns, SCOPE_HOST};
 use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
@@ -108,7 +108,7 @@ impl Plugin for Ptp {
         let mut result = ipam::add(req, &mut undo)?;
         let v4 = result.ips.iter().any(|ip| ip.address.is_ipv4());
         let v6 = result.ips.iter().any(|ip| ip.address.is_ipv6());
-        host.run(|| sysctl::enable_forwarding(v4, v6))??;
+        host.enable_forwarding(v4, v6)?;
 
         let mtu = (conf.mtu > 0).then_some(conf.mtu);
         let host_veth = host.setup_veth(&req.ifname, &netns, mtu, None)?;

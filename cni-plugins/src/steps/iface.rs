@@ -6,7 +6,7 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 
 use cni_exec::Request;
-use cni_netns::{configure_interface, sysctl, Handle, Link, Netns};
+use cni_netns::{configure_interface, Handle, Ipv4Conf, Link, Netns};
 use cni_types::{CniResult, Interface};
 
 use super::{concurrently, fail, ipam};
@@ -50,10 +50,10 @@ pub(crate) fn configure(pod: &Handle, ifname: &str, result: &CniResult) -> Resul
 /// unsolicited neighbour advertisements; either may be missing, as Go
 /// ignores), then [`configure`].
 pub(crate) fn configure_announced(pod: &Handle, ifname: &str, result: &CniResult) -> Result<()> {
-    pod.run(|| {
-        let _ = sysctl::set(&sysctl::arp_notify(ifname), "1");
-        let _ = sysctl::set(&format!("net/ipv6/conf/{ifname}/ndisc_notify"), "1");
-    })?;
+    if let Ok(link) = pod.link_by_name(ifname) {
+        let _ = pod.set_ipv4_conf(link.index, &[(Ipv4Conf::ArpNotify, 1)]);
+    }
+    let _ = pod.sysctl_set(&format!("net/ipv6/conf/{ifname}/ndisc_notify"), "1");
     configure(pod, ifname, result)
 }
 

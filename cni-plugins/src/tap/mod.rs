@@ -34,7 +34,7 @@
 //! ```
 
 use cni_exec::{Plugin, Request};
-use cni_netns::{sysctl, Handle, MacAddr, Netns, TapSpec};
+use cni_netns::{Handle, Ipv4Conf, MacAddr, Netns, TapSpec};
 use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 use serde_json::Value;
@@ -197,7 +197,7 @@ impl Plugin for Tap {
             let ipam = ipam::add(req, &mut undo)?;
             let result = iface::single_interface_result(ipam, &link, &req.netns);
             // As Go: announce the address; a failure is ignored.
-            let _ = pod.run(|| sysctl::set(&sysctl::arp_notify(&req.ifname), "1"));
+            let _ = pod.set_ipv4_conf(link.index, &[(Ipv4Conf::ArpNotify, 1)]);
             iface::configure(&pod, &req.ifname, &result)?;
             result
         };

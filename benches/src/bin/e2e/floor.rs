@@ -1,10 +1,9 @@
 //! The kernel floor: the kernel work of one chain ADD (bridge, host-local
 //! and portmap) done in-process through `cni-netns`, without our plugins
 //! (no process, no IPAM store, no config parsing): the veth pair created
-//! into the pod namespace on the bridge and up (with `accept_ra` off, as
-//! `setup_veth_with` does), the pod end up with its
-//! address and default route, the port
-//! read back, and the nf_tables elements our ADD installs (masquerade and
+//! into the pod namespace on the bridge and up, both ends (with
+//! `accept_ra` off, as `setup_veth_with` does), the chain's other settings,
+//! the pod end's address and default route, the port read back, and the nf_tables elements our ADD installs (masquerade and
 //! one port mapping, native backend). DEL is measured in two parts: the
 //! firewall elements' removal, and the deletion of the veth alone (the
 //! kernel's unregister path, what most of a DEL waits for).
@@ -19,8 +18,8 @@ use cni_netns::firewall::{
     Protocol, RuleSpec,
 };
 use cni_netns::{
-    sysctl, AddressOptions, BridgeSpec, Handle, IpNetwork, KernelRoute, OperState, OwnedNetns,
-    VethSpec,
+    sysctl, AddressOptions, BridgeSpec, Handle, IpNetwork, Ipv4Conf, KernelRoute, OperState,
+    OwnedNetns, VethSpec,
 };
 
 use super::{Fallible, Samples, INTERRUPTED};
@@ -33,8 +32,9 @@ pub(crate) struct FloorReport {
     pub(crate) del_fw: Samples,
     /// DEL: the host veth's deletion alone.
     pub(crate) del_veth: Samples,
-    /// ADD by step: the veth (created on the bridge, up, `accept_ra`), the
-    /// other sysctls of the chain, the pod end (up, address, route), the
+    /// ADD by step: the veth (created on the bridge, both ends up,
+    /// `accept_ra`), the chain's other settings, the pod end's address and
+    /// route, the
     /// masquerade and the port mapping
     /// elements, the wait for the host end to be operationally up.
     pub(crate) steps: [(&'static str, Samples); 6],
@@ -82,6 +82,8 @@ pub(crate) fn run(n: usize) -> Fallible<FloorReport> {
 
 fn attach_all(pods: &[OwnedNetns]) -> Fallible<FloorReport> {
     let e = |e: cni_netns::Error| e.to_string();
+    // The node's setup; each pod below gets a handle of its own, as each
+    // plugin process opens one (and with it looks `/proc/sys/net/ipv6` up).
     let host = Handle::current().map_err(e)?;
     let fw = NativeFirewall::new();
     let bridge = host
@@ -97,7 +99,7 @@ fn attach_all(pods: &[OwnedNetns]) -> Fallible<FloorReport> {
     let mut add = Samples::default();
     let mut steps: [(&'static str, Samples); 6] = [
         ("veth", Samples::default()),
-        ("sysctls", Samples::default()),
+        ("settings", Samples::default()),
         ("pod end", Samples::default()),
         ("masquerade", Samples::default()),
         ("port mapping", Samples::default()),
@@ -118,6 +120,7 @@ fn attach_all(pods: &[OwnedNetns]) -> Fallible<FloorReport> {
             lap = now;
         };
         let pod = Handle::in_netns(pod_ns.netns()).map_err(e)?;
+        let host = Handle::current().map_err(e)?;
         let hv = host
             .setup_veth_with(&VethSpec {
                 peer_name: "eth0".into(),
@@ -127,28 +130,22 @@ fn attach_all(pods: &[OwnedNetns]) -> Fallible<FloorReport> {
                 ..Default::default()
             })
             .map_err(e)?;
-        step(0);
-        // The sysctls the chain's ADD reads and writes besides the host
-        // end's `accept_ra` (in the veth step): the bridge's `accept_ra` and
-        // `ip_forward` read, the pod end's `accept_dad` and `arp_notify`,
-        // portmap's `route_localnet` on the bridge. Each path lookup under
-        // `/proc/sys/net/ipv{4,6}` is linear in the node's namespaces.
-        let _ = sysctl::get(&sysctl::accept_ra(&bridge.name));
-        let _ = sysctl::get(sysctl::IPV4_FORWARD);
-        pod_ns
-            .netns()
-            .run(|| {
-                let _ = sysctl::set_in("net/ipv6/conf/eth0", &[("accept_dad", "0")]);
-                let _ = sysctl::set_in("net/ipv4/conf/eth0", &[("arp_notify", "1")]);
-            })
-            .map_err(e)?;
-        let _ = sysctl::set_in(
-            &format!("net/ipv4/conf/{}", bridge.name),
-            &[("route_localnet", "1")],
-        );
-        step(1);
         let eth0 = hv.parent_index.ok_or("veth without peer index")?;
         pod.set_up(eth0).map_err(e)?;
+        step(0);
+        // The settings the chain's ADD reads and writes besides the host
+        // end's `accept_ra` (in the veth step): the bridge's `accept_ra`
+        // (a sysctl, through the handle's open `/proc/sys/net/ipv6`), the
+        // IPv4 forwarding switch (netlink), the pod end's `accept_dad` (a
+        // sysctl: one lookup of the pod's `/proc/sys/net/ipv6`, linear in
+        // the node's namespaces) and `arp_notify`, portmap's
+        // `route_localnet` on the bridge (netlink).
+        let _ = host.sysctl_set(&sysctl::accept_ra(&bridge.name), "0");
+        let _ = host.forwarding(false).map_err(e)?;
+        let _ = pod.sysctl_set_in("net/ipv6/conf/eth0", &[("accept_dad", "0")]);
+        let _ = pod.set_ipv4_conf(eth0, &[(Ipv4Conf::ArpNotify, 1)]);
+        let _ = host.set_ipv4_conf(bridge.index, &[(Ipv4Conf::RouteLocalnet, 1)]);
+        step(1);
         pod.add_address(eth0, address, AddressOptions::default())
             .map_err(e)?;
         pod.add_route(&KernelRoute {

@@ -259,6 +259,13 @@ impl Samples {
 struct Phase {
     add: Samples,
     del: Samples,
+    /// Sequential phases only: the CPU time of the plugin processes of
+    /// each ADD (`RUSAGE_CHILDREN` before and after), user and system,
+    /// and what is neither (wall - user - system: waiting for a lock, a
+    /// CPU, or the kernel's asynchronous work).
+    add_user: Samples,
+    add_sys: Samples,
+    add_off_cpu: Samples,
     add_total: Duration,
     del_total: Duration,
 }
@@ -318,11 +325,12 @@ fn run_phase(
     inflight: usize,
 ) -> Fallible<Phase> {
     let n = pods.len();
-    let run = |op: &str| -> Fallible<(Samples, Duration)> {
+    type Lat = Vec<(f64, Option<(f64, f64)>)>;
+    let run = |op: &str| -> Fallible<(Lat, Duration)> {
         node.netns()
             .run(|| {
                 let start = Instant::now();
-                let results: Vec<Fallible<Vec<f64>>> = std::thread::scope(|s| {
+                let results: Vec<Fallible<Lat>> = std::thread::scope(|s| {
                     let handles: Vec<_> = (0..inflight)
                         .map(|w| {
                             s.spawn(move || {
@@ -332,6 +340,7 @@ fn run_phase(
                                         return Err("interrupted".to_string());
                                     }
                                     let rt = runtime_conf(i, &pods[i]);
+                                    let cpu0 = (inflight == 1).then(children_cpu);
                                     let t = Instant::now();
                                     match op {
                                         "add" => cni
@@ -342,7 +351,12 @@ fn run_phase(
                                             .del_network_list(list, &rt)
                                             .map_err(|e| format!("DEL pod {i}: {e}"))?,
                                     }
-                                    lat.push(t.elapsed().as_secs_f64());
+                                    let wall = t.elapsed().as_secs_f64();
+                                    let cpu = cpu0.map(|(u0, s0)| {
+                                        let (u1, s1) = children_cpu();
+                                        (u1 - u0, s1 - s0)
+                                    });
+                                    lat.push((wall, cpu));
                                 }
                                 Ok(lat)
                             })
@@ -357,18 +371,40 @@ fn run_phase(
                 for r in results {
                     all.extend(r?);
                 }
-                Ok((Samples(all), start.elapsed()))
+                Ok((all, start.elapsed()))
             })
             .map_err(|e| e.to_string())?
     };
     let (add, add_total) = run("add")?;
     let (del, del_total) = run("del")?;
+    let cpu = |f: fn(f64, f64, f64) -> f64| {
+        Samples(
+            add.iter()
+                .filter_map(|&(w, c)| c.map(|(u, s)| f(w, u, s)))
+                .collect(),
+        )
+    };
     Ok(Phase {
-        add,
-        del,
+        add_user: cpu(|_, u, _| u),
+        add_sys: cpu(|_, _, s| s),
+        add_off_cpu: cpu(|w, u, s| w - u - s),
+        add: Samples(add.iter().map(|&(w, _)| w).collect()),
+        del: Samples(del.iter().map(|&(w, _)| w).collect()),
         add_total,
         del_total,
     })
+}
+
+/// User and system CPU seconds of this process's waited-for children.
+fn children_cpu() -> (f64, f64) {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable rusage.
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) } != 0 {
+        return (f64::NAN, f64::NAN);
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    (secs(ru.ru_utime), secs(ru.ru_stime))
 }
 
 fn make_exec(mode: Mode) -> Fallible<Arc<dyn Exec>> {
@@ -744,7 +780,7 @@ fn scaling_report(args: &Args) -> Fallible<()> {
     sizes.sort_unstable();
     sizes.dedup();
     println!("\n## scaling (sequential ADD p50 over 0..N existing attachments; floor: in-process kernel work)");
-    let (mut first_ours, mut first_floor) = (None, None);
+    let (mut first_ours, mut first_floor, mut first_inproc) = (None, None, None);
     for n in sizes {
         let mut line = format!("  {n:5} pods:");
         let mut ours_p50 = None;
@@ -758,6 +794,22 @@ fn scaling_report(args: &Args) -> Fallible<()> {
                 p50 * 1e3,
                 p50 / base,
                 r.seq.del.pct(50.0) * 1e3
+            );
+            line += &format!(
+                "\n         ours-exec ADD p50 by CPU (ms): plugins' user {:.2}, plugins' system {:.2}, neither {:.2}",
+                r.seq.add_user.pct(50.0) * 1e3,
+                r.seq.add_sys.pct(50.0) * 1e3,
+                r.seq.add_off_cpu.pct(50.0) * 1e3
+            );
+            // The same plugins' code run in this process (no exec): what
+            // grows beyond the floor there is our code's, not the processes'.
+            let inproc = run_mode(Mode::OursInProcess, &args.ours, n, false)?;
+            let p = inproc.seq.add.pct(50.0);
+            let base = *first_inproc.get_or_insert(p);
+            line += &format!(
+                "\n         ours-inproc ADD p50 {:6.2} ms ({:.2}x of the first)\n        ",
+                p * 1e3,
+                p / base
             );
         }
         if args.floor.contains(&n) {
