@@ -50,7 +50,11 @@ pub fn configure_interface(
             _ => {}
         }
     }
-    handle.set_up(link.index)?;
+    // Go sets it up unconditionally; a link already up (the bridge's pod
+    // end) needs no request.
+    if !link.is_up() {
+        handle.set_up(link.index)?;
+    }
     if v6gw.is_some() {
         handle.wait_for_dad(link.index, DAD_TIMEOUT)?;
     }

@@ -208,16 +208,25 @@ impl Handle {
         }
         m.attributes.push(LinkAttribute::LinkInfo(info));
         let op = || format!("add bridge {name}");
-        match self.request(
-            RouteNetlinkMessage::NewLink(m),
-            NLM_F_CREATE | NLM_F_EXCL,
-            op,
-        ) {
-            Ok(_) => {}
-            Err(e) if e.is_exists() => {}
-            Err(e) => return Err(self.unsupported(op(), "bridge vlan_filtering", e)),
-        }
-        let link = self.link_by_name(name)?;
+        // Looked up first: on a node every ADD after the first finds it,
+        // and each request waits for the kernel's RTNL lock, which the
+        // asynchronous work of a bridge of many ports holds for long.
+        let link = match self.link_by_name(name) {
+            Ok(link) => link,
+            Err(e) if e.is_not_found() => {
+                match self.request(
+                    RouteNetlinkMessage::NewLink(m),
+                    NLM_F_CREATE | NLM_F_EXCL,
+                    op,
+                ) {
+                    Ok(_) => {}
+                    Err(e) if e.is_exists() => {}
+                    Err(e) => return Err(self.unsupported(op(), "bridge vlan_filtering", e)),
+                }
+                self.link_by_name(name)?
+            }
+            Err(e) => return Err(e),
+        };
         if link.kind.as_deref() != Some("bridge") {
             return Err(Error::WrongLinkKind {
                 op: op(),
@@ -227,17 +236,25 @@ impl Handle {
                 netns: self.netns_name().to_owned(),
             });
         }
+        let mut changed = false;
         if spec.vlan_filtering && link.vlan_filtering != Some(true) {
             self.set_bridge_vlan_filtering(link.index, true)
                 .map_err(|e| self.unsupported(op(), "bridge vlan_filtering", e))?;
+            changed = true;
         }
         if spec.promisc && !link.is_promisc() {
             self.set_promisc(link.index, true)?;
+            changed = true;
         }
         if !link.is_up() {
             self.set_up(link.index)?;
+            changed = true;
         }
-        self.link_by_index(link.index)
+        if changed {
+            self.link_by_index(link.index)
+        } else {
+            Ok(link)
+        }
     }
 
     /// Turns VLAN filtering of an existing bridge on or off.
