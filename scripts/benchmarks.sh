@@ -55,7 +55,7 @@ fi
 echo "# benchmarks.sh $(date -u +%FT%TZ) on $(nproc) CPUs, kernel $(uname -r)"
 echo "# load at start: $(cat /proc/loadavg)"
 target/release/e2e --pods 200 \
-    --scaling 50,1000 --floor 50,1000 \
+    --scaling 50,1000 --floor 50,1000 --repeat 3 \
     --burst 100 --in-flight 8 \
     --gc 1000 \
     --start-floors "$floors" "$@"
@@ -66,7 +66,7 @@ target/release/e2e --pods 200 \
 if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then
     echo
     echo "# the scaling with TMPDIR=/dev/shm (tmpfs)"
-    TMPDIR=/dev/shm target/release/e2e --only --scaling 50,1000 --floor 50,1000
+    TMPDIR=/dev/shm target/release/e2e --only --scaling 50,1000 --floor 50,1000 --repeat 3
 fi
 echo
 echo "# load at end: $(cat /proc/loadavg)"

@@ -38,6 +38,11 @@ pub(crate) struct FloorReport {
     /// masquerade and the port mapping
     /// elements, the wait for the host end to be operationally up.
     pub(crate) steps: [(&'static str, Samples); 6],
+    /// Not part of ADD: right after each ADD, the start of two `/bin/true`
+    /// processes (ours-exec runs two: bridge, with host-local in it, and
+    /// portmap), to see whether a process start itself slows down as the
+    /// node grows (its CPUs shared with the kernel's per-port work).
+    pub(crate) starts: Samples,
 }
 
 /// Pod `i`'s address in 10.250.0.0/16 (.0.1 is the gateway).
@@ -106,6 +111,7 @@ fn attach_all(pods: &[OwnedNetns]) -> Fallible<FloorReport> {
         ("port up", Samples::default()),
     ];
     let mut veths = Vec::with_capacity(pods.len());
+    let mut starts = Samples::default();
     for (i, pod_ns) in pods.iter().enumerate() {
         if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
             return Err("interrupted".into());
@@ -171,6 +177,13 @@ fn attach_all(pods: &[OwnedNetns]) -> Fallible<FloorReport> {
         }
         step(5);
         add.0.push(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        for _ in 0..2 {
+            std::process::Command::new("/bin/true")
+                .status()
+                .map_err(|e| format!("/bin/true: {e}"))?;
+        }
+        starts.0.push(t.elapsed().as_secs_f64());
         veths.push((hv.index, masq, pm));
     }
     let (mut del_fw, mut del_veth) = (Samples::default(), Samples::default());
@@ -188,5 +201,6 @@ fn attach_all(pods: &[OwnedNetns]) -> Fallible<FloorReport> {
         del_fw,
         del_veth,
         steps,
+        starts,
     })
 }

@@ -27,8 +27,11 @@
 //! in-process, no plugin, and the veth deletion alone, DEL's kernel share)
 //! for the same pods, then process start and peak RSS. Sections on request:
 //!
-//! * `--scaling 50,1000`: ours-exec ADD p50 at each size, and with
+//! * `--scaling 50,1000`: ours-exec ADD p50 at each size (with the
+//!   plugins' CPU time and the same code run in-process), and with
 //!   `--floor 50,1000` the kernel floor at each size beside it, by step;
+//!   `--repeat R` runs them R times and prints the medians and the growth
+//!   split into the floor's, our code's and the processes';
 //! * `--burst 100 --in-flight 8` (`burst.rs`): 100 pods ADDed 8 at a time,
 //!   then DELed, ours and Go's: wall time, pods/s, p50/p99, failures and
 //!   duplicate addresses (ours must have none);
@@ -110,6 +113,9 @@ struct Args {
     smoke: bool,
     /// Kernel floor sizes (next to ours-exec at the same sizes).
     floor: Vec<usize>,
+    /// `--repeat R`: the scaling (`--scaling`, `--floor`) run R times, sizes
+    /// interleaved, then the median of each figure.
+    repeat: usize,
     /// Pods of a burst (0: none) and calls in flight.
     burst: usize,
     in_flight: usize,
@@ -153,6 +159,7 @@ fn parse_args() -> Fallible<Args> {
         .unwrap_or_else(|| PathBuf::from("."));
     let mut a = Args {
         pods: 50,
+        repeat: 1,
         scaling: Vec::new(),
         modes: vec![
             Mode::OursExec,
@@ -183,6 +190,13 @@ fn parse_args() -> Fallible<Args> {
             "--pods" => a.pods = val("--pods")?.parse().map_err(|e| format!("--pods: {e}"))?,
             "--scaling" => a.scaling = list(val("--scaling")?, "--scaling")?,
             "--floor" => a.floor = list(val("--floor")?, "--floor")?,
+            "--repeat" => {
+                a.repeat = val("--repeat")?
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|r| *r > 0)
+                    .ok_or("--repeat takes a count of at least 1")?
+            }
             "--burst" => {
                 a.burst = list(val("--burst")?, "--burst")?
                     .first()
@@ -209,7 +223,7 @@ fn parse_args() -> Fallible<Args> {
             "--go" => a.go = PathBuf::from(val("--go")?),
             "--smoke" => a.smoke = true,
             "-h" | "--help" => {
-                println!("usage: e2e [--pods N] [--scaling 50,200,1000] [--floor 50,1000] [--burst N] [--in-flight K] [--gc N] [--start-floors DIR] [--only] [--modes ours-exec,ours-exec-all,ours-nft,ours-inproc,go-exec] [--plugins DIR] [--go DIR] [--smoke]");
+                println!("usage: e2e [--pods N] [--scaling 50,200,1000] [--floor 50,1000] [--repeat R] [--burst N] [--in-flight K] [--gc N] [--start-floors DIR] [--only] [--modes ours-exec,ours-exec-all,ours-nft,ours-inproc,go-exec] [--plugins DIR] [--go DIR] [--smoke]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other:?}")),
@@ -773,74 +787,156 @@ fn start_report(args: &Args) {
     }
 }
 
-/// ADD p50 of ours-exec (`--scaling`) next to the kernel floor (`--floor`)
-/// at each size.
+/// One size's figures of one scaling run, in seconds (NaN when not run).
+#[derive(Clone, Copy)]
+struct ScalePoint {
+    exec: f64,
+    inproc: f64,
+    floor: f64,
+    starts: f64,
+}
+
+/// ADD p50 of ours-exec (`--scaling`), of the same code in-process, and
+/// of the kernel floor (`--floor`) at each size; with `--repeat R`, R runs
+/// and then the median of each figure with the growth split by where it
+/// goes.
 fn scaling_report(args: &Args) -> Fallible<()> {
     let mut sizes: Vec<usize> = args.scaling.iter().chain(&args.floor).copied().collect();
     sizes.sort_unstable();
     sizes.dedup();
     println!("\n## scaling (sequential ADD p50 over 0..N existing attachments; floor: in-process kernel work)");
-    let (mut first_ours, mut first_floor, mut first_inproc) = (None, None, None);
-    for n in sizes {
-        let mut line = format!("  {n:5} pods:");
-        let mut ours_p50 = None;
-        if args.scaling.contains(&n) {
-            let r = run_mode(Mode::OursExec, &args.ours, n, false)?;
-            let p50 = r.seq.add.pct(50.0);
-            let base = *first_ours.get_or_insert(p50);
-            ours_p50 = Some(p50);
-            line += &format!(
-                " ours-exec ADD p50 {:6.2} ms ({:.2}x of the first), DEL p50 {:6.2} ms;",
-                p50 * 1e3,
-                p50 / base,
-                r.seq.del.pct(50.0) * 1e3
-            );
-            line += &format!(
-                "\n         ours-exec ADD p50 by CPU (ms): plugins' user {:.2}, plugins' system {:.2}, neither {:.2}",
-                r.seq.add_user.pct(50.0) * 1e3,
-                r.seq.add_sys.pct(50.0) * 1e3,
-                r.seq.add_off_cpu.pct(50.0) * 1e3
-            );
-            // The same plugins' code run in this process (no exec): what
-            // grows beyond the floor there is our code's, not the processes'.
-            let inproc = run_mode(Mode::OursInProcess, &args.ours, n, false)?;
-            let p = inproc.seq.add.pct(50.0);
-            let base = *first_inproc.get_or_insert(p);
-            line += &format!(
-                "\n         ours-inproc ADD p50 {:6.2} ms ({:.2}x of the first)\n        ",
-                p * 1e3,
-                p / base
-            );
+    let mut points: Vec<Vec<ScalePoint>> = vec![Vec::new(); sizes.len()];
+    for run in 1..=args.repeat {
+        if args.repeat > 1 {
+            println!("  run {run}/{}", args.repeat);
         }
-        if args.floor.contains(&n) {
-            let f = floor::run(n)?;
-            let p50 = f.add.pct(50.0);
-            let base = *first_floor.get_or_insert(p50);
-            line += &format!(
-                " floor ADD p50 {:6.2} ms ({:.2}x of the first), veth delete p50 {:6.2} ms",
-                p50 * 1e3,
-                p50 / base,
-                f.del_veth.pct(50.0) * 1e3
-            );
-            if let Some(o) = ours_p50 {
-                line += &format!("; ours - floor {:.2} ms", (o - p50) * 1e3);
+        for (k, &n) in sizes.iter().enumerate() {
+            let point = scaling_point(args, n)?;
+            points[k].push(point);
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                return Err("interrupted (everything created was removed)".into());
             }
-            let steps: Vec<String> = f
-                .steps
-                .iter()
-                .map(|(name, s)| format!("{name} {:.2}", s.pct(50.0) * 1e3))
-                .collect();
-            line += &format!(
-                "\n         floor ADD p50 by step (ms): {}",
-                steps.join(", ")
-            );
-        }
-        println!("{line}");
-        if INTERRUPTED.load(Ordering::SeqCst) {
-            return Err("interrupted (everything created was removed)".into());
         }
     }
+    if sizes.len() < 2 {
+        return Ok(());
+    }
+    let median = |v: &[ScalePoint], f: fn(&ScalePoint) -> f64| -> f64 {
+        Samples(v.iter().map(f).collect()).pct(50.0)
+    };
+    println!(
+        "\n## scaling, median of {} run(s) (ms): ours-exec, ours-inproc, floor, ours - floor",
+        args.repeat
+    );
+    let fig = |v: &[ScalePoint]| {
+        (
+            median(v, |p| p.exec),
+            median(v, |p| p.inproc),
+            median(v, |p| p.floor),
+            median(v, |p| p.starts),
+        )
+    };
+    for (k, &n) in sizes.iter().enumerate() {
+        let (e, i, f, _) = fig(&points[k]);
+        let range = |g: fn(&ScalePoint) -> f64| {
+            let v: Vec<f64> = points[k].iter().map(g).collect();
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            format!("{:.2}-{:.2}", lo * 1e3, hi * 1e3)
+        };
+        println!(
+            "  {n:5} pods: ours-exec {:6.2} ({}), ours-inproc {:6.2}, floor {:6.2}, ours - floor {:6.2}",
+            e * 1e3,
+            range(|p| p.exec),
+            i * 1e3,
+            f * 1e3,
+            (e - f) * 1e3
+        );
+    }
+    let (first, last) = (fig(&points[0]), fig(&points[sizes.len() - 1]));
+    let d = |a: f64, b: f64| (b - a) * 1e3;
+    println!(
+        "  from {} to {} pods: ours-exec {:.2}x ({:+.2} ms) = floor {:+.2} (kernel work of the chain's requests) \
+         + in-process code beyond the floor {:+.2} + processes {:+.2} (two /bin/true starts beside the floor: {:+.2})",
+        sizes[0],
+        sizes[sizes.len() - 1],
+        last.0 / first.0,
+        d(first.0, last.0),
+        d(first.2, last.2),
+        d(first.1 - first.2, last.1 - last.2),
+        d(first.0 - first.1, last.0 - last.1),
+        d(first.3, last.3)
+    );
     Ok(())
+}
+
+/// One size of one scaling run, printed as it is measured.
+fn scaling_point(args: &Args, n: usize) -> Fallible<ScalePoint> {
+    let mut point = ScalePoint {
+        exec: f64::NAN,
+        inproc: f64::NAN,
+        floor: f64::NAN,
+        starts: f64::NAN,
+    };
+    let mut line = format!("  {n:5} pods:");
+    if args.scaling.contains(&n) {
+        let r = run_mode(Mode::OursExec, &args.ours, n, false)?;
+        point.exec = r.seq.add.pct(50.0);
+        line += &format!(
+            " ours-exec ADD p50 {:6.2} ms, DEL p50 {:6.2} ms;",
+            point.exec * 1e3,
+            r.seq.del.pct(50.0) * 1e3
+        );
+        // The kernel splits a short process's CPU time into user and
+        // system by sampling ticks: only the sum is exact.
+        let cpu = Samples(
+            r.seq
+                .add_user
+                .0
+                .iter()
+                .zip(&r.seq.add_sys.0)
+                .map(|(u, s)| u + s)
+                .collect(),
+        );
+        line += &format!(
+            "\n         ours-exec ADD p50 by CPU (ms): the plugins' processes {:.2}, neither theirs nor on a CPU (waits, the runtime) {:.2}",
+            cpu.pct(50.0) * 1e3,
+            r.seq.add_off_cpu.pct(50.0) * 1e3
+        );
+        // The same plugins' code run in this process (no exec): what grows
+        // beyond the floor there is our code's, not the processes'.
+        let inproc = run_mode(Mode::OursInProcess, &args.ours, n, false)?;
+        point.inproc = inproc.seq.add.pct(50.0);
+        line += &format!(
+            "\n         ours-inproc ADD p50 {:6.2} ms\n        ",
+            point.inproc * 1e3
+        );
+    }
+    if args.floor.contains(&n) {
+        let f = floor::run(n)?;
+        point.floor = f.add.pct(50.0);
+        point.starts = f.starts.pct(50.0);
+        line += &format!(
+            " floor ADD p50 {:6.2} ms, veth delete p50 {:6.2} ms",
+            point.floor * 1e3,
+            f.del_veth.pct(50.0) * 1e3
+        );
+        if point.exec.is_finite() {
+            line += &format!("; ours - floor {:.2} ms", (point.exec - point.floor) * 1e3);
+        }
+        let steps: Vec<String> = f
+            .steps
+            .iter()
+            .map(|(name, s)| format!("{name} {:.2}", s.pct(50.0) * 1e3))
+            .collect();
+        line += &format!(
+            "\n         floor ADD p50 by step (ms): {}; after it, 2 starts of /bin/true {:.2}",
+            steps.join(", "),
+            point.starts * 1e3
+        );
+    }
+    println!("{line}");
+    Ok(point)
 }
 
 /// A burst, ours exec'd and Go's.
