@@ -15,7 +15,7 @@ use nix::errno::Errno;
 use crate::error::Result;
 use crate::handle::Handle;
 use crate::link::link_msg;
-use crate::netlink::NlError;
+use crate::netlink::{attribute, NlError};
 
 /// An IPv4 per-interface setting (`net.ipv4.conf.<if>.<name>`) that
 /// [`Handle::set_ipv4_conf`] writes over netlink. The value is the
@@ -72,22 +72,6 @@ fn inet_conf_nest(settings: &[(Ipv4Conf, u32)]) -> Vec<u8> {
         out.extend_from_slice(&buf);
     }
     out
-}
-
-/// The value of attribute `kind` in the attributes `attrs` (netlink TLVs).
-fn attribute(mut attrs: &[u8], kind: u16) -> Option<&[u8]> {
-    while attrs.len() >= 4 {
-        let len = u16::from_ne_bytes([attrs[0], attrs[1]]) as usize;
-        let k = u16::from_ne_bytes([attrs[2], attrs[3]]) & 0x3fff;
-        if len < 4 || len > attrs.len() {
-            return None;
-        }
-        if k == kind {
-            return Some(&attrs[4..len]);
-        }
-        attrs = attrs.get((len + 3) & !3..)?;
-    }
-    None
 }
 
 impl Handle {

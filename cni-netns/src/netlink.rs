@@ -333,19 +333,26 @@ fn ext_ack_message(raw: &[u8], flags: u16) -> Option<String> {
     } else {
         u32::from_ne_bytes(echoed[..4].try_into().ok()?) as usize
     };
-    let mut tlvs = raw.get(20 + ((echoed_len + 3) & !3)..)?;
-    while tlvs.len() >= 4 {
-        let len = u16::from_ne_bytes([tlvs[0], tlvs[1]]) as usize;
-        let kind = u16::from_ne_bytes([tlvs[2], tlvs[3]]) & 0x3fff;
-        if len < 4 || len > tlvs.len() {
+    let tlvs = raw.get(20 + ((echoed_len + 3) & !3)..)?;
+    let value = attribute(tlvs, NLMSGERR_ATTR_MSG)?;
+    let end = value.iter().position(|&b| b == 0).unwrap_or(value.len());
+    Some(String::from_utf8_lossy(&value[..end]).into_owned())
+}
+
+/// The value of the first attribute of type `kind` among the netlink
+/// attributes `attrs` (the nested flag ignored); `None` when there is none
+/// or the attributes are malformed.
+pub(crate) fn attribute(mut attrs: &[u8], kind: u16) -> Option<&[u8]> {
+    while attrs.len() >= 4 {
+        let len = u16::from_ne_bytes([attrs[0], attrs[1]]) as usize;
+        let k = u16::from_ne_bytes([attrs[2], attrs[3]]) & 0x3fff;
+        if len < 4 || len > attrs.len() {
             return None;
         }
-        if kind == NLMSGERR_ATTR_MSG {
-            let value = &tlvs[4..len];
-            let end = value.iter().position(|&b| b == 0).unwrap_or(value.len());
-            return Some(String::from_utf8_lossy(&value[..end]).into_owned());
+        if k == kind {
+            return Some(&attrs[4..len]);
         }
-        tlvs = tlvs.get((len + 3) & !3..)?;
+        attrs = attrs.get((len + 3) & !3..)?;
     }
     None
 }
