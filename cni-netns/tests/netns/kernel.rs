@@ -838,6 +838,28 @@ fn ipv4_settings_and_forwarding_over_netlink_match_proc_sys() {
 }
 
 #[test]
+fn wait_oper_up_returns_once_the_kernel_reports_the_link_up() {
+    if !root() {
+        return;
+    }
+    let (ns, h) = netns();
+    let (a, b) = local_veth(&h, "w0", "w1");
+    h.set_up(a).unwrap();
+    // The peer is down: no carrier, the wait runs out and says so.
+    let t = std::time::Instant::now();
+    let link = h.wait_oper_up(a, Duration::from_millis(60)).unwrap();
+    assert!(t.elapsed() >= Duration::from_millis(60));
+    assert_ne!(link.oper_state, cni_netns::OperState::Up);
+    let oper = |dev: &str| ip(&ns, &["link", "show", "dev", dev])[0]["operstate"].clone();
+    assert_ne!(oper("w0"), "UP");
+    // The peer comes up: the wait ends with the link up, as `ip` sees it.
+    h.set_up(b).unwrap();
+    let link = h.wait_oper_up(a, Duration::from_secs(3)).unwrap();
+    assert_eq!(link.oper_state, cni_netns::OperState::Up);
+    assert_eq!(oper("w0"), "UP");
+}
+
+#[test]
 fn handle_sysctls_go_through_its_open_family_directories() {
     if !root() {
         return;

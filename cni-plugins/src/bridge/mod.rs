@@ -29,7 +29,7 @@ pub mod config;
 mod gateway;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cni_exec::{Plugin, Request};
 use cni_netns::firewall::{AttachmentId, Backend, Firewall, MacSpoofCheckSpec, RuleKind, RuleSpec};
@@ -50,14 +50,10 @@ use crate::{Error, Result};
 /// looks: Go sleeps 0, 50, 500, 1000, 1000 ms; looking more often ends the
 /// wait as soon as the kernel reports the port up. The kernel's linkwatch
 /// work that sets the port up takes 0.1-2 ms here and grows with the
-/// node's ports (BENCHMARKS.md, "Node scale"): looks every 0.2 ms first,
-/// then less often (a look is one RTM_GETLINK, about 20 µs), so the wait
-/// ends within 0.2 ms of the port coming up instead of up to twice its
-/// latency with a doubling pause.
+/// node's ports (BENCHMARKS.md, "Node scale"): [`Handle::wait_oper_up`]
+/// looks every 0.2 ms first, then less often (a look is one RTM_GETLINK,
+/// about 20 µs), so the wait ends within 0.2 ms of the port coming up.
 const PORT_UP_TIMEOUT: Duration = Duration::from_millis(2550);
-const PORT_UP_FIRST_POLL: Duration = Duration::from_micros(200);
-const PORT_UP_FINE_FOR: Duration = Duration::from_millis(10);
-const PORT_UP_MAX_POLL: Duration = Duration::from_millis(50);
 
 /// The bridge plugin. Its firewall is nftables by default; tests may pass
 /// another [`Firewall`].
@@ -260,8 +256,16 @@ fn connect(req: &Request, conf: &BridgeConf) -> Result<(Handle, Link, Handle, Li
     // (port state, IPv6 link-local, multicast) then runs while IPAM does.
     // `disableContainerInterface` leaves it down.
     if !conf.disable_container_interface {
-        if let Some(peer) = host_veth.parent_index {
-            pod.set_up(peer)?;
+        let up = match host_veth.parent_index {
+            Some(peer) => Ok(peer),
+            None => pod.link_by_name(&req.ifname).map(|l| l.index),
+        }
+        .and_then(|peer| pod.set_up(peer));
+        if let Err(e) = up {
+            // Nothing holds the pair yet (the ADD's undo starts after
+            // `connect`): deleting the host end deletes both.
+            let _ = host.delete_link(host_veth.index);
+            return Err(e.into());
         }
     }
     Ok((host, bridge, pod, host_veth))
@@ -427,26 +431,14 @@ fn configure_container(
 
 /// Go's port state wait: the host end must be operationally up.
 fn wait_port_up(host: &Handle, index: u32) -> Result<Link> {
-    let start = Instant::now();
-    let mut pause = PORT_UP_FIRST_POLL;
-    loop {
-        let link = host.link_by_index(index)?;
-        if link.oper_state == OperState::Up {
-            tracing::debug!(waited = ?start.elapsed(), "bridge port up");
-            return Ok(link);
-        }
-        if start.elapsed() >= PORT_UP_TIMEOUT {
-            tracing::debug!(waited = ?start.elapsed(), "bridge port still down");
-            return Err(Error::Internal(format!(
-                "bridge port in error state: {}",
-                format!("{:?}", link.oper_state).to_lowercase()
-            )));
-        }
-        std::thread::sleep(pause);
-        if start.elapsed() >= PORT_UP_FINE_FOR {
-            pause = (pause * 2).min(PORT_UP_MAX_POLL);
-        }
+    let link = host.wait_oper_up(index, PORT_UP_TIMEOUT)?;
+    if link.oper_state != OperState::Up {
+        return Err(Error::Internal(format!(
+            "bridge port in error state: {}",
+            format!("{:?}", link.oper_state).to_lowercase()
+        )));
     }
+    Ok(link)
 }
 
 #[cfg(test)]

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use cni_exec::CniConfig;
 use cni_netns::OwnedNetns;
 
-use super::{conflist, make_exec, random_tag, runtime_conf, set_mode_env, Fallible, Mode};
-use super::{RemoveDir, Samples, INTERRUPTED};
+use super::{conflist, make_exec, runtime_conf, set_mode_env, Fallible, Mode};
+use super::{Samples, Scratch, INTERRUPTED};
 
 /// One direction (ADD or DEL) of a burst.
 #[derive(Default)]
@@ -95,17 +95,14 @@ fn phase(
 pub(crate) fn run(mode: Mode, dir: &Path, n: usize, inflight: usize) -> Fallible<BurstReport> {
     let exec = make_exec(mode)?;
     set_mode_env(mode);
-    let tag = random_tag();
-    let state = std::env::temp_dir().join(format!("cni-e2e-{tag}"));
-    std::fs::create_dir_all(&state).map_err(|e| e.to_string())?;
-    let _cleanup = RemoveDir(state.clone());
-    let node = OwnedNetns::new("cnibench-node").map_err(|e| e.to_string())?;
+    let scratch = Scratch::new()?;
+    let (tag, state, node) = (&scratch.tag, &scratch.state, &scratch.node);
     // One more pod than the burst: the warm-up (below).
     let mut pods = Vec::with_capacity(n + 1);
     for _ in 0..=n {
         pods.push(OwnedNetns::new("cnibench-pod").map_err(|e| e.to_string())?);
     }
-    let list = conflist(&tag, &state, &state.join("ipam"))?;
+    let list = conflist(tag, state, &state.join("ipam"))?;
     let cni = CniConfig::new(vec![dir.to_path_buf()], exec).with_cache_dir(state.join("cache"));
     let addresses = Mutex::new(Vec::new());
     let none = Mutex::new(Vec::new());

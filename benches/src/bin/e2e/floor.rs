@@ -166,14 +166,12 @@ fn attach_all(pods: &[OwnedNetns]) -> Fallible<FloorReport> {
         step(4);
         // The bridge's (and Go's) wait for the host end to be
         // operationally up: the kernel's linkwatch work, asynchronous to
-        // the requests above. Polled every 50 µs, so the figure is the
-        // kernel's latency, not a poll interval.
-        let up_by = Instant::now() + Duration::from_secs(3);
-        while host.link_by_index(hv.index).map_err(e)?.oper_state != OperState::Up {
-            if Instant::now() > up_by {
-                return Err("the host end of the veth never came up".into());
-            }
-            std::thread::sleep(Duration::from_micros(50));
+        // the requests above, polled as the bridge polls.
+        let up = host
+            .wait_oper_up(hv.index, Duration::from_secs(3))
+            .map_err(e)?;
+        if up.oper_state != OperState::Up {
+            return Err("the host end of the veth never came up".into());
         }
         step(5);
         add.0.push(t.elapsed().as_secs_f64());

@@ -13,8 +13,8 @@ use cni_netns::firewall::{Firewall, NativeFirewall, RuleKind};
 use cni_netns::OwnedNetns;
 use cni_types::NetworkConfigList;
 
-use super::{check_clean, make_exec, random_tag, runtime_conf, set_mode_env, Fallible, Mode};
-use super::{RemoveDir, INTERRUPTED};
+use super::{check_clean, make_exec, runtime_conf, set_mode_env, Fallible, Mode};
+use super::{Scratch, INTERRUPTED};
 
 /// The GC's figures.
 pub(crate) struct GcReport {
@@ -46,12 +46,9 @@ fn gc_conflist(tag: &str, ipam_dir: &Path) -> Fallible<NetworkConfigList> {
 pub(crate) fn run(dir: &Path, n: usize) -> Fallible<GcReport> {
     let mode = Mode::OursExec;
     set_mode_env(mode);
-    let tag = random_tag();
-    let state = std::env::temp_dir().join(format!("cni-e2e-{tag}"));
-    std::fs::create_dir_all(&state).map_err(|e| e.to_string())?;
-    let _cleanup = RemoveDir(state.clone());
-    let node = OwnedNetns::new("cnibench-node").map_err(|e| e.to_string())?;
-    let list = gc_conflist(&tag, &state.join("ipam"))?;
+    let scratch = Scratch::new()?;
+    let (tag, state, node) = (&scratch.tag, &scratch.state, &scratch.node);
+    let list = gc_conflist(tag, &state.join("ipam"))?;
     let cni =
         CniConfig::new(vec![dir.to_path_buf()], make_exec(mode)?).with_cache_dir(state.join("c1"));
     let mut pods = Vec::with_capacity(n);

@@ -460,21 +460,18 @@ fn set_mode_env(mode: Mode) {
 fn run_mode(mode: Mode, dir: &Path, n: usize, with_concurrent: bool) -> Fallible<ModeReport> {
     let exec = make_exec(mode)?;
     set_mode_env(mode);
-    let tag = random_tag();
-    let state = std::env::temp_dir().join(format!("cni-e2e-{tag}"));
-    std::fs::create_dir_all(&state).map_err(|e| e.to_string())?;
-    let _cleanup = RemoveDir(state.clone());
-    let node = OwnedNetns::new("cnibench-node").map_err(|e| e.to_string())?;
-    experiment_node(&node)?;
+    let scratch = Scratch::new()?;
+    let (tag, state, node) = (&scratch.tag, &scratch.state, &scratch.node);
+    experiment_node(node)?;
     let mut pods = Vec::with_capacity(n);
     for _ in 0..n {
         pods.push(OwnedNetns::new("cnibench-pod").map_err(|e| e.to_string())?);
     }
-    let list = conflist(&tag, &state, &state.join("ipam"))?;
+    let list = conflist(tag, state, &state.join("ipam"))?;
     let cni = CniConfig::new(vec![dir.to_path_buf()], exec).with_cache_dir(state.join("cache"));
-    let seq = run_phase(&cni, &list, &node, &pods, 1)?;
+    let seq = run_phase(&cni, &list, node, &pods, 1)?;
     let conc = if with_concurrent {
-        run_phase(&cni, &list, &node, &pods, 2)?
+        run_phase(&cni, &list, node, &pods, 2)?
     } else {
         Phase::default()
     };
@@ -996,6 +993,32 @@ fn nix_root() -> bool {
 }
 
 struct RemoveDir(PathBuf);
+
+/// A run's scratch space: a state directory under `TMPDIR` named by a
+/// random tag (the tag also names the run's bridge and network), and a
+/// fresh node namespace; both removed on drop, the namespace first.
+pub(crate) struct Scratch {
+    pub(crate) tag: String,
+    pub(crate) state: PathBuf,
+    pub(crate) node: OwnedNetns,
+    _cleanup: RemoveDir,
+}
+
+impl Scratch {
+    pub(crate) fn new() -> Fallible<Scratch> {
+        let tag = random_tag();
+        let state = std::env::temp_dir().join(format!("cni-e2e-{tag}"));
+        std::fs::create_dir_all(&state).map_err(|e| e.to_string())?;
+        let cleanup = RemoveDir(state.clone());
+        let node = OwnedNetns::new("cnibench-node").map_err(|e| e.to_string())?;
+        Ok(Scratch {
+            tag,
+            state,
+            node,
+            _cleanup: cleanup,
+        })
+    }
+}
 
 impl Drop for RemoveDir {
     fn drop(&mut self) {
