@@ -19,6 +19,10 @@
 //! (pure [`dispatch`]), [`process`] ([`run`], [`ProcessExec`]), [`invoke`]
 //! (in-process executor, delegation, result decoding), [`libcni`].
 //!
+//! Optional, for node agents: `grpc` (feature `grpc`: blocking unary gRPC
+//! calls over a unix socket) and `cri` (feature `cri`: a client of the
+//! Kubernetes Container Runtime Interface on top of it).
+//!
 //! # Example
 //!
 //! ```
@@ -48,8 +52,12 @@
 pub mod atomic;
 pub mod cache;
 pub mod conf;
+#[cfg(feature = "cri")]
+pub mod cri;
 mod error;
 pub mod exec;
+#[cfg(feature = "grpc")]
+pub mod grpc;
 pub mod invoke;
 pub mod libcni;
 pub mod logging;

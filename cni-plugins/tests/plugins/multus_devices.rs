@@ -14,10 +14,10 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use bytes::Bytes;
+use cni_exec::grpc::encode_frame;
 use cni_exec::{CniConfig, InProcessExec, Plugin, Request, RuntimeConf};
 use cni_plugins::multus::podresources::{
-    grpc_frame, ContainerDevices, ContainerResources, ListPodResourcesResponse, PodResources,
-    LIST_PATH,
+    ContainerDevices, ContainerResources, ListPodResourcesResponse, PodResources, LIST_PATH,
 };
 use cni_plugins::multus::Multus;
 use cni_testkit::KubeApiServer;
@@ -59,7 +59,7 @@ async fn serve(conn: tokio::net::UnixStream, answer: Answer, calls: Arc<Mutex<Ve
                 .unwrap_or("")
         ));
         let (body, code, msg) = match &answer {
-            Answer::Pods(p) => (grpc_frame(p), "0", ""),
+            Answer::Pods(p) => (encode_frame(p), "0", ""),
             Answer::Raw(b) => (b.clone(), "0", ""),
             Answer::Status(c, m) => (Vec::new(), *c, *m),
         };
