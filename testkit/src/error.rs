@@ -28,6 +28,15 @@ pub enum Error {
         /// The OS error.
         source: std::io::Error,
     },
+    /// A CRI call of the containerd fixture failed (feature `containerd`).
+    #[cfg(feature = "containerd")]
+    #[error("{op}: {source}")]
+    Runtime {
+        /// What was being done.
+        op: String,
+        /// The client's error.
+        source: Box<cni_exec::Error>,
+    },
     /// Setting up the conformance sandbox's kernel state failed.
     #[error("{op}: {source}")]
     Kernel {

@@ -10,6 +10,9 @@
 //!   (fail, or `SKIP` under `CNI_TEST_ALLOW_SKIP=1`).
 //! * `KubeApiServer` (feature `kube-server`, off by default) is a small
 //!   Kubernetes API server over HTTPS for multus tests.
+//! * `containerd` (feature `containerd`, off by default): a private
+//!   containerd with a locally built sandbox image, for CRI tests and
+//!   benchmarks.
 //!
 //! ```text
 //! $ sudo cni-conformance /usr/lib/cni/bridge
@@ -35,6 +38,8 @@
 //! ```
 
 pub mod conformance;
+#[cfg(feature = "containerd")]
+pub mod containerd;
 mod error;
 #[cfg(feature = "kube-server")]
 mod kube_server;
