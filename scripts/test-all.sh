@@ -15,7 +15,8 @@ if [ "${SKIP_APT:-0}" != 1 ]; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends \
         iproute2 nftables iptables conntrack jq containernetworking-plugins \
-        iputils-ping curl ca-certificates procps kmod strace dnsmasq-base >/dev/null
+        iputils-ping curl ca-certificates procps kmod strace dnsmasq-base \
+        containerd runc gcc libc6-dev >/dev/null
 fi
 
 # The bandwidth plugin's IFB devices: loading the module with its defaults

@@ -12,6 +12,7 @@ mod tuning_bandwidth_common;
 mod bandwidth;
 mod bridge_behaviour;
 mod bridge_differential;
+mod containerd_cri;
 mod dhcp;
 mod flannel_e2e;
 mod flannel_plugin;
