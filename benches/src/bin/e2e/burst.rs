@@ -51,7 +51,7 @@ pub(crate) struct BurstReport {
 }
 
 /// Runs `op` for every pod with `inflight` workers.
-fn phase(
+pub(crate) fn phase(
     n: usize,
     inflight: usize,
     op: impl Fn(usize) -> Result<Vec<String>, String> + Sync,

@@ -36,6 +36,9 @@
 //!   then DELed, ours and Go's: wall time, pods/s, p50/p99, failures and
 //!   duplicate addresses (ours must have none);
 //! * `--gc 1000` (`gc.rs`): one CNI GC of 1000 dead attachments, ours;
+//! * `--containerd 50` (`containerd.rs`): sandboxes through a real
+//!   containerd (CRI `RunPodSandbox`/`StopPodSandbox`), 50 one at a time
+//!   and a burst of 20 with 4 in flight, ours and Go's;
 //! * `--start-floors DIR`: the start of every program in DIR next to
 //!   `/bin/true` (empty Rust programs, static builds: scripts/benchmarks.sh);
 //! * `--only`: those sections without the modes.
@@ -49,6 +52,7 @@
 #![allow(clippy::print_stdout)]
 
 mod burst;
+mod containerd;
 mod floor;
 mod gc;
 
@@ -121,6 +125,8 @@ struct Args {
     in_flight: usize,
     /// Dead attachments for one bulk GC (0: none).
     gc: usize,
+    /// Sandboxes through a real containerd, one at a time (0: none).
+    containerd: usize,
     /// A directory of programs whose start is measured next to /bin/true
     /// (e.g. empty Rust programs, dynamic and static: the loader's floor).
     start_floors: Option<PathBuf>,
@@ -175,6 +181,7 @@ fn parse_args() -> Fallible<Args> {
         burst: 0,
         in_flight: 8,
         gc: 0,
+        containerd: 0,
         start_floors: None,
         only: false,
     };
@@ -211,6 +218,12 @@ fn parse_args() -> Fallible<Args> {
                     .max(1)
             }
             "--gc" => a.gc = list(val("--gc")?, "--gc")?.first().copied().unwrap_or(0),
+            "--containerd" => {
+                a.containerd = list(val("--containerd")?, "--containerd")?
+                    .first()
+                    .copied()
+                    .unwrap_or(0)
+            }
             "--start-floors" => a.start_floors = Some(PathBuf::from(val("--start-floors")?)),
             "--only" => a.only = true,
             "--modes" => {
@@ -223,7 +236,7 @@ fn parse_args() -> Fallible<Args> {
             "--go" => a.go = PathBuf::from(val("--go")?),
             "--smoke" => a.smoke = true,
             "-h" | "--help" => {
-                println!("usage: e2e [--pods N] [--scaling 50,200,1000] [--floor 50,1000] [--repeat R] [--burst N] [--in-flight K] [--gc N] [--start-floors DIR] [--only] [--modes ours-exec,ours-exec-all,ours-nft,ours-inproc,go-exec] [--plugins DIR] [--go DIR] [--smoke]");
+                println!("usage: e2e [--pods N] [--scaling 50,200,1000] [--floor 50,1000] [--repeat R] [--burst N] [--in-flight K] [--gc N] [--containerd N] [--start-floors DIR] [--only] [--modes ours-exec,ours-exec-all,ours-nft,ours-inproc,go-exec] [--plugins DIR] [--go DIR] [--smoke]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other:?}")),
@@ -237,6 +250,7 @@ fn parse_args() -> Fallible<Args> {
         a.burst = 6;
         a.in_flight = 3;
         a.gc = 3;
+        a.containerd = 2;
     }
     Ok(a)
 }
@@ -737,6 +751,9 @@ fn real_main() -> Fallible<()> {
             r.bridge.as_secs_f64(),
             r.add_total.as_secs_f64()
         );
+    }
+    if args.containerd > 0 {
+        containerd::report(&args.ours, &args.go, args.containerd, args.smoke)?;
     }
     if args.smoke {
         println!("\nsmoke: ok");
