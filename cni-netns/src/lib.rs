@@ -113,6 +113,7 @@ mod netlink;
 mod netns;
 mod nfnetlink;
 mod nft_foreign;
+mod poll;
 mod route;
 mod rule;
 pub mod sysctl;
@@ -126,7 +127,7 @@ use std::net::IpAddr;
 
 use netlink_packet_route::AddressFamily;
 
-pub use addr::{Address, AddressOptions, DAD_POLL, DAD_TIMEOUT};
+pub use addr::{Address, AddressOptions, DAD_TIMEOUT};
 pub use configure::configure_interface;
 pub use devconf::Ipv4Conf;
 pub use error::{Error, Result};
