@@ -51,6 +51,7 @@
 
 pub mod atomic;
 pub mod cache;
+pub mod collector;
 pub mod conf;
 #[cfg(feature = "cri")]
 pub mod cri;

@@ -1,7 +1,7 @@
 //! IP addresses on links, and waiting for IPv6 duplicate address detection.
 
 use std::net::IpAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ipnetwork::IpNetwork;
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
@@ -17,8 +17,6 @@ use crate::Family;
 /// How long [`Handle::wait_for_dad`] waits by default (Go's
 /// `SettleAddresses` timeout in `ConfigureIface`).
 pub const DAD_TIMEOUT: Duration = Duration::from_secs(5);
-/// Poll interval of [`Handle::wait_for_dad`] (Go's `SETTLE_INTERVAL`).
-pub const DAD_POLL: Duration = Duration::from_millis(50);
 
 /// An address assigned to a link.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,31 +181,51 @@ impl Handle {
     }
 
     /// Waits until no address of link `index` is tentative (Go's
-    /// `ip.SettleAddresses`), polling every [`DAD_POLL`]. An address whose
-    /// DAD failed gives [`Error::DadFailed`]; still tentative after
-    /// `timeout` gives [`Error::DadTimeout`].
+    /// `ip.SettleAddresses`); the same as [`Handle::settle_addresses`]
+    /// with no address named.
     pub fn wait_for_dad(&self, index: u32, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let addrs = self.addresses(Some(index), Family::All)?;
-            if let Some(bad) = addrs.iter().find(|a| a.is_dad_failed()) {
+        self.settle_addresses(index, &[], timeout)
+    }
+
+    /// Waits until none of `addresses` on link `index` is tentative (all of
+    /// the link's addresses when `addresses` is empty), looking on the
+    /// crate's poll schedule (every 200 µs for the first 10 ms, then less
+    /// often): a link whose IPv6 `accept_dad` is 0 settles within a
+    /// millisecond, one doing DAD after the kernel's timers (1-2 s). One of
+    /// them failing DAD gives [`Error::DadFailed`]; still tentative after
+    /// `timeout` gives [`Error::DadTimeout`].
+    ///
+    /// Go's `ip.SettleAddresses` looks at every address of the link,
+    /// including the IPv6 link-local one the kernel made; plugins wait for
+    /// the addresses they assigned (what their routes and the pod's traffic
+    /// use), never longer than Go does.
+    pub fn settle_addresses(
+        &self,
+        index: u32,
+        addresses: &[IpAddr],
+        timeout: Duration,
+    ) -> Result<()> {
+        let named = |a: &Address| addresses.is_empty() || addresses.contains(&a.address.ip());
+        let (settled, ()) = crate::poll::until(timeout, || {
+            // Only IPv6 addresses do DAD.
+            let addrs = self.addresses(Some(index), Family::V6)?;
+            if let Some(bad) = addrs.iter().find(|a| named(a) && a.is_dad_failed()) {
                 return Err(Error::DadFailed {
                     address: bad.address.to_string(),
                     ifname: self.ifname_for(index),
                     netns: self.netns_name().to_owned(),
                 });
             }
-            if !addrs.iter().any(Address::is_tentative) {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                return Err(Error::DadTimeout {
-                    ifname: self.ifname_for(index),
-                    netns: self.netns_name().to_owned(),
-                    timeout,
-                });
-            }
-            std::thread::sleep(DAD_POLL);
+            Ok((!addrs.iter().any(|a| named(a) && a.is_tentative()), ()))
+        })?;
+        if settled {
+            Ok(())
+        } else {
+            Err(Error::DadTimeout {
+                ifname: self.ifname_for(index),
+                netns: self.netns_name().to_owned(),
+                timeout,
+            })
         }
     }
 

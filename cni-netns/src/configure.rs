@@ -7,6 +7,7 @@ use ipnetwork::IpNetwork;
 use crate::addr::{AddressOptions, DAD_TIMEOUT};
 use crate::error::{Error, Result};
 use crate::handle::Handle;
+use crate::link::Link;
 use crate::route::KernelRoute;
 use crate::sysctl;
 
@@ -20,7 +21,8 @@ use crate::sysctl;
 /// 2. every address is added, remembering the first gateway of each
 ///    family;
 /// 3. the link is set up;
-/// 4. if there is an IPv6 gateway, waits for DAD ([`DAD_TIMEOUT`]);
+/// 4. if there is an IPv6 gateway, waits for DAD of the IPv6 addresses it
+///    added ([`Handle::settle_addresses`], [`DAD_TIMEOUT`]);
 /// 5. every route is added ECMP-style (`Handle::add_route_ecmp`) on
 ///    `ifname`, its gateway defaulting to the first gateway of the same
 ///    family; `priority`, `table` and `scope` are applied, and like Go the
@@ -43,7 +45,12 @@ pub fn configure_interface(
             enable_ipv6(handle, ifname)?;
             ipv6_enabled = true;
         }
-        handle.add_address(link.index, addr, AddressOptions::default())?;
+        handle
+            .add_address(link.index, addr, AddressOptions::default())
+            .map_err(|e| match addr {
+                IpNetwork::V6(_) => ipv6_unavailable(handle, &link, addr, e),
+                IpNetwork::V4(_) => e,
+            })?;
         match gw {
             Some(g @ IpAddr::V4(_)) if v4gw.is_none() => v4gw = Some(g),
             Some(g @ IpAddr::V6(_)) if v6gw.is_none() => v6gw = Some(g),
@@ -56,7 +63,12 @@ pub fn configure_interface(
         handle.set_up(link.index)?;
     }
     if v6gw.is_some() {
-        handle.wait_for_dad(link.index, DAD_TIMEOUT)?;
+        let assigned: Vec<IpAddr> = addresses
+            .iter()
+            .map(|(a, _)| a.ip())
+            .filter(IpAddr::is_ipv6)
+            .collect();
+        handle.settle_addresses(link.index, &assigned, DAD_TIMEOUT)?;
     }
     for r in routes {
         let gateway = r.gateway.or(if r.dst.is_ipv4() { v4gw } else { v6gw });
@@ -72,6 +84,53 @@ pub fn configure_interface(
     }
     Ok(())
 }
+
+/// `e`, the kernel's refusal of IPv6 address `addr` on `link`, named for
+/// what it is when the link has no IPv6: the kernel answers only "invalid
+/// argument" or "permission denied".
+fn ipv6_unavailable(handle: &Handle, link: &Link, addr: IpNetwork, e: Error) -> Error {
+    use nix::errno::Errno;
+    if !matches!(
+        e.errno(),
+        Some(Errno::EINVAL | Errno::EACCES | Errno::EAFNOSUPPORT | Errno::EOPNOTSUPP)
+    ) {
+        return e;
+    }
+    let conf = format!("/proc/sys/net/ipv6/conf/{}", link.name);
+    let (ipv6, iface, disabled) = match handle.run(|| {
+        (
+            std::path::Path::new("/proc/sys/net/ipv6").is_dir(),
+            std::path::Path::new(&conf).is_dir(),
+            std::fs::read_to_string(format!("{conf}/disable_ipv6")).ok(),
+        )
+    }) {
+        Ok(found) => found,
+        Err(_) => return e,
+    };
+    let reason = if !ipv6 {
+        "IPv6 is off in the kernel (booted with ipv6.disable=1, or built without IPv6)".to_owned()
+    } else if !iface && link.mtu < IPV6_MIN_MTU {
+        format!(
+            "its MTU {} is below IPv6's minimum of {IPV6_MIN_MTU}, so the kernel keeps no IPv6 on it",
+            link.mtu
+        )
+    } else if !iface {
+        "the kernel keeps no IPv6 state for it".to_owned()
+    } else if disabled.as_deref().map(str::trim) == Some("1") {
+        format!("net.ipv6.conf.{}.disable_ipv6 is 1", link.name)
+    } else {
+        return e;
+    };
+    Error::Ipv6Unavailable {
+        address: addr.to_string(),
+        ifname: link.name.clone(),
+        netns: handle.netns_name().to_owned(),
+        reason,
+    }
+}
+
+/// The smallest MTU on which Linux keeps IPv6 (`IPV6_MIN_MTU`).
+const IPV6_MIN_MTU: u32 = 1280;
 
 fn enable_ipv6(handle: &Handle, ifname: &str) -> Result<()> {
     for iface in ["lo", ifname] {

@@ -133,6 +133,21 @@ pub enum Error {
         /// The namespace.
         netns: String,
     },
+    /// An IPv6 address cannot go on an interface: the kernel keeps no IPv6
+    /// on it (IPv6 off in the kernel, an MTU below 1280, `disable_ipv6`).
+    #[error(
+        "add address {address} to {ifname} in {netns}: IPv6 is unavailable on {ifname}: {reason}"
+    )]
+    Ipv6Unavailable {
+        /// The IPv6 address.
+        address: String,
+        /// The interface.
+        ifname: String,
+        /// The namespace.
+        netns: String,
+        /// Why, as far as the kernel tells.
+        reason: String,
+    },
     /// Addresses stayed tentative past the timeout.
     #[error("{ifname} in {netns} still has tentative addresses after {timeout:?}")]
     DadTimeout {

@@ -261,26 +261,15 @@ impl Handle {
     /// its peer came up: the kernel's link watcher reports it
     /// asynchronously), for at most `timeout`. Returns the link as last
     /// read: up, or in whatever state it still was at the timeout (the
-    /// caller names that error). Polls every 200 µs for the first 10 ms,
-    /// where the kernel usually answers, then at doubling intervals up to
-    /// 50 ms.
+    /// caller names that error). Looks on the crate's poll schedule: every
+    /// 200 µs for the first 10 ms, where the kernel usually answers, then
+    /// at doubling intervals up to 50 ms.
     pub fn wait_oper_up(&self, index: u32, timeout: std::time::Duration) -> Result<Link> {
-        use std::time::{Duration, Instant};
-        const FIRST_POLL: Duration = Duration::from_micros(200);
-        const FINE_FOR: Duration = Duration::from_millis(10);
-        const MAX_POLL: Duration = Duration::from_millis(50);
-        let start = Instant::now();
-        let mut pause = FIRST_POLL;
-        loop {
+        crate::poll::until(timeout, || {
             let link = self.link_by_index(index)?;
-            if link.oper_state == OperState::Up || start.elapsed() >= timeout {
-                return Ok(link);
-            }
-            std::thread::sleep(pause.min(timeout.saturating_sub(start.elapsed())));
-            if start.elapsed() >= FINE_FOR {
-                pause = (pause * 2).min(MAX_POLL);
-            }
-        }
+            Ok((link.oper_state == OperState::Up, link))
+        })
+        .map(|(_, link)| link)
     }
 
     /// Looks a link up by index.

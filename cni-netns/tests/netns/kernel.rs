@@ -515,6 +515,74 @@ fn dad_failure_is_reported() {
 }
 
 #[test]
+fn settle_addresses_waits_for_the_named_addresses_only() {
+    if !root() {
+        return;
+    }
+    let (ns_a, ha) = netns();
+    let (_ns_b, hb) = netns();
+    let b = hb.setup_veth("dad1", &ns_a, None, None).unwrap();
+    hb.set_up(b.index).unwrap();
+    let a = ha.link_by_name("dad1").unwrap();
+    // DAD probes 10 s apart: the link-local address the kernel makes when
+    // the link comes up stays tentative far longer than this test runs.
+    ha.run(|| sysctl::set("net/ipv6/neigh/dad1/retrans_time_ms", "10000"))
+        .unwrap()
+        .unwrap();
+    ha.add_address(
+        a.index,
+        net("fd00:e::1/64"),
+        AddressOptions {
+            nodad: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    ha.set_up(a.index).unwrap();
+    let named = [ipa("fd00:e::1")];
+    ha.settle_addresses(a.index, &named, Duration::from_secs(60))
+        .unwrap();
+    let shown = ip(&ns_a, &["-6", "addr", "show", "dev", "dad1"]);
+    let tentative: Vec<String> = shown[0]["addr_info"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["tentative"] == true)
+        .map(|a| a["local"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        tentative.len() == 1 && tentative[0].starts_with("fe80:"),
+        "only the link-local address is still tentative: {shown}"
+    );
+    // All addresses (Go's SettleAddresses): the link-local one times out.
+    let e = ha
+        .settle_addresses(a.index, &[], Duration::from_millis(300))
+        .unwrap_err();
+    assert!(matches!(e, Error::DadTimeout { .. }), "{e}");
+    assert!(e.to_string().contains("dad1"), "{e}");
+}
+
+#[test]
+fn an_ipv6_address_on_a_link_without_ipv6_is_named_for_it() {
+    if !root() {
+        return;
+    }
+    let (pod_ns, pod) = netns();
+    let (_host_ns, host) = netns();
+    host.setup_veth("eth0", &pod_ns, Some(1000), None).unwrap();
+    let addresses = [
+        (net("10.6.0.7/24"), Some(ipa("10.6.0.1"))),
+        (net("fd00:6::7/64"), Some(ipa("fd00:6::1"))),
+    ];
+    let e = configure_interface(&pod, "eth0", &addresses, &[]).unwrap_err();
+    assert!(matches!(e, Error::Ipv6Unavailable { .. }), "{e}");
+    let text = e.to_string();
+    for part in ["fd00:6::7/64", "eth0", "IPv6", "MTU 1000", "1280"] {
+        assert!(text.contains(part), "{part:?} missing from {text:?}");
+    }
+}
+
+#[test]
 fn routes_with_every_attribute_ecmp_and_delete() {
     if !root() {
         return;
@@ -932,10 +1000,17 @@ fn configure_interface_matches_go() {
         .unwrap()
         .iter()
         .any(|f| f == "UP"));
-    // DAD was waited for.
-    assert!(!ip(&pod_ns, &["-6", "addr", "show", "dev", "eth0"])
-        .to_string()
-        .contains("tentative"));
+    // DAD of the assigned address was waited for (the kernel's link-local
+    // one may still be going on, as `settle_addresses` documents).
+    let v6 = ip(&pod_ns, &["-6", "addr", "show", "dev", "eth0"]);
+    let assigned = v6[0]["addr_info"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["local"] == "fd00:5::7")
+        .cloned()
+        .unwrap();
+    assert!(assigned.get("tentative").is_none(), "{v6}");
     assert_eq!(
         ip(&pod_ns, &["-4", "route", "show", "default"])[0]["gateway"],
         "10.5.0.1"

@@ -145,7 +145,7 @@ impl Plugin for Bridge {
             // configured: the ADD takes the longer of the two, not their sum.
             let masquerading = conf.ip_masq.then_some(|| self.firewall.add(&masq));
             let (masqueraded, configured) = steps::concurrently(masquerading, || {
-                configure_container(&pod, &container, &conf, &result)?;
+                iface::configure(&pod, &container.name, &result)?;
                 if conf.is_gateway {
                     configure_gateways(&host, &bridge, &conf, &gateways, &mut result)?;
                 }
@@ -251,22 +251,33 @@ fn connect(req: &Request, conf: &BridgeConf) -> Result<(Handle, Link, Handle, Li
         ..Default::default()
     })?;
     tracing::debug!(veth = %host_veth.name, "veth created");
-    // Go's SetupVeth brings the pod end up here, before the IPAM result
-    // is configured: the kernel's carrier work for the new bridge port
-    // (port state, IPv6 link-local, multicast) then runs while IPAM does.
-    // `disableContainerInterface` leaves it down.
-    if !conf.disable_container_interface {
-        let up = match host_veth.parent_index {
-            Some(peer) => Ok(peer),
-            None => pod.link_by_name(&req.ifname).map(|l| l.index),
+    // Go's SetupVeth brings the host end up; the pod end comes up here,
+    // before the IPAM result is configured, so that the kernel's carrier
+    // work for the new bridge port (port state, IPv6 link-local, multicast)
+    // runs while IPAM does. Its DAD and ARP settings go first: the IPv6
+    // link-local address the kernel makes when the link comes up is then
+    // not left tentative (with `accept_dad` 1 it would be for 1-2 s, and
+    // the ADD waits for DAD). `disableContainerInterface` leaves it down.
+    let layer3 = !req.config.ipam_type().is_empty();
+    let prepared = match host_veth.parent_index {
+        Some(peer) => Ok(peer),
+        None => pod.link_by_name(&req.ifname).map(|l| l.index),
+    }
+    .and_then(|peer| {
+        if layer3 {
+            pod_settings(&pod, &req.ifname, peer, conf);
         }
-        .and_then(|peer| pod.set_up(peer));
-        if let Err(e) = up {
-            // Nothing holds the pair yet (the ADD's undo starts after
-            // `connect`): deleting the host end deletes both.
-            let _ = host.delete_link(host_veth.index);
-            return Err(e.into());
+        if conf.disable_container_interface {
+            Ok(())
+        } else {
+            pod.set_up(peer)
         }
+    });
+    if let Err(e) = prepared {
+        // Nothing holds the pair yet (the ADD's undo starts after
+        // `connect`): deleting the host end deletes both.
+        let _ = host.delete_link(host_veth.index);
+        return Err(e.into());
     }
     Ok((host, bridge, pod, host_veth))
 }
@@ -407,26 +418,19 @@ fn ensure_vlan_gateway(host: &Handle, bridge: &Link, conf: &BridgeConf, vlan: u1
     Ok(gw)
 }
 
-/// The pod side of an IPAM result: DAD and ARP settings, then Go's
-/// `ConfigureIface`.
-fn configure_container(
-    pod: &Handle,
-    container: &Link,
-    conf: &BridgeConf,
-    result: &CniResult,
-) -> Result<()> {
-    // As Go: these may be missing (IPv6 disabled); not an error. The IPv6
-    // ones are sysctls (netlink cannot write them), the IPv4 one a netlink
-    // request: every `/proc/sys/net/ipv{4,6}` lookup grows with the
-    // node's pods (see `Handle::sysctl_set`).
-    let v6 = format!("net/ipv6/conf/{}", container.name);
+/// The pod end's DAD and ARP settings, as Go's bridge writes them before
+/// `ConfigureIface`. As Go: they may be missing (IPv6 disabled); not an
+/// error. The IPv6 ones are sysctls (netlink cannot write them), the IPv4
+/// one a netlink request: every `/proc/sys/net/ipv{4,6}` lookup grows with
+/// the node's pods (see `Handle::sysctl_set`).
+fn pod_settings(pod: &Handle, ifname: &str, index: u32, conf: &BridgeConf) {
+    let v6 = format!("net/ipv6/conf/{ifname}");
     let _ = if conf.enable_dad {
         pod.sysctl_set_in(&v6, &[("enhanced_dad", "1"), ("accept_dad", "1")])
     } else {
         pod.sysctl_set_in(&v6, &[("accept_dad", "0")])
     };
-    let _ = pod.set_ipv4_conf(container.index, &[(Ipv4Conf::ArpNotify, 1)]);
-    iface::configure(pod, &container.name, result)
+    let _ = pod.set_ipv4_conf(index, &[(Ipv4Conf::ArpNotify, 1)]);
 }
 
 /// Go's port state wait: the host end must be operationally up.

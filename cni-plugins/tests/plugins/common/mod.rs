@@ -107,6 +107,19 @@ pub(crate) fn sysctl(ns: &OwnedNetns, key: &str) -> String {
     exec_in(ns, &["sysctl", "-n", key]).trim().to_owned()
 }
 
+/// A counter of `/proc/net/snmp6` inside `ns` (per namespace), e.g.
+/// `Icmp6OutNeighborSolicits`: the DAD probes (and neighbour lookups)
+/// the namespace sent.
+pub(crate) fn snmp6(ns: &OwnedNetns, counter: &str) -> u64 {
+    exec_in(ns, &["cat", "/proc/net/snmp6"])
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(char::is_whitespace)?;
+            (name == counter).then(|| value.trim().parse().ok())?
+        })
+        .unwrap_or_else(|| panic!("no {counter} in /proc/net/snmp6"))
+}
+
 /// The names of the links in `ns`, `lo` excepted.
 pub(crate) fn link_names(ns: &OwnedNetns) -> Vec<String> {
     ip(ns, &["link", "show"])
