@@ -7,7 +7,7 @@
 //! each struct naming its message. Only the fields a sandbox's network
 //! needs are declared; the decoder skips every other field, so answers of
 //! newer runtimes decode. [`RuntimeClient`] makes the calls over the
-//! runtime's unix socket through a blocking [`Channel`](crate::grpc::Channel)
+//! runtime's unix socket through a blocking [`Channel`]
 //! (`/run/containerd/containerd.sock`, `/var/run/crio/crio.sock`).
 //!
 //! Calls: `RuntimeService/Version`, `Status`, `RunPodSandbox`,
