@@ -686,7 +686,8 @@ fn sigkilled_containerd_restarted_still_tears_down() {
     }
     let mut node = Node::new();
     let port = host_port();
-    let sb = node.sandbox(&mut node.cri(), "survivor", &[(port, POD_PORT)]);
+    let mut cri = node.cri();
+    let sb = node.sandbox(&mut cri, "survivor", &[(port, POD_PORT)]);
     let veth = sb.veth(&node);
     let pid = node.ctd.pid().expect("containerd runs");
     node.ctd.kill().expect("SIGKILL containerd");
@@ -694,7 +695,7 @@ fn sigkilled_containerd_restarted_still_tears_down() {
     // The sandbox outlives containerd, as on a node whose runtime crashed.
     assert!(process_alive(sb.pid), "pause died with containerd");
     node.ctd.restart().expect("start containerd again");
-    let mut cri = node.cri();
+    // The client made before the crash connects again by itself.
     let before = node.traces(&mut cri, &sb, &veth);
     assert_eq!(
         before.keys().copied().collect::<Vec<_>>(),
