@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::network::Network;
+use cni_testkit::matrix::MatrixCell;
+
 use super::{check_clean, make_exec, pod_namespaces, runtime_conf, set_mode_env, Fallible, Mode};
 use super::{Samples, Scratch, INTERRUPTED};
 
@@ -120,7 +121,7 @@ fn phase(
 pub(crate) fn run(
     mode: Mode,
     dir: &Path,
-    net: Network,
+    net: MatrixCell,
     n: usize,
     inflight: usize,
 ) -> Fallible<BurstReport> {

@@ -13,8 +13,7 @@ use cni_netns::firewall::{Firewall, NativeFirewall, RuleKind};
 use cni_netns::OwnedNetns;
 use cni_types::NetworkConfigList;
 
-use super::network::Network;
-use super::{check_clean, make_exec, runtime_conf, set_mode_env, Fallible, Mode};
+use super::{check_clean, make_exec, runtime_conf, set_mode_env, Fallible, Mode, BENCH};
 use super::{Scratch, INTERRUPTED};
 
 /// The GC's figures.
@@ -30,7 +29,7 @@ pub(crate) struct GcReport {
 /// The benchmark's network at cniVersion 1.1.0 (GC), with bridge's MAC
 /// spoof check on.
 fn gc_conflist(tag: &str, state: &Path) -> Fallible<NetworkConfigList> {
-    let mut v = Network::BENCH.conflist_json(tag, state);
+    let mut v = BENCH.conflist_json(tag, state);
     v["cniVersion"] = "1.1.0".into();
     v["plugins"][0]["macspoofchk"] = true.into();
     NetworkConfigList::from_slice(v.to_string().as_bytes()).map_err(|e| e.to_string())

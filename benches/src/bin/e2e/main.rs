@@ -40,8 +40,8 @@
 //!   `/bin/true` (empty Rust programs, static builds: scripts/benchmarks.sh);
 //! * `--only`: those sections without the modes;
 //! * `--matrix` (`matrix.rs`): the configuration matrix alone, address
-//!   families x chains (`network.rs`), ours and Go's in the same run, one
-//!   table.
+//!   families x chains (`cni_testkit::matrix`), ours and Go's in the same
+//!   run, one table.
 //!
 //! `--smoke` runs a few pods per mode, per section and per matrix cell and
 //! only checks that everything works (CI uses it). `--modes
@@ -56,7 +56,6 @@ mod burst;
 mod floor;
 mod gc;
 mod matrix;
-mod network;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -67,8 +66,15 @@ use std::time::{Duration, Instant};
 
 use cni_exec::{CniConfig, Exec, ProcessExec, RuntimeConf};
 use cni_netns::OwnedNetns;
+use cni_testkit::matrix::{pod_capability_args, IpStack, MatrixCell, PluginChain};
 use cni_types::NetworkConfigList;
-use network::Network;
+
+/// The network of the modes, the scaling, the burst and the GC: IPv4,
+/// bridge (isGateway, ipMasq) + host-local + portmap.
+const BENCH: MatrixCell = MatrixCell {
+    stack: IpStack::V4,
+    chain: PluginChain::Bridge,
+};
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
@@ -311,17 +317,7 @@ fn runtime_conf(i: usize, pod: &OwnedNetns) -> RuntimeConf {
         ifname: "eth0".into(),
         ..Default::default()
     };
-    rt.capability_args.insert(
-        "portMappings".into(),
-        serde_json::json!([{"hostPort": 20000 + i, "containerPort": 80, "protocol": "tcp"}]),
-    );
-    // Kubernetes' bandwidth annotations (100 Mbit/s each way, bursts of
-    // 1 MB), for the chains that declare the capability.
-    rt.capability_args.insert(
-        "bandwidth".into(),
-        serde_json::json!({"ingressRate": 100_000_000u64, "ingressBurst": 8_000_000u64,
-                           "egressRate": 100_000_000u64, "egressBurst": 8_000_000u64}),
-    );
+    rt.capability_args = pod_capability_args(i);
     rt
 }
 
@@ -477,7 +473,7 @@ pub(crate) fn pod_namespaces(n: usize) -> Fallible<Vec<OwnedNetns>> {
 fn run_mode(
     mode: Mode,
     dir: &Path,
-    net: Network,
+    net: MatrixCell,
     n: usize,
     with_concurrent: bool,
     warm_up: bool,
@@ -669,7 +665,7 @@ fn real_main() -> Fallible<()> {
             continue;
         }
         println!("\n## {}", mode.name());
-        match run_mode(mode, dir, Network::BENCH, args.pods, true, false) {
+        match run_mode(mode, dir, BENCH, args.pods, true, false) {
             Ok(r) => {
                 for (label, ph) in [("sequential", &r.seq), ("2 in flight", &r.conc)] {
                     println!(
@@ -919,7 +915,7 @@ fn scaling_point(args: &Args, n: usize) -> Fallible<ScalePoint> {
     };
     let mut line = format!("  {n:5} pods:");
     if args.scaling.contains(&n) {
-        let r = run_mode(Mode::OursExec, &args.ours, Network::BENCH, n, false, false)?;
+        let r = run_mode(Mode::OursExec, &args.ours, BENCH, n, false, false)?;
         point.exec = r.seq.add.pct(50.0);
         line += &format!(
             " ours-exec ADD p50 {:6.2} ms, DEL p50 {:6.2} ms;",
@@ -944,14 +940,7 @@ fn scaling_point(args: &Args, n: usize) -> Fallible<ScalePoint> {
         );
         // The same plugins' code run in this process (no exec): what grows
         // beyond the floor there is our code's, not the processes'.
-        let inproc = run_mode(
-            Mode::OursInProcess,
-            &args.ours,
-            Network::BENCH,
-            n,
-            false,
-            false,
-        )?;
+        let inproc = run_mode(Mode::OursInProcess, &args.ours, BENCH, n, false, false)?;
         point.inproc = inproc.seq.add.pct(50.0);
         line += &format!(
             "\n         ours-inproc ADD p50 {:6.2} ms\n        ",
@@ -999,7 +988,7 @@ fn burst_report(args: &Args) -> Fallible<()> {
             );
             continue;
         }
-        let r = burst::run(mode, dir, Network::BENCH, n, k)?;
+        let r = burst::run(mode, dir, BENCH, n, k)?;
         println!("  {:9} ADD {}", mode.name(), r.add.row(n));
         println!("  {:9} DEL {}", mode.name(), r.del.row(n));
         println!(
@@ -1064,9 +1053,10 @@ impl Scratch {
 
     /// `net` in this node (its node-side setup done): the conflist, its
     /// state under the scratch's state directory.
-    pub(crate) fn network(&self, net: Network) -> Fallible<NetworkConfigList> {
-        net.prepare_node(&self.tag, &self.node)?;
-        net.conflist(&self.tag, &self.state)
+    pub(crate) fn network(&self, net: MatrixCell) -> Fallible<NetworkConfigList> {
+        let e = |e: cni_testkit::Error| e.to_string();
+        net.prepare_node(&self.tag, self.node.netns()).map_err(e)?;
+        net.conflist(&self.tag, &self.state).map_err(e)
     }
 
     /// Our invoker over the plugins of `dir`, its result cache in the

@@ -4,7 +4,7 @@
 //! Go's (1.1.1) exec'd by our invoker in the same run: ADD and DEL p50/p99
 //! one pod at a time (after an untimed warm-up pod), then a burst (`burst.rs`)
 //! of N pods with K in flight. Every cell and side runs in its own
-//! throwaway node namespace with subnets of its own (`network.rs`).
+//! throwaway node namespace with subnets of its own (`cni_testkit::matrix`).
 //!
 //! ```text
 //! target/release/e2e --matrix [--matrix-pods 30] [--matrix-burst 100] [--in-flight 8]
@@ -26,15 +26,15 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use super::burst::{self, BurstReport};
-use super::network::{Chain, Family, Network};
 use super::{run_mode, Args, Fallible, Mode, Phase, INTERRUPTED};
+use cni_testkit::matrix::{IpStack, MatrixCell, PluginChain};
 
 /// The matrix's command-line options.
 pub(crate) struct Options {
     /// `--matrix` (or the smoke) asked for it.
     pub(crate) enabled: bool,
-    families: Vec<Family>,
-    chains: Vec<Chain>,
+    stacks: Vec<IpStack>,
+    chains: Vec<PluginChain>,
     /// Pods ADDed and DELed one at a time per cell and side.
     pods: usize,
     /// Pods of each cell's burst (0: none); in flight: `--in-flight`.
@@ -51,8 +51,8 @@ impl Default for Options {
     fn default() -> Options {
         Options {
             enabled: false,
-            families: Family::ALL.to_vec(),
-            chains: Chain::ALL.to_vec(),
+            stacks: IpStack::ALL.to_vec(),
+            chains: PluginChain::ALL.to_vec(),
             pods: 30,
             burst: 100,
             jobs: 1,
@@ -76,15 +76,19 @@ impl Options {
             "--matrix-pods" => self.pods = count(val()?)?.max(1),
             "--matrix-burst" => self.burst = count(val()?)?,
             "--families" => {
-                self.families = val()?
+                self.stacks = val()?
                     .split(',')
-                    .map(Family::parse)
+                    .map(|s| IpStack::parse(s).ok_or(format!("unknown family {s:?} (v4, ds, v6)")))
                     .collect::<Fallible<_>>()?
             }
             "--chains" => {
                 self.chains = val()?
                     .split(',')
-                    .map(Chain::parse)
+                    .map(|s| {
+                        PluginChain::parse(s).ok_or(format!(
+                            "unknown chain {s:?} (bridge, bridge-tb, ptp, macvlan)"
+                        ))
+                    })
                     .collect::<Fallible<_>>()?
             }
             _ => return Ok(false),
@@ -106,15 +110,6 @@ impl Options {
         [--families v4,ds,v6] [--chains bridge,bridge-tb,ptp,macvlan]]";
 }
 
-impl Network {
-    /// Whether ADD waits for the kernel's IPv6 duplicate address detection
-    /// (1-2 s): Go's ptp and macvlan leave `accept_dad` on and wait for
-    /// their addresses to leave the tentative state, and so do ours.
-    fn waits_for_dad(self) -> bool {
-        self.family != Family::V4 && matches!(self.chain, Chain::Ptp | Chain::Macvlan)
-    }
-}
-
 /// One side (ours or Go's) of one cell.
 #[derive(Default)]
 struct Side {
@@ -125,7 +120,7 @@ struct Side {
 }
 
 /// Runs one side of `net`: the sequential pods, then the burst.
-fn run_side(opts: &Options, k: usize, net: Network, mode: Mode, dir: &Path) -> Side {
+fn run_side(opts: &Options, k: usize, net: MatrixCell, mode: Mode, dir: &Path) -> Side {
     let mut side = Side::default();
     if let Some(p) = net.chain.plugins().iter().find(|p| !dir.join(p).is_file()) {
         side.error = Some(format!("no {p} in {}", dir.display()));
@@ -166,9 +161,9 @@ pub(crate) fn run(args: &Args) -> Fallible<()> {
     let load_start = load();
     let start = Instant::now();
     let mut cells = Vec::new();
-    for &family in &opts.families {
+    for &stack in &opts.stacks {
         for &chain in &opts.chains {
-            cells.push(Network { family, chain });
+            cells.push(MatrixCell { stack, chain });
         }
     }
     // Work items: each cell's sides, the DAD-waiting ones first so that,
@@ -218,7 +213,7 @@ pub(crate) fn run(args: &Args) -> Fallible<()> {
     if INTERRUPTED.load(Ordering::SeqCst) {
         return Err("interrupted (everything created was removed)".into());
     }
-    let results: Vec<(Network, Side, Side)> = cells
+    let results: Vec<(MatrixCell, Side, Side)> = cells
         .iter()
         .zip(results)
         .map(|(n, r)| {
@@ -291,7 +286,7 @@ fn pods_s(side: &Side, del: bool) -> f64 {
 /// The table, the notes and the headline.
 fn report(
     args: &Args,
-    results: &[(Network, Side, Side)],
+    results: &[(MatrixCell, Side, Side)],
     load_start: &str,
     load_end: &str,
     took: f64,
@@ -341,7 +336,7 @@ fn report(
         let _ = writeln!(
             out,
             "| {} | {} | {} / {} | {} / {} | {} | {} / {} | {} / {} | {} | {} / {} | {} | {} / {} | {} |",
-            net.family.label(),
+            net.stack.label(),
             net.chain.label(),
             ms(oa.0),
             go_cell(ms(og.0)),
@@ -375,16 +370,16 @@ fn report(
     if !notes.is_empty() {
         let _ = writeln!(out, "\n{}", notes.join("\n"));
     }
-    let add_p50 = |family: Family, go: bool| {
+    let add_p50 = |stack: IpStack, go: bool| {
         results
             .iter()
-            .find(|(n, _, _)| n.family == family && n.chain == Chain::Bridge)
+            .find(|(n, _, _)| n.stack == stack && n.chain == PluginChain::Bridge)
             .map_or(f64::NAN, |(_, o, g)| lat(if go { g } else { o }, false).0)
     };
     let (ds, v4, go_ds) = (
-        add_p50(Family::DualStack, false),
-        add_p50(Family::V4, false),
-        add_p50(Family::DualStack, true),
+        add_p50(IpStack::DualStack, false),
+        add_p50(IpStack::V4, false),
+        add_p50(IpStack::DualStack, true),
     );
     let _ = writeln!(
         out,
