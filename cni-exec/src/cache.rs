@@ -70,6 +70,33 @@ pub struct NetworkAttachment {
     pub capability_args: Map<String, Value>,
 }
 
+impl NetworkAttachment {
+    /// The runtime config to DEL this attachment with: its container,
+    /// namespace, interface and the cached `CNI_ARGS` and capability data
+    /// (libcni's GC builds the same).
+    pub fn runtime_conf(&self) -> RuntimeConf {
+        RuntimeConf {
+            container_id: self.container_id.clone(),
+            netns: self.netns.clone(),
+            ifname: self.ifname.clone(),
+            args: self.cni_args.clone(),
+            capability_args: self.capability_args.clone(),
+        }
+    }
+}
+
+/// One file of the cache's `results/` directory as [`ResultCache::scan`]
+/// found it.
+#[derive(Clone, Debug)]
+pub struct CachedFile {
+    /// The file.
+    pub path: PathBuf,
+    /// Its modification time (when the attachment was cached).
+    pub modified: Option<std::time::SystemTime>,
+    /// The attachment it records, or why it records none.
+    pub attachment: Result<NetworkAttachment, String>,
+}
+
 mod b64 {
     use base64::Engine;
     use serde::{Deserialize, Deserializer, Serializer};
@@ -303,8 +330,22 @@ impl ResultCache {
     }
 
     /// Every cached attachment, optionally of one container, in file name
-    /// order (libcni's `GetCachedAttachments`).
+    /// order (libcni's `GetCachedAttachments`); files that record none are
+    /// skipped, as there.
     pub fn attachments(&self, container_id: &str) -> Result<Vec<NetworkAttachment>, Error> {
+        Ok(self
+            .scan()?
+            .into_iter()
+            .filter_map(|f| f.attachment.ok())
+            .filter(|a| container_id.is_empty() || a.container_id == container_id)
+            .collect())
+    }
+
+    /// Every file of `results/` in name order, with the attachment it
+    /// records or why it records none (unreadable, not JSON, not a
+    /// `cniCacheV1` record, a part missing): a collector reports those
+    /// rather than guessing. Temp files of the atomic writer are left out.
+    pub fn scan(&self) -> Result<Vec<CachedFile>, Error> {
         let dir = self.dir.join("results");
         let entries = match std::fs::read_dir(&dir) {
             Ok(e) => e,
@@ -313,42 +354,49 @@ impl ResultCache {
         };
         let mut names: Vec<String> = entries
             .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
             .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| !crate::atomic::is_temp_name(n))
             .collect();
         names.sort();
-        let mut out = Vec::new();
-        for name in names {
-            if !container_id.is_empty() {
-                let part = format!("-{container_id}-");
-                match name.find(&part) {
-                    Some(pos) if pos > 0 && pos + part.len() < name.len() => {}
-                    _ => continue,
+        Ok(names
+            .into_iter()
+            .map(|name| {
+                let path = dir.join(&name);
+                let modified = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+                let attachment = std::fs::read(&path)
+                    .map_err(|e| format!("unreadable: {e}"))
+                    .and_then(|data| {
+                        serde_json::from_slice::<CachedInfo>(&data)
+                            .map_err(|e| format!("not a cache record: {e}"))
+                    })
+                    .and_then(|info| {
+                        if info.kind != CACHE_KIND {
+                            return Err(format!("kind {:?}, not {CACHE_KIND:?}", info.kind));
+                        }
+                        if info.container_id.is_empty()
+                            || info.ifname.is_empty()
+                            || info.network_name.is_empty()
+                        {
+                            return Err("no container id, interface or network name".into());
+                        }
+                        Ok(NetworkAttachment {
+                            container_id: info.container_id,
+                            network: info.network_name,
+                            ifname: info.ifname,
+                            config: info.config,
+                            netns: info.netns,
+                            cni_args: info.cni_args.unwrap_or_default(),
+                            capability_args: info.capability_args.unwrap_or_default(),
+                        })
+                    });
+                CachedFile {
+                    path,
+                    modified,
+                    attachment,
                 }
-            }
-            let Ok(data) = std::fs::read(dir.join(&name)) else {
-                continue;
-            };
-            let Ok(info) = serde_json::from_slice::<CachedInfo>(&data) else {
-                continue;
-            };
-            if info.kind != CACHE_KIND
-                || (!container_id.is_empty() && info.container_id != container_id)
-                || info.ifname.is_empty()
-                || info.network_name.is_empty()
-            {
-                continue;
-            }
-            out.push(NetworkAttachment {
-                container_id: info.container_id,
-                network: info.network_name,
-                ifname: info.ifname,
-                config: info.config,
-                netns: info.netns,
-                cni_args: info.cni_args.unwrap_or_default(),
-                capability_args: info.capability_args.unwrap_or_default(),
-            });
-        }
-        Ok(out)
+            })
+            .collect())
     }
 }
 

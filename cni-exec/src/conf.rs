@@ -103,6 +103,21 @@ pub fn conf_list_from_file(path: &Path) -> Result<NetworkConfigList, Error> {
     Ok(list)
 }
 
+/// Reads a single-plugin config file (`.conf`, `.json`) as a one-plugin
+/// list (libcni's `ConfListFromConf`).
+pub fn conf_list_from_conf_file(path: &Path) -> Result<NetworkConfigList, Error> {
+    let bytes = read(path)?;
+    conf_from_bytes(&bytes)
+        .and_then(|_| NetworkConfigList::from_single_conf(&bytes).map_err(Error::Types))
+        .map_err(|e| match e {
+            Error::Types(source) => Error::ConfigFile {
+                path: path.to_path_buf(),
+                source,
+            },
+            other => other,
+        })
+}
+
 /// Finds the single-plugin config (`.conf`, `.json`) named `name` in `dir`.
 pub fn load_conf(dir: &Path, name: &str) -> Result<(PathBuf, NetworkConfig), Error> {
     let files = conf_files(dir, &[".conf", ".json"])?;
@@ -136,11 +151,7 @@ pub fn load_network_conf(dir: &Path, name: &str) -> Result<NetworkConfigList, Er
         }
     }
     match load_conf(dir, name) {
-        Ok((file, _)) => {
-            let bytes = read(&file)?;
-            NetworkConfigList::from_single_conf(&bytes)
-                .map_err(|source| Error::ConfigFile { path: file, source })
-        }
+        Ok((file, _)) => conf_list_from_conf_file(&file),
         Err(Error::NoConfigsFound { .. }) if !lists.is_empty() => Err(Error::ConfigNotFound {
             dir: dir.to_path_buf(),
             name: name.to_string(),

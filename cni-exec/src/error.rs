@@ -20,6 +20,13 @@ pub enum Error {
         "delegate to plugin {0:?}: no executor was given (Env::with_exec / RequestBuilder::exec)"
     )]
     NoExecutor(String),
+    /// The collector ([`crate::collector`]) would have to guess which
+    /// attachments are dead: it collects nothing.
+    #[error("collect leaked attachments: refused: {reason}")]
+    CollectRefused {
+        /// What it could not tell.
+        reason: String,
+    },
     /// No plugin type was given.
     #[error("no plugin name provided")]
     NoPluginName,

@@ -47,6 +47,7 @@
 
 pub mod atomic;
 pub mod cache;
+pub mod collector;
 pub mod conf;
 mod error;
 pub mod exec;

@@ -310,8 +310,7 @@ impl CniConfig {
     /// GC: a no-op with `disableGC`. DELs every cached attachment of this
     /// network that is not in `valid` (all of them when `valid` is `None`),
     /// then, for 1.1.0 lists, runs GC on every plugin with the valid list
-    /// under both `cni.dev/valid-attachments` and the legacy
-    /// `cni.dev/attachments`. Errors are collected.
+    /// ([`CniConfig::gc_plugins`]). Errors are collected.
     pub fn gc_network_list(
         &self,
         list: &NetworkConfigList,
@@ -332,39 +331,53 @@ impl CniConfig {
             if keep.contains(&(att.container_id.as_str(), att.ifname.as_str())) {
                 continue;
             }
-            let rt = RuntimeConf {
-                container_id: att.container_id.clone(),
-                netns: att.netns.clone(),
-                ifname: att.ifname.clone(),
-                args: att.cni_args.clone(),
-                capability_args: att.capability_args.clone(),
-            };
-            if let Err(e) = self.del_network_list(list, &rt) {
+            if let Err(e) = self.del_network_list(list, &att.runtime_conf()) {
                 errs.push(e);
             }
         }
-        if list.version().is_ok_and(|v| v.supports_status_and_gc()) {
-            let env = PluginEnv::new(Command::Gc, self.path_string());
-            for plugin in &list.plugins {
-                let mut conf = plugin.clone();
-                conf.insert("name".into(), Value::String(list.name.clone()));
-                conf.insert("cniVersion".into(), Value::String(list.cni_version.clone()));
-                if let Some(valid) = valid {
-                    let v = serde_json::to_value(valid).unwrap_or(Value::Array(Vec::new()));
-                    conf.insert(VALID_ATTACHMENTS_KEY.into(), v.clone());
-                    // cni#1101: the spec-v1.1.0 tag used this name.
-                    conf.insert(LEGACY_ATTACHMENTS_KEY.into(), v);
-                }
-                let run = self
-                    .find(plugin)
-                    .and_then(|path| self.exec.exec_plugin(&path, &to_bytes(&conf), &env));
-                if let Err(e) = run {
-                    errs.push(Error::Chain {
-                        plugin: describe(plugin),
-                        op: "gc",
-                        source: Box::new(e),
-                    });
-                }
+        if let Err(e) = self.gc_plugins(list, valid) {
+            errs.push(e);
+        }
+        match errs.len() {
+            0 => Ok(()),
+            1 => Err(errs.remove(0)),
+            _ => Err(Error::Multiple(errs)),
+        }
+    }
+
+    /// The second phase of GC alone: for 1.1.0 lists (older ones cannot
+    /// receive it: nothing runs), every plugin's GC with `valid` under both
+    /// `cni.dev/valid-attachments` and the legacy `cni.dev/attachments`.
+    /// Every plugin runs; errors are collected.
+    pub fn gc_plugins(
+        &self,
+        list: &NetworkConfigList,
+        valid: Option<&[Attachment]>,
+    ) -> Result<(), Error> {
+        if !list.version().is_ok_and(|v| v.supports_status_and_gc()) {
+            return Ok(());
+        }
+        let mut errs = Vec::new();
+        let env = PluginEnv::new(Command::Gc, self.path_string());
+        for plugin in &list.plugins {
+            let mut conf = plugin.clone();
+            conf.insert("name".into(), Value::String(list.name.clone()));
+            conf.insert("cniVersion".into(), Value::String(list.cni_version.clone()));
+            if let Some(valid) = valid {
+                let v = serde_json::to_value(valid).unwrap_or(Value::Array(Vec::new()));
+                conf.insert(VALID_ATTACHMENTS_KEY.into(), v.clone());
+                // cni#1101: the spec-v1.1.0 tag used this name.
+                conf.insert(LEGACY_ATTACHMENTS_KEY.into(), v);
+            }
+            let run = self
+                .find(plugin)
+                .and_then(|path| self.exec.exec_plugin(&path, &to_bytes(&conf), &env));
+            if let Err(e) = run {
+                errs.push(Error::Chain {
+                    plugin: describe(plugin),
+                    op: "gc",
+                    source: Box::new(e),
+                });
             }
         }
         match errs.len() {

@@ -83,9 +83,12 @@
 //! element an attachment owns is in an interval (pipapo) map, whose
 //! insertion copies the whole map and whose deletion is linear in its
 //! size: the masquerade's subnets are one shared element per subnet, added
-//! by every ADD if missing, left by DEL, removed by the GC that removes the
-//! subnet's last address (the per-pod `masq_keep4`/`masq_keep6` of older
-//! versions stay looked up until their owners' DEL or GC removes them).
+//! by every ADD if missing, removed by the DEL (or GC) that removes the
+//! subnet's last address: that decision is made on a listing and commits
+//! only if nf_tables' ruleset generation has not moved since it was read
+//! (an ADD in the subnet landing meanwhile keeps the element; the decision
+//! is then made again). The per-pod `masq_keep4`/`masq_keep6` of older
+//! versions stay looked up until their owners' DEL or GC removes them.
 //! Port mappings' hairpin keys (`hp_masq*`: pod subnet . proto . port) are
 //! still per mapping in interval maps. Adding
 //! or removing data-map elements never makes the kernel re-validate the

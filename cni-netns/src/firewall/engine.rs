@@ -22,6 +22,9 @@ pub(crate) enum RefusalKind {
     NotFound,
     /// An element exists (with other data, or at all for `create`).
     Exists,
+    /// A batch bound to a ruleset generation ([`Driver::send_at`]) came
+    /// after another commit: nothing changed; decide again.
+    Stale,
     /// Anything else.
     Other,
 }
@@ -180,6 +183,20 @@ pub(crate) trait Driver: std::fmt::Debug + Send + Sync {
     ) -> Result<std::result::Result<(), Refusal>> {
         self.send(op, who, table, &batch::add(table, rules))
     }
+    /// The ruleset's generation: nf_tables counts every commit.
+    fn generation(&self, op: FirewallOp, who: &str) -> Result<u32>;
+    /// [`Driver::send`], committed only if the ruleset is still at
+    /// `generation` ([`RefusalKind::Stale`] otherwise): a change decided on
+    /// a listing read after [`Driver::generation`] commits only if nothing
+    /// changed since.
+    fn send_at(
+        &self,
+        op: FirewallOp,
+        who: &str,
+        table: &Table,
+        batch: &Batch,
+        generation: u32,
+    ) -> Result<std::result::Result<(), Refusal>>;
     /// Reads `table` (`None`: it does not exist); with `rules_only`, only
     /// the conditions chain.
     fn read(
@@ -507,10 +524,7 @@ fn gc_owners<B: Driver + ?Sized>(
     // One pass over the listing (not one per dead owner: a GC of 1000
     // attachments would read 1000 times through every element).
     let dead_hashes: HashSet<&str> = dead.iter().map(|o| o.owner_hash.as_str()).collect();
-    let (mut elements, handles) = listing.owned_by_any(&dead_hashes);
-    if kind == RuleKind::Masquerade {
-        elements.extend(masquerade::stale_subnets(&listing, network, &dead_hashes));
-    }
+    let (elements, handles) = listing.owned_by_any(&dead_hashes);
     b.send(
         op,
         &who,
@@ -518,7 +532,57 @@ fn gc_owners<B: Driver + ?Sized>(
         &batch::remove(&table, &elements, &handles),
     )?
     .map_err(|r| r.error)?;
+    if kind == RuleKind::Masquerade {
+        release_subnets(b, op, &who, network)?;
+    }
     Ok(dead)
+}
+
+/// How often a decision on a listing is made again when the ruleset
+/// changed before it committed.
+const DECIDE_ATTEMPTS: usize = 8;
+
+/// After a masquerade DEL or GC in `network`: the network's shared subnet
+/// keys (`masq_nets`) that no live address is in any more go too, so
+/// nothing of the network stays after its last attachment (Go's per-pod
+/// chains leave nothing either). The decision is made on a listing and commits
+/// only if the ruleset has not changed since it was read; otherwise it is
+/// made again: an ADD in the subnet committed meanwhile keeps the key, and
+/// of two last DELs the later one sees the earlier one's commit. Only the
+/// maps the decision needs are read.
+fn release_subnets<B: Driver + ?Sized>(
+    b: &B,
+    op: FirewallOp,
+    who: &str,
+    network: &str,
+) -> Result<()> {
+    let table = RuleKind::Masquerade.table(b.masq_mark());
+    let mut reading = table.clone();
+    reading
+        .maps
+        .retain(|m| masquerade::SUBNET_DECISION_MAPS.contains(&m.name));
+    for _ in 0..DECIDE_ATTEMPTS {
+        let generation = b.generation(op, who)?;
+        let Some(listing) = b.read(op, who, &reading, false)? else {
+            return Ok(());
+        };
+        let stale = masquerade::stale_subnets(&listing, network);
+        if stale.is_empty() {
+            return Ok(());
+        }
+        let batch = batch::remove(&table, &stale, &[]);
+        match b.send_at(op, who, &table, &batch, generation)? {
+            Ok(()) => return Ok(()),
+            Err(r) if r.kind == RefusalKind::Stale => continue,
+            // Removed by a DEL or GC meanwhile.
+            Err(r) if r.kind == RefusalKind::NotFound => return Ok(()),
+            Err(r) => return Err(r.error),
+        }
+    }
+    // The ruleset kept changing: the keys stay for the network's next DEL
+    // or a GC (a key no address is in matches no packet).
+    tracing::debug!(%who, "subnet keys kept: the ruleset kept changing");
+    Ok(())
 }
 
 /// The elements (and rules) `spec` installs; `None` when there is nothing
@@ -564,7 +628,13 @@ impl<D: Driver> Firewall for D {
             _ => {}
         }
         match elements(spec) {
-            Ok(Some(rules)) => del_rules(self, kind, id, &rules),
+            Ok(Some(rules)) => {
+                del_rules(self, kind, id, &rules)?;
+                if kind == RuleKind::Masquerade {
+                    release_subnets(self, FirewallOp::Delete(kind), &id.to_string(), &id.network)?;
+                }
+                Ok(())
+            }
             // A DEL must not fail on a spec an ADD would refuse: remove
             // whatever the attachment owns.
             Ok(None) | Err(_) => self.delete_owned(kind, id),
@@ -572,7 +642,12 @@ impl<D: Driver> Firewall for D {
     }
 
     fn delete_owned(&self, kind: RuleKind, attachment: &AttachmentId) -> Result<()> {
-        remove_owner(self, kind, attachment).map(|_| ())
+        remove_owner(self, kind, attachment)?;
+        if kind == RuleKind::Masquerade {
+            let who = attachment.to_string();
+            release_subnets(self, FirewallOp::Delete(kind), &who, &attachment.network)?;
+        }
+        Ok(())
     }
 
     fn list(&self, kind: RuleKind) -> Result<Vec<OwnedAttachment>> {
@@ -586,5 +661,247 @@ impl<D: Driver> Firewall for D {
         valid: &[AttachmentId],
     ) -> Result<Vec<OwnedAttachment>> {
         gc_owners(self, kind, network, valid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The engine's decisions against an in-memory nf_tables (no root): a
+    //! [`Driver`] whose table is a map of elements and whose generation
+    //! counts commits, with a hook that commits something of its own right
+    //! after a read (another process's batch landing between a decision's
+    //! read and its commit).
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::firewall::model::NftCommand;
+    use crate::firewall::MasqueradeSpec;
+
+    type Hook = Box<dyn FnOnce(&MemoryNft) + Send>;
+
+    /// (map, key id) -> (key, data id, comment, expiring).
+    type Elements = BTreeMap<(String, String), (Vec<Value>, String, Option<String>, bool)>;
+
+    #[derive(Default)]
+    struct State {
+        exists: bool,
+        elements: Elements,
+        generation: u32,
+    }
+
+    #[derive(Default)]
+    struct MemoryNft {
+        state: Mutex<State>,
+        after_read: Mutex<Option<Hook>>,
+    }
+
+    impl std::fmt::Debug for MemoryNft {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("MemoryNft")
+        }
+    }
+
+    fn id_of(v: &[Value]) -> String {
+        format!("{v:?}")
+    }
+
+    fn refusal(kind: RefusalKind) -> Refusal {
+        Refusal {
+            kind,
+            message: format!("{kind:?}"),
+            error: Error::InvalidArgument {
+                op: "memory nft".into(),
+                reason: format!("{kind:?}"),
+            },
+        }
+    }
+
+    impl MemoryNft {
+        #[allow(clippy::result_large_err)] // as `Driver::send`
+        fn apply(&self, batch: &Batch) -> std::result::Result<(), Refusal> {
+            let mut st = self.state.lock().unwrap();
+            let mut next = BTreeMap::clone(&st.elements);
+            let mut exists = st.exists;
+            for c in &batch.commands {
+                match c {
+                    NftCommand::AddTable => exists = true,
+                    NftCommand::AddElement { element, exclusive } => {
+                        if !exists {
+                            return Err(refusal(RefusalKind::NotFound));
+                        }
+                        let k = (element.map.clone(), id_of(&element.key));
+                        let data = id_of(&element.data);
+                        match next.get(&k) {
+                            Some((_, d, _, false)) if *exclusive || *d != data => {
+                                return Err(refusal(RefusalKind::Exists))
+                            }
+                            Some((_, _, _, false)) => {}
+                            _ => {
+                                next.insert(
+                                    k,
+                                    (element.key.clone(), data, element.comment.clone(), false),
+                                );
+                            }
+                        }
+                    }
+                    NftCommand::ExpireElements(es) => {
+                        for e in es {
+                            let k = (e.map.clone(), id_of(&e.key));
+                            next.insert(
+                                k,
+                                (e.key.clone(), id_of(&e.data), e.comment.clone(), true),
+                            );
+                        }
+                    }
+                    NftCommand::DeleteElements { map, keys } => {
+                        for key in keys {
+                            if next.remove(&(map.clone(), id_of(key))).is_none() {
+                                return Err(refusal(RefusalKind::NotFound));
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            st.elements = next;
+            st.exists = exists;
+            st.generation += 1;
+            Ok(())
+        }
+
+        fn keys(&self, map: &str) -> Vec<String> {
+            let st = self.state.lock().unwrap();
+            st.elements
+                .iter()
+                .filter(|((m, _), (.., expiring))| m == map && !expiring)
+                .map(|((_, k), _)| k.clone())
+                .collect()
+        }
+    }
+
+    impl Driver for MemoryNft {
+        fn masq_mark(&self) -> u32 {
+            super::super::DEFAULT_MASQ_MARK
+        }
+        fn send(
+            &self,
+            _: FirewallOp,
+            _: &str,
+            _: &Table,
+            batch: &Batch,
+        ) -> Result<std::result::Result<(), Refusal>> {
+            Ok(self.apply(batch))
+        }
+        fn generation(&self, _: FirewallOp, _: &str) -> Result<u32> {
+            Ok(self.state.lock().unwrap().generation)
+        }
+        fn send_at(
+            &self,
+            op: FirewallOp,
+            who: &str,
+            table: &Table,
+            batch: &Batch,
+            generation: u32,
+        ) -> Result<std::result::Result<(), Refusal>> {
+            if self.state.lock().unwrap().generation != generation {
+                return Ok(Err(refusal(RefusalKind::Stale)));
+            }
+            self.send(op, who, table, batch)
+        }
+        fn read(&self, _: FirewallOp, _: &str, table: &Table, _: bool) -> Result<Option<Listing>> {
+            let listing = {
+                let st = self.state.lock().unwrap();
+                if !st.exists {
+                    return Ok(None);
+                }
+                Listing {
+                    elements: st
+                        .elements
+                        .iter()
+                        .filter(|((m, _), _)| table.map(m).is_some())
+                        .map(
+                            |((map, key_id), (key, data_id, comment, expiring))| ListedElement {
+                                map: map.clone(),
+                                key: key.clone(),
+                                key_id: key_id.clone(),
+                                data_id: data_id.clone(),
+                                comment: comment.clone(),
+                                expiring: *expiring,
+                            },
+                        )
+                        .collect(),
+                    rules: Vec::new(),
+                }
+            };
+            if let Some(hook) = self.after_read.lock().unwrap().take() {
+                hook(self);
+            }
+            Ok(Some(listing))
+        }
+        fn expire_on_delete(&self) -> bool {
+            true
+        }
+        fn key_id(&self, _: &Map, key: &[Value]) -> Option<String> {
+            Some(id_of(key))
+        }
+        fn data_id(&self, _: &Map, data: &[Value]) -> Option<String> {
+            Some(id_of(data))
+        }
+    }
+
+    fn masq(cid: &str, addr: &str) -> RuleSpec {
+        RuleSpec::Masquerade(MasqueradeSpec {
+            attachment: AttachmentId::new("net", cid, "eth0"),
+            addresses: vec![addr.parse().unwrap()],
+        })
+    }
+
+    #[test]
+    fn the_last_del_of_a_subnet_takes_its_key() {
+        let fw = MemoryNft::default();
+        fw.add(&masq("a", "10.1.0.5/24")).unwrap();
+        fw.add(&masq("b", "10.1.0.6/24")).unwrap();
+        fw.delete(&masq("a", "10.1.0.5/24")).unwrap();
+        assert_eq!(fw.keys(masquerade::MASQ_NETS4).len(), 1);
+        fw.delete(&masq("b", "10.1.0.6/24")).unwrap();
+        assert!(fw.keys(masquerade::MASQ_NETS4).is_empty());
+        assert!(fw.keys(masquerade::MASQ_SRC4).is_empty());
+    }
+
+    #[test]
+    fn an_add_landing_between_the_last_dels_read_and_commit_keeps_the_key() {
+        let fw = MemoryNft::default();
+        fw.add(&masq("a", "10.1.0.5/24")).unwrap();
+        // The DEL's own batch reads nothing; its subnet decision reads once:
+        // right after that read, another pod of the subnet is ADDed.
+        let hook: Hook = Box::new(|fw: &MemoryNft| fw.add(&masq("b", "10.1.0.6/24")).unwrap());
+        *fw.after_read.lock().unwrap() = Some(hook);
+        fw.delete(&masq("a", "10.1.0.5/24")).unwrap();
+        assert_eq!(
+            fw.keys(masquerade::MASQ_NETS4).len(),
+            1,
+            "the new pod's subnet key was taken by the DEL"
+        );
+        assert_eq!(fw.keys(masquerade::MASQ_SRC4).len(), 1);
+    }
+
+    #[test]
+    fn gc_takes_the_subnets_of_the_dead_and_keeps_the_live_ones() {
+        let fw = MemoryNft::default();
+        fw.add(&masq("a", "10.1.0.5/24")).unwrap();
+        fw.add(&masq("b", "10.2.0.5/24")).unwrap();
+        let dead = fw
+            .gc(
+                RuleKind::Masquerade,
+                "net",
+                &[AttachmentId::new("net", "b", "eth0")],
+            )
+            .unwrap();
+        assert_eq!(dead.len(), 1);
+        assert_eq!(dead[0].attachment.container_id, "a");
+        let nets = fw.keys(masquerade::MASQ_NETS4);
+        assert_eq!(nets.len(), 1);
+        assert!(nets[0].contains("10.2.0.0,"), "{nets:?}");
     }
 }

@@ -13,11 +13,9 @@
 //! exemption after an upgrade; their elements carry their owner's tag and
 //! go with their DEL or GC, and nothing adds to them any more.
 
-use std::collections::HashSet;
-
 use ipnetwork::IpNetwork;
 
-use super::attachment::{anchored, element, owner_data, owner_of_comment, push_unique, OWNERS};
+use super::attachment::{anchored, element, owner_data, push_unique, OWNERS};
 use super::engine::Listing;
 use super::model::{
     const_net, ipx, map, match_eq, prefix_part, AttachmentRules, BaseChain, Chain, ChainType,
@@ -55,6 +53,9 @@ pub(crate) const MASQ_KEEP6: &str = "masq_keep6";
 pub(crate) const MASQ_NETS4: &str = "masq_nets4";
 /// The same for IPv6.
 pub(crate) const MASQ_NETS6: &str = "masq_nets6";
+/// The maps whether a subnet key is still used is decided on: the
+/// addresses and the subnet keys.
+pub(crate) const SUBNET_DECISION_MAPS: [&str; 4] = [MASQ_SRC4, MASQ_SRC6, MASQ_NETS4, MASQ_NETS6];
 /// What a shared subnet element's comment says after the subnet.
 const SUBNET_COMMENT: &str = ", subnet of net: ";
 
@@ -190,24 +191,14 @@ fn subnet_element(network: &str, address: IpNetwork) -> Element {
     }
 }
 
-/// For a GC of `network` removing the owners `dead`: the shared subnet
-/// elements of `network` that no remaining attachment's address is in
-/// (by map and key), so a network's subnets go with its last attachment.
-pub(crate) fn stale_subnets(
-    listing: &Listing,
-    network: &str,
-    dead: &HashSet<&str>,
-) -> Vec<(String, Vec<Value>)> {
+/// The shared subnet elements of `network` that no attachment's address
+/// (expiring ones are being deleted) is in, by map and key: a network's
+/// subnets go with its last attachment.
+pub(crate) fn stale_subnets(listing: &Listing, network: &str) -> Vec<(String, Vec<Value>)> {
     let alive: Vec<std::net::IpAddr> = listing
         .elements
         .iter()
         .filter(|e| !e.expiring && (e.map == MASQ_SRC4 || e.map == MASQ_SRC6))
-        .filter(|e| {
-            e.comment
-                .as_deref()
-                .and_then(owner_of_comment)
-                .is_none_or(|h| !dead.contains(h))
-        })
         .filter_map(|e| match e.key.first() {
             Some(Value::Addr(a)) => Some(*a),
             // As the `nft` backend reads keys back.
@@ -248,6 +239,7 @@ fn push_unique_key(keys: &mut Vec<(String, Vec<Value>)>, k: (String, Vec<Value>)
 
 #[cfg(test)]
 mod tests {
+    use super::super::attachment::owner_of_comment;
     use super::*;
 
     #[test]
@@ -294,7 +286,7 @@ mod tests {
             comment: Some(comment),
             expiring: false,
         };
-        let (alive, dead) = (
+        let (alive, going) = (
             AttachmentId::new("net", "a", "eth0"),
             AttachmentId::new("net", "b", "eth0"),
         );
@@ -302,7 +294,7 @@ mod tests {
         // Keys as the native backend (addresses) and `nft` (text) read them.
         for (id, key) in [
             (&alive, Value::str("10.1.0.5")),
-            (&dead, Value::Addr("10.2.0.5".parse().unwrap())),
+            (&going, Value::Addr("10.2.0.5".parse().unwrap())),
         ] {
             listing
                 .elements
@@ -318,13 +310,14 @@ mod tests {
                 .elements
                 .push(listed(&e.map, e.key, e.comment.unwrap()));
         }
-        let dead_hash = dead.owner_hash();
-        let dead_set: HashSet<&str> = [dead_hash.as_str()].into();
+        // Both subnets have an address: none is stale.
+        assert!(stale_subnets(&listing, "net").is_empty());
+        // An expiring address (a DEL's) no longer counts.
+        listing.elements[1].expiring = true;
         let p = Value::Prefix("10.2.0.0/16".parse().unwrap());
         assert_eq!(
-            stale_subnets(&listing, "net", &dead_set),
+            stale_subnets(&listing, "net"),
             vec![(MASQ_NETS4.to_owned(), vec![p.clone(), p])]
         );
-        assert!(stale_subnets(&listing, "net", &HashSet::new()).is_empty());
     }
 }

@@ -87,6 +87,15 @@ impl NftFirewall {
         self.netns.as_deref()
     }
 
+    /// The native backend on the same namespace, for what `nft` cannot do.
+    fn native(&self) -> super::NativeFirewall {
+        match &self.netns {
+            Some(path) => super::NativeFirewall::in_netns(path.clone()),
+            None => super::NativeFirewall::new(),
+        }
+        .with_masq_mark(self.masq_mark)
+    }
+
     /// Runs `nft` with `args` and optional stdin; `Ok(Err(stderr))` when nft
     /// itself failed.
     fn run(
@@ -211,6 +220,25 @@ impl Driver for NftFirewall {
             return Ok(Err(Self::refusal(op, who, m)));
         }
         self.send(op, who, table, &batch::attach(table, rules, true))
+    }
+
+    // The `nft` program cannot commit on a condition: these go over
+    // netlink (a generation read and element deletes, which every
+    // nf_tables kernel takes natively).
+    fn generation(&self, op: FirewallOp, who: &str) -> Result<u32> {
+        self.native().generation(op, who)
+    }
+
+    fn send_at(
+        &self,
+        op: FirewallOp,
+        who: &str,
+        table: &Table,
+        batch: &Batch,
+        generation: u32,
+    ) -> Result<std::result::Result<(), Refusal>> {
+        self.native()
+            .commit(op, who, table, batch, Some(generation))
     }
 
     fn read(

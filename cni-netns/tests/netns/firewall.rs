@@ -130,13 +130,74 @@ fn masquerade_lifecycle() {
     let rs = ns.ruleset();
     assert!(map_elements(&rs, "cni_rs_masq", "masq_src4").is_empty());
     assert!(elements_tagged(&rs, "cni_rs_masq", &a.attachment.tag()).is_empty());
-    // A DEL leaves the network's subnet key (a GC removes it).
-    assert_eq!(map_elements(&rs, "cni_rs_masq", "masq_nets4").len(), 1);
+    // The last DEL of a subnet takes its key (no GC needed); the other
+    // family's subnet still has its pod.
+    assert!(map_elements(&rs, "cni_rs_masq", "masq_nets4").is_empty());
+    assert_eq!(map_elements(&rs, "cni_rs_masq", "masq_nets6").len(), 1);
     assert!(matches!(
         fw.check(&RuleSpec::Masquerade(a.clone())),
         Err(Error::FirewallCheck { .. })
     ));
     fw.check(&RuleSpec::Masquerade(b.clone())).unwrap();
+    // A DEL that no longer knows the addresses (the pod is gone) too.
+    fw.delete_owned(RuleKind::Masquerade, &b.attachment)
+        .unwrap();
+    let rs = ns.ruleset();
+    for map in [
+        "masq_src4",
+        "masq_src6",
+        "masq_nets4",
+        "masq_nets6",
+        "owners",
+    ] {
+        assert!(map_elements(&rs, "cni_rs_masq", map).is_empty(), "{map}");
+    }
+}
+
+/// Pods come and go in one subnet from several threads, so one's DEL (the
+/// subnet's last, as it reads) races another's ADD: while a pod is
+/// attached, its subnet key must be there (a DEL that removed it after the
+/// ADD committed would masquerade traffic between pods of the subnet).
+#[test]
+fn last_del_of_a_subnet_never_takes_a_new_pods_key() {
+    if skip_unless_root() {
+        return;
+    }
+    let ns = TestNs::new("fwrace");
+    let subnet = json!({"prefix": {"addr": "10.7.0.0", "len": 24}});
+    let key = json!({"concat": [subnet, subnet]});
+    let missing = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for t in 0..4u8 {
+            let (ns, key, missing) = (&ns, &key, &missing);
+            s.spawn(move || {
+                let fw = firewall_for(&ns.path());
+                for i in 0..40u8 {
+                    let spec = RuleSpec::Masquerade(masq(
+                        "net1",
+                        &format!("t{t}-{i}"),
+                        &format!("10.7.0.{}/24", 10 + t),
+                    ));
+                    fw.add(&spec).unwrap();
+                    let rs = ns.ruleset();
+                    if !map_elements(&rs, "cni_rs_masq", "masq_nets4")
+                        .iter()
+                        .any(|(k, _)| k == key)
+                    {
+                        missing.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    fw.delete(&spec).unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(
+        missing.into_inner(),
+        0,
+        "subnet key missing under a live pod"
+    );
+    // And the last DEL took it.
+    assert!(map_elements(&ns.ruleset(), "cni_rs_masq", "masq_nets4").is_empty());
 }
 
 #[test]

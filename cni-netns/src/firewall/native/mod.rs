@@ -159,13 +159,15 @@ impl NativeFirewall {
         }
     }
 
-    /// Sends `batch` as one atomic nf_tables batch.
+    /// Sends `batch` as one atomic nf_tables batch; with `generation`, only
+    /// if the ruleset is still at it.
     fn apply(
         &self,
         op: FirewallOp,
         who: &str,
         table: &Table,
         batch: &Batch,
+        generation: Option<u32>,
     ) -> Result<std::result::Result<(), Failure>> {
         if batch.commands.is_empty() {
             return Ok(Ok(()));
@@ -175,7 +177,7 @@ impl NativeFirewall {
             attachment: who.to_owned(),
             what: u.0,
         })?;
-        self.send(op, who, family_byte(batch.family), &msgs)
+        self.send(op, who, family_byte(batch.family), &msgs, generation)
     }
 
     fn send(
@@ -184,16 +186,19 @@ impl NativeFirewall {
         who: &str,
         family: u8,
         msgs: &[Msg],
+        generation: Option<u32>,
     ) -> Result<std::result::Result<(), Failure>> {
         self.with_socket(op, who, |s| {
             let mut attempt = 0;
             loop {
                 attempt += 1;
-                match s.batch(family, msgs) {
+                match s.batch(family, msgs, generation) {
                     Ok(()) => return Ok(()),
                     Err(BatchError::Refused { index, errno }) => {
-                        let transient =
-                            matches!(errno, libc::EAGAIN | libc::EINTR | libc::ERESTART);
+                        // A batch bound to a generation that passed is the
+                        // caller's to decide again, not to send again.
+                        let transient = matches!(errno, libc::EAGAIN | libc::EINTR)
+                            || (errno == libc::ERESTART && generation.is_none());
                         if transient && attempt < RETRIES {
                             continue;
                         }
@@ -206,6 +211,41 @@ impl NativeFirewall {
                 }
             }
         })
+    }
+
+    /// [`Driver::send`], bound to `generation` if given: the kernel's
+    /// refusal as a [`Refusal`].
+    pub(crate) fn commit(
+        &self,
+        op: FirewallOp,
+        who: &str,
+        table: &Table,
+        batch: &Batch,
+        generation: Option<u32>,
+    ) -> Result<std::result::Result<(), Refusal>> {
+        Ok(self.apply(op, who, table, batch, generation)?.map_err(|f| {
+            let kind = match f.errno() {
+                Some(libc::ENOENT) => RefusalKind::NotFound,
+                Some(libc::EEXIST) => RefusalKind::Exists,
+                // An exclusive add of a key an expiring element (a DEL's, a
+                // few milliseconds ago) still holds: the ADD waits for it
+                // as for an existing one (`add_rules`).
+                Some(libc::EBUSY) => RefusalKind::Exists,
+                Some(libc::ERESTART) if generation.is_some() => RefusalKind::Stale,
+                _ => RefusalKind::Other,
+            };
+            let message = match &f {
+                Failure::Kernel { errno, object } => {
+                    format!("{object}: {}", io::Error::from_raw_os_error(*errno))
+                }
+                Failure::Io(e) => e.to_string(),
+            };
+            Refusal {
+                kind,
+                message,
+                error: Self::fail(op, who, f),
+            }
+        }))
     }
 
     fn fail(op: FirewallOp, who: &str, f: Failure) -> Error {
@@ -261,24 +301,23 @@ impl Driver for NativeFirewall {
         table: &Table,
         batch: &Batch,
     ) -> Result<std::result::Result<(), Refusal>> {
-        Ok(self.apply(op, who, table, batch)?.map_err(|f| {
-            let kind = match f.errno() {
-                Some(libc::ENOENT) => RefusalKind::NotFound,
-                Some(libc::EEXIST) => RefusalKind::Exists,
-                _ => RefusalKind::Other,
-            };
-            let message = match &f {
-                Failure::Kernel { errno, object } => {
-                    format!("{object}: {}", io::Error::from_raw_os_error(*errno))
-                }
-                Failure::Io(e) => e.to_string(),
-            };
-            Refusal {
-                kind,
-                message,
-                error: Self::fail(op, who, f),
-            }
-        }))
+        self.commit(op, who, table, batch, None)
+    }
+
+    fn generation(&self, op: FirewallOp, who: &str) -> Result<u32> {
+        self.with_socket(op, who, |s| s.generation().map_err(Failure::Io))?
+            .map_err(|f| Self::fail(op, who, f))
+    }
+
+    fn send_at(
+        &self,
+        op: FirewallOp,
+        who: &str,
+        table: &Table,
+        batch: &Batch,
+        generation: u32,
+    ) -> Result<std::result::Result<(), Refusal>> {
+        self.commit(op, who, table, batch, Some(generation))
     }
 
     fn read(

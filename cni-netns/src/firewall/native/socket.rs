@@ -91,25 +91,40 @@ impl NfSocket {
     }
 
     /// Sends `msgs` as one atomic batch and waits for the kernel's verdict.
+    /// With `generation`, the kernel commits it only if the ruleset is
+    /// still at that generation ([`NfSocket::generation`]) and refuses the
+    /// whole batch with `ERESTART` otherwise.
     ///
     /// Only the last message asks for an acknowledgement: the kernel reports
     /// every refused message anyway, keeps processing the batch after one,
     /// and delivers all replies in order once the batch is done, so the
     /// reply to the last message closes the answer. That saves one `recv`
     /// per message (a GC of 1000 attachments sends some 4000).
-    pub(crate) fn batch(&mut self, family: u8, msgs: &[Msg]) -> Result<(), BatchError> {
+    pub(crate) fn batch(
+        &mut self,
+        family: u8,
+        msgs: &[Msg],
+        generation: Option<u32>,
+    ) -> Result<(), BatchError> {
         if msgs.is_empty() {
             return Ok(());
         }
         let mut buf = Vec::new();
         let begin = self.next_seq();
+        let mut begin_attrs = Vec::new();
+        if let Some(g) = generation {
+            // struct nlattr: length, type, then the value (4 bytes, no pad).
+            begin_attrs.extend(8u16.to_ne_bytes());
+            begin_attrs.extend(NFNL_BATCH_GENID.to_ne_bytes());
+            begin_attrs.extend(g.to_be_bytes());
+        }
         buf.extend(message(
             NFNL_MSG_BATCH_BEGIN,
             NLM_F_REQUEST,
             begin,
             0,
             NFNL_SUBSYS_NFTABLES,
-            &[],
+            &begin_attrs,
         ));
         let first = begin.wrapping_add(1);
         for (i, m) in msgs.iter().enumerate() {
@@ -176,6 +191,20 @@ impl NfSocket {
                 }
             }
         }
+    }
+
+    /// The ruleset's generation: nf_tables counts its commits (every
+    /// table's, every namespace's own count), so a listing read after it
+    /// and a batch sent with it ([`NfSocket::batch`]) commit a decision
+    /// only if nothing changed in between.
+    pub(crate) fn generation(&mut self) -> io::Result<u32> {
+        let bodies = self.get(NFT_MSG_GETGEN, 0, &[], false)?.unwrap_or_default();
+        bodies
+            .iter()
+            .find_map(|b| attr(b, NFTA_GEN_ID))
+            .and_then(|v| <[u8; 4]>::try_from(v).ok())
+            .map(u32::from_be_bytes)
+            .ok_or_else(|| io::Error::other("no NFTA_GEN_ID in the NFT_MSG_NEWGEN answer"))
     }
 
     /// A `GET` request: with `dump` all matching objects, else the one named.

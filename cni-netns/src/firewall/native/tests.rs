@@ -732,3 +732,66 @@ fn batch_framing() {
     assert_eq!(parsed.len(), 2);
     assert_eq!(parsed[1].2, 7);
 }
+
+/// The kernel's side of a decision made on a listing: a batch bound to the
+/// generation read before the listing commits only while no other batch
+/// came in between (`Driver::send_at`, used to remove a network's subnet
+/// keys after its last DEL).
+#[test]
+fn a_batch_bound_to_a_past_generation_is_refused_as_stale() {
+    use crate::firewall::engine::{Driver, RefusalKind};
+    use crate::firewall::{AttachmentId, Firewall, FirewallOp, MasqueradeSpec, RuleSpec};
+    if !cni_testkit::premise::require_root() {
+        return;
+    }
+    let ns = crate::OwnedNetns::new("cnigen").unwrap();
+    let fw = super::NativeFirewall::in_netns(ns.netns().path());
+    let op = FirewallOp::Delete(crate::firewall::RuleKind::Masquerade);
+    let spec = |cid: &str, a: &str| {
+        RuleSpec::Masquerade(MasqueradeSpec {
+            attachment: AttachmentId::new("net", cid, "eth0"),
+            addresses: vec![a.parse().unwrap()],
+        })
+    };
+    fw.add(&spec("a", "10.3.0.5/24")).unwrap();
+    let table = masquerade::table();
+    let subnet = prefix("10.3.0.0/24");
+    let remove = crate::firewall::batch::remove(
+        &table,
+        &[(
+            masquerade::MASQ_NETS4.to_owned(),
+            vec![subnet.clone(), subnet],
+        )],
+        &[],
+    );
+    let before = fw.generation(op, "test").unwrap();
+    fw.add(&spec("b", "10.3.0.6/24")).unwrap();
+    let after = fw.generation(op, "test").unwrap();
+    assert_ne!(before, after, "a commit moves the generation");
+    let refused = fw.send_at(op, "test", &table, &remove, before).unwrap();
+    assert!(
+        matches!(&refused, Err(r) if r.kind == RefusalKind::Stale),
+        "{refused:?}"
+    );
+    let listed = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            ns.name(),
+            "nft",
+            "-j",
+            "list",
+            "map",
+            "inet",
+        ])
+        .args(["cni_rs_masq", masquerade::MASQ_NETS4])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains("10.3.0.0"),
+        "the stale batch changed nothing"
+    );
+    fw.send_at(op, "test", &table, &remove, after)
+        .unwrap()
+        .unwrap();
+}
