@@ -26,6 +26,8 @@
 //! shared kind: it fails the census at step 2 as it would at step 3.
 //!
 //! Each pod namespace is censused too, before its ADD and after its DEL.
+//! `census_sees_a_pod_left_behind` proves the oracles on a pod left without
+//! its DEL.
 //!
 //! "Bad input" cells: a dual-stack ADD whose pod interface has no IPv6
 //! (MTU below 1280, where the kernel turns IPv6 off on the link) must fail
@@ -69,9 +71,40 @@ enum Side {
 }
 
 /// What one shared object is, for the kinds' matchers: the cell's names.
-struct Names<'a> {
-    bridge: &'a str,
-    network: &'a str,
+struct Names {
+    /// The run's tag: in the network's, the bridge's and the containers'
+    /// names.
+    tag: String,
+    bridge: String,
+    network: String,
+    /// The network's subnets' addresses (`10.130.0.0`, `fd12:3456:2::`).
+    subnets: Vec<String>,
+}
+
+impl Names {
+    fn of(cell: MatrixCell, tag: &str) -> Names {
+        Names {
+            tag: tag.to_string(),
+            bridge: MatrixCell::bridge_name(tag),
+            network: format!("bench-{tag}"),
+            subnets: cell
+                .subnets(tag)
+                .iter()
+                .filter_map(|s| s.split('/').next())
+                .map(str::to_string)
+                .collect(),
+        }
+    }
+
+    /// Whether `key` names this network, one of its pods or its subnets:
+    /// then it is no object shared by every network.
+    fn mentioned_in(&self, key: &str) -> bool {
+        key.contains(&self.tag)
+            || self
+                .subnets
+                .iter()
+                .any(|s| key.contains(&format!("\"{s}\"")))
+    }
 }
 
 /// A kind of one-time shared object a network may keep after its last
@@ -82,7 +115,7 @@ struct Shared {
     reason: &'static str,
     /// Go's plugins keep it too (checked in Go's census of the cell).
     go_too: bool,
-    matches: fn(&Change, &Names<'_>) -> bool,
+    matches: fn(&Change, &Names) -> bool,
 }
 
 fn added(c: &Change) -> Option<&str> {
@@ -145,19 +178,21 @@ const SHARED: &[Shared] = &[
         kind: "the firewall's tables and chains",
         reason: "ours: the nftables tables, base chains, their fixed rules and the (then \
                  empty) maps the first ADD makes, shared by every attachment; Go's: the \
-                 iptables chains and jump rules its portmap and bridge make. No element \
-                 (per attachment or per network) is in this kind",
+                 iptables chains and jump rules its portmap and bridge make. No element, \
+                 and nothing that names the network, its pods or its subnets, is in this \
+                 kind",
         go_too: true,
-        matches: |c, _| {
-            added(c).is_some_and(|k| {
-                k.starts_with("nft table ")
-                    || k.starts_with("nft chain ")
-                    || k.starts_with("nft set ")
-                    || k.starts_with("nft map ")
-                    || k.starts_with("nft rule ")
-                    || k.starts_with("iptables ")
-                    || k.starts_with("ip6tables ")
-            })
+        matches: |c, n| {
+            added(c).is_some_and(|k| !n.mentioned_in(k))
+                && added(c).is_some_and(|k| {
+                    k.starts_with("nft table ")
+                        || k.starts_with("nft chain ")
+                        || k.starts_with("nft set ")
+                        || k.starts_with("nft map ")
+                        || k.starts_with("nft rule ")
+                        || k.starts_with("iptables ")
+                        || k.starts_with("ip6tables ")
+                })
         },
     },
     Shared {
@@ -193,7 +228,7 @@ const SHARED: &[Shared] = &[
 ];
 
 /// The kind of a one-time change, if it is one.
-fn shared_kind(c: &Change, names: &Names<'_>) -> Option<&'static Shared> {
+fn shared_kind(c: &Change, names: &Names) -> Option<&'static Shared> {
     SHARED.iter().find(|s| (s.matches)(c, names))
 }
 
@@ -202,8 +237,12 @@ fn shared_kind(c: &Change, names: &Names<'_>) -> Option<&'static Shared> {
 struct Outcome {
     /// Pristine to after the warm-up (or the first failed ADD).
     one_time: Vec<Change>,
-    /// After the warm-up to after the last DEL.
+    /// After the warm-up to after the last DEL (bad-input cells: after the
+    /// first failed ADD to after the last).
     left: Vec<Change>,
+    /// Bad-input cells: after the last failed ADD to after the runtime's
+    /// DELs.
+    left_by_del: Vec<Change>,
     /// Each pod namespace, before its ADD to after its DEL.
     pods_left: Vec<Change>,
     /// The failed ADDs' error messages (bad-input cells).
@@ -367,7 +406,7 @@ fn census_bad(cell: MatrixCell, side: Side, tag: &str, edit: &dyn Fn(&mut Value)
     out.del_error = n.run_all(false, 0, &pods).into_iter().find_map(Result::err);
     out.one_time = pristine.diff(&after_first);
     out.left = after_first.diff(&after_adds);
-    out.left.extend(after_adds.diff(&n.census()));
+    out.left_by_del = after_adds.diff(&n.census());
     for (p, before) in pods.iter().zip(&pod_before) {
         out.pods_left.extend(before.diff(&Census::read(p, None)));
     }
@@ -391,7 +430,7 @@ fn lines(v: &[Change]) -> String {
 /// ours keeps must be one Go keeps in the same cell (the good cells; a
 /// failed ADD stops Go and ours at different steps, so the bad cells only
 /// check that what stays is a documented shared kind).
-fn judge(cell: &str, names: &Names<'_>, ours: &Outcome, go: &Outcome, against_go: bool) {
+fn judge(cell: &str, names: &Names, ours: &Outcome, go: &Outcome, against_go: bool) {
     let mut report = format!("census {cell}:");
     let mut faults = Vec::new();
     if let Some(e) = &ours.failed {
@@ -402,8 +441,14 @@ fn judge(cell: &str, names: &Names<'_>, ours: &Outcome, go: &Outcome, against_go
     }
     if !ours.left.is_empty() {
         faults.push(format!(
-            "ours left after the last DEL:{}",
+            "ours left after the last DEL (or failed ADD):{}",
             lines(&ours.left)
+        ));
+    }
+    if !ours.left_by_del.is_empty() {
+        faults.push(format!(
+            "our DELs after the failed ADDs changed:{}",
+            lines(&ours.left_by_del)
         ));
     }
     if !ours.pods_left.is_empty() {
@@ -458,7 +503,8 @@ fn judge(cell: &str, names: &Names<'_>, ours: &Outcome, go: &Outcome, against_go
                 .collect();
             for (what, v) in [
                 ("Go keeps beyond the shared kinds", &go_unknown),
-                ("Go leaves after the last DEL", &go.left),
+                ("Go leaves after the last DEL (or failed ADD)", &go.left),
+                ("Go's DELs after its failed ADDs change", &go.left_by_del),
                 ("Go leaves in the pod namespaces", &go.pods_left),
             ] {
                 if !v.is_empty() {
@@ -494,11 +540,7 @@ fn census(stack: IpStack, chain: PluginChain) {
     let cell = MatrixCell { stack, chain };
     let tag = &suffix()[..6];
     let (ours, go) = both(|side| census_cell(cell, side, tag));
-    let (bridge, network) = (MatrixCell::bridge_name(tag), format!("bench-{tag}"));
-    let names = Names {
-        bridge: &bridge,
-        network: &network,
-    };
+    let names = Names::of(cell, tag);
     judge(&cell.name(), &names, &ours, &go, true);
 }
 
@@ -521,11 +563,7 @@ fn census_no_ipv6(chain: PluginChain) {
         v["plugins"][0]["mtu"] = 1200.into();
     };
     let (ours, go) = both(|side| census_bad(cell, side, tag, &mtu));
-    let (bridge, network) = (MatrixCell::bridge_name(tag), format!("bench-{tag}"));
-    let names = Names {
-        bridge: &bridge,
-        network: &network,
-    };
+    let names = Names::of(cell, tag);
     let name = format!("{} with MTU 1200", cell.name());
     for e in &ours.errors {
         assert!(
@@ -575,4 +613,55 @@ fn dual_stack_ptp_without_ipv6_on_the_pod_interface() {
 #[test]
 fn dual_stack_macvlan_without_ipv6_on_the_pod_interface() {
     census_no_ipv6(PluginChain::Macvlan);
+}
+
+/// The census catches a pod left without its DEL: its host veth, the
+/// bandwidth IFB, its nftables elements, its reservations, the runtime's
+/// cache entry and tuning's backup all show.
+#[test]
+fn census_sees_a_pod_left_behind() {
+    if !cni_testkit::premise::require(
+        crate::nodenet::is_root() && tools_present(),
+        "needs root, nft, iptables-save, ip",
+    ) {
+        return;
+    }
+    let cell = MatrixCell {
+        stack: IpStack::DualStack,
+        chain: PluginChain::BridgeTuned,
+    };
+    let tag = &suffix()[..6];
+    let n = Node::new(cell, Side::Ours, tag, &|_| {});
+    let pod = pods(1);
+    let before = n.census();
+    assert!(n.run_all(true, 0, &pod).iter().all(Result::is_ok));
+    let left: Vec<String> = before
+        .diff(&n.census())
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let network = format!("bench-{tag}");
+    for (what, prefix) in [
+        ("host veth", "+ link veth".to_string()),
+        ("IFB", "+ link bwp".to_string()),
+        (
+            "masquerade element",
+            "+ nft elem inet cni_rs_masq".to_string(),
+        ),
+        (
+            "port mapping element",
+            "+ nft elem inet cni_rs_hostport".to_string(),
+        ),
+        ("IPv4 reservation", format!("+ file ipam/{network}/10.")),
+        ("IPv6 reservation", format!("+ file ipam/{network}/fd")),
+        ("cache entry", "+ file cache/results/".to_string()),
+        ("tuning backup", "+ file tuning/".to_string()),
+    ] {
+        assert!(
+            left.iter().any(|l| l.starts_with(&prefix)),
+            "the census misses the pod's {what} ({prefix}):\n{}",
+            left.join("\n")
+        );
+    }
+    assert!(n.run_all(false, 0, &pod).iter().all(Result::is_ok));
 }
