@@ -4,8 +4,9 @@
 # next to the kernel's veth deletion, process start next to /bin/true and to
 # empty Rust programs (dynamic and static: the loader's floor), ADD p50 at 50
 # and 1000 pods next to the in-process kernel floor, a burst of 100 pods with
-# 8 in flight, and one GC of 1000 dead attachments. Run as root on a quiet
-# machine (it prints the load average at the start and the end):
+# 8 in flight, and one GC of 1000 dead attachments; then the configuration
+# matrix (address families x chains, ours and Go's, one table). Run as root
+# on a quiet machine (it prints the load average at the start and the end):
 #
 #     scripts/benchmarks.sh [extra e2e arguments]      # e.g. --plugins target/dist
 #
@@ -27,6 +28,7 @@ done
 
 cargo build --release --locked -q -p cni-plugins \
     --bin bridge --bin host-local --bin portmap --bin loopback \
+    --bin tuning --bin bandwidth --bin ptp --bin macvlan \
     -p cni-benches --bin e2e
 
 # The start floors: `fn main() {}` built as the release profile builds
@@ -79,5 +81,11 @@ fi
 echo
 echo "# the scaling with TMPDIR on $what"
 TMPDIR="$state" target/release/e2e --only --scaling 50,1000 --floor 50,1000 --repeat 3
+echo
+# The configuration matrix: {IPv4, dual-stack, IPv6-only} x {bridge chain,
+# + tuning + bandwidth, ptp, macvlan}, ours and Go's in the same run (the
+# ptp and macvlan cells with IPv6 wait for DAD, Go's and ours: ~12 minutes).
+echo "# the configuration matrix"
+target/release/e2e --matrix --matrix-pods 30 --matrix-burst 100 --in-flight 8 "$@"
 echo
 echo "# load at end: $(cat /proc/loadavg)"

@@ -9,7 +9,8 @@
 //!   same `flock`, crash-safely (temporary file and `link`, or a pooled
 //!   inode and `RENAME_NOREPLACE`; fsync on request), with an owner
 //!   index beside it (`<dataDir>/.cni-ipam-index/`) so that ADD, DEL and
-//!   CHECK stay around a millisecond with tens of thousands of reservations.
+//!   CHECK stay around a millisecond with tens of thousands of reservations
+//!   (made with a network's first reservation, removed with its last).
 //!   The Go plugin and this crate can share a data directory.
 //! - [`static_ipam`]: the `static` IPAM plugin's logic.
 //! - [`dhcp`]: the DHCP client, lease files and daemon protocol behind the

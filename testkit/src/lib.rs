@@ -8,6 +8,9 @@
 //!   is its command line.
 //! * [`premise`]: one rule for tests that need root or a kernel feature
 //!   (fail, or `SKIP` under `CNI_TEST_ALLOW_SKIP=1`).
+//! * [`matrix`]: the configuration matrix of real-world nodes (IP stacks x
+//!   plugin chains) as conflists, shared by the end-to-end benchmark and
+//!   the leak census test.
 //! * `KubeApiServer` (feature `kube-server`, off by default) is a small
 //!   Kubernetes API server over HTTPS for multus tests.
 //! * `containerd` (feature `containerd`, off by default): a private
@@ -43,6 +46,7 @@ pub mod containerd;
 mod error;
 #[cfg(feature = "kube-server")]
 mod kube_server;
+pub mod matrix;
 pub mod premise;
 
 pub use error::Error;

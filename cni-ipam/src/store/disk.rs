@@ -36,6 +36,13 @@
 //! then renames it into place with `RENAME_NOREPLACE`, which fails on an
 //! existing name like Go's `O_EXCL`.
 //!
+//! Nothing is left after a network's last release, beyond Go's own
+//! `lock` and `last_reserved_ip.<n>`: the index and the pool below are made
+//! when the network gets its first reservation, and the operation that
+//! releases its last one removes them (`.cni-ipam-index/<network>/`, and
+//! `.cni-ipam-index/` once empty). Without a reservation there is nothing to
+//! index, so operations on an empty network make neither.
+//!
 //! Owner index, beyond Go: finding what a container holds (duplicate check,
 //! DEL, CHECK) means reading every reservation file in Go's layout, ~270 ms
 //! at 60,000 reservations. An index under `<dataDir>/.cni-ipam-index/<network>/`
@@ -129,6 +136,9 @@ pub struct DiskStoreLock<'a> {
     store: &'a DiskStore,
     index_valid: bool,
     state_stale: bool,
+    /// A reservation was released in this session: the drop checks
+    /// whether it was the network's last.
+    released: bool,
     _lock: Flock<File>,
 }
 
@@ -180,6 +190,23 @@ fn boot_id() -> String {
         .unwrap_or_default()
 }
 
+/// Makes `path` and its missing parents (mode 0755). Retried: the last
+/// release of another network may remove an empty `.cni-ipam-index`
+/// between the parent's creation and the child's.
+fn create_dirs(path: &Path) -> std::io::Result<()> {
+    let mut tries = 0;
+    loop {
+        match fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(path)
+        {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 3 => tries += 1,
+            r => return r,
+        }
+    }
+}
+
 fn sync_path(path: &Path) -> Result<()> {
     File::open(path)
         .and_then(|d| d.sync_all())
@@ -189,17 +216,12 @@ fn sync_path(path: &Path) -> Result<()> {
 impl DiskStore {
     /// Opens (creating with mode 0755 if needed) the directory of `network`
     /// under `data_dir` (Go: `disk.New`). The network name is validated first.
+    /// The owner index and the pool are made with the first reservation.
     pub fn open(data_dir: impl AsRef<Path>, network: &str) -> Result<DiskStore> {
         validate_network_name(network)?;
         let dir = data_dir.as_ref().join(network);
         let index_dir = data_dir.as_ref().join(INDEX_DIR).join(network);
-        for d in [&dir, &index_dir, &index_dir.join(POOL_DIR)] {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o755)
-                .create(d)
-                .map_err(|e| Error::io("create store directory", d, e))?;
-        }
+        create_dirs(&dir).map_err(|e| Error::io("create store directory", &dir, e))?;
         Ok(DiskStore {
             dir,
             index_dir,
@@ -260,6 +282,7 @@ impl Store for DiskStore {
             store: self,
             index_valid: false,
             state_stale: false,
+            released: false,
             _lock: lock,
         })
     }
@@ -366,9 +389,17 @@ impl DiskStoreLock<'_> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(Error::io("remove index state", &state, e)),
         }
+        let reservations = self.reservations()?;
+        if reservations.is_empty() {
+            // Nothing to index: no index (the next reservation makes it).
+            self.remove_index();
+            self.index_valid = true;
+            return Ok(());
+        }
+        create_dirs(&index_dir).map_err(|e| Error::io("create index directory", &index_dir, e))?;
         let mut buckets: std::collections::BTreeMap<String, Vec<(u64, IpAddr)>> =
             Default::default();
-        for r in self.reservations()? {
+        for r in reservations {
             let hash = key_hash(&reservation_key(&r));
             buckets
                 .entry(bucket_name(hash))
@@ -457,6 +488,9 @@ impl DiskStoreLock<'_> {
         let bucket = bucket_name(hash);
         let path = self.index_dir().join(&bucket);
         let Some(lines) = self.read_bucket(&bucket) else {
+            // The network's first reservation makes the index directory.
+            create_dirs(self.index_dir())
+                .map_err(|e| Error::io("create index directory", self.index_dir(), e))?;
             // The name is new: the rename flushes nothing on ext4.
             AtomicWrite::new()
                 .mode(0o600)
@@ -689,7 +723,10 @@ impl LockedStore for DiskStoreLock<'_> {
         match self.pool_or_remove(&path) {
             Ok(()) => {
                 // The owner's index entry stays: entries are verified against
-                // the reservation file, and compaction drops dead ones.
+                // the reservation file, and compaction drops dead ones (or
+                // the drop of the session that released the network's last
+                // reservation removes the whole index).
+                self.released = true;
                 self.sync_dir()?;
                 Ok(true)
             }
@@ -773,7 +810,11 @@ impl DiskStoreLock<'_> {
     /// unlinking it, so a later ADD skips creating an inode.
     fn pool_or_remove(&self, path: &Path) -> std::io::Result<()> {
         let pool = self.pool_dir();
-        let room = fs::read_dir(&pool).is_ok_and(|d| d.count() < POOL_MAX);
+        let room = match fs::read_dir(&pool) {
+            Ok(d) => d.count() < POOL_MAX,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => create_dirs(&pool).is_ok(),
+            Err(_) => false,
+        };
         if room {
             let n = POOL_COUNTER.fetch_add(1, Ordering::Relaxed);
             let nanos = std::time::SystemTime::now()
@@ -790,9 +831,42 @@ impl DiskStoreLock<'_> {
     }
 }
 
+impl DiskStoreLock<'_> {
+    /// Whether the network directory holds no reservation (any name that
+    /// parses as an IP is one, as for [`LockedStore::reserved_ips`]); the
+    /// listing stops at the first.
+    fn holds_nothing(&self) -> bool {
+        fs::read_dir(self.dir()).is_ok_and(|mut d| {
+            !d.any(|e| {
+                e.ok()
+                    .and_then(|e| e.file_name().to_str().map(|n| n.parse::<IpAddr>().is_ok()))
+                    .unwrap_or(true)
+            })
+        })
+    }
+
+    /// Removes the network's index and pool, and `.cni-ipam-index` when no
+    /// other network has one. Only a cache: a failure leaves files that the
+    /// next rebuild or release removes.
+    fn remove_index(&mut self) {
+        let dir = self.index_dir().to_path_buf();
+        let _ = fs::remove_dir_all(&dir);
+        if let Some(parent) = dir.parent() {
+            let _ = fs::remove_dir(parent);
+        }
+        self.state_stale = false;
+    }
+}
+
 impl Drop for DiskStoreLock<'_> {
     fn drop(&mut self) {
         // Still under the flock: fields drop after this body.
+        if self.released && self.holds_nothing() {
+            // The network's last reservation went: its index and pool go
+            // with it, so nothing but Go's own files is left.
+            self.remove_index();
+            return;
+        }
         if self.state_stale && self.index_valid {
             if let Err(e) = self.write_state() {
                 // The next operation sees a mismatch and rebuilds.

@@ -374,6 +374,74 @@ fn owner_index_survives_foreign_changes() {
 }
 
 #[test]
+fn nothing_but_go_files_left_after_the_last_release() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = config(tmp.path(), json!({"subnet": "10.1.2.0/24"}));
+    let net = tmp.path().join("mynet");
+    let go_files: BTreeSet<String> = ["last_reserved_ip.0", "lock"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    let only_net: BTreeSet<String> = ["mynet".to_string()].into_iter().collect();
+    // Operations on an empty network make no index.
+    host_local::del(&c, "nobody", "eth0").unwrap();
+    host_local::check(&c, "nobody", "eth0").unwrap_err();
+    assert_eq!(listing(tmp.path()), only_net);
+
+    for id in ["a", "b", "c"] {
+        host_local::add(&c, id, "eth0").unwrap();
+    }
+    host_local::del(&c, "a", "eth0").unwrap();
+    // Pods left: the index and the pool stay.
+    assert!(tmp.path().join(".cni-ipam-index/mynet/free").is_dir());
+    host_local::del(&c, "b", "eth0").unwrap();
+    host_local::del(&c, "c", "eth0").unwrap();
+    assert_eq!(listing(tmp.path()), only_net);
+    assert_eq!(listing(&net), go_files);
+    // DEL again (a runtime's retry) makes nothing.
+    host_local::del(&c, "c", "eth0").unwrap();
+    assert_eq!(listing(tmp.path()), only_net);
+
+    // The index comes back with the next reservation and still works.
+    host_local::add(&c, "a", "eth0").unwrap();
+    let e = host_local::add(&c, "a", "eth0").unwrap_err();
+    assert!(e.to_string().contains("has been allocated to a"), "{e}");
+    assert_eq!(host_local::lookup(&c, "a", "eth0").unwrap().len(), 1);
+    // A GC that releases the last reservation removes it too.
+    host_local::gc(&c, &[]).unwrap();
+    assert_eq!(listing(tmp.path()), only_net);
+    assert_eq!(listing(&net), go_files);
+}
+
+#[test]
+fn networks_emptied_and_filled_concurrently_share_the_index_root() {
+    // One network's last release removes `.cni-ipam-index` when it is
+    // empty, while another network's first reservation makes it.
+    let tmp = tempfile::tempdir().unwrap();
+    let conf = |name: &str, subnet: &str| {
+        let v = json!({"cniVersion": "1.0.0", "name": name, "type": "bridge",
+            "ipam": {"type": "host-local", "dataDir": tmp.path(), "ranges": [[{"subnet": subnet}]]}});
+        HostLocalConfig::load(v.to_string().as_bytes(), "").unwrap()
+    };
+    let nets = [conf("net1", "10.1.0.0/24"), conf("net2", "10.2.0.0/24")];
+    std::thread::scope(|s| {
+        for (t, c) in nets.iter().enumerate() {
+            s.spawn(move || {
+                for i in 0..150 {
+                    let id = format!("p{t}-{i}");
+                    host_local::add(c, &id, "eth0").unwrap();
+                    host_local::del(c, &id, "eth0").unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(
+        listing(tmp.path()),
+        ["net1", "net2"].into_iter().map(String::from).collect()
+    );
+}
+
+#[test]
 fn go_layout_only_in_network_dir() {
     let tmp = tempfile::tempdir().unwrap();
     let c = config(tmp.path(), json!({"subnet": "10.1.2.0/24"}));

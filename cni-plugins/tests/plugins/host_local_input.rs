@@ -311,8 +311,10 @@ fn released_files_are_pooled_and_reused() {
     let c = conf("1.0.0", tmp.path(), json!({"subnet": "10.6.0.0/24"}));
     let dir = tmp.path().join("net");
     let pool = tmp.path().join(".cni-ipam-index/net/free");
+    // A pod that stays: the pool lives while the network has a reservation.
+    assert!(run(HOST_LOCAL, Call::new("ADD", "keeper"), &c).ok());
     assert!(run(HOST_LOCAL, Call::new("ADD", "a"), &c).ok());
-    let ino = std::fs::metadata(dir.join("10.6.0.2")).unwrap().ino();
+    let ino = std::fs::metadata(dir.join("10.6.0.3")).unwrap().ino();
     assert!(run(HOST_LOCAL, Call::new("DEL", "a"), &c).ok());
     let pooled: Vec<_> = std::fs::read_dir(&pool).unwrap().flatten().collect();
     assert_eq!(pooled.len(), 1);
@@ -324,15 +326,15 @@ fn released_files_are_pooled_and_reused() {
         &c
     )
     .ok());
-    let reused = std::fs::metadata(dir.join("10.6.0.3")).unwrap();
+    let reused = std::fs::metadata(dir.join("10.6.0.4")).unwrap();
     assert_eq!(reused.ino(), ino);
     assert_eq!(
-        std::fs::read_to_string(dir.join("10.6.0.3")).unwrap(),
+        std::fs::read_to_string(dir.join("10.6.0.4")).unwrap(),
         "b-longer-id\r\nnet1"
     );
     assert!(run(HOST_LOCAL, Call::new("ADD", "c"), &c).ok());
     assert_eq!(
-        std::fs::read_to_string(dir.join("10.6.0.4")).unwrap(),
+        std::fs::read_to_string(dir.join("10.6.0.5")).unwrap(),
         "c\r\neth0"
     );
     assert_eq!(std::fs::read_dir(&pool).unwrap().count(), 0);
@@ -346,7 +348,18 @@ fn released_files_are_pooled_and_reused() {
     assert_eq!(std::fs::read_dir(&pool).unwrap().count(), 64);
     let mut left: Vec<String> = reservations(&dir).into_values().collect();
     left.sort();
-    assert_eq!(left, ["b-longer-id\r\nnet1", "c\r\neth0"]);
+    assert_eq!(left, ["b-longer-id\r\nnet1", "c\r\neth0", "keeper\r\neth0"]);
+    // The network's last release takes the pool and the index with it.
+    for id in ["keeper", "c"] {
+        assert!(run(HOST_LOCAL, Call::new("DEL", id), &c).ok());
+    }
+    assert!(run(
+        HOST_LOCAL,
+        Call::new("DEL", "b-longer-id").ifname("net1"),
+        &c
+    )
+    .ok());
+    assert!(!tmp.path().join(".cni-ipam-index").exists());
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The integration tests of `cni-plugins`, one binary: a module per area, the
 //! shared fixtures beside them (`cargo test -p cni-plugins --test plugins [FILTER]`).
 
+mod census_support;
 mod common;
 mod host_local_support;
 #[path = "common/nodenet.rs"]
@@ -23,6 +24,7 @@ mod host_local_input;
 mod host_local_stress;
 mod input_limits;
 mod ipvlan;
+mod leak_census;
 mod link_plugins;
 mod loopback;
 mod macvlan;

@@ -10,10 +10,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use cni_exec::CniConfig;
-use cni_netns::OwnedNetns;
+use cni_testkit::matrix::MatrixCell;
 
-use super::{conflist, make_exec, runtime_conf, set_mode_env, Fallible, Mode};
+use super::{check_clean, make_exec, pod_namespaces, runtime_conf, set_mode_env, Fallible, Mode};
 use super::{Samples, Scratch, INTERRUPTED};
 
 /// One direction (ADD or DEL) of a burst.
@@ -48,6 +47,32 @@ pub(crate) struct BurstReport {
     pub(crate) del: BurstPhase,
     /// Addresses handed to more than one pod.
     pub(crate) duplicates: Vec<String>,
+    /// A reservation left after every DEL (`check_clean`'s complaint).
+    pub(crate) unclean: Option<String>,
+}
+
+impl BurstReport {
+    /// Whether the burst went as it must for ours: no failure, no
+    /// duplicate address, no reservation left.
+    pub(crate) fn verdict(&self) -> Fallible<()> {
+        let failed = !self.add.failures.is_empty() || !self.del.failures.is_empty();
+        if failed || !self.duplicates.is_empty() {
+            return Err(format!(
+                "{} ADD and {} DEL failures, {} duplicate addresses{}",
+                self.add.failures.len(),
+                self.del.failures.len(),
+                self.duplicates.len(),
+                self.add
+                    .failures
+                    .iter()
+                    .chain(&self.del.failures)
+                    .next()
+                    .map(|f| format!(" (first: {f})"))
+                    .unwrap_or_default()
+            ));
+        }
+        self.unclean.clone().map_or(Ok(()), Err)
+    }
 }
 
 /// Runs `op` for every pod with `inflight` workers.
@@ -91,19 +116,23 @@ pub(crate) fn phase(
     }
 }
 
-/// A burst of `n` pods with `inflight` in flight, in a fresh node namespace.
-pub(crate) fn run(mode: Mode, dir: &Path, n: usize, inflight: usize) -> Fallible<BurstReport> {
+/// A burst of `n` pods of `net` with `inflight` in flight, in a fresh node
+/// namespace.
+pub(crate) fn run(
+    mode: Mode,
+    dir: &Path,
+    net: MatrixCell,
+    n: usize,
+    inflight: usize,
+) -> Fallible<BurstReport> {
     let exec = make_exec(mode)?;
     set_mode_env(mode);
     let scratch = Scratch::new()?;
-    let (tag, state, node) = (&scratch.tag, &scratch.state, &scratch.node);
+    let node = &scratch.node;
+    let list = scratch.network(net)?;
+    let cni = scratch.runtime(dir, exec);
     // One more pod than the burst: the warm-up (below).
-    let mut pods = Vec::with_capacity(n + 1);
-    for _ in 0..=n {
-        pods.push(OwnedNetns::new("cnibench-pod").map_err(|e| e.to_string())?);
-    }
-    let list = conflist(tag, state, &state.join("ipam"))?;
-    let cni = CniConfig::new(vec![dir.to_path_buf()], exec).with_cache_dir(state.join("cache"));
+    let pods = pod_namespaces(n + 1)?;
     let addresses = Mutex::new(Vec::new());
     let none = Mutex::new(Vec::new());
     let (add, del) = node
@@ -159,5 +188,6 @@ pub(crate) fn run(mode: Mode, dir: &Path, n: usize, inflight: usize) -> Fallible
         add,
         del,
         duplicates,
+        unclean: check_clean(&scratch.state.join("ipam"), &list.name).err(),
     })
 }

@@ -13,7 +13,7 @@ use cni_netns::firewall::{Firewall, NativeFirewall, RuleKind};
 use cni_netns::OwnedNetns;
 use cni_types::NetworkConfigList;
 
-use super::{check_clean, make_exec, runtime_conf, set_mode_env, Fallible, Mode};
+use super::{check_clean, make_exec, runtime_conf, set_mode_env, Fallible, Mode, BENCH};
 use super::{Scratch, INTERRUPTED};
 
 /// The GC's figures.
@@ -26,19 +26,12 @@ pub(crate) struct GcReport {
     pub(crate) bridge: Duration,
 }
 
-fn gc_conflist(tag: &str, ipam_dir: &Path) -> Fallible<NetworkConfigList> {
-    let v = serde_json::json!({
-        "cniVersion": "1.1.0",
-        "name": format!("bench-gc-{tag}"),
-        "plugins": [
-            {"type": "bridge", "bridge": format!("cg{tag}"), "isGateway": true, "ipMasq": true,
-             "macspoofchk": true,
-             "ipam": {"type": "host-local", "dataDir": ipam_dir,
-                      "ranges": [[{"subnet": "10.250.0.0/16"}]],
-                      "routes": [{"dst": "0.0.0.0/0"}]}},
-            {"type": "portmap", "capabilities": {"portMappings": true}}
-        ]
-    });
+/// The benchmark's network at cniVersion 1.1.0 (GC), with bridge's MAC
+/// spoof check on.
+fn gc_conflist(tag: &str, state: &Path) -> Fallible<NetworkConfigList> {
+    let mut v = BENCH.conflist_json(tag, state);
+    v["cniVersion"] = "1.1.0".into();
+    v["plugins"][0]["macspoofchk"] = true.into();
     NetworkConfigList::from_slice(v.to_string().as_bytes()).map_err(|e| e.to_string())
 }
 
@@ -48,7 +41,7 @@ pub(crate) fn run(dir: &Path, n: usize) -> Fallible<GcReport> {
     set_mode_env(mode);
     let scratch = Scratch::new()?;
     let (tag, state, node) = (&scratch.tag, &scratch.state, &scratch.node);
-    let list = gc_conflist(tag, &state.join("ipam"))?;
+    let list = gc_conflist(tag, state)?;
     let cni =
         CniConfig::new(vec![dir.to_path_buf()], make_exec(mode)?).with_cache_dir(state.join("c1"));
     let mut pods = Vec::with_capacity(n);

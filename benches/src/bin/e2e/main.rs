@@ -41,11 +41,15 @@
 //!   and a burst of 20 with 4 in flight, ours and Go's;
 //! * `--start-floors DIR`: the start of every program in DIR next to
 //!   `/bin/true` (empty Rust programs, static builds: scripts/benchmarks.sh);
-//! * `--only`: those sections without the modes.
+//! * `--only`: those sections without the modes;
+//! * `--matrix` (`matrix.rs`): the configuration matrix alone, address
+//!   families x chains (`cni_testkit::matrix`), ours and Go's in the same
+//!   run, one table.
 //!
-//! `--smoke` runs a few pods per mode and per section and only checks that
-//! everything works (CI uses it). `--modes ours-exec,go-exec` picks modes;
-//! `--plugins DIR` and `--go DIR` set the plugin directories.
+//! `--smoke` runs a few pods per mode, per section and per matrix cell and
+//! only checks that everything works (CI uses it). `--modes
+//! ours-exec,go-exec` picks modes; `--plugins DIR` and `--go DIR` set the
+//! plugin directories.
 //! `scripts/benchmarks.sh` runs all of it in one run.
 
 // A command-line program: its report goes to stdout.
@@ -55,6 +59,7 @@ mod burst;
 mod containerd;
 mod floor;
 mod gc;
+mod matrix;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -65,7 +70,15 @@ use std::time::{Duration, Instant};
 
 use cni_exec::{CniConfig, Exec, ProcessExec, RuntimeConf};
 use cni_netns::OwnedNetns;
+use cni_testkit::matrix::{pod_capability_args, IpStack, MatrixCell, PluginChain};
 use cni_types::NetworkConfigList;
+
+/// The network of the modes, the scaling, the burst and the GC: IPv4,
+/// bridge (isGateway, ipMasq) + host-local + portmap.
+const BENCH: MatrixCell = MatrixCell {
+    stack: IpStack::V4,
+    chain: PluginChain::Bridge,
+};
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
@@ -132,6 +145,8 @@ struct Args {
     start_floors: Option<PathBuf>,
     /// Only the sections asked for (--floor, --burst, --gc), no mode runs.
     only: bool,
+    /// `--matrix` (`matrix.rs`): the configuration matrix alone.
+    matrix: matrix::Options,
 }
 
 /// An experiment on the node's kernel work (not a mode: figures with it are
@@ -184,6 +199,7 @@ fn parse_args() -> Fallible<Args> {
         containerd: 0,
         start_floors: None,
         only: false,
+        matrix: matrix::Options::default(),
     };
     let list = |v: String, name: &str| -> Fallible<Vec<usize>> {
         v.split(',')
@@ -236,10 +252,14 @@ fn parse_args() -> Fallible<Args> {
             "--go" => a.go = PathBuf::from(val("--go")?),
             "--smoke" => a.smoke = true,
             "-h" | "--help" => {
-                println!("usage: e2e [--pods N] [--scaling 50,200,1000] [--floor 50,1000] [--repeat R] [--burst N] [--in-flight K] [--gc N] [--containerd N] [--start-floors DIR] [--only] [--modes ours-exec,ours-exec-all,ours-nft,ours-inproc,go-exec] [--plugins DIR] [--go DIR] [--smoke]");
+                println!("usage: e2e [--pods N] [--scaling 50,200,1000] [--floor 50,1000] [--repeat R] [--burst N] [--in-flight K] [--gc N] [--containerd N] [--start-floors DIR] [--only] [--modes ours-exec,ours-exec-all,ours-nft,ours-inproc,go-exec] [--plugins DIR] [--go DIR] [--smoke] {}", matrix::Options::USAGE);
                 std::process::exit(0);
             }
-            other => return Err(format!("unknown argument {other:?}")),
+            other => {
+                if !a.matrix.parse_arg(other, &mut it)? {
+                    return Err(format!("unknown argument {other:?}"));
+                }
+            }
         }
     }
     if a.smoke {
@@ -251,6 +271,7 @@ fn parse_args() -> Fallible<Args> {
         a.in_flight = 3;
         a.gc = 3;
         a.containerd = 2;
+        a.matrix.smoke();
     }
     Ok(a)
 }
@@ -303,22 +324,6 @@ struct ModeReport {
     conc: Phase,
 }
 
-fn conflist(tag: &str, state: &Path, ipam_dir: &Path) -> Fallible<NetworkConfigList> {
-    let _ = state;
-    let v = serde_json::json!({
-        "cniVersion": "1.0.0",
-        "name": format!("bench-{tag}"),
-        "plugins": [
-            {"type": "bridge", "bridge": format!("cb{tag}"), "isGateway": true, "ipMasq": true,
-             "ipam": {"type": "host-local", "dataDir": ipam_dir,
-                      "ranges": [[{"subnet": "10.250.0.0/16"}]],
-                      "routes": [{"dst": "0.0.0.0/0"}]}},
-            {"type": "portmap", "capabilities": {"portMappings": true}}
-        ]
-    });
-    NetworkConfigList::from_slice(v.to_string().as_bytes()).map_err(|e| e.to_string())
-}
-
 fn runtime_conf(i: usize, pod: &OwnedNetns) -> RuntimeConf {
     let mut rt = RuntimeConf {
         container_id: format!("bench-{i:05}"),
@@ -326,10 +331,7 @@ fn runtime_conf(i: usize, pod: &OwnedNetns) -> RuntimeConf {
         ifname: "eth0".into(),
         ..Default::default()
     };
-    rt.capability_args.insert(
-        "portMappings".into(),
-        serde_json::json!([{"hostPort": 20000 + i, "containerPort": 80, "protocol": "tcp"}]),
-    );
+    rt.capability_args = pod_capability_args(i);
     rt
 }
 
@@ -471,25 +473,56 @@ fn set_mode_env(mode: Mode) {
     }
 }
 
-fn run_mode(mode: Mode, dir: &Path, n: usize, with_concurrent: bool) -> Fallible<ModeReport> {
+/// `n` fresh pod namespaces.
+pub(crate) fn pod_namespaces(n: usize) -> Fallible<Vec<OwnedNetns>> {
+    (0..n)
+        .map(|_| OwnedNetns::new("cnibench-pod").map_err(|e| e.to_string()))
+        .collect()
+}
+
+/// ADD then DEL of `n` pods in a fresh node for `net`, one at a time (and
+/// 2 at a time with `with_concurrent`); with `warm_up`, one more pod is
+/// ADDed first, untimed (it creates the node's shared objects: bridge,
+/// tables), and DELed last.
+fn run_mode(
+    mode: Mode,
+    dir: &Path,
+    net: MatrixCell,
+    n: usize,
+    with_concurrent: bool,
+    warm_up: bool,
+) -> Fallible<ModeReport> {
     let exec = make_exec(mode)?;
     set_mode_env(mode);
     let scratch = Scratch::new()?;
-    let (tag, state, node) = (&scratch.tag, &scratch.state, &scratch.node);
-    experiment_node(node)?;
-    let mut pods = Vec::with_capacity(n);
-    for _ in 0..n {
-        pods.push(OwnedNetns::new("cnibench-pod").map_err(|e| e.to_string())?);
-    }
-    let list = conflist(tag, state, &state.join("ipam"))?;
-    let cni = CniConfig::new(vec![dir.to_path_buf()], exec).with_cache_dir(state.join("cache"));
-    let seq = run_phase(&cni, &list, node, &pods, 1)?;
+    experiment_node(&scratch.node)?;
+    let list = scratch.network(net)?;
+    let cni = scratch.runtime(dir, exec);
+    let pods = pod_namespaces(n + usize::from(warm_up))?;
+    let warm = |add: bool| -> Fallible<()> {
+        if !warm_up {
+            return Ok(());
+        }
+        let rt = runtime_conf(n, &pods[n]);
+        let (op, r) = scratch
+            .node
+            .netns()
+            .run(|| match add {
+                true => ("ADD", cni.add_network_list(&list, &rt).map(drop)),
+                false => ("DEL", cni.del_network_list(&list, &rt)),
+            })
+            .map_err(|e| e.to_string())?;
+        r.map_err(|e| format!("warm-up {op}: {e}"))
+    };
+    warm(true)?;
+    let seq = run_phase(&cni, &list, &scratch.node, &pods[..n], 1)?;
     let conc = if with_concurrent {
-        run_phase(&cni, &list, node, &pods, 2)?
+        run_phase(&cni, &list, &scratch.node, &pods[..n], 2)?
     } else {
         Phase::default()
     };
-    check_clean(&state.join("ipam"), &list.name)?;
+    warm(false)?;
+    check_clean(&scratch.state.join("ipam"), &list.name)?;
     Ok(ModeReport { seq, conc })
 }
 
@@ -615,6 +648,9 @@ fn real_main() -> Fallible<()> {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
+    if args.matrix.enabled && !args.smoke {
+        return matrix::run(&args);
+    }
     println!(
         "# e2e: bridge + host-local + portmap, cniVersion 1.0.0, {} pods",
         args.pods
@@ -643,7 +679,7 @@ fn real_main() -> Fallible<()> {
             continue;
         }
         println!("\n## {}", mode.name());
-        match run_mode(mode, dir, args.pods, true) {
+        match run_mode(mode, dir, BENCH, args.pods, true, false) {
             Ok(r) => {
                 for (label, ph) in [("sequential", &r.seq), ("2 in flight", &r.conc)] {
                     println!(
@@ -756,6 +792,8 @@ fn real_main() -> Fallible<()> {
         containerd::report(&args.ours, &args.go, args.containerd, args.smoke)?;
     }
     if args.smoke {
+        println!();
+        matrix::run(&args)?;
         println!("\nsmoke: ok");
     }
     Ok(())
@@ -894,7 +932,7 @@ fn scaling_point(args: &Args, n: usize) -> Fallible<ScalePoint> {
     };
     let mut line = format!("  {n:5} pods:");
     if args.scaling.contains(&n) {
-        let r = run_mode(Mode::OursExec, &args.ours, n, false)?;
+        let r = run_mode(Mode::OursExec, &args.ours, BENCH, n, false, false)?;
         point.exec = r.seq.add.pct(50.0);
         line += &format!(
             " ours-exec ADD p50 {:6.2} ms, DEL p50 {:6.2} ms;",
@@ -919,7 +957,7 @@ fn scaling_point(args: &Args, n: usize) -> Fallible<ScalePoint> {
         );
         // The same plugins' code run in this process (no exec): what grows
         // beyond the floor there is our code's, not the processes'.
-        let inproc = run_mode(Mode::OursInProcess, &args.ours, n, false)?;
+        let inproc = run_mode(Mode::OursInProcess, &args.ours, BENCH, n, false, false)?;
         point.inproc = inproc.seq.add.pct(50.0);
         line += &format!(
             "\n         ours-inproc ADD p50 {:6.2} ms\n        ",
@@ -967,7 +1005,7 @@ fn burst_report(args: &Args) -> Fallible<()> {
             );
             continue;
         }
-        let r = burst::run(mode, dir, n, k)?;
+        let r = burst::run(mode, dir, BENCH, n, k)?;
         println!("  {:9} ADD {}", mode.name(), r.add.row(n));
         println!("  {:9} DEL {}", mode.name(), r.del.row(n));
         println!(
@@ -984,14 +1022,8 @@ fn burst_report(args: &Args) -> Fallible<()> {
             println!("  {:9} failure: {f}", mode.name());
         }
         pods_s.insert(mode, (r.add.pods_per_s(), r.del.pods_per_s()));
-        let failed = !r.add.failures.is_empty() || !r.del.failures.is_empty();
-        if mode == Mode::OursExec && (failed || !r.duplicates.is_empty()) {
-            return Err(format!(
-                "burst: {} ADD and {} DEL failures, {} duplicate addresses",
-                r.add.failures.len(),
-                r.del.failures.len(),
-                r.duplicates.len()
-            ));
+        if mode == Mode::OursExec {
+            r.verdict().map_err(|e| format!("burst: {e}"))?;
         }
     }
     if let (Some(o), Some(g)) = (pods_s.get(&Mode::OursExec), pods_s.get(&Mode::GoExec)) {
@@ -1034,6 +1066,20 @@ impl Scratch {
             node,
             _cleanup: cleanup,
         })
+    }
+
+    /// `net` in this node (its node-side setup done): the conflist, its
+    /// state under the scratch's state directory.
+    pub(crate) fn network(&self, net: MatrixCell) -> Fallible<NetworkConfigList> {
+        let e = |e: cni_testkit::Error| e.to_string();
+        net.prepare_node(&self.tag, self.node.netns()).map_err(e)?;
+        net.conflist(&self.tag, &self.state).map_err(e)
+    }
+
+    /// Our invoker over the plugins of `dir`, its result cache in the
+    /// scratch's state directory.
+    pub(crate) fn runtime(&self, dir: &Path, exec: Arc<dyn Exec>) -> CniConfig {
+        CniConfig::new(vec![dir.to_path_buf()], exec).with_cache_dir(self.state.join("cache"))
     }
 }
 

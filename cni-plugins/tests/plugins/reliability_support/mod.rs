@@ -249,7 +249,10 @@ pub struct NodeState {
     pub files: BTreeMap<PathBuf, Option<Vec<u8>>>,
 }
 
-fn strip_handles(v: &mut Value) {
+/// Drops what an `nft -j` listing changes without a change of the rules:
+/// handles, the metainfo object, element countdowns; a set's elements
+/// sorted.
+pub fn strip_handles(v: &mut Value) {
     match v {
         Value::Object(m) => {
             m.remove("handle");
@@ -271,7 +274,9 @@ fn strip_handles(v: &mut Value) {
     }
 }
 
-fn json_out(args: &[&str]) -> Value {
+/// A command's JSON output (`[]` when it printed nothing); the command
+/// must succeed.
+pub fn json_out(args: &[&str]) -> Value {
     let out = sh(args);
     assert!(
         out.status.success(),
@@ -286,12 +291,20 @@ fn json_out(args: &[&str]) -> Value {
 
 /// Every file under `dir`, recursively.
 pub fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut dirs = Vec::new();
+    walk_with_dirs(dir, out, &mut dirs);
+}
+
+/// Every file under `dir` into `files` and every directory below it into
+/// `dirs`, recursively.
+pub fn walk_with_dirs(dir: &Path, files: &mut Vec<PathBuf>, dirs: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let p = e.path();
         if p.is_dir() {
-            walk(&p, out);
+            walk_with_dirs(&p, files, dirs);
+            dirs.push(p);
         } else {
-            out.push(p);
+            files.push(p);
         }
     }
 }
