@@ -48,6 +48,7 @@
 pub mod atomic;
 pub mod cache;
 pub mod conf;
+pub mod daemon;
 mod error;
 pub mod exec;
 pub mod invoke;

@@ -213,7 +213,8 @@ impl Error {
         }
     }
 
-    /// A failed write of the shared atomic writer ([`cni_exec::atomic`]):
+    /// A failed file operation of `cni-exec` (the atomic writer of
+    /// [`cni_exec::atomic`], the daemon socket of [`cni_exec::daemon`]):
     /// its I/O errors stay [`Error::Io`] (operation and file named).
     pub(crate) fn atomic_write(e: cni_exec::Error) -> Self {
         match e {

@@ -12,7 +12,6 @@
 //! our plugin cannot talk to Go's daemon nor Go's plugin to ours.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::time::Duration;
@@ -114,29 +113,14 @@ pub fn call(socket: &Path, req: &DaemonRequest, timeout: Duration) -> Result<Dae
     })
 }
 
-/// Listens on `path` (daemon side), creating its directory (mode 0700)
-/// and replacing a stale socket (one nobody answers on) that a killed
-/// daemon left, where Go fails with "address already in use". A socket
-/// someone answers on is an `AddrInUse` error.
+/// Listens on `path` (daemon side) with the daemons' one socket rule
+/// ([`cni_exec::daemon::listen`]): its directory is created (mode 0700), a
+/// stale socket (one nobody answers on) that a killed daemon left is
+/// replaced (where Go fails with "address already in use"), a socket
+/// someone answers on is an `AddrInUse` error, and any other file at
+/// `path` is refused and left alone.
 pub fn listen(path: &Path) -> Result<UnixListener> {
-    if let Some(dir) = path.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| Error::io("create socket directory", dir, e))?;
-    }
-    if path.exists() {
-        if UnixStream::connect(path).is_ok() {
-            let busy = std::io::Error::new(
-                std::io::ErrorKind::AddrInUse,
-                "another dhcp daemon is listening",
-            );
-            return Err(Error::io("listen on", path, busy));
-        }
-        std::fs::remove_file(path).map_err(|e| Error::io("remove stale socket", path, e))?;
-    }
-    UnixListener::bind(path).map_err(|e| Error::io("listen on", path, e))
+    cni_exec::daemon::listen(path).map_err(Error::atomic_write)
 }
 
 /// The listening socket systemd passed as fd 3 (socket activation with
@@ -244,7 +228,7 @@ mod tests {
         let path = dir.path().join("run/cni/d.sock");
         let first = listen(&path).unwrap();
         let e = listen(&path).unwrap_err().to_string();
-        assert!(e.contains("another dhcp daemon is listening"), "{e}");
+        assert!(e.contains("another daemon is listening"), "{e}");
         drop(first);
         let _second = listen(&path).unwrap();
     }

@@ -1092,3 +1092,58 @@ fn socket_activation_serves_on_the_passed_socket() {
     );
     assert!(!dir.path().join("unused.sock").exists());
 }
+
+/// #31.1: `-socketpath` naming something that is not a socket (a typo in
+/// a unit file) is refused with a clear error and a non-zero exit, and the
+/// file is left as it was; a stale socket is still replaced. No root
+/// needed.
+#[test]
+fn daemon_never_replaces_what_is_not_a_socket() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("passwd");
+    std::fs::write(&file, "root:x:0:0:root:/root:/bin/sh\n").expect("write");
+    let sub = dir.path().join("a-directory");
+    std::fs::create_dir(&sub).expect("mkdir");
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&file, &link).expect("symlink");
+    for (path, kind) in [
+        (&file, "a regular file"),
+        (&sub, "a directory"),
+        (&link, "a symbolic link"),
+    ] {
+        let mut cmd = Command::new(OUR_DHCP);
+        cmd.arg("daemon")
+            .arg("-socketpath")
+            .arg(path)
+            .arg("-statedir")
+            .arg(dir.path().join("state"));
+        let (status, out) = common::run_for(cmd, Duration::from_secs(20));
+        let status = status.unwrap_or_else(|| panic!("daemon served on {kind}: {out}"));
+        assert!(!status.success(), "{kind}: {out}");
+        assert!(
+            out.contains("refuse to replace") && out.contains(kind),
+            "{kind}: {out}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("file kept"),
+        "root:x:0:0:root:/root:/bin/sh\n"
+    );
+    assert!(sub.is_dir());
+    assert!(std::fs::symlink_metadata(&link)
+        .expect("link kept")
+        .file_type()
+        .is_symlink());
+
+    // A socket nobody listens on (a killed daemon's) is replaced.
+    let stale = dir.path().join("stale.sock");
+    drop(UnixListener::bind(&stale).expect("bind"));
+    let mut cmd = Command::new(OUR_DHCP);
+    cmd.arg("daemon")
+        .arg("-socketpath")
+        .arg(&stale)
+        .arg("-statedir")
+        .arg(dir.path().join("state"));
+    let (status, out) = common::run_for(cmd, Duration::from_secs(2));
+    assert!(status.is_none(), "the daemon should serve: {out}");
+}

@@ -4,7 +4,7 @@
 
 use std::io::Write as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -131,7 +131,7 @@ pub fn start_with(
     } else {
         None
     };
-    let listener = bind_socket(&config.socket_dir, &socket)?;
+    let listener = bind_socket(&socket)?;
     let configured = Arc::new(AtomicBool::new(!config.auto_config()));
     let limit = RequestLimit::new(config.request_limit);
     let shared = Arc::new(Shared {
@@ -177,22 +177,14 @@ pub fn start_with(
     })
 }
 
-fn bind_socket(dir: &Path, socket: &Path) -> Result<UnixListener, Error> {
-    if !dir.exists() {
-        // Owner-only directory: nobody else can reach the socket even in the
-        // instant between bind and chmod.
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| Error::io("create socket directory", dir, e))?;
-    }
-    match std::fs::remove_file(socket) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(Error::io("remove stale socket", socket, e)),
-    }
-    let l = UnixListener::bind(socket).map_err(|e| Error::io("bind socket", socket, e))?;
+fn bind_socket(socket: &Path) -> Result<UnixListener, Error> {
+    // The daemons' one socket rule: the directory made owner-only (nobody
+    // else can reach the socket even in the instant between bind and
+    // chmod), a dead socket replaced, anything else refused.
+    let l = cni_exec::daemon::listen(socket).map_err(|e| match e {
+        cni_exec::Error::Io { op, path, source } => Error::io(op, path, source),
+        e => Error::io("bind socket", socket, std::io::Error::other(e.to_string())),
+    })?;
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| Error::io("restrict socket permissions", socket, e))?;
     Ok(l)

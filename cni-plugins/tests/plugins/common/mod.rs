@@ -225,3 +225,34 @@ pub(crate) fn reserved_ips(data_dir: &Path, network: &str) -> Vec<String> {
 pub(crate) fn our_bin(env_path: &str) -> PathBuf {
     PathBuf::from(env_path)
 }
+
+/// Runs `cmd` (stdin closed, stdout and stderr captured) for at most
+/// `limit`; a process still running then is killed and `None` returned
+/// with what it printed (a daemon that should have refused to start).
+pub(crate) fn run_for(
+    mut cmd: Command,
+    limit: std::time::Duration,
+) -> (Option<std::process::ExitStatus>, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("out");
+    let file = std::fs::File::create(&log).expect("log");
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().expect("dup"))
+        .stderr(file)
+        .spawn()
+        .expect("spawn");
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break Some(s);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    (status, std::fs::read_to_string(&log).unwrap_or_default())
+}
