@@ -502,7 +502,15 @@ impl Daemon {
     /// attachment is not in the valid list.
     fn gc(&self, req: &DaemonRequest) -> Result<()> {
         let (net, _) = Self::network(req)?;
-        let valid = net.valid_attachments()?.unwrap_or_default();
+        // The plugin refuses a GC without the list before it gets here;
+        // the socket is open to any local root client, so the daemon
+        // refuses it too rather than release every lease of the network.
+        let valid = net.valid_attachments()?.ok_or_else(|| {
+            Error::Config(format!(
+                "GC needs the list of valid attachments ({})",
+                cni_types::config::VALID_ATTACHMENTS_KEY
+            ))
+        })?;
         let slots: Vec<_> = lock(&self.slots).values().cloned().collect();
         for slot in slots {
             let mut slot = lock(&slot);

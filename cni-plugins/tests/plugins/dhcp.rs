@@ -1147,3 +1147,58 @@ fn daemon_never_replaces_what_is_not_a_socket() {
     let (status, out) = common::run_for(cmd, Duration::from_secs(2));
     assert!(status.is_none(), "the daemon should serve: {out}");
 }
+
+/// Our daemon started in this namespace on a socket of `dir`, with no
+/// DHCP server anywhere: for the daemon's own refusals. No root needed.
+fn bare_daemon(dir: &Path, extra: &[&str]) -> (Proc, PathBuf) {
+    let socket = dir.join("bare.sock");
+    let child = Command::new(OUR_DHCP)
+        .arg("daemon")
+        .arg("-socketpath")
+        .arg(&socket)
+        .arg("-statedir")
+        .arg(dir.join("bare-state"))
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn dhcp daemon");
+    let proc = Proc(child);
+    wait_for("dhcp daemon socket", Duration::from_secs(10), || {
+        std::os::unix::net::UnixStream::connect(&socket).is_ok()
+    });
+    (proc, socket)
+}
+
+/// #31.2: the daemon itself refuses a GC without
+/// `cni.dev/valid-attachments` (absent or `null`) with code 7, where it
+/// released every lease of the network (its socket is open to any local
+/// root client, not only to our plugin).
+#[test]
+fn daemon_refuses_gc_without_valid_attachments() {
+    use cni_ipam::dhcp::rpc::{call, DaemonOp, DaemonRequest};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_daemon, socket) = bare_daemon(dir.path(), &[]);
+    for list in [None, Some(Value::Null)] {
+        let mut config = json!({"cniVersion": "1.1.0", "name": "dhnet", "type": "dhcp",
+            "ipam": {"type": "dhcp", "daemonSocketPath": socket}});
+        if let Some(l) = &list {
+            config["cni.dev/valid-attachments"] = l.clone();
+        }
+        let req = DaemonRequest {
+            op: DaemonOp::Gc,
+            container_id: String::new(),
+            netns: String::new(),
+            ifname: String::new(),
+            args: String::new(),
+            config,
+        };
+        let reply = call(&socket, &req, Duration::from_secs(10)).expect("reply");
+        let e = reply
+            .error
+            .unwrap_or_else(|| panic!("GC without a list ({list:?}) accepted"));
+        assert_eq!(e.code.as_u32(), 7, "{e:?}");
+        assert!(e.msg.contains("cni.dev/valid-attachments"), "{e:?}");
+    }
+}

@@ -22,7 +22,9 @@ use serde_json::{json, Value};
 const PLUGINS: &[(&str, &str)] = &[
     ("bandwidth", env!("CARGO_BIN_EXE_bandwidth")),
     ("bridge", env!("CARGO_BIN_EXE_bridge")),
+    ("dhcp", env!("CARGO_BIN_EXE_dhcp")),
     ("dummy", env!("CARGO_BIN_EXE_dummy")),
+    ("firewall", env!("CARGO_BIN_EXE_firewall")),
     ("flannel", env!("CARGO_BIN_EXE_flannel")),
     ("host-device", env!("CARGO_BIN_EXE_host-device")),
     ("host-local", env!("CARGO_BIN_EXE_host-local")),
@@ -34,6 +36,7 @@ const PLUGINS: &[(&str, &str)] = &[
     ("passthru", env!("CARGO_BIN_EXE_passthru")),
     ("portmap", env!("CARGO_BIN_EXE_portmap")),
     ("ptp", env!("CARGO_BIN_EXE_ptp")),
+    ("sbr", env!("CARGO_BIN_EXE_sbr")),
     ("static", env!("CARGO_BIN_EXE_static")),
     ("tap", env!("CARGO_BIN_EXE_tap")),
     ("tuning", env!("CARGO_BIN_EXE_tuning")),
@@ -411,6 +414,46 @@ fn control_characters_in_cni_path_entries_find_no_delegate() {
             // quoted in the message, control characters escaped.
             assert!(msg.contains("failed to find plugin \"bridge\""), "{msg}");
             assert!(!msg.chars().any(char::is_control), "{msg:?}");
+        }
+    }
+}
+
+/// #31.2: one rule for every plugin's GC: without
+/// `cni.dev/valid-attachments` (absent or `null`) the request is refused
+/// with code 7 naming the key, whatever the plugin (portmap and bandwidth
+/// used to succeed doing nothing, dhcp released every lease of the
+/// network). multus GCs with the attachments of its own cache (as Go) and
+/// is not refused for the list.
+#[test]
+fn gc_without_valid_attachments_is_refused_by_every_plugin() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().display().to_string();
+    let env = [("CNI_COMMAND", "GC"), ("CNI_PATH", path.as_str())];
+    for (name, bin) in PLUGINS {
+        for list in [None, Some(Value::Null)] {
+            let mut c = json!({"cniVersion": "1.1.0", "name": "gcnet", "type": name,
+                "socketDir": tmp.path().join("multus-sock"),
+                "ipam": {"type": "host-local", "dataDir": tmp.path().join("ipam"),
+                    "subnet": "10.252.0.0/24"}});
+            if let Some(l) = &list {
+                c["cni.dev/valid-attachments"] = l.clone();
+            }
+            let out = run(bin, &env, serde_json::to_vec(&c).unwrap());
+            let what = format!("{name}, list {list:?}");
+            if name.starts_with("multus") {
+                let msg = String::from_utf8_lossy(&out.stdout).into_owned();
+                assert!(!msg.contains("valid-attachments"), "{what}: {msg}");
+                continue;
+            }
+            let v = out.error(&what);
+            assert_eq!(v["code"], 7, "{what}: {v}");
+            assert!(
+                v["msg"]
+                    .as_str()
+                    .unwrap()
+                    .contains("cni.dev/valid-attachments"),
+                "{what}: {v}"
+            );
         }
     }
 }
