@@ -5,7 +5,9 @@
 //! released unicast from the leased address on DEL and GC.
 //!
 //! Requests come over a unix socket, one connection per request, handled
-//! on a thread each (see [`cni_ipam::dhcp::rpc`] for the wire format).
+//! on a thread each, at most 256 at once (more get "try again", code 11:
+//! [`cni_exec::daemon::serve`]; see [`cni_ipam::dhcp::rpc`] for the wire
+//! format).
 //! Requests for different attachments run concurrently; requests for one
 //! attachment are serialized.
 
@@ -30,6 +32,9 @@ use crate::{Error, Result};
 
 /// How long a connection may take to send its request.
 const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection the daemon is too busy for may take to send its
+/// request before it is answered anyway.
+const BUSY_READ_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Binds the socket, resumes the persisted leases, and serves forever.
 pub fn run(opts: DaemonOptions) -> Result<()> {
@@ -47,16 +52,35 @@ pub fn run(opts: DaemonOptions) -> Result<()> {
             .map_err(|e| Error::io("write pidfile", pidfile, e))?;
     }
     let daemon = Arc::new(Daemon::start(opts)?);
-    for conn in listener.incoming() {
-        match conn {
-            Ok(stream) => {
-                let daemon = Arc::clone(&daemon);
-                std::thread::spawn(move || daemon.serve(stream));
-            }
-            Err(e) => warn!("accept: {e}"),
-        }
-    }
-    Ok(())
+    let never = std::sync::atomic::AtomicBool::new(false);
+    cni_exec::daemon::serve(
+        listener,
+        &cni_exec::daemon::ServeOptions::new("dhcp"),
+        &never,
+        move |stream| daemon.serve(stream),
+        busy,
+    )
+    .map_err(|e| Error::Internal(e.to_string()))
+}
+
+/// The answer to a connection over the cap (or whose thread the system
+/// refused): its request read (so the client, which writes first, is not
+/// cut off mid-write), then "try again" (code 11).
+fn busy(stream: UnixStream) {
+    let _ = stream.set_read_timeout(Some(BUSY_READ_TIMEOUT));
+    let _ = rpc::read_line(&stream);
+    let reply = DaemonReply {
+        result: None,
+        error: Some(CniError::new(
+            cni_types::ErrorCode::TryAgainLater,
+            format!(
+                "dhcp daemon busy: {} requests in flight or no thread to serve this one",
+                cni_exec::daemon::DEFAULT_MAX_CONNECTIONS
+            ),
+            "retry later",
+        )),
+    };
+    let _ = rpc::write_reply(&stream, &reply);
 }
 
 /// The daemon's state: the lease store and one slot per attachment.
@@ -86,22 +110,29 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Active {
     /// Starts maintaining `record`; `resume` renews at once (after a
     /// daemon restart) instead of at T1.
-    fn start(record: LeaseRecord, store: LeaseStore, resend_max: Duration, resume: bool) -> Active {
+    /// Fails when the system refuses the thread.
+    fn start(
+        record: LeaseRecord,
+        store: LeaseStore,
+        resend_max: Duration,
+        resume: bool,
+    ) -> std::io::Result<Active> {
         let shared = Arc::new(Shared {
             record: Mutex::new(record),
             lost: Mutex::new(None),
         });
         let (stop, stopped) = mpsc::channel();
         let s = Arc::clone(&shared);
-        let thread = std::thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name("dhcp-lease".into())
-            .spawn(move || maintain(&s, &store, &stopped, resend_max, resume))
-            .map_err(|e| warn!("spawn lease thread: {e}"))
-            .ok();
-        Active {
-            shared,
-            stop: Some(stop),
-            thread,
+            .spawn(move || maintain(&s, &store, &stopped, resend_max, resume));
+        match spawned {
+            Ok(thread) => Ok(Active {
+                shared,
+                stop: Some(stop),
+                thread: Some(thread),
+            }),
+            Err(e) => Err(e),
         }
     }
 
@@ -257,8 +288,11 @@ impl Daemon {
                 continue;
             }
             info!("resuming lease {key}: {}", record.lease.address);
-            let active = Active::start(record, daemon.store.clone(), daemon.opts.resend_max, true);
-            *lock(&daemon.slot(&key)) = Some(active);
+            match Active::start(record, daemon.store.clone(), daemon.opts.resend_max, true) {
+                Ok(active) => *lock(&daemon.slot(&key)) = Some(active),
+                // Kept on disk: the next start resumes it.
+                Err(e) => warn!("lease {key}: no thread to maintain it: {e}"),
+            }
         }
         Ok(daemon)
     }
@@ -364,13 +398,29 @@ impl Daemon {
                     record.lease.address,
                     record.lease.server
                 );
-                *slot = Some(Active::start(
-                    record,
+                let started = Active::start(
+                    record.clone(),
                     self.store.clone(),
                     self.opts.resend_max,
                     false,
-                ));
-                Ok(value)
+                );
+                match started {
+                    Ok(active) => {
+                        *slot = Some(active);
+                        Ok(value)
+                    }
+                    // A lease nobody renews would expire under the pod:
+                    // give it back and let the runtime retry.
+                    Err(e) => {
+                        let _ = client.release(&record.lease);
+                        let _ = self.store.remove(&record.key());
+                        Err(Error::Cni(CniError::new(
+                            cni_types::ErrorCode::TryAgainLater,
+                            format!("dhcp daemon: no thread to maintain the lease: {e}"),
+                            "retry later",
+                        )))
+                    }
+                }
             }
             Err(e) => {
                 let _ = client.release(&record.lease);

@@ -1202,3 +1202,74 @@ fn daemon_refuses_gc_without_valid_attachments() {
         assert!(e.msg.contains("cni.dev/valid-attachments"), "{e:?}");
     }
 }
+
+fn status_request() -> cni_ipam::dhcp::rpc::DaemonRequest {
+    cni_ipam::dhcp::rpc::DaemonRequest {
+        op: cni_ipam::dhcp::rpc::DaemonOp::Status,
+        container_id: String::new(),
+        netns: String::new(),
+        ifname: String::new(),
+        args: String::new(),
+        config: json!({"cniVersion": "1.1.0", "name": "dhnet", "type": "dhcp"}),
+    }
+}
+
+/// The code of the daemon's reply to STATUS (0: success).
+fn status_code(socket: &Path) -> u32 {
+    let reply = cni_ipam::dhcp::rpc::call(socket, &status_request(), Duration::from_secs(30))
+        .expect("a reply");
+    reply.error.map_or(0, |e| e.code.as_u32())
+}
+
+/// #31.3: at most 256 connections are served at once; one more gets a
+/// "try again" reply (code 11) at once instead of a thread of its own.
+#[test]
+fn daemon_caps_its_connections() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_daemon, socket) = bare_daemon(dir.path(), &[]);
+    // Idle connections hold a slot each while the daemon waits up to 10 s
+    // for their request.
+    let idle: Vec<_> = (0..cni_exec::daemon::DEFAULT_MAX_CONNECTIONS)
+        .map(|_| std::os::unix::net::UnixStream::connect(&socket).expect("connect"))
+        .collect();
+    assert_eq!(status_code(&socket), 11, "over the cap");
+    drop(idle);
+    wait_for("a free slot", Duration::from_secs(30), || {
+        status_code(&socket) == 0
+    });
+}
+
+/// #31.3: a daemon that cannot create a thread (its cgroup's `pids.max`
+/// reached) answers "try again" (code 11) and keeps serving, where
+/// `std::thread::spawn` panicked and took the daemon down.
+#[test]
+fn daemon_survives_when_no_thread_can_be_created() {
+    if !cni_testkit::premise::require_root() {
+        return;
+    }
+    let cgroup = match common::PidsCgroup::new() {
+        Ok(c) => c,
+        Err(why) => {
+            cni_testkit::premise::require(false, &format!("needs a pids cgroup: {why}"));
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut daemon, socket) = bare_daemon(dir.path(), &[]);
+    cgroup.add(daemon.0.id());
+    // One more thread for a connection, then none.
+    cgroup.set_max(cgroup.current() + 1);
+    let idle: Vec<_> = (0..3)
+        .map(|_| std::os::unix::net::UnixStream::connect(&socket).expect("connect"))
+        .collect();
+    assert_eq!(status_code(&socket), 11, "no thread for the request");
+    assert!(
+        daemon.0.try_wait().expect("wait").is_none(),
+        "the daemon died"
+    );
+    drop(idle);
+    cgroup.set_max(10_000);
+    wait_for("the daemon serving again", Duration::from_secs(30), || {
+        status_code(&socket) == 0
+    });
+}

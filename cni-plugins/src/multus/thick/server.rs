@@ -7,7 +7,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
@@ -32,8 +32,11 @@ use crate::multus::Error;
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the daemon waits at start for its certificate to be issued.
 const CERT_WAIT: Duration = Duration::from_secs(300);
-/// Connections served at once; more wait in the listen backlog.
-const MAX_CONNECTIONS: usize = 256;
+/// Connections served at once; more are answered "try again" (code 11).
+const MAX_CONNECTIONS: usize = cni_exec::daemon::DEFAULT_MAX_CONNECTIONS;
+/// How long a connection the daemon is too busy for may take to send its
+/// request before it is answered anyway.
+const BUSY_READ_TIMEOUT: Duration = Duration::from_secs(1);
 
 struct Shared {
     plugin: DaemonPlugin,
@@ -43,7 +46,6 @@ struct Shared {
     /// False until the node's multus configuration is in place (auto mode).
     configured: Arc<AtomicBool>,
     stop: AtomicBool,
-    active: AtomicUsize,
     /// `connectionLimit`: CNI requests served at once.
     limit: RequestLimit,
 }
@@ -141,7 +143,6 @@ pub fn start_with(
         config,
         configured,
         stop: AtomicBool::new(false),
-        active: AtomicUsize::new(0),
         limit,
     });
     let mut threads = Vec::new();
@@ -153,20 +154,22 @@ pub fn start_with(
         let s = shared.clone();
         threads.push((
             Role::Metrics,
-            std::thread::spawn(move || serve_metrics(l, s)),
+            spawn("multus-metrics", move || serve_metrics(l, s))?,
         ));
     }
     if let Some(cfg) = auto {
         let s = shared.clone();
         threads.push((
             Role::Background,
-            std::thread::spawn(move || cfg.run(&s.configured, &|| s.stop.load(Ordering::SeqCst))),
+            spawn("multus-autoconf", move || {
+                cfg.run(&s.configured, &|| s.stop.load(Ordering::SeqCst))
+            })?,
         ));
     }
     let s = shared.clone();
     threads.push((
         Role::Socket,
-        std::thread::spawn(move || serve_socket(listener, s)),
+        spawn("multus-accept", move || serve_socket(listener, s))?,
     ));
     tracing::info!(socket = %socket.display(), "multus daemon serving");
     Ok(DaemonHandle {
@@ -175,6 +178,14 @@ pub fn start_with(
         metrics_addr,
         threads,
     })
+}
+
+/// A named thread of the daemon, or the error that stops its start.
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, Error> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map_err(|e| Error::io("start thread", name, e))
 }
 
 fn bind_socket(socket: &Path) -> Result<UnixListener, Error> {
@@ -257,38 +268,30 @@ impl Drop for DaemonHandle {
 }
 
 fn serve_socket(listener: UnixListener, shared: Arc<Shared>) {
-    for conn in listener.incoming() {
-        if shared.stop.load(Ordering::SeqCst) {
-            break;
-        }
-        let Ok(stream) = conn else { continue };
-        if shared.active.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
-            let _ = reply_error(
-                &stream,
-                503,
-                CniError::new(ErrorCode::TryAgainLater, "multus daemon busy", ""),
-            );
-            continue;
-        }
-        shared.active.fetch_add(1, Ordering::SeqCst);
-        let slot = Slot(shared.clone());
-        std::thread::spawn(move || {
-            // The slot is given back when the thread ends, even by a panic
-            // in a handler: a lost slot would shrink the daemon for good.
-            let slot = slot;
-            handle(stream, &slot.0);
-        });
+    let s = Arc::clone(&shared);
+    let served = cni_exec::daemon::serve(
+        listener,
+        &cni_exec::daemon::ServeOptions::new("multus").max_connections(MAX_CONNECTIONS),
+        &shared.stop,
+        move |stream| handle(stream, &s),
+        busy,
+    );
+    if let Err(e) = served {
+        tracing::error!("multus daemon stopped serving: {e}");
     }
 }
 
-/// One of the daemon's `MAX_CONNECTIONS` connection slots, held by a
-/// request's thread.
-struct Slot(Arc<Shared>);
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.active.fetch_sub(1, Ordering::SeqCst);
-    }
+/// The answer to a connection over the cap (or whose thread the system
+/// refused): 503 with "try again" (code 11), after its request is read
+/// (the client writes first: it must not be cut off mid-write).
+fn busy(stream: UnixStream) {
+    let _ = stream.set_read_timeout(Some(BUSY_READ_TIMEOUT));
+    let _ = http::read_request(&stream);
+    let _ = reply_error(
+        &stream,
+        503,
+        CniError::new(ErrorCode::TryAgainLater, "multus daemon busy", ""),
+    );
 }
 
 fn reply_error(stream: &UnixStream, status: u16, e: CniError) -> std::io::Result<()> {
