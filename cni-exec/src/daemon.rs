@@ -115,14 +115,34 @@ pub fn prepare_socket_path(path: &Path) -> Result<(), Error> {
     })
 }
 
-/// Listens on the unix socket `path` after [`prepare_socket_path`].
+/// Listens on the unix socket `path` after [`prepare_socket_path`]. The
+/// socket file is created mode 0600, owned by the caller (root, for a
+/// daemon), whatever the umask: its mode is set on the socket before
+/// `bind(2)` (which creates the file with the socket's mode less the
+/// umask), so there is no instant in which another user may connect.
 pub fn listen(path: &Path) -> Result<UnixListener, Error> {
+    use nix::sys::socket::{self, AddressFamily, Backlog, SockFlag, SockType, UnixAddr};
+    use nix::sys::stat::{fchmod, Mode};
     prepare_socket_path(path)?;
-    UnixListener::bind(path).map_err(|source| Error::Io {
-        op: "listen on",
-        path: path.to_path_buf(),
-        source,
-    })
+    let io = |op: &'static str| {
+        move |e: nix::Error| Error::Io {
+            op,
+            path: path.to_path_buf(),
+            source: std::io::Error::from(e),
+        }
+    };
+    let fd = socket::socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .map_err(io("create socket for"))?;
+    fchmod(&fd, Mode::from_bits_truncate(0o600)).map_err(io("restrict socket mode of"))?;
+    let addr = UnixAddr::new(path).map_err(io("listen on"))?;
+    socket::bind(std::os::fd::AsRawFd::as_raw_fd(&fd), &addr).map_err(io("listen on"))?;
+    socket::listen(&fd, Backlog::MAXCONN).map_err(io("listen on"))?;
+    Ok(UnixListener::from(fd))
 }
 
 /// The connections a daemon serves at once unless told otherwise.
@@ -304,6 +324,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a/b/d.sock");
         let live = listen(&path).unwrap();
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&path).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600);
         let e = listen(&path).unwrap_err().to_string();
         assert!(e.contains("another daemon is listening"), "{e}");
         drop(live);

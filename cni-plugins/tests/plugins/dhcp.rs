@@ -1273,3 +1273,77 @@ fn daemon_survives_when_no_thread_can_be_created() {
         status_code(&socket) == 0
     });
 }
+
+/// #31.4: the daemon's socket is mode 0600 and owned by root whatever the
+/// umask it starts with (0 here), so another user cannot connect: our own
+/// plugin run as `nobody` gets "permission denied" where root is served.
+#[test]
+fn daemon_socket_is_for_root_only_whatever_the_umask() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::os::unix::process::CommandExt;
+    if !cni_testkit::premise::require_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Reachable by anyone: only the socket's own mode stands in the way.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let socket = dir.path().join("d.sock");
+    let mut daemon = Command::new(OUR_DHCP);
+    daemon
+        .arg("daemon")
+        .arg("-socketpath")
+        .arg(&socket)
+        .arg("-statedir")
+        .arg(dir.path().join("state"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: umask(2) is async-signal-safe; it runs in the child between
+    // fork and exec.
+    unsafe {
+        daemon.pre_exec(|| {
+            libc::umask(0);
+            Ok(())
+        });
+    }
+    let _daemon = Proc(daemon.spawn().expect("spawn dhcp daemon"));
+    wait_for("dhcp daemon socket", Duration::from_secs(10), || {
+        std::os::unix::net::UnixStream::connect(&socket).is_ok()
+    });
+    let meta = std::fs::metadata(&socket).expect("socket");
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o600);
+    assert_eq!(meta.uid(), 0);
+
+    // Our plugin asks the daemon for STATUS, as root and as nobody.
+    let status = |nobody: bool| {
+        let conf = json!({"cniVersion": "1.1.0", "name": "dhnet", "type": "dhcp",
+            "ipam": {"type": "dhcp", "daemonSocketPath": socket}});
+        let mut cmd = Command::new(OUR_DHCP);
+        cmd.env_clear()
+            .env("CNI_COMMAND", "STATUS")
+            .env("CNI_PATH", "/nonexistent")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        if nobody {
+            cmd.uid(65534).gid(65534);
+        }
+        let mut child = cmd.spawn().expect("spawn dhcp");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(conf.to_string().as_bytes())
+            .expect("write");
+        let out = child.wait_with_output().expect("wait");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (ok, out) = status(false);
+    assert!(ok, "root: {out}");
+    let (ok, out) = status(true);
+    assert!(!ok, "nobody was served: {out}");
+    assert!(out.contains("ermission denied"), "{out}");
+}

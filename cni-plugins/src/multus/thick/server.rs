@@ -4,7 +4,6 @@
 
 use std::io::Write as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -188,17 +187,14 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
         .map_err(|e| Error::io("start thread", name, e))
 }
 
+/// The daemons' one socket rule ([`cni_exec::daemon::listen`]): the
+/// directory made owner-only when missing, a dead socket replaced,
+/// anything else refused, the socket mode 0600 whatever the umask.
 fn bind_socket(socket: &Path) -> Result<UnixListener, Error> {
-    // The daemons' one socket rule: the directory made owner-only (nobody
-    // else can reach the socket even in the instant between bind and
-    // chmod), a dead socket replaced, anything else refused.
-    let l = cni_exec::daemon::listen(socket).map_err(|e| match e {
+    cni_exec::daemon::listen(socket).map_err(|e| match e {
         cni_exec::Error::Io { op, path, source } => Error::io(op, path, source),
         e => Error::io("bind socket", socket, std::io::Error::other(e.to_string())),
-    })?;
-    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| Error::io("restrict socket permissions", socket, e))?;
-    Ok(l)
+    })
 }
 
 impl DaemonHandle {
