@@ -12,9 +12,14 @@ use cni_types::{CniError, ErrorCode};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The plugin configuration (stdin) is not valid JSON or has a wrong shape.
+    /// The plugin configuration (stdin) is not valid JSON (code 6).
     #[error("decode network configuration: {0}")]
     DecodeConfig(#[source] serde_json::Error),
+
+    /// A key of the configuration holds a value of the wrong JSON type
+    /// (code 7); the text names the key (`ipam.ranges[0][0].subnet: …`).
+    #[error("decode network configuration: {0}")]
+    KeyType(String),
 
     /// The configuration is well-formed JSON but not a valid IPAM configuration;
     /// the text is the Go reference's message.
@@ -173,6 +178,7 @@ impl Error {
         match self {
             Error::DecodeConfig(_) => ErrorCode::DecodingFailure,
             Error::InvalidConfig(_)
+            | Error::KeyType(_)
             | Error::InvalidNetworkName { .. }
             | Error::RequestedGateway(_)
             | Error::NotInRangeSet { .. }

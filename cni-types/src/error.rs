@@ -211,6 +211,14 @@ pub enum Error {
     /// A network configuration that decodes but is invalid.
     #[error("{0}")]
     InvalidConfig(String),
+    /// A spec-defined key holding a value of the wrong JSON type (code 7).
+    #[error("invalid {key}: {reason}")]
+    KeyType {
+        /// The key, as a path (`ipam.type`, `runtimeConfig.portMappings[0]`).
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// A result cannot be converted to the requested version.
     #[error("cannot convert result to version {version}: {reason}")]
     Convert {
@@ -249,7 +257,9 @@ impl Error {
                 ErrorCode::IncompatibleCniVersion
             }
             Error::Decode { .. } => ErrorCode::DecodingFailure,
-            Error::InvalidConfig(_) | Error::SpecKey { .. } => ErrorCode::InvalidNetworkConfig,
+            Error::InvalidConfig(_) | Error::SpecKey { .. } | Error::KeyType { .. } => {
+                ErrorCode::InvalidNetworkConfig
+            }
             Error::Convert { .. } => ErrorCode::IncompatibleCniVersion,
             Error::Args(_) => ErrorCode::InvalidEnvironmentVariables,
             Error::InvalidName { code, .. } => *code,

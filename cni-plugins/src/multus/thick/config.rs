@@ -191,6 +191,9 @@ impl DaemonConfig {
             .filter(|(k, _)| !DAEMON_KEYS.contains(&k.as_str()))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
+        // The auto-configuration keys are of their types even when
+        // auto-configuration is off.
+        super::autoconf::PrimaryChoice::from_overrides(&netconf_overrides)?;
         Ok(DaemonConfig {
             chroot_dir: string(&raw, "chrootDir", path)?.map(PathBuf::from),
             socket_dir: string(&raw, "socketDir", path)?
