@@ -99,3 +99,62 @@ fn other_builds_and_disabled_shortcut_are_execd() {
     let err = add(&delegates().enabled(false), &ours, data.path()).unwrap_err();
     assert!(err.to_string().contains("ermission denied"), "{err}");
 }
+
+/// #31.6: a hostile `host-local` on `CNI_PATH` that prints 200 MiB before
+/// its result is killed past 16 MiB of output, and the plugin delegating to
+/// it fails with a clear error instead of buffering all of it. Each plugin
+/// runs in a node namespace of its own, the pod in another.
+#[test]
+fn a_delegate_printing_too_much_is_killed() {
+    use crate::common::{self, Call, CniPath};
+    use std::time::{Duration, Instant};
+    if !cni_testkit::premise::require_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let loud = dir.path().join("loud-host-local");
+    std::fs::write(
+        &loud,
+        "#!/bin/sh\ncat > /dev/null\nhead -c 209715200 /dev/zero | tr '\\0' ' '\n\
+         echo '{\"cniVersion\":\"1.0.0\",\"ips\":[{\"address\":\"10.67.0.2/24\"}]}'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&loud, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = CniPath::new(&[("host-local", &loud)]);
+    for (plugin, bin) in [
+        ("bridge", env!("CARGO_BIN_EXE_bridge")),
+        ("ptp", env!("CARGO_BIN_EXE_ptp")),
+        ("tap", env!("CARGO_BIN_EXE_tap")),
+    ] {
+        let node = common::netns("loudnode");
+        let pod = common::netns("loudpod");
+        let mut conf = serde_json::json!({"cniVersion": "1.0.0", "name": "loud", "type": plugin,
+            "ipam": {"type": "host-local", "subnet": "10.67.0.0/24"}});
+        if plugin == "bridge" {
+            conf["bridge"] = serde_json::json!(format!("lb{}", common::hex6()));
+        }
+        let start = Instant::now();
+        let reply = common::run(
+            &node,
+            &Call {
+                plugin: Path::new(bin),
+                cni_path: path.path(),
+                command: "ADD",
+                container_id: "loud",
+                netns: &common::netns_path(&pod),
+                ifname: "eth0",
+                args: "",
+            },
+            &conf,
+        );
+        assert!(!reply.ok, "{plugin}: ADD took a result after 200 MiB");
+        assert!(
+            reply
+                .msg()
+                .contains("wrote more than 16777216 bytes to its stdout"),
+            "{plugin}: {}",
+            reply.msg()
+        );
+        assert!(start.elapsed() < Duration::from_secs(120), "{plugin}");
+    }
+}
