@@ -12,21 +12,44 @@ use cni_exec::same_build::{read_marker, MARKER_LEN};
 use cni_exec::{Command, Exec, PluginEnv};
 use cni_plugins::binary::{ipam_delegates as delegates, marker};
 
+#[path = "../../build/source_id.rs"]
+mod source_id;
+
+/// Which marker the probe copy carries.
+#[derive(Clone, Copy, PartialEq)]
+enum Marker {
+    /// This build's.
+    Ours,
+    /// Another build's: one digit of the identity changed.
+    OtherBuild,
+    /// Name and crate version only: the identity before #31.8, which any
+    /// patched or forked build of the same version carried too.
+    VersionOnly,
+}
+
 /// A temp plugin dir holding a non-executable copy of our host-local,
-/// optionally with its marker rewritten to another build's.
-fn probe_dir(other_build: bool) -> (tempfile::TempDir, PathBuf) {
+/// with its marker as `which` says.
+fn probe_dir(which: Marker) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let ours = workspace_bin("cni-plugins", "host-local");
     let mut bytes = std::fs::read(&ours).unwrap();
-    if other_build {
+    if which != Marker::Ours {
         let m = marker("host-local");
         let at = bytes
             .windows(MARKER_LEN)
             .position(|w| w == m)
             .expect("marker in the binary");
-        // "0.x.y" -> "9.x.y": the same plugin of another version.
-        let v = at + b"cni-rs-plugin\0host-local\0".len();
-        bytes[v] = b'9';
+        match which {
+            Marker::OtherBuild => {
+                let v = at + b"cni-rs-plugin\0host-local\0".len();
+                bytes[v] = if bytes[v] == b'9' { b'8' } else { b'9' };
+            }
+            _ => {
+                let old =
+                    cni_exec::same_build::plugin_marker("host-local", env!("CARGO_PKG_VERSION"));
+                bytes[at..at + MARKER_LEN].copy_from_slice(&old);
+            }
+        }
     }
     let copy = dir.path().join("host-local");
     std::fs::write(&copy, bytes).unwrap();
@@ -74,7 +97,7 @@ fn our_binaries_carry_their_marker() {
 
 #[test]
 fn same_build_delegate_runs_in_process() {
-    let (dir, copy) = probe_dir(false);
+    let (dir, copy) = probe_dir(Marker::Ours);
     let exec = delegates();
     let found = exec
         .find_plugin("host-local", &[dir.path().to_path_buf()])
@@ -88,14 +111,73 @@ fn same_build_delegate_runs_in_process() {
     assert!(data.path().join("samebuild/10.66.0.2").exists());
 }
 
+/// #31.8: the identity is the build's content, not its version: a file on
+/// `CNI_PATH` carrying the name-and-version marker (what a patched build
+/// of the same version carried, or anything given that section) is
+/// exec'd, not replaced by our built-in plugin.
+#[test]
+fn a_version_only_marker_is_execd() {
+    let data = tempfile::tempdir().unwrap();
+    let (_dir, copy) = probe_dir(Marker::VersionOnly);
+    let err = add(&delegates(), &copy, data.path()).unwrap_err();
+    assert!(err.to_string().contains("ermission denied"), "{err}");
+}
+
+/// The features this test binary is built with, as `build.rs` sees them.
+fn features() -> Vec<String> {
+    let mut f = Vec::new();
+    if cfg!(feature = "default") {
+        f.push("default".to_string());
+    }
+    if cfg!(feature = "multus") {
+        f.push("multus".to_string());
+    }
+    f
+}
+
+fn identity(root: &Path) -> String {
+    let crates: Vec<(&str, PathBuf)> = source_id::CRATES
+        .iter()
+        .map(|c| (*c, root.join(c)))
+        .collect();
+    source_id::source_id(&crates, Some(&root.join("Cargo.lock")), &features()).unwrap()
+}
+
+/// #31.8: the marker's identity is a hash of the sources: the same for a
+/// copy of them anywhere (a clean rebuild, another checkout), another one
+/// when one byte of a plugin's code changes.
+#[test]
+fn the_build_identity_is_the_sources() {
+    let root = crate::operator::workspace();
+    assert_eq!(identity(&root), cni_plugins::binary::BUILD);
+    let copy = tempfile::tempdir().unwrap();
+    for c in source_id::CRATES {
+        for rel in source_id::crate_files(&root.join(c)) {
+            let to = copy.path().join(c).join(&rel);
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::copy(root.join(c).join(&rel), &to).unwrap();
+        }
+    }
+    std::fs::copy(root.join("Cargo.lock"), copy.path().join("Cargo.lock")).unwrap();
+    assert_eq!(identity(copy.path()), cni_plugins::binary::BUILD);
+    // One byte of host-local's code.
+    let f = copy.path().join("cni-ipam/src/host_local.rs");
+    let mut text = std::fs::read(&f).unwrap();
+    text.push(b'\n');
+    std::fs::write(&f, text).unwrap();
+    let changed = identity(copy.path());
+    assert_ne!(changed, cni_plugins::binary::BUILD);
+    assert_eq!(changed.len(), source_id::ID_LEN);
+}
+
 #[test]
 fn other_builds_and_disabled_shortcut_are_execd() {
     let data = tempfile::tempdir().unwrap();
-    let (_dir, other) = probe_dir(true);
+    let (_dir, other) = probe_dir(Marker::OtherBuild);
     let err = add(&delegates(), &other, data.path()).unwrap_err();
     assert!(err.to_string().contains("ermission denied"), "{err}");
 
-    let (_dir, ours) = probe_dir(false);
+    let (_dir, ours) = probe_dir(Marker::Ours);
     let err = add(&delegates().enabled(false), &ours, data.path()).unwrap_err();
     assert!(err.to_string().contains("ermission denied"), "{err}");
 }
