@@ -359,6 +359,21 @@ fn decode(what: &str, e: impl std::fmt::Display) -> Error {
     }
 }
 
+/// The versions that share `version`'s result shape (Go's result types:
+/// `types020`, `types040`, `types100`).
+fn result_shape_versions(version: Version) -> &'static [Version] {
+    const V020: [Version; 2] = [Version::V0_1_0, Version::V0_2_0];
+    const V040: [Version; 3] = [Version::V0_3_0, Version::V0_3_1, Version::V0_4_0];
+    const V100: [Version; 2] = [Version::V1_0_0, Version::V1_1_0];
+    if version < Version::V0_3_0 {
+        &V020
+    } else if version < Version::V1_0_0 {
+        &V040
+    } else {
+        &V100
+    }
+}
+
 /// A spec key of the wrong JSON type (code 7, the key named).
 fn key_type(key: &str, reason: impl std::fmt::Display) -> Error {
     Error::KeyType {
@@ -630,10 +645,28 @@ impl NetworkConfig {
     /// Decodes `prevResult` in the shape of the config's `cniVersion`, as the
     /// Go reference's `version.ParsePrevResult` does whatever the
     /// prevResult's own `cniVersion` says.
+    ///
+    /// The prevResult's own `cniVersion`, when set, must be one of the
+    /// versions of that shape (`1.0.0`/`1.1.0`, `0.3.0`/`0.3.1`/`0.4.0`,
+    /// `0.1.0`/`0.2.0`), as Go's result types check after decoding: an
+    /// unknown version ("99.0.0") is refused with code 1.
     pub fn prev_result(&self) -> Result<Option<CniResult>, Error> {
         match &self.prev_result {
             None => Ok(None),
-            Some(v) => Ok(Some(CniResult::from_value_as(v, self.version()?)?)),
+            Some(v) => {
+                let version = self.version()?;
+                let own = v.get("cniVersion").and_then(Value::as_str);
+                if let Some(own) = own.filter(|s| !s.is_empty()) {
+                    let shape = result_shape_versions(version);
+                    if !shape.iter().any(|s| s.to_string() == own) {
+                        return Err(Error::PrevResultVersion {
+                            found: own.to_string(),
+                            supported: shape.iter().map(Version::to_string).collect(),
+                        });
+                    }
+                }
+                Ok(Some(CniResult::from_value_as(v, version)?))
+            }
         }
     }
 
@@ -1273,12 +1306,25 @@ mod tests {
 
     #[test]
     fn prev_result_uses_config_version() {
-        let c = NetworkConfig::from_slice(
-            br#"{"cniVersion":"1.0.0","name":"n","type":"x","prevResult":{"cniVersion":"0.4.0","ips":[{"version":"4","address":"10.0.0.2/24"}]}}"#,
-        )
-        .unwrap();
-        let r = c.prev_result().unwrap().unwrap();
-        assert_eq!(r.ips[0].address.to_string(), "10.0.0.2/24");
+        // Read in the config version's shape; its own version, when set,
+        // must be one of that shape's (Go's result types check it).
+        for own in ["", "1.0.0", "1.1.0"] {
+            let c = NetworkConfig::from_slice(
+                format!(r#"{{"cniVersion":"1.0.0","name":"n","type":"x","prevResult":{{"cniVersion":"{own}","ips":[{{"address":"10.0.0.2/24"}}]}}}}"#).as_bytes(),
+            )
+            .unwrap();
+            let r = c.prev_result().unwrap().unwrap();
+            assert_eq!(r.ips[0].address.to_string(), "10.0.0.2/24");
+        }
+        for own in ["0.4.0", "99.0.0", "x"] {
+            let c = NetworkConfig::from_slice(
+                format!(r#"{{"cniVersion":"1.0.0","name":"n","type":"x","prevResult":{{"cniVersion":"{own}","ips":[]}}}}"#).as_bytes(),
+            )
+            .unwrap();
+            let e = c.prev_result().unwrap_err();
+            assert_eq!(e.code(), crate::ErrorCode::IncompatibleCniVersion, "{own}");
+            assert!(e.to_string().contains(own), "{e}");
+        }
     }
 
     #[test]

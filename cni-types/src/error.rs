@@ -200,6 +200,16 @@ pub enum Error {
     /// A result version this crate cannot read or write.
     #[error("unsupported CNI result version {0:?}")]
     UnsupportedResultVersion(String),
+    /// A `prevResult` whose own `cniVersion` is not one of the result
+    /// shape of the config's version (Go's `types100.NewResult` and
+    /// friends refuse it too): code 1.
+    #[error("could not parse prevResult: result type supports {supported:?} but unmarshalled CNIVersion is {found:?}")]
+    PrevResultVersion {
+        /// The prevResult's `cniVersion`.
+        found: String,
+        /// The versions of the config version's result shape.
+        supported: Vec<String>,
+    },
     /// JSON that does not decode into the expected shape.
     #[error("failed to decode {what}: {reason}")]
     Decode {
@@ -253,9 +263,9 @@ impl Error {
     /// The CNI error code for this error.
     pub fn code(&self) -> ErrorCode {
         match self {
-            Error::InvalidVersion { .. } | Error::UnsupportedResultVersion(_) => {
-                ErrorCode::IncompatibleCniVersion
-            }
+            Error::InvalidVersion { .. }
+            | Error::UnsupportedResultVersion(_)
+            | Error::PrevResultVersion { .. } => ErrorCode::IncompatibleCniVersion,
             Error::Decode { .. } => ErrorCode::DecodingFailure,
             Error::InvalidConfig(_) | Error::SpecKey { .. } | Error::KeyType { .. } => {
                 ErrorCode::InvalidNetworkConfig

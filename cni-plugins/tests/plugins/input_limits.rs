@@ -457,3 +457,44 @@ fn gc_without_valid_attachments_is_refused_by_every_plugin() {
         }
     }
 }
+
+/// #31.14: a `prevResult` whose own `cniVersion` is unknown ("99.0.0") or of
+/// another result shape than the config's is refused with code 1
+/// (incompatible version), as Go's result types refuse it; portmap,
+/// firewall and passthru used to take it.
+#[test]
+fn prev_result_of_an_unknown_version_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().display().to_string();
+    let chained = [
+        ("bandwidth", env!("CARGO_BIN_EXE_bandwidth")),
+        ("firewall", env!("CARGO_BIN_EXE_firewall")),
+        ("passthru", env!("CARGO_BIN_EXE_passthru")),
+        ("portmap", env!("CARGO_BIN_EXE_portmap")),
+        ("sbr", env!("CARGO_BIN_EXE_sbr")),
+        ("tuning", env!("CARGO_BIN_EXE_tuning")),
+    ];
+    for (name, bin) in chained {
+        for (config_version, prev_version) in
+            [("1.0.0", "99.0.0"), ("1.0.0", "0.4.0"), ("0.4.0", "1.0.0")]
+        {
+            let c = json!({"cniVersion": config_version, "name": "prevver", "type": name,
+                "dataDir": tmp.path().join("data"),
+                "prevResult": {"cniVersion": prev_version,
+                    "interfaces": [{"name": "eth0", "sandbox": "/nonexistent/cni-input-limits"}],
+                    "ips": [{"address": "10.254.0.2/24", "interface": 0}]}});
+            let out = run(
+                bin,
+                &add_env("c1", "eth0", &path),
+                serde_json::to_vec(&c).unwrap(),
+            );
+            let what = format!("{name}, config {config_version}, prevResult {prev_version}");
+            let v = out.error(&what);
+            assert_eq!(v["code"], 1, "{what}: {v}");
+            assert!(
+                v["msg"].as_str().unwrap().contains(prev_version),
+                "{what}: {v}"
+            );
+        }
+    }
+}
