@@ -474,6 +474,24 @@ fn firewall_iptables_gc_and_bad_input() {
         7,
         "ingressPolicy:",
     );
+    // #31.12: a first interface in a sandbox is the pod's, not the host
+    // bridge: no isolation rules for the node's own `eth0`.
+    for policy in ["same-bridge", "isolated"] {
+        let mut c: Value = serde_json::from_str(&conf(
+            "1.0.0",
+            json!({"backend": "iptables", "dataDir": state.path(), "ingressPolicy": policy}),
+            "br",
+            &["10.88.3.9/24"],
+        ))
+        .unwrap();
+        c["prevResult"]["interfaces"] = json!([{"name": "eth0", "sandbox": "/run/netns/pod"}]);
+        c["prevResult"]["ips"][0]["interface"] = json!(0);
+        expect_err(
+            c.to_string(),
+            7,
+            "prevResult.interfaces[0] \"eth0\" is in a sandbox",
+        );
+    }
     expect_err(
         conf(
             "1.0.0",
