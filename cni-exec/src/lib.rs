@@ -47,6 +47,7 @@
 
 pub mod atomic;
 pub mod cache;
+pub mod capped;
 pub mod conf;
 pub mod daemon;
 mod error;

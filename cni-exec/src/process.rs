@@ -385,26 +385,19 @@ impl Exec for ProcessExec {
 }
 
 /// Reads stdin up to [`MAX_STDIN`] bytes; more is an error (code 5).
-fn read_stdin_capped(mut input: impl Read) -> Result<Vec<u8>, CniError> {
-    let mut buf = Vec::new();
-    let n = (&mut input)
-        .take(MAX_STDIN as u64 + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| {
-            CniError::new(
-                ErrorCode::IoFailure,
-                format!("error reading from stdin: {e}"),
-                "",
-            )
-        })?;
-    if n > MAX_STDIN {
-        return Err(CniError::new(
+fn read_stdin_capped(input: impl Read) -> Result<Vec<u8>, CniError> {
+    crate::capped::read_to_end(input, MAX_STDIN as u64).map_err(|e| {
+        let reason = if e.kind() == std::io::ErrorKind::InvalidData {
+            format!("network config larger than {MAX_STDIN} bytes")
+        } else {
+            e.to_string()
+        };
+        CniError::new(
             ErrorCode::IoFailure,
-            format!("error reading from stdin: network config larger than {MAX_STDIN} bytes"),
+            format!("error reading from stdin: {reason}"),
             "",
-        ));
-    }
-    Ok(buf)
+        )
+    })
 }
 
 /// The plugin binary's `main`: reads the environment and stdin, runs

@@ -149,11 +149,13 @@ fn auxiliary_chain(conf: &NetConf, aux: &str, cluster: &str) -> Result<Option<De
         .join(aux);
     let mut plugins = vec![json!({"type": "passthru", "name": "passthru-cni"})];
     for f in conf_files(&dir, &["conf"])? {
-        let bytes = std::fs::read(&f).map_err(|source| Error::Io {
-            op: "read auxiliary chain plugin",
-            path: f.clone(),
-            source,
-        })?;
+        let bytes = cni_exec::capped::read_file(&f, cni_exec::capped::MAX_ADMIN_FILE).map_err(
+            |source| Error::Io {
+                op: "read auxiliary chain plugin",
+                path: f.clone(),
+                source,
+            },
+        )?;
         let v: Value = serde_json::from_slice(&bytes).map_err(|e| Error::DelegateConfig {
             what: f.display().to_string(),
             reason: e.to_string(),

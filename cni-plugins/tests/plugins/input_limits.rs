@@ -84,8 +84,36 @@ impl Outcome {
 /// (a hang fails the test). Stdin is written from a thread: a plugin that
 /// stops reading at its cap closes the pipe, and the writer's EPIPE is fine.
 fn run(bin: &str, env: &[(&str, &str)], stdin: Vec<u8>) -> Outcome {
+    run_cmd(Command::new(bin), bin, env, stdin)
+}
+
+/// [`run`] with the process's address space capped at 1 GiB: a plugin
+/// reading an endless file dies of it there instead of taking the
+/// machine's memory (the premise of the tests of #31.11 before the fix).
+fn run_bounded(bin: &str, args: &[&str], env: &[(&str, &str)], stdin: Vec<u8>) -> Outcome {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(bin);
+    cmd.args(args);
+    // SAFETY: setrlimit(2) is async-signal-safe; it runs in the child
+    // between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 1 << 30,
+                rlim_max: 1 << 30,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    run_cmd(cmd, bin, env, stdin)
+}
+
+fn run_cmd(mut cmd: Command, bin: &str, env: &[(&str, &str)], stdin: Vec<u8>) -> Outcome {
     let start = Instant::now();
-    let mut child = Command::new(bin)
+    let mut child = cmd
         .env_clear()
         .envs(env.iter().copied())
         .stdin(Stdio::piped())
@@ -497,4 +525,61 @@ fn prev_result_of_an_unknown_version_is_refused() {
             );
         }
     }
+}
+
+/// #31.11: files an administrator names are read up to 4 MiB, past which
+/// the plugin answers a clear error: `/dev/zero` as host-local's
+/// `resolvConf`, flannel's `subnetFile`, multus's `clusterNetwork`, and as
+/// `multus-daemon --config` (#31.10), each within a 1 GiB address space.
+#[test]
+fn admin_named_files_are_read_with_a_cap() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().display().to_string();
+    let cases = [
+        (
+            "host-local",
+            env!("CARGO_BIN_EXE_host-local"),
+            json!({"cniVersion": "1.0.0", "name": "capped", "type": "host-local",
+                "ipam": {"type": "host-local", "dataDir": tmp.path().join("ipam"),
+                    "subnet": "10.250.0.0/24", "resolvConf": "/dev/zero"}}),
+        ),
+        (
+            "flannel",
+            env!("CARGO_BIN_EXE_flannel"),
+            json!({"cniVersion": "1.0.0", "name": "capped", "type": "flannel",
+                "subnetFile": "/dev/zero", "dataDir": tmp.path().join("flannel")}),
+        ),
+        (
+            "multus",
+            env!("CARGO_BIN_EXE_multus"),
+            json!({"cniVersion": "1.0.0", "name": "capped", "type": "multus",
+                "cniDir": tmp.path().join("multus"), "clusterNetwork": "/dev/zero"}),
+        ),
+    ];
+    for (name, bin, conf) in cases {
+        let out = run_bounded(
+            bin,
+            &[],
+            &add_env("c1", "eth0", &path),
+            serde_json::to_vec(&conf).unwrap(),
+        );
+        let v = out.error(name);
+        assert!(
+            v["msg"]
+                .as_str()
+                .unwrap()
+                .contains("larger than 4194304 bytes"),
+            "{name}: {v}"
+        );
+    }
+    let out = run_bounded(
+        env!("CARGO_BIN_EXE_multus-daemon"),
+        &["--config", "/dev/zero"],
+        &[],
+        Vec::new(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.code, Some(0), "{stderr}");
+    assert!(out.code.is_some(), "killed: {stderr}");
+    assert!(stderr.contains("larger than 4194304 bytes"), "{stderr}");
 }

@@ -108,7 +108,8 @@ fn string(raw: &Map<String, Value>, key: &str, path: &Path) -> Result<Option<Str
 impl DaemonConfig {
     /// Reads and decodes the configuration file.
     pub fn from_file(path: &Path) -> Result<DaemonConfig, Error> {
-        let bytes = std::fs::read(path).map_err(|e| Error::io("read daemon config", path, e))?;
+        let bytes = cni_exec::capped::read_file(path, cni_exec::capped::MAX_ADMIN_FILE)
+            .map_err(|e| Error::io("read daemon config", path, e))?;
         DaemonConfig::from_slice(&bytes, path)
     }
 
