@@ -91,10 +91,17 @@ fn read_state(path: &Path) -> Option<Attachment> {
         .and_then(|d| serde_json::from_slice(&d).ok())
 }
 
+/// Removes an attachment's record, and its network's directory once no
+/// attachment is left in it (callers hold the lock, so no ADD is between
+/// its `create_dir_all` and its write).
 fn remove_state(path: &Path) {
     // A firewall killed inside `write_state` leaves its temp file behind.
     cni_exec::atomic::remove_stale_temps(path);
     let _ = std::fs::remove_file(path);
+    if let Some(dir) = path.parent() {
+        // Fails (and is meant to) while other attachments are recorded.
+        let _ = std::fs::remove_dir(dir);
+    }
 }
 
 fn addresses(prev: &CniResult) -> Vec<IpAddr> {

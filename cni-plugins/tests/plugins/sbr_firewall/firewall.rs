@@ -445,6 +445,12 @@ fn firewall_iptables_gc_and_bad_input() {
         .ipt(&node, false, &["-S", "CNI-FORWARD"])
         .contains("10.88.3.6"));
     fw(&node, Some(&v), OURS, "DEL", "c1", &del.to_string()).expect("DEL again");
+    // #31.13: the last attachment gone, its network's directory goes too.
+    assert!(
+        !state.path().join("fwnet").exists(),
+        "{:?}",
+        std::fs::read_dir(state.path().join("fwnet")).map(|d| d.count())
+    );
 
     let before = (v.ipt(&node, false, &["-S"]), v.ipt(&node, true, &["-S"]));
     let expect_err = |stdin: String, code: u64, starts: &str| {
