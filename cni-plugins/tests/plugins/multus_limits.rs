@@ -378,3 +378,25 @@ fn daemon_survives_when_no_thread_can_be_created() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// #31.10: with all 256 connection slots held, `/healthz` and `/readyz`
+/// are still answered 200 (a kubelet probe must not fail for a busy
+/// daemon), while a CNI request gets 503 "try again" (code 11).
+#[test]
+fn health_is_answered_when_every_connection_slot_is_taken() {
+    let d = daemon(json!({}));
+    let sock = d.handle.as_ref().unwrap().socket().to_path_buf();
+    // Idle connections hold a slot each while the daemon waits for them.
+    let idle: Vec<_> = (0..cni_exec::daemon::DEFAULT_MAX_CONNECTIONS)
+        .map(|_| UnixStream::connect(&sock).unwrap())
+        .collect();
+    assert_eq!(healthz(&sock), 200, "healthz");
+    let mut s = UnixStream::connect(&sock).unwrap();
+    s.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    assert_eq!(http::read_response(&s).unwrap().0, 200, "readyz");
+    let (status, body) = post(&sock, "/cni", b"{}");
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["code"], 11, "{body}");
+    drop(idle);
+}

@@ -265,12 +265,13 @@ impl Drop for DaemonHandle {
 
 fn serve_socket(listener: UnixListener, shared: Arc<Shared>) {
     let s = Arc::clone(&shared);
+    let o = Arc::clone(&shared);
     let served = cni_exec::daemon::serve(
         listener,
         &cni_exec::daemon::ServeOptions::new("multus").max_connections(MAX_CONNECTIONS),
         &shared.stop,
         move |stream| handle(stream, &s),
-        busy,
+        move |stream| busy(stream, &o),
     );
     if let Err(e) = served {
         tracing::error!("multus daemon stopped serving: {e}");
@@ -278,16 +279,35 @@ fn serve_socket(listener: UnixListener, shared: Arc<Shared>) {
 }
 
 /// The answer to a connection over the cap (or whose thread the system
-/// refused): 503 with "try again" (code 11), after its request is read
-/// (the client writes first: it must not be cut off mid-write).
-fn busy(stream: UnixStream) {
+/// refused), after its request is read (the client writes first: it must
+/// not be cut off mid-write): health and readiness probes are answered as
+/// usual (a kubelet must not restart a daemon for being busy), anything
+/// else gets 503 with "try again" (code 11).
+fn busy(stream: UnixStream, shared: &Shared) {
     let _ = stream.set_read_timeout(Some(BUSY_READ_TIMEOUT));
-    let _ = http::read_request(&stream);
-    let _ = reply_error(
-        &stream,
-        503,
-        CniError::new(ErrorCode::TryAgainLater, "multus daemon busy", ""),
-    );
+    let probe = http::read_request(&stream).ok().filter(|r| {
+        r.method == "GET"
+            && matches!(
+                r.path.as_str(),
+                api::HEALTHZ_ENDPOINT | api::READYZ_ENDPOINT
+            )
+    });
+    match probe {
+        Some(req) => {
+            let (status, content_type, body) = route(shared, &req);
+            shared
+                .metrics
+                .count_request(handler_name(&req.path), status);
+            let _ = http::write_response(&stream, status, content_type, &body);
+        }
+        None => {
+            let _ = reply_error(
+                &stream,
+                503,
+                CniError::new(ErrorCode::TryAgainLater, "multus daemon busy", ""),
+            );
+        }
+    }
 }
 
 fn reply_error(stream: &UnixStream, status: u16, e: CniError) -> std::io::Result<()> {
