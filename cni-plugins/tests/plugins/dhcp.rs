@@ -1347,3 +1347,54 @@ fn daemon_socket_is_for_root_only_whatever_the_umask() {
     assert!(!ok, "nobody was served: {out}");
     assert!(out.contains("ermission denied"), "{out}");
 }
+
+/// #31.9: DEL sends DHCPRELEASE even when the pod's namespace has no IPv4
+/// configuration to reach the server: neither any address (the lease's
+/// never put on the interface), nor a route with the address on it (a /32,
+/// where the UDP send fails with "network unreachable" and the release
+/// went nowhere). The server frees the lease both times.
+#[test]
+fn release_without_ipv4_configuration_in_the_pod() {
+    release_without_ipv4(false);
+    release_without_ipv4(true);
+}
+
+fn release_without_ipv4(address_without_route: bool) {
+    if !premise(false) {
+        return;
+    }
+    let mut lab = Lab::with_probe(false);
+    let daemon = Daemon::ours(&lab, "ours");
+    let pod = lab.pod();
+    let cni_path = CniPath::new(&[]);
+    let conf = ipam_conf(&daemon.socket, json!({}));
+    let r = Runner {
+        lab: &lab,
+        plugin: OUR_DHCP,
+        cni_path: cni_path.path(),
+    };
+    let (add, _) = r.call("ADD", "c1", pod, "eth0", "", &conf);
+    assert!(add.ok, "{add:?}");
+    let addr = address_of(&add);
+    assert!(lab.has_lease(&addr));
+    // No IPv4 in the pod at all: lo down and without its address too.
+    exec_in(lab.pod_ns(pod), &["ip", "-4", "addr", "flush", "dev", "lo"]);
+    exec_in(lab.pod_ns(pod), &["ip", "link", "set", "lo", "down"]);
+    let v4 = ip(lab.pod_ns(pod), &["-4", "addr", "show"]);
+    assert_eq!(v4, json!([]), "the premise: no IPv4 address in the pod");
+    if address_without_route {
+        exec_in(
+            lab.pod_ns(pod),
+            &["ip", "addr", "add", &format!("{addr}/32"), "dev", "eth0"],
+        );
+        let routes = ip(lab.pod_ns(pod), &["-4", "route", "show", "table", "main"]);
+        assert_eq!(routes, json!([]), "the premise: no route in the pod");
+    }
+    let (del, _) = r.call("DEL", "c1", pod, "eth0", "", &conf);
+    assert!(del.ok, "{del:?}");
+    wait_for(
+        "dnsmasq to drop the released lease",
+        Duration::from_secs(10),
+        || !lab.has_lease(&addr),
+    );
+}
