@@ -161,6 +161,13 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// dhcp: the daemon closed the connection without a reply (killed or
+    /// restarted mid-request): transient, code 11.
+    #[error("DHCP daemon at {} closed the connection without a reply (restarted or stopped mid-request?)", path.display())]
+    DhcpDaemonClosed {
+        /// The socket path.
+        path: PathBuf,
+    },
     /// dhcp: the daemon did not answer in time or answered something that
     /// is not a reply.
     #[error("DHCP daemon at {}: {reason}", path.display())]
@@ -190,9 +197,9 @@ impl Error {
             Error::Io { .. } => ErrorCode::IoFailure,
             Error::Unavailable(_) => ErrorCode::PluginNotAvailable,
             Error::AllocateRange { source, .. } => source.code(),
-            Error::DhcpTimeout { .. } | Error::DhcpDaemonUnreachable { .. } => {
-                ErrorCode::TryAgainLater
-            }
+            Error::DhcpTimeout { .. }
+            | Error::DhcpDaemonUnreachable { .. }
+            | Error::DhcpDaemonClosed { .. } => ErrorCode::TryAgainLater,
             Error::DhcpNak { .. }
             | Error::DhcpSocket { .. }
             | Error::DhcpPacket(_)

@@ -95,17 +95,30 @@ pub fn call(socket: &Path, req: &DaemonRequest, timeout: Duration) -> Result<Dae
         .map_err(unreachable)?;
     let mut line = serde_json::to_vec(req).map_err(|e| protocol(e.to_string()))?;
     line.push(b'\n');
-    stream
-        .write_all(&line)
-        .map_err(|e| protocol(format!("send request: {e}")))?;
+    // A daemon that answers before reading everything ("busy") or that
+    // died mid-request closes its end: the reply, if any, is still there
+    // to read after a failed write.
+    let sent = stream.write_all(&line);
+    let closed = || Error::DhcpDaemonClosed {
+        path: socket.to_owned(),
+    };
     let text = read_line(&stream).map_err(|e| match e.kind() {
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
             protocol(format!("no reply within {timeout:?}"))
         }
+        std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe => closed(),
         _ => protocol(format!("read reply: {e}")),
     })?;
     if text.is_empty() {
-        return Err(protocol("connection closed without a reply".into()));
+        return Err(match sent {
+            Err(e)
+                if e.kind() != std::io::ErrorKind::BrokenPipe
+                    && e.kind() != std::io::ErrorKind::ConnectionReset =>
+            {
+                protocol(format!("send request: {e}"))
+            }
+            _ => closed(),
+        });
     }
     serde_json::from_str(&text).map_err(|e| {
         let shown: String = text.chars().take(80).collect();
@@ -278,6 +291,39 @@ mod tests {
             .to_string();
         assert!(e.contains("no reply within"), "{e}");
         assert!(t.elapsed() < Duration::from_millis(650));
+        server.join().unwrap();
+    }
+
+    /// #31.9: a daemon that closes the connection mid-request (killed,
+    /// restarted) is transient: code 11, not 999.
+    #[test]
+    fn a_connection_closed_mid_request_is_try_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("closing.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let server = std::thread::spawn(move || {
+            for read_first in [true, false] {
+                let (s, _) = listener.accept().unwrap();
+                if read_first {
+                    let mut b = [0u8; 8];
+                    let _ = (&s).read(&mut b);
+                }
+                drop(s);
+            }
+        });
+        let req = DaemonRequest {
+            op: DaemonOp::Status,
+            container_id: String::new(),
+            netns: String::new(),
+            ifname: String::new(),
+            args: "x".repeat(1 << 20),
+            config: Value::Null,
+        };
+        for _ in 0..2 {
+            let e = call(&sock, &req, Duration::from_secs(10)).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::TryAgainLater, "{e}");
+            assert!(e.to_string().contains("closed the connection"), "{e}");
+        }
         server.join().unwrap();
     }
 }
