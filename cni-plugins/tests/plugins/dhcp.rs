@@ -1398,3 +1398,36 @@ fn release_without_ipv4(address_without_route: bool) {
         || !lab.has_lease(&addr),
     );
 }
+
+fn daemon_request(
+    op: cni_ipam::dhcp::rpc::DaemonOp,
+    cid: &str,
+) -> cni_ipam::dhcp::rpc::DaemonRequest {
+    cni_ipam::dhcp::rpc::DaemonRequest {
+        op,
+        container_id: cid.to_owned(),
+        netns: "/nonexistent/netns".into(),
+        ifname: "eth0".into(),
+        args: String::new(),
+        config: json!({"cniVersion": "1.1.0", "name": "dhnet", "type": "dhcp",
+            "ipam": {"type": "dhcp"}}),
+    }
+}
+
+/// #31.9: DEL of an attachment whose lease file name would pass 255 bytes
+/// (a long container id) succeeds, where it failed forever with "File
+/// name too long".
+#[test]
+fn del_with_a_long_container_id_succeeds() {
+    use cni_ipam::dhcp::rpc::{call, DaemonOp};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_daemon, socket) = bare_daemon(dir.path(), &[]);
+    let cid = "c".repeat(250);
+    let reply = call(
+        &socket,
+        &daemon_request(DaemonOp::Del, &cid),
+        Duration::from_secs(30),
+    )
+    .expect("a reply");
+    assert!(reply.error.is_none(), "{:?}", reply.error);
+}
