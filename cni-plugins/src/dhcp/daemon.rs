@@ -301,6 +301,26 @@ impl Daemon {
         Arc::clone(lock(&self.slots).entry(key.to_owned()).or_default())
     }
 
+    /// Drops attachment `key`'s slot when it holds no lease and no request
+    /// uses it, so that DELs of attachments the daemon never leased (or
+    /// no longer does) leave nothing behind. Nobody else holding the slot
+    /// means nobody can be waiting on its lock.
+    fn forget_if_idle(&self, key: &str) {
+        let mut slots = lock(&self.slots);
+        let idle = slots
+            .get(key)
+            .is_some_and(|s| Arc::strong_count(s) == 1 && lock(s).is_none());
+        if idle {
+            slots.remove(key);
+        }
+    }
+
+    /// The attachments the daemon keeps a slot for (each lease held, and
+    /// those a request is working on).
+    pub fn tracked(&self) -> usize {
+        lock(&self.slots).len()
+    }
+
     /// Answers one connection.
     fn serve(&self, stream: UnixStream) {
         let _ = stream.set_read_timeout(Some(REQUEST_READ_TIMEOUT));
@@ -327,6 +347,11 @@ impl Daemon {
             DaemonOp::Gc => self.gc(req).map(|()| None),
             DaemonOp::Status => Ok(None),
         };
+        // A failed ADD, a DEL, a CHECK of an unknown attachment: nothing
+        // to keep a slot for.
+        if let Ok((net, _)) = Self::network(req) {
+            self.forget_if_idle(&Self::key(req, &net));
+        }
         match outcome {
             Ok(result) => DaemonReply {
                 result,
@@ -562,8 +587,8 @@ impl Daemon {
             ))
         })?;
         let slots: Vec<_> = lock(&self.slots).values().cloned().collect();
-        for slot in slots {
-            let mut slot = lock(&slot);
+        for entry in slots {
+            let mut slot = lock(&entry);
             let stale = slot.as_ref().map(Active::record).filter(|r| {
                 r.network == net.name
                     && !valid
@@ -579,6 +604,9 @@ impl Daemon {
                 }
             }
             self.store.remove(&record.key())?;
+            drop(slot);
+            drop(entry);
+            self.forget_if_idle(&record.key());
         }
         Ok(())
     }
