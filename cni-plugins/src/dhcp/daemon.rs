@@ -94,6 +94,10 @@ pub struct Daemon {
 /// if it was, and the maintaining thread.
 struct Active {
     shared: Arc<Shared>,
+    /// The pod's namespace, held open as long as the lease: renewals,
+    /// DEL and GC reach the pod through it even after the runtime removed
+    /// the namespace's path; dropped with the lease.
+    netns: Arc<Netns>,
     stop: Option<mpsc::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -113,6 +117,7 @@ impl Active {
     /// Fails when the system refuses the thread.
     fn start(
         record: LeaseRecord,
+        netns: Arc<Netns>,
         store: LeaseStore,
         resend_max: Duration,
         resume: bool,
@@ -123,12 +128,14 @@ impl Active {
         });
         let (stop, stopped) = mpsc::channel();
         let s = Arc::clone(&shared);
+        let ns = Arc::clone(&netns);
         let spawned = std::thread::Builder::new()
             .name("dhcp-lease".into())
-            .spawn(move || maintain(&s, &store, &stopped, resend_max, resume));
+            .spawn(move || maintain(&s, &ns, &store, &stopped, resend_max, resume));
         match spawned {
             Ok(thread) => Ok(Active {
                 shared,
+                netns,
                 stop: Some(stop),
                 thread: Some(thread),
             }),
@@ -145,13 +152,13 @@ impl Active {
     }
 
     /// Stops the thread (it finishes a transaction in flight first) and
-    /// returns the last record.
-    fn stop(mut self) -> LeaseRecord {
+    /// returns the last record and the pod's namespace.
+    fn stop(mut self) -> (LeaseRecord, Arc<Netns>) {
         drop(self.stop.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        self.record()
+        (self.record(), Arc::clone(&self.netns))
     }
 }
 
@@ -162,6 +169,7 @@ impl Active {
 /// by INIT-REBOOT.
 fn maintain(
     shared: &Shared,
+    netns: &Netns,
     store: &LeaseStore,
     stop: &mpsc::Receiver<()>,
     resend_max: Duration,
@@ -193,11 +201,11 @@ fn maintain(
             return lose("lease expired without being renewed".into());
         }
         reboot = false;
-        let link = match pod_link(&record.netns, &record.ifname, false) {
+        let link = match pod_link(netns, &record.ifname, false) {
             Ok(l) => l,
             Err(e) => return lose(format!("stopped maintaining: {e}")),
         };
-        let sockets = PodSockets::new(&record.netns, link);
+        let sockets = PodSockets::new(netns, link);
         let client = Client {
             config: &record.client,
             link,
@@ -280,15 +288,27 @@ impl Daemon {
         }
         for record in records {
             let key = record.key();
-            if let Err(e) = pod_link(&record.netns, &record.ifname, false) {
-                info!("forgetting lease {key} ({}): {e}", record.lease.address);
-                if let Err(e) = daemon.store.remove(&key) {
-                    warn!("{e}");
+            let found = Netns::open(&record.netns)
+                .map_err(Error::from)
+                .and_then(|ns| pod_link(&ns, &record.ifname, false).map(|_| ns));
+            let ns = match found {
+                Ok(ns) => Arc::new(ns),
+                Err(e) => {
+                    info!("forgetting lease {key} ({}): {e}", record.lease.address);
+                    if let Err(e) = daemon.store.remove(&key) {
+                        warn!("{e}");
+                    }
+                    continue;
                 }
-                continue;
-            }
+            };
             info!("resuming lease {key}: {}", record.lease.address);
-            match Active::start(record, daemon.store.clone(), daemon.opts.resend_max, true) {
+            match Active::start(
+                record,
+                ns,
+                daemon.store.clone(),
+                daemon.opts.resend_max,
+                true,
+            ) {
                 Ok(active) => *lock(&daemon.slot(&key)) = Some(active),
                 // Kept on disk: the next start resumes it.
                 Err(e) => warn!("lease {key}: no thread to maintain it: {e}"),
@@ -392,9 +412,10 @@ impl Daemon {
             active.stop();
         }
         let netns = format!("{}{}", self.opts.host_prefix, req.netns);
-        let link = pod_link(&netns, &req.ifname, true)?;
+        let ns = Arc::new(Netns::open(&netns)?);
+        let link = pod_link(&ns, &req.ifname, true)?;
         let client_config = self.client_config(req, &net, &conf)?;
-        let sockets = PodSockets::new(&netns, link);
+        let sockets = PodSockets::new(&ns, link);
         let client = Client {
             config: &client_config,
             link,
@@ -425,6 +446,7 @@ impl Daemon {
                 );
                 let started = Active::start(
                     record.clone(),
+                    Arc::clone(&ns),
                     self.store.clone(),
                     self.opts.resend_max,
                     false,
@@ -506,9 +528,9 @@ impl Daemon {
         let mut slot = lock(&slot);
         if let Some(active) = slot.take() {
             let lost = active.lost();
-            let record = active.stop();
+            let (record, ns) = active.stop();
             if lost.is_none() {
-                self.release(&record);
+                self.release(&record, &ns);
             }
         }
         Ok(self.store.remove(&key)?)
@@ -517,9 +539,9 @@ impl Daemon {
     /// Sends DHCPRELEASE from the leased address when the pod interface
     /// still exists; otherwise the lease is only forgotten (the server
     /// frees it at expiry).
-    fn release(&self, record: &LeaseRecord) {
+    fn release(&self, record: &LeaseRecord, ns: &Netns) {
         let key = record.key();
-        let link = match pod_link(&record.netns, &record.ifname, false) {
+        let link = match pod_link(ns, &record.ifname, false) {
             Ok(l) => l,
             Err(e) => {
                 return info!(
@@ -528,7 +550,7 @@ impl Daemon {
                 )
             }
         };
-        let sockets = PodSockets::new(&record.netns, link);
+        let sockets = PodSockets::new(ns, link);
         let client = Client {
             config: &record.client,
             link,
@@ -557,8 +579,7 @@ impl Daemon {
             )));
         }
         let record = active.record();
-        let ns = Netns::open(&record.netns)?;
-        let handle = Handle::in_netns(&ns)?;
+        let handle = Handle::in_netns(&active.netns)?;
         let link = handle.link_by_name(&record.ifname)?;
         let held = handle
             .addresses(Some(link.index), Family::V4)?
@@ -598,9 +619,9 @@ impl Daemon {
             let Some(record) = stale else { continue };
             if let Some(active) = slot.take() {
                 let lost = active.lost();
-                active.stop();
+                let (record, ns) = active.stop();
                 if lost.is_none() {
-                    self.release(&record);
+                    self.release(&record, &ns);
                 }
             }
             self.store.remove(&record.key())?;

@@ -1455,3 +1455,62 @@ fn unknown_attachments_leave_no_slot_behind() {
     }
     assert_eq!(daemon.tracked(), 0);
 }
+
+/// The node's bridge ports (the server's and the pods' host ends).
+fn bridge_ports(lab: &Lab) -> usize {
+    ip(&lab.node, &["link", "show", "master", &lab.bridge])
+        .as_array()
+        .map_or(0, Vec::len)
+}
+
+/// #31.9: DEL and GC after the runtime removed the pod's namespace still
+/// send DHCPRELEASE: the daemon keeps each lease's namespace open (its
+/// renewals use it too) and lets it go with the lease, after which the
+/// namespace (and the pod's veth) is really gone.
+#[test]
+fn del_and_gc_release_after_the_pod_netns_is_gone() {
+    if !premise(false) {
+        return;
+    }
+    let mut lab = Lab::with_probe(false);
+    let daemon = Daemon::ours(&lab, "ours");
+    let pods = [lab.pod(), lab.pod()];
+    let cni_path = CniPath::new(&[]);
+    let conf = ipam_conf(&daemon.socket, json!({}));
+    let r = Runner {
+        lab: &lab,
+        plugin: OUR_DHCP,
+        cni_path: cni_path.path(),
+    };
+    let mut addrs = Vec::new();
+    for (i, &pod) in pods.iter().enumerate() {
+        let (add, _) = r.call("ADD", &format!("gone{i}"), pod, "eth0", "", &conf);
+        assert!(add.ok, "{add:?}");
+        addrs.push(address_of(&add));
+    }
+    assert_eq!(bridge_ports(&lab), 3);
+    for &pod in &pods {
+        cni_netns::Netns::remove(lab.pod_path(pod)).expect("remove the pod netns");
+        assert!(!Path::new(&lab.pod_path(pod)).exists());
+    }
+    let (del, _) = r.call("DEL", "gone0", pods[0], "eth0", "", &conf);
+    assert!(del.ok, "{del:?}");
+    wait_for("the DEL'd lease released", Duration::from_secs(10), || {
+        !lab.has_lease(&addrs[0])
+    });
+    let mut gc_conf = conf.clone();
+    gc_conf["cni.dev/valid-attachments"] = json!([]);
+    let (gc, _) = r.call("GC", "", pods[1], "", "", &gc_conf);
+    assert!(gc.ok, "{gc:?}");
+    wait_for("the GC'd lease released", Duration::from_secs(10), || {
+        !lab.has_lease(&addrs[1])
+    });
+    // The test's own handles let go too: nothing holds the namespaces any
+    // more, and their veths go with them.
+    lab.pods.clear();
+    wait_for(
+        "the pods' namespaces to go",
+        Duration::from_secs(10),
+        || bridge_ports(&lab) == 1,
+    );
+}
