@@ -43,7 +43,7 @@ pub fn conf_files(dir: &Path, extensions: &[&str]) -> Result<Vec<PathBuf>, Error
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, Error> {
-    std::fs::read(path).map_err(|source| Error::Io {
+    crate::capped::read_file(path, crate::capped::MAX_ADMIN_FILE).map_err(|source| Error::Io {
         op: "read",
         path: path.to_path_buf(),
         source,

@@ -60,6 +60,17 @@ pub enum Error {
         /// The timeout.
         timeout: Duration,
     },
+    /// The plugin wrote more than the cap to its stdout or stderr and was
+    /// killed.
+    #[error("plugin {path} wrote more than {limit} bytes to its {stream} and was killed")]
+    OutputTooLarge {
+        /// The plugin binary.
+        path: PathBuf,
+        /// "stdout" or "stderr".
+        stream: &'static str,
+        /// The cap, in bytes.
+        limit: usize,
+    },
     /// The plugin printed something that is not a result of the version it
     /// claims.
     #[error("decode result of plugin {plugin:?}: {source}")]

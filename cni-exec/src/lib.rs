@@ -51,10 +51,12 @@
 
 pub mod atomic;
 pub mod cache;
+pub mod capped;
 pub mod collector;
 pub mod conf;
 #[cfg(feature = "cri")]
 pub mod cri;
+pub mod daemon;
 mod error;
 pub mod exec;
 #[cfg(feature = "grpc")]

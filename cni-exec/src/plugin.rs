@@ -253,6 +253,17 @@ pub trait Plugin: Send + Sync {
         Ok(())
     }
 
+    /// Whether GC takes the live attachments from the runtime's
+    /// `cni.dev/valid-attachments` (the default). A GC request without
+    /// that list is then refused (code 7) before [`Plugin::gc`] runs: with
+    /// no list every attachment would look stale, and a GC that released
+    /// them all would take every pod's address. A plugin that finds the
+    /// live attachments elsewhere (multus: its own cache, as Go's) returns
+    /// false and gets every GC request.
+    fn gc_needs_valid_attachments(&self) -> bool {
+        true
+    }
+
     /// The spec versions this plugin speaks (default: all, 0.1.0 to 1.1.0).
     fn supported_versions(&self) -> Vec<Version> {
         Version::ALL.to_vec()
@@ -284,6 +295,8 @@ pub trait DynPlugin: Send + Sync {
     fn status(&self, req: &Request) -> Result<(), CniError>;
     /// [`Plugin::gc`], error converted.
     fn gc(&self, req: &Request) -> Result<(), CniError>;
+    /// [`Plugin::gc_needs_valid_attachments`].
+    fn gc_needs_valid_attachments(&self) -> bool;
     /// [`Plugin::supported_versions`].
     fn supported_versions(&self) -> Vec<Version>;
     /// [`Plugin::about`].
@@ -308,6 +321,9 @@ impl<P: Plugin> DynPlugin for P {
     }
     fn gc(&self, req: &Request) -> Result<(), CniError> {
         Plugin::gc(self, req).map_err(Into::into)
+    }
+    fn gc_needs_valid_attachments(&self) -> bool {
+        Plugin::gc_needs_valid_attachments(self)
     }
     fn supported_versions(&self) -> Vec<Version> {
         Plugin::supported_versions(self)

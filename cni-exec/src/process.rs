@@ -20,6 +20,11 @@ use crate::{DynPlugin, Error};
 /// The most stdin [`run`] reads; a bigger config is refused with code 5.
 pub const MAX_STDIN: usize = 16 << 20;
 
+/// The most a plugin run by [`ProcessExec`] may write to its stdout, and
+/// to its stderr: as much as a plugin may read. Past it the plugin is
+/// killed ([`Error::OutputTooLarge`]).
+pub const MAX_OUTPUT: usize = MAX_STDIN;
+
 impl Env {
     /// The process's environment with the real guard ([`OwnNetnsGuard`]).
     pub fn from_process() -> Self {
@@ -69,11 +74,14 @@ pub enum StderrSink {
 }
 
 /// Runs plugins as processes: environment + stdin in, stdout captured,
-/// stderr captured and passed on, an optional timeout that kills the plugin,
+/// stderr captured and passed on (each at most [`MAX_OUTPUT`] bytes, past
+/// which the plugin is killed), an optional timeout that kills the plugin,
 /// and the "text file busy" retry.
 #[derive(Clone, Debug)]
 pub struct ProcessExec {
     timeout: Option<Duration>,
+    max_output: usize,
+    launcher: Option<(PathBuf, Vec<std::ffi::OsString>)>,
     stderr: StderrSink,
     busy_retries: u32,
     busy_delay: Duration,
@@ -106,6 +114,8 @@ impl ProcessExec {
     pub fn new() -> Self {
         ProcessExec {
             timeout: None,
+            max_output: MAX_OUTPUT,
+            launcher: None,
             stderr: StderrSink::Inherit,
             busy_retries: 6,
             busy_delay: Duration::from_secs(1),
@@ -115,6 +125,24 @@ impl ProcessExec {
     /// Kills a plugin still running after `timeout`.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
+        self
+    }
+
+    /// Kills a plugin that writes more than `bytes` to its stdout or its
+    /// stderr (default [`MAX_OUTPUT`]).
+    pub fn with_max_output(mut self, bytes: usize) -> Self {
+        self.max_output = bytes;
+        self
+    }
+
+    /// Starts every plugin through `program` (`program args... plugin`),
+    /// as chroot(8) runs a command inside another root.
+    pub fn with_launcher(
+        mut self,
+        program: impl Into<PathBuf>,
+        args: impl IntoIterator<Item = impl Into<std::ffi::OsString>>,
+    ) -> Self {
+        self.launcher = Some((program.into(), args.into_iter().map(Into::into).collect()));
         self
     }
 
@@ -135,7 +163,14 @@ impl ProcessExec {
     fn spawn(&self, plugin: &Path, env: &PluginEnv) -> Result<std::process::Child, Error> {
         let mut tries = 0;
         loop {
-            let mut cmd = std::process::Command::new(plugin);
+            let mut cmd = match &self.launcher {
+                None => std::process::Command::new(plugin),
+                Some((program, args)) => {
+                    let mut c = std::process::Command::new(program);
+                    c.args(args).arg(plugin);
+                    c
+                }
+            };
             cmd.envs(env.vars())
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
@@ -181,12 +216,35 @@ impl ProcessExec {
     }
 }
 
-fn reader(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
-    std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = r.read_to_end(&mut buf);
-        buf
-    })
+/// What a pipe reader tells the waiting thread.
+enum Piped {
+    /// The pipe reached its end.
+    Done(&'static str, Vec<u8>),
+    /// The plugin wrote more than [`MAX_OUTPUT`] bytes to it.
+    TooLarge(&'static str),
+}
+
+/// Reads a plugin's `stream` (stdout or stderr) to its end on a thread of
+/// its own, at most `cap` bytes, and reports to `done`.
+fn reader(
+    stream: &'static str,
+    mut r: impl Read + Send + 'static,
+    cap: usize,
+    done: std::sync::mpsc::Sender<Piped>,
+) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name(format!("cni-exec-{stream}"))
+        .spawn(move || {
+            let mut buf = Vec::new();
+            let _ = (&mut r).take(cap as u64 + 1).read_to_end(&mut buf);
+            let msg = if buf.len() > cap {
+                Piped::TooLarge(stream)
+            } else {
+                Piped::Done(stream, buf)
+            };
+            let _ = done.send(msg);
+        })
+        .map(drop)
 }
 
 impl Exec for ProcessExec {
@@ -201,33 +259,109 @@ impl Exec for ProcessExec {
             path: plugin.to_path_buf(),
             source,
         };
+        let kill = |child: &mut std::process::Child| {
+            let _ = child.kill();
+            let _ = child.wait();
+        };
+        let deadline = self.timeout.map(|t| Instant::now() + t);
         // Stdin is written from its own thread: a plugin that prints before
         // reading (or never reads) must not deadlock us on a full pipe.
-        let writer = child.stdin.take().map(|mut w| {
+        let (done, events) = std::sync::mpsc::channel();
+        let mut started = Ok(());
+        if let Some(mut w) = child.stdin.take() {
             let data = stdin.to_vec();
-            std::thread::spawn(move || {
-                let _ = w.write_all(&data);
-            })
-        });
-        let out = child.stdout.take().map(reader);
-        let err = child.stderr.take().map(reader);
-        let status = match self.timeout {
+            started = std::thread::Builder::new()
+                .name("cni-exec-stdin".into())
+                .spawn(move || {
+                    let _ = w.write_all(&data);
+                })
+                .map(drop);
+        }
+        let mut pipes = 0;
+        for (name, pipe) in [
+            (
+                "stdout",
+                child
+                    .stdout
+                    .take()
+                    .map(|p| Box::new(p) as Box<dyn Read + Send>),
+            ),
+            (
+                "stderr",
+                child
+                    .stderr
+                    .take()
+                    .map(|p| Box::new(p) as Box<dyn Read + Send>),
+            ),
+        ] {
+            if let (Ok(()), Some(p)) = (&started, pipe) {
+                started = reader(name, p, self.max_output, done.clone());
+                pipes += 1;
+            }
+        }
+        drop(done);
+        // No thread for a pipe (the system refused one): nothing would
+        // drain it, so the plugin cannot run.
+        if let Err(source) = started {
+            kill(&mut child);
+            return Err(Error::Spawn {
+                path: plugin.to_path_buf(),
+                source,
+            });
+        }
+        // The output, read as the plugin writes it; a stream past the cap
+        // kills the plugin at once, before its end is waited for.
+        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+        while pipes > 0 {
+            let event = match deadline {
+                None => events.recv().ok(),
+                Some(d) => match events.recv_timeout(d.saturating_duration_since(Instant::now())) {
+                    Ok(e) => Some(e),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                        // The reader threads are left to finish on their
+                        // own: a grandchild may still hold the pipes.
+                        kill(&mut child);
+                        return Err(Error::Timeout {
+                            path: plugin.to_path_buf(),
+                            timeout: self.timeout.unwrap_or_default(),
+                        });
+                    }
+                    Err(_) => None,
+                },
+            };
+            match event {
+                Some(Piped::Done(name, bytes)) => {
+                    if name == "stdout" {
+                        stdout = bytes;
+                    } else {
+                        stderr = bytes;
+                    }
+                    pipes -= 1;
+                }
+                Some(Piped::TooLarge(stream)) => {
+                    kill(&mut child);
+                    return Err(Error::OutputTooLarge {
+                        path: plugin.to_path_buf(),
+                        stream,
+                        limit: self.max_output,
+                    });
+                }
+                None => break,
+            }
+        }
+        let status = match deadline {
             None => child.wait().map_err(io_err)?,
-            Some(timeout) => {
-                let deadline = Instant::now() + timeout;
+            Some(deadline) => {
                 let mut pause = Duration::from_micros(100);
                 loop {
                     if let Some(status) = child.try_wait().map_err(io_err)? {
                         break status;
                     }
                     if Instant::now() >= deadline {
-                        let _ = child.kill();
-                        let _ = child.wait();
-                        // The reader threads are left to finish on their
-                        // own: a grandchild may still hold the pipes.
+                        kill(&mut child);
                         return Err(Error::Timeout {
                             path: plugin.to_path_buf(),
-                            timeout,
+                            timeout: self.timeout.unwrap_or_default(),
                         });
                     }
                     std::thread::sleep(
@@ -237,11 +371,6 @@ impl Exec for ProcessExec {
                 }
             }
         };
-        if let Some(w) = writer {
-            let _ = w.join();
-        }
-        let stdout = out.and_then(|h| h.join().ok()).unwrap_or_default();
-        let stderr = err.and_then(|h| h.join().ok()).unwrap_or_default();
         self.pass_on_stderr(&stderr);
         if status.success() {
             Ok(stdout)
@@ -256,26 +385,19 @@ impl Exec for ProcessExec {
 }
 
 /// Reads stdin up to [`MAX_STDIN`] bytes; more is an error (code 5).
-fn read_stdin_capped(mut input: impl Read) -> Result<Vec<u8>, CniError> {
-    let mut buf = Vec::new();
-    let n = (&mut input)
-        .take(MAX_STDIN as u64 + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| {
-            CniError::new(
-                ErrorCode::IoFailure,
-                format!("error reading from stdin: {e}"),
-                "",
-            )
-        })?;
-    if n > MAX_STDIN {
-        return Err(CniError::new(
+fn read_stdin_capped(input: impl Read) -> Result<Vec<u8>, CniError> {
+    crate::capped::read_to_end(input, MAX_STDIN as u64).map_err(|e| {
+        let reason = if e.kind() == std::io::ErrorKind::InvalidData {
+            format!("network config larger than {MAX_STDIN} bytes")
+        } else {
+            e.to_string()
+        };
+        CniError::new(
             ErrorCode::IoFailure,
-            format!("error reading from stdin: network config larger than {MAX_STDIN} bytes"),
+            format!("error reading from stdin: {reason}"),
             "",
-        ));
-    }
-    Ok(buf)
+        )
+    })
 }
 
 /// The plugin binary's `main`: reads the environment and stdin, runs

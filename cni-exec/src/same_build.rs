@@ -15,6 +15,29 @@
 //! Setting `CNI_RS_EXEC_DELEGATES=1` in the plugin's environment turns the
 //! shortcut off.
 //!
+//! # Trust model
+//!
+//! The build identity is whatever string the binaries are given; the
+//! `cni-plugins` binaries use a hash of the code they are built from (the
+//! workspace crates' sources, `Cargo.lock`, the enabled features), so two
+//! binaries share it exactly when built from the same code, and a patched
+//! or forked build of the same version does not.
+//!
+//! - **What the marker proves**: nothing cryptographic. It is the file's
+//!   own claim to be plugin `<name>` built from the same code as the
+//!   caller. A file without it, or with another identity (another version,
+//!   a patch, a fork, a Go plugin, a file given a name-and-version marker),
+//!   is always exec'd, so a node operator's choice of binary is honoured.
+//! - **What it does not prove**: that the file *is* that build. The 64
+//!   bytes can be copied into any file, which the caller then never runs:
+//!   it runs its own built-in code, the same code the claim names.
+//! - **Why that is enough**: `CNI_PATH` is root-owned. Whoever can put a
+//!   file there can replace any plugin the runtime execs, with or without
+//!   a marker; the shortcut gives such a writer nothing more. Do not copy
+//!   the marker into a program that is not our plugin, and set
+//!   `CNI_RS_EXEC_DELEGATES=1` to have every delegate exec'd whatever it
+//!   carries.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use cni_exec::same_build::{plugin_marker, SameBuildExec};

@@ -409,6 +409,9 @@ fn run_command(
     let version = Version::parse(config_version)
         .map_err(|e| CniError::new(ErrorCode::DecodingFailure, e.to_string(), ""))?;
     let config = NetworkConfig::from_map(map).map_err(|e| e.to_cni_error())?;
+    if cmd == Command::Gc && plugin.gc_needs_valid_attachments() {
+        require_valid_attachments(&config)?;
+    }
 
     // The own-netns guard runs before the plugin acts (Go checks after ADD
     // and DEL, when a plugin may already have configured the host).
@@ -461,6 +464,20 @@ fn run_command(
                 "plugin panicked during {cmd}: {what}"
             )))
         }
+    }
+}
+
+/// One rule for every plugin's GC: without `cni.dev/valid-attachments`
+/// (absent or `null`) nothing is known to be alive, so the request is
+/// refused (code 7) rather than read as "every attachment is stale".
+fn require_valid_attachments(config: &NetworkConfig) -> Result<(), CniError> {
+    match config.valid_attachments() {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err(CniError::invalid_config(format!(
+            "GC needs the list of valid attachments ({}): without it every attachment would look stale",
+            cni_types::config::VALID_ATTACHMENTS_KEY
+        ))),
+        Err(e) => Err(e.to_cni_error()),
     }
 }
 

@@ -12,9 +12,14 @@ use cni_types::{CniError, ErrorCode};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The plugin configuration (stdin) is not valid JSON or has a wrong shape.
+    /// The plugin configuration (stdin) is not valid JSON (code 6).
     #[error("decode network configuration: {0}")]
     DecodeConfig(#[source] serde_json::Error),
+
+    /// A key of the configuration holds a value of the wrong JSON type
+    /// (code 7); the text names the key (`ipam.ranges[0][0].subnet: …`).
+    #[error("decode network configuration: {0}")]
+    KeyType(String),
 
     /// The configuration is well-formed JSON but not a valid IPAM configuration;
     /// the text is the Go reference's message.
@@ -156,6 +161,13 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// dhcp: the daemon closed the connection without a reply (killed or
+    /// restarted mid-request): transient, code 11.
+    #[error("DHCP daemon at {} closed the connection without a reply (restarted or stopped mid-request?)", path.display())]
+    DhcpDaemonClosed {
+        /// The socket path.
+        path: PathBuf,
+    },
     /// dhcp: the daemon did not answer in time or answered something that
     /// is not a reply.
     #[error("DHCP daemon at {}: {reason}", path.display())]
@@ -173,6 +185,7 @@ impl Error {
         match self {
             Error::DecodeConfig(_) => ErrorCode::DecodingFailure,
             Error::InvalidConfig(_)
+            | Error::KeyType(_)
             | Error::InvalidNetworkName { .. }
             | Error::RequestedGateway(_)
             | Error::NotInRangeSet { .. }
@@ -184,9 +197,9 @@ impl Error {
             Error::Io { .. } => ErrorCode::IoFailure,
             Error::Unavailable(_) => ErrorCode::PluginNotAvailable,
             Error::AllocateRange { source, .. } => source.code(),
-            Error::DhcpTimeout { .. } | Error::DhcpDaemonUnreachable { .. } => {
-                ErrorCode::TryAgainLater
-            }
+            Error::DhcpTimeout { .. }
+            | Error::DhcpDaemonUnreachable { .. }
+            | Error::DhcpDaemonClosed { .. } => ErrorCode::TryAgainLater,
             Error::DhcpNak { .. }
             | Error::DhcpSocket { .. }
             | Error::DhcpPacket(_)
@@ -213,7 +226,8 @@ impl Error {
         }
     }
 
-    /// A failed write of the shared atomic writer ([`cni_exec::atomic`]):
+    /// A failed file operation of `cni-exec` (the atomic writer of
+    /// [`cni_exec::atomic`], the daemon socket of [`cni_exec::daemon`]):
     /// its I/O errors stay [`Error::Io`] (operation and file named).
     pub(crate) fn atomic_write(e: cni_exec::Error) -> Self {
         match e {

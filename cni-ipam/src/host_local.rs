@@ -100,8 +100,8 @@ struct RuntimeConf {
 /// (`ipam.ranges.subnet`), read from the serde structs it is parsed with
 /// ([`cni_types::keys`]): what the reference page must document.
 #[doc(hidden)]
-pub fn config_keys() -> Vec<String> {
-    cni_types::keys::accepted_keys::<NetConf>()
+pub fn config_keys() -> Vec<cni_types::keys::KeyShape> {
+    cni_types::keys::accepted_key_shapes_at::<NetConf>("")
 }
 
 /// Go's `ip.IP` text unmarshalling: `""` is "no address" (which Go then
@@ -166,7 +166,7 @@ impl HostLocalConfig {
                 canonical_object(args.get_mut("cni"), &["ips"]);
             }
         }
-        let net: NetConf = serde_json::from_value(value).map_err(Error::DecodeConfig)?;
+        let net: NetConf = cni_types::json::from_value_naming_key(value).map_err(Error::KeyType)?;
         let runtime = net.runtime_config.unwrap_or_default();
         let arg_ips = net.args.and_then(|a| a.cni).and_then(|c| c.ips);
         // Go decodes these with the JSON, before anything else is checked.

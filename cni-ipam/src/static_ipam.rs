@@ -83,8 +83,8 @@ struct RuntimeConf {
 /// (`ipam.addresses.address`), read from the serde structs it is parsed
 /// with ([`cni_types::keys`]): what the reference page must document.
 #[doc(hidden)]
-pub fn config_keys() -> Vec<String> {
-    cni_types::keys::accepted_keys::<NetConf>()
+pub fn config_keys() -> Vec<cni_types::keys::KeyShape> {
+    cni_types::keys::accepted_key_shapes_at::<NetConf>("")
 }
 
 fn ips_entry(text: &str) -> Result<StaticAddress> {
@@ -148,7 +148,7 @@ impl StaticConfig {
                 canonical_object(args.get_mut("cni"), &["ips"]);
             }
         }
-        let net: NetConf = serde_json::from_value(value).map_err(Error::DecodeConfig)?;
+        let net: NetConf = cni_types::json::from_value_naming_key(value).map_err(Error::KeyType)?;
         let ipam = net
             .ipam
             .ok_or_else(|| Error::InvalidConfig("IPAM config missing 'ipam' key".to_string()))?;

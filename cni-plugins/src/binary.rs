@@ -20,9 +20,15 @@ use std::sync::Arc;
 use cni_exec::same_build::{plugin_marker, SameBuildExec, MARKER_LEN};
 use cni_netns::firewall::Backend;
 
-/// The build identity in every marker of this crate's binaries: its
-/// version. Binaries of two versions never run each other in-process.
-pub const BUILD: &str = env!("CARGO_PKG_VERSION");
+/// The build identity in every marker of this crate's binaries: a hash of
+/// the sources they are built from (the workspace crates' code, the exact
+/// dependency versions of `Cargo.lock`, the enabled features), fixed by
+/// `build.rs`. Two binaries run each other in-process only when built from
+/// the same code: a patched or forked build of the same version has
+/// another identity, and a clean rebuild of the same sources the same one.
+/// What the marker proves and what it does not: see
+/// [`cni_exec::same_build`].
+pub const BUILD: &str = env!("CNI_RS_BUILD_ID");
 
 /// The marker of this build's plugin `name`.
 pub const fn marker(name: &str) -> [u8; MARKER_LEN] {

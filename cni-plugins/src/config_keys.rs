@@ -10,19 +10,43 @@
 //! `name`, `type`), read from `cni_types::NetworkConfig`, are checked on
 //! every page by the test.
 //!
+//! Each key comes with the JSON kinds its type takes
+//! ([`cni_types::keys::KeyKind`]), which the wrong-type test
+//! (`tests/operator`) feeds the opposite of; keys of a configuration
+//! parsed by hand (firewall, multus) have none.
+//!
 //! ```
+//! use cni_types::keys::KeyKind;
+//!
 //! let (_, keys) = cni_plugins::config_keys::PLUGINS
 //!     .iter()
 //!     .find(|(page, _)| *page == "bridge")
 //!     .unwrap();
-//! assert!(keys().contains(&"vlanTrunk.minID".to_string()));
+//! let keys = keys();
+//! let trunk = keys.iter().find(|(k, _)| k == "vlanTrunk.minID").unwrap();
+//! assert_eq!(trunk.1, [KeyKind::Integer]);
 //! ```
 
-use cni_types::keys::{accepted_keys, accepted_keys_at};
+use cni_types::keys::{accepted_key_shapes_at, KeyShape};
 
 /// A page name (`docs/plugins/<page>.md`) and the keys that page must
-/// document.
-pub type Entry = (&'static str, fn() -> Vec<String>);
+/// document, with their kinds.
+pub type Entry = (&'static str, fn() -> Vec<KeyShape>);
+
+fn accepted_keys<T: serde::de::DeserializeOwned>() -> Vec<KeyShape> {
+    accepted_key_shapes_at::<T>("")
+}
+
+fn accepted_keys_at<T: serde::de::DeserializeOwned>(prefix: &str) -> Vec<KeyShape> {
+    accepted_key_shapes_at::<T>(prefix)
+}
+
+/// Keys read by hand, their kinds unknown here.
+fn untyped<'a>(keys: impl IntoIterator<Item = &'a &'a str>) -> Vec<KeyShape> {
+    keys.into_iter()
+        .map(|k| (k.to_string(), Vec::new()))
+        .collect()
+}
 
 /// Every plugin page this crate knows, with its keys.
 pub const PLUGINS: &[Entry] = &[
@@ -48,12 +72,7 @@ pub const PLUGINS: &[Entry] = &[
     ("dummy", Vec::new),
     ("passthru", Vec::new),
     ("sbr", || accepted_keys::<crate::sbr::config::SbrConf>()),
-    ("firewall", || {
-        crate::firewall::config::KEYS
-            .iter()
-            .map(|k| k.to_string())
-            .collect()
-    }),
+    ("firewall", || untyped(crate::firewall::config::KEYS)),
     ("dhcp", || {
         accepted_keys_at::<crate::dhcp::config::DhcpConfig>("ipam")
     }),
@@ -65,20 +84,15 @@ pub const PLUGINS: &[Entry] = &[
 /// objects under `runtimeConfig` are documented by name, not field by
 /// field.
 #[cfg(feature = "multus")]
-fn multus() -> Vec<String> {
+fn multus() -> Vec<KeyShape> {
     use crate::multus::conf::{LogOptions, RuntimeConfig, KEYS};
     use crate::multus::thick::{autoconf::PRIMARY_KEYS, config::DAEMON_KEYS};
-    let mut keys: Vec<String> = KEYS
-        .iter()
-        .chain(DAEMON_KEYS)
-        .chain(PRIMARY_KEYS)
-        .map(|k| k.to_string())
-        .collect();
+    let mut keys = untyped(KEYS.iter().chain(DAEMON_KEYS).chain(PRIMARY_KEYS));
     keys.extend(accepted_keys_at::<LogOptions>("logOptions"));
     keys.extend(
         accepted_keys_at::<RuntimeConfig>("runtimeConfig")
             .into_iter()
-            .filter(|k| k.matches('.').count() == 1),
+            .filter(|(k, _)| k.matches('.').count() == 1),
     );
     keys
 }

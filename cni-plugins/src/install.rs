@@ -2,8 +2,11 @@
 //! (`/opt/cni/bin`) without ever exposing a half-written file.
 //!
 //! Each binary is written to a temp name in the target directory (a dot, the
-//! plugin's name, the installer's pid and a random nonce), given the source's
-//! mode, fsynced, and renamed over the destination. A runtime exec'ing the
+//! plugin's name, the installer's pid and a random nonce), made mode 0755
+//! and owned by root (when the installer runs as root), fsynced, and
+//! renamed over the destination. The source's mode is not copied: a
+//! set-user-ID or set-group-ID bit on a source (a file owned by `nobody` in
+//! an unpacked tarball) must never become a set-ID-root plugin. A runtime exec'ing the
 //! plugin at that moment runs either the old inode or the new one, never a
 //! partial file, and since the destination is never opened for writing,
 //! `ETXTBSY` cannot happen (the failure of `cp` onto a running binary).
@@ -137,6 +140,24 @@ pub fn install(opts: &Options) -> Result<Vec<Change>> {
         .collect())
 }
 
+/// The mode of every installed binary, whatever the source's.
+pub const INSTALLED_MODE: u32 = 0o755;
+
+/// Root's, when the installer runs as root (else the installer's own: a
+/// test or an unprivileged install cannot chown).
+fn installed_owner() -> Option<(u32, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    // `/proc/self` belongs to the process's effective user (std only: no
+    // libc call in this binary).
+    let euid = std::fs::metadata("/proc/self").map(|m| m.uid()).ok()?;
+    (euid == 0).then_some((0, 0))
+}
+
+fn owned_as_installed(m: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    installed_owner().is_none_or(|(uid, gid)| m.uid() == uid && m.gid() == gid)
+}
+
 /// The binaries to install and what each destination needs, all checked
 /// before anything is written.
 fn plan(opts: &Options) -> Result<Vec<Step>> {
@@ -155,8 +176,8 @@ fn plan(opts: &Options) -> Result<Vec<Step>> {
         .map(|name| {
             let src = opts.from.join(&name);
             let dest = opts.to.join(&name);
-            let meta = std::fs::metadata(&src).map_err(io("stat source", &src))?;
-            let mode = meta.permissions().mode() & 0o7777;
+            std::fs::metadata(&src).map_err(io("stat source", &src))?;
+            let mode = INSTALLED_MODE;
             let outcome = match std::fs::symlink_metadata(&dest) {
                 Err(e) if e.kind() == ErrorKind::NotFound => Outcome::Installed,
                 Err(e) => return Err(io("stat destination", &dest)(e)),
@@ -170,7 +191,11 @@ fn plan(opts: &Options) -> Result<Vec<Step>> {
                         kind(&m.file_type())
                     )))
                 }
-                Ok(m) if m.permissions().mode() & 0o7777 == mode && same_content(&src, &dest)? => {
+                Ok(m)
+                    if m.permissions().mode() & 0o7777 == mode
+                        && owned_as_installed(&m)
+                        && same_content(&src, &dest)? =>
+                {
                     Outcome::Unchanged
                 }
                 Ok(_) => Outcome::Installed,
@@ -289,7 +314,12 @@ fn copy_to_new(src: &Path, tmp: &Path, mode: u32) -> Result<()> {
             .open(tmp)
             .map_err(io("create temp file", tmp))?;
         std::io::copy(&mut input, &mut out).map_err(io("write temp file", tmp))?;
-        // Set after the data: the mode may carry no write bit for the owner.
+        // Owner first (a chown clears set-ID bits), then the mode, after
+        // the data: the mode may carry no write bit for the owner.
+        if let Some((uid, gid)) = installed_owner() {
+            std::os::unix::fs::fchown(&out, Some(uid), Some(gid))
+                .map_err(io("chown temp file", tmp))?;
+        }
         out.set_permissions(std::fs::Permissions::from_mode(mode))
             .map_err(io("chmod temp file", tmp))?;
         out.sync_all().map_err(io("fsync temp file", tmp))

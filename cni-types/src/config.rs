@@ -359,14 +359,34 @@ fn decode(what: &str, e: impl std::fmt::Display) -> Error {
     }
 }
 
+/// The versions that share `version`'s result shape (Go's result types:
+/// `types020`, `types040`, `types100`).
+fn result_shape_versions(version: Version) -> &'static [Version] {
+    const V020: [Version; 2] = [Version::V0_1_0, Version::V0_2_0];
+    const V040: [Version; 3] = [Version::V0_3_0, Version::V0_3_1, Version::V0_4_0];
+    const V100: [Version; 2] = [Version::V1_0_0, Version::V1_1_0];
+    if version < Version::V0_3_0 {
+        &V020
+    } else if version < Version::V1_0_0 {
+        &V040
+    } else {
+        &V100
+    }
+}
+
+/// A spec key of the wrong JSON type (code 7, the key named).
+fn key_type(key: &str, reason: impl std::fmt::Display) -> Error {
+    Error::KeyType {
+        key: key.into(),
+        reason: reason.to_string(),
+    }
+}
+
 fn take_string(map: &mut Map<String, Value>, key: &str) -> Result<String, Error> {
     match map.shift_remove(key) {
         None | Some(Value::Null) => Ok(String::new()),
         Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(decode(
-            "network configuration",
-            format!("{key} must be a string, got {other}"),
-        )),
+        Some(other) => Err(key_type(key, format!("must be a string, got {other}"))),
     }
 }
 
@@ -380,8 +400,8 @@ fn reserved_key(key: &str, typed: &[&str]) -> Result<(), Error> {
 }
 
 impl NetworkConfig {
-    /// Decodes a plugin config. Fails (code 6) on malformed JSON or a
-    /// spec-defined key of the wrong type. Does not validate the name: see
+    /// Decodes a plugin config. Fails on malformed JSON (code 6) or a
+    /// spec-defined key of the wrong type (code 7, the key named). Does not validate the name: see
     /// [`NetworkConfig::validate_name`].
     pub fn from_slice(bytes: &[u8]) -> Result<Self, Error> {
         let raw: Map<String, Value> =
@@ -404,53 +424,68 @@ impl NetworkConfig {
         };
         let ipam = match non_null(&mut map, "ipam") {
             None => None,
-            Some(Value::Object(m)) => Some(m),
-            Some(other) => {
-                return Err(decode(
-                    "network configuration",
-                    format!("ipam must be an object, got {other}"),
-                ))
+            Some(Value::Object(m)) => {
+                // `ipam.type` names the IPAM plugin: a number there must not
+                // read as "no IPAM" (an attachment without an address).
+                match m.get("type") {
+                    None | Some(Value::Null | Value::String(_)) => {}
+                    Some(other) => {
+                        return Err(key_type(
+                            "ipam.type",
+                            format!("must be a string, got {other}"),
+                        ))
+                    }
+                }
+                Some(m)
             }
+            Some(other) => return Err(key_type("ipam", format!("must be an object, got {other}"))),
         };
         let ip_masq = match non_null(&mut map, "ipMasq") {
             None => false,
             Some(Value::Bool(b)) => b,
             Some(other) => {
-                return Err(decode(
-                    "network configuration",
-                    format!("ipMasq must be a boolean, got {other}"),
+                return Err(key_type(
+                    "ipMasq",
+                    format!("must be a boolean, got {other}"),
                 ))
             }
         };
         let dns = non_null(&mut map, "dns")
-            .map(|v| Dns::deserialize(v).map_err(|e| decode("network configuration dns", e)))
+            .map(|v| crate::json::from_value_naming_key::<Dns>(v).map_err(|e| key_type("dns", e)))
             .transpose()?;
         let runtime_config = match non_null(&mut map, "runtimeConfig") {
             None => None,
             Some(Value::Object(mut m)) => {
                 canonicalize_runtime_config(&mut m);
                 Some(
-                    RuntimeConfig::deserialize(Value::Object(m))
-                        .map_err(|e| decode("runtimeConfig", e))?,
+                    crate::json::from_value_naming_key::<RuntimeConfig>(Value::Object(m))
+                        .map_err(|e| key_type("runtimeConfig", e))?,
                 )
             }
             Some(other) => {
-                return Err(decode(
-                    "network configuration",
-                    format!("runtimeConfig must be an object, got {other}"),
+                return Err(key_type(
+                    "runtimeConfig",
+                    format!("must be an object, got {other}"),
                 ))
             }
         };
+        let object = |map: &mut Map<String, Value>, key: &str| match non_null(map, key) {
+            None => Ok(None),
+            Some(v @ Value::Object(_)) => Ok(Some(v)),
+            Some(other) => Err(key_type(key, format!("must be an object, got {other}"))),
+        };
+        let args = object(&mut map, "args")?;
+        let prev_result = object(&mut map, "prevResult")?;
         let mut conf = NetworkConfig {
             cni_version: take_string(&mut map, "cniVersion")?,
             name: take_string(&mut map, "name")?,
             plugin_type: take_string(&mut map, "type")?,
-            args: non_null(&mut map, "args"),
+            args,
             ip_masq,
             ipam,
             dns,
             runtime_config,
-            prev_result: non_null(&mut map, "prevResult"),
+            prev_result,
             specific: map,
             origin: None,
         };
@@ -592,7 +627,7 @@ impl NetworkConfig {
     /// Decodes the whole config into a plugin's own config struct `T`, which
     /// may include the spec keys it needs next to its own.
     pub fn parse_as<T: DeserializeOwned>(&self) -> Result<T, Error> {
-        T::deserialize(Value::Object(self.to_map()))
+        crate::json::from_value_naming_key(Value::Object(self.to_map()))
             .map_err(|e| Error::InvalidConfig(format!("failed to load netconf: {e}")))
     }
 
@@ -603,17 +638,35 @@ impl NetworkConfig {
     pub fn parse_specific_as_go<T: DeserializeOwned>(&self, keys: &[&str]) -> Result<T, Error> {
         let mut raw = self.specific.clone();
         canonicalize_keys(&mut raw, keys);
-        T::deserialize(Value::Object(raw))
+        crate::json::from_value_naming_key(Value::Object(raw))
             .map_err(|e| Error::InvalidConfig(format!("failed to load netconf: {e}")))
     }
 
     /// Decodes `prevResult` in the shape of the config's `cniVersion`, as the
     /// Go reference's `version.ParsePrevResult` does whatever the
     /// prevResult's own `cniVersion` says.
+    ///
+    /// The prevResult's own `cniVersion`, when set, must be one of the
+    /// versions of that shape (`1.0.0`/`1.1.0`, `0.3.0`/`0.3.1`/`0.4.0`,
+    /// `0.1.0`/`0.2.0`), as Go's result types check after decoding: an
+    /// unknown version ("99.0.0") is refused with code 1.
     pub fn prev_result(&self) -> Result<Option<CniResult>, Error> {
         match &self.prev_result {
             None => Ok(None),
-            Some(v) => Ok(Some(CniResult::from_value_as(v, self.version()?)?)),
+            Some(v) => {
+                let version = self.version()?;
+                let own = v.get("cniVersion").and_then(Value::as_str);
+                if let Some(own) = own.filter(|s| !s.is_empty()) {
+                    let shape = result_shape_versions(version);
+                    if !shape.iter().any(|s| s.to_string() == own) {
+                        return Err(Error::PrevResultVersion {
+                            found: own.to_string(),
+                            supported: shape.iter().map(Version::to_string).collect(),
+                        });
+                    }
+                }
+                Ok(Some(CniResult::from_value_as(v, version)?))
+            }
         }
     }
 
@@ -1222,12 +1275,28 @@ mod tests {
             NetworkConfig::from_slice(b"{").unwrap_err().code(),
             crate::ErrorCode::DecodingFailure
         );
-        assert_eq!(
-            NetworkConfig::from_slice(br#"{"name":5}"#)
-                .unwrap_err()
-                .code(),
-            crate::ErrorCode::DecodingFailure
-        );
+        // A spec key of the wrong type: code 7, the key named.
+        for (bad, key) in [
+            (r#"{"name":5}"#, "invalid name:"),
+            (r#"{"type":true}"#, "invalid type:"),
+            (r#"{"ipam":[]}"#, "invalid ipam:"),
+            (r#"{"ipam":{"type":7}}"#, "invalid ipam.type:"),
+            (r#"{"ipMasq":"yes"}"#, "invalid ipMasq:"),
+            (
+                r#"{"dns":{"nameservers":"x"}}"#,
+                "invalid dns: nameservers:",
+            ),
+            (
+                r#"{"runtimeConfig":{"portMappings":[{"hostPort":"x"}]}}"#,
+                "invalid runtimeConfig: portMappings[0].hostPort:",
+            ),
+            (r#"{"args":"x"}"#, "invalid args:"),
+            (r#"{"prevResult":5}"#, "invalid prevResult:"),
+        ] {
+            let e = NetworkConfig::from_slice(bad.as_bytes()).unwrap_err();
+            assert_eq!(e.code(), crate::ErrorCode::InvalidNetworkConfig, "{bad}");
+            assert!(e.to_string().starts_with(key), "{bad}: {e}");
+        }
         let c = NetworkConfig::from_slice(br#"{"cniVersion":"1.0.0"}"#).unwrap();
         assert_eq!(
             c.validate_name().unwrap_err().code(),
@@ -1237,12 +1306,25 @@ mod tests {
 
     #[test]
     fn prev_result_uses_config_version() {
-        let c = NetworkConfig::from_slice(
-            br#"{"cniVersion":"1.0.0","name":"n","type":"x","prevResult":{"cniVersion":"0.4.0","ips":[{"version":"4","address":"10.0.0.2/24"}]}}"#,
-        )
-        .unwrap();
-        let r = c.prev_result().unwrap().unwrap();
-        assert_eq!(r.ips[0].address.to_string(), "10.0.0.2/24");
+        // Read in the config version's shape; its own version, when set,
+        // must be one of that shape's (Go's result types check it).
+        for own in ["", "1.0.0", "1.1.0"] {
+            let c = NetworkConfig::from_slice(
+                format!(r#"{{"cniVersion":"1.0.0","name":"n","type":"x","prevResult":{{"cniVersion":"{own}","ips":[{{"address":"10.0.0.2/24"}}]}}}}"#).as_bytes(),
+            )
+            .unwrap();
+            let r = c.prev_result().unwrap().unwrap();
+            assert_eq!(r.ips[0].address.to_string(), "10.0.0.2/24");
+        }
+        for own in ["0.4.0", "99.0.0", "x"] {
+            let c = NetworkConfig::from_slice(
+                format!(r#"{{"cniVersion":"1.0.0","name":"n","type":"x","prevResult":{{"cniVersion":"{own}","ips":[]}}}}"#).as_bytes(),
+            )
+            .unwrap();
+            let e = c.prev_result().unwrap_err();
+            assert_eq!(e.code(), crate::ErrorCode::IncompatibleCniVersion, "{own}");
+            assert!(e.to_string().contains(own), "{e}");
+        }
     }
 
     #[test]

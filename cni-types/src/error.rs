@@ -200,6 +200,16 @@ pub enum Error {
     /// A result version this crate cannot read or write.
     #[error("unsupported CNI result version {0:?}")]
     UnsupportedResultVersion(String),
+    /// A `prevResult` whose own `cniVersion` is not one of the result
+    /// shape of the config's version (Go's `types100.NewResult` and
+    /// friends refuse it too): code 1.
+    #[error("could not parse prevResult: result type supports {supported:?} but unmarshalled CNIVersion is {found:?}")]
+    PrevResultVersion {
+        /// The prevResult's `cniVersion`.
+        found: String,
+        /// The versions of the config version's result shape.
+        supported: Vec<String>,
+    },
     /// JSON that does not decode into the expected shape.
     #[error("failed to decode {what}: {reason}")]
     Decode {
@@ -211,6 +221,14 @@ pub enum Error {
     /// A network configuration that decodes but is invalid.
     #[error("{0}")]
     InvalidConfig(String),
+    /// A spec-defined key holding a value of the wrong JSON type (code 7).
+    #[error("invalid {key}: {reason}")]
+    KeyType {
+        /// The key, as a path (`ipam.type`, `runtimeConfig.portMappings[0]`).
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// A result cannot be converted to the requested version.
     #[error("cannot convert result to version {version}: {reason}")]
     Convert {
@@ -245,11 +263,13 @@ impl Error {
     /// The CNI error code for this error.
     pub fn code(&self) -> ErrorCode {
         match self {
-            Error::InvalidVersion { .. } | Error::UnsupportedResultVersion(_) => {
-                ErrorCode::IncompatibleCniVersion
-            }
+            Error::InvalidVersion { .. }
+            | Error::UnsupportedResultVersion(_)
+            | Error::PrevResultVersion { .. } => ErrorCode::IncompatibleCniVersion,
             Error::Decode { .. } => ErrorCode::DecodingFailure,
-            Error::InvalidConfig(_) | Error::SpecKey { .. } => ErrorCode::InvalidNetworkConfig,
+            Error::InvalidConfig(_) | Error::SpecKey { .. } | Error::KeyType { .. } => {
+                ErrorCode::InvalidNetworkConfig
+            }
             Error::Convert { .. } => ErrorCode::IncompatibleCniVersion,
             Error::Args(_) => ErrorCode::InvalidEnvironmentVariables,
             Error::InvalidName { code, .. } => *code,

@@ -19,6 +19,20 @@ pub fn to_vec_pretty<T: serde::Serialize + ?Sized>(
     Ok(out)
 }
 
+/// Decodes `value` as a `T`; an error names the key it is at, as a path
+/// (`vlanTrunk[0].minID: invalid type: string "x", expected u16`), so that
+/// a wrong type in a configuration says which key is wrong.
+pub fn from_value_naming_key<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            e.into_inner().to_string()
+        } else {
+            format!("{path}: {}", e.into_inner())
+        }
+    })
+}
+
 /// Parses a CIDR as Go's `types.ParseCIDR` does: the prefix is required and
 /// host bits are kept (`10.1.0.5/16` stays `10.1.0.5/16`).
 pub fn parse_cidr(s: &str) -> Result<IpNetwork, String> {

@@ -57,17 +57,32 @@ pub fn accepted_keys<T: DeserializeOwned>() -> Vec<String> {
 /// [`accepted_keys`] with every path under `prefix` (`"ipam"` gives
 /// `ipam.subnet`...); an empty prefix adds nothing.
 pub fn accepted_keys_at<T: DeserializeOwned>(prefix: &str) -> Vec<String> {
+    accepted_key_shapes_at::<T>(prefix)
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect()
+}
+
+/// [`accepted_keys_at`] with each key's [`KeyKind`]s: what a test feeding
+/// every key a value of the wrong kind builds its values from.
+pub fn accepted_key_shapes_at<T: DeserializeOwned>(prefix: &str) -> Vec<KeyShape> {
     let mut found = BTreeSet::new();
+    let mut shapes = std::collections::HashMap::new();
     let mut queue: Vec<Vec<&'static str>> = vec![Vec::new()];
     while let Some(focus) = queue.pop() {
         let recorded = RefCell::new(None);
+        let shape = RefCell::new(Shape::default());
         // The struct at the end of `focus` records its fields; a failure
         // (a required field missing, a value of the wrong shape) comes
         // after the recording and is of no interest.
         let _ = T::deserialize(Recorder {
             focus: &focus,
             recorded: &recorded,
+            shape: &shape,
         });
+        if !focus.is_empty() {
+            shapes.insert(focus.join("."), shape.into_inner().kinds);
+        }
         let Some(fields) = recorded.into_inner() else {
             continue;
         };
@@ -83,11 +98,13 @@ pub fn accepted_keys_at<T: DeserializeOwned>(prefix: &str) -> Vec<String> {
     found
         .into_iter()
         .map(|k| {
-            if prefix.is_empty() {
+            let kinds = shapes.remove(&k).unwrap_or_default();
+            let k = if prefix.is_empty() {
                 k
             } else {
                 format!("{prefix}.{k}")
-            }
+            };
+            (k, kinds)
         })
         .collect()
 }
@@ -115,7 +132,45 @@ impl de::Error for Stop {
 struct Recorder<'a> {
     focus: &'a [&'static str],
     recorded: &'a RefCell<Option<Vec<&'static str>>>,
+    shape: &'a RefCell<Shape>,
 }
+
+/// The JSON shape recorded at the end of the focus: the kinds from the
+/// outside in (`[Array, Array, Object]` for a `Vec<Vec<Struct>>`), complete
+/// once a kind that is not an array is noted.
+#[derive(Default)]
+struct Shape {
+    kinds: Vec<KeyKind>,
+    done: bool,
+}
+
+/// The JSON kind a configuration key takes, as its type's `Deserialize`
+/// asks for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KeyKind {
+    /// `true` or `false`.
+    Bool,
+    /// An integer.
+    Integer,
+    /// Any number.
+    Float,
+    /// A string (addresses, CIDRs and durations included).
+    String,
+    /// An array (its elements' kind follows in the shape).
+    Array,
+    /// An object (a struct, or a map keyed by user data).
+    Object,
+    /// One of a fixed set of values (a Rust enum).
+    Enum,
+    /// Anything (a `serde_json::Value`, or a type that looks at the JSON
+    /// before it decides).
+    Any,
+}
+
+/// A key with the kinds of JSON it takes, from the outside in: `["ranges",
+/// [Array, Array, Object]]` for host-local's `ranges`.
+pub type KeyShape = (String, Vec<KeyKind>);
 
 /// A map of zero or one entry: the next focused field, whose value is a
 /// recorder one level further down.
@@ -161,6 +216,19 @@ impl<'de> SeqAccess<'de> for One<'_> {
 }
 
 impl<'a> Recorder<'a> {
+    /// Notes `kind` when the focus has been reached and the shape is not
+    /// complete; `last`: nothing inside follows (not an array).
+    fn note(&self, kind: KeyKind, last: bool) {
+        if !self.focus.is_empty() {
+            return;
+        }
+        let mut shape = self.shape.borrow_mut();
+        if !shape.done {
+            shape.kinds.push(kind);
+            shape.done = last;
+        }
+    }
+
     fn one_field_map(self, fields: &[&'static str]) -> Fields<'a> {
         match self.focus.split_first() {
             Some((first, rest)) if fields.contains(first) => Fields {
@@ -168,6 +236,7 @@ impl<'a> Recorder<'a> {
                 value: Recorder {
                     focus: rest,
                     recorded: self.recorded,
+                    shape: self.shape,
                 },
             },
             _ => Fields {
@@ -179,8 +248,9 @@ impl<'a> Recorder<'a> {
 }
 
 macro_rules! zero {
-    ($($method:ident => $visit:ident($($value:expr)?)),* $(,)?) => {
+    ($($method:ident => $kind:ident, $visit:ident($($value:expr)?)),* $(,)?) => {
         $(fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Stop> {
+            self.note(KeyKind::$kind, true);
             visitor.$visit($($value)?)
         })*
     };
@@ -196,6 +266,7 @@ impl<'de> de::Deserializer<'de> for Recorder<'_> {
         visitor: V,
     ) -> Result<V::Value, Stop> {
         if self.focus.is_empty() {
+            self.note(KeyKind::Object, true);
             *self.recorded.borrow_mut() = Some(fields.to_vec());
             return visitor.visit_map(Fields {
                 key: None,
@@ -206,6 +277,7 @@ impl<'de> de::Deserializer<'de> for Recorder<'_> {
     }
 
     fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Stop> {
+        self.note(KeyKind::Object, true);
         visitor.visit_map(Fields {
             key: None,
             value: self,
@@ -225,10 +297,12 @@ impl<'de> de::Deserializer<'de> for Recorder<'_> {
     }
 
     fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Stop> {
+        self.note(KeyKind::Array, false);
         visitor.visit_seq(One(Some(self)))
     }
 
     fn deserialize_tuple<V: Visitor<'de>>(self, _len: usize, visitor: V) -> Result<V::Value, Stop> {
+        self.note(KeyKind::Array, false);
         visitor.visit_seq(One(Some(self)))
     }
 
@@ -238,6 +312,7 @@ impl<'de> de::Deserializer<'de> for Recorder<'_> {
         _len: usize,
         visitor: V,
     ) -> Result<V::Value, Stop> {
+        self.note(KeyKind::Array, false);
         visitor.visit_seq(One(Some(self)))
     }
 
@@ -247,30 +322,31 @@ impl<'de> de::Deserializer<'de> for Recorder<'_> {
         _variants: &'static [&'static str],
         _visitor: V,
     ) -> Result<V::Value, Stop> {
+        self.note(KeyKind::Enum, true);
         Err(Stop("enum".into()))
     }
 
     zero! {
-        deserialize_any => visit_unit(),
-        deserialize_unit => visit_unit(),
-        deserialize_ignored_any => visit_unit(),
-        deserialize_bool => visit_bool(false),
-        deserialize_i8 => visit_i64(0),
-        deserialize_i16 => visit_i64(0),
-        deserialize_i32 => visit_i64(0),
-        deserialize_i64 => visit_i64(0),
-        deserialize_u8 => visit_u64(0),
-        deserialize_u16 => visit_u64(0),
-        deserialize_u32 => visit_u64(0),
-        deserialize_u64 => visit_u64(0),
-        deserialize_f32 => visit_f64(0.0),
-        deserialize_f64 => visit_f64(0.0),
-        deserialize_char => visit_char('0'),
-        deserialize_str => visit_str(""),
-        deserialize_string => visit_str(""),
-        deserialize_identifier => visit_str(""),
-        deserialize_bytes => visit_bytes(&[]),
-        deserialize_byte_buf => visit_bytes(&[]),
+        deserialize_any => Any, visit_unit(),
+        deserialize_unit => Any, visit_unit(),
+        deserialize_ignored_any => Any, visit_unit(),
+        deserialize_bool => Bool, visit_bool(false),
+        deserialize_i8 => Integer, visit_i64(0),
+        deserialize_i16 => Integer, visit_i64(0),
+        deserialize_i32 => Integer, visit_i64(0),
+        deserialize_i64 => Integer, visit_i64(0),
+        deserialize_u8 => Integer, visit_u64(0),
+        deserialize_u16 => Integer, visit_u64(0),
+        deserialize_u32 => Integer, visit_u64(0),
+        deserialize_u64 => Integer, visit_u64(0),
+        deserialize_f32 => Float, visit_f64(0.0),
+        deserialize_f64 => Float, visit_f64(0.0),
+        deserialize_char => String, visit_char('0'),
+        deserialize_str => String, visit_str(""),
+        deserialize_string => String, visit_str(""),
+        deserialize_identifier => String, visit_str(""),
+        deserialize_bytes => String, visit_bytes(&[]),
+        deserialize_byte_buf => String, visit_bytes(&[]),
     }
 
     fn deserialize_unit_struct<V: Visitor<'de>>(
@@ -335,6 +411,21 @@ mod tests {
                 "value",
             ]
         );
+    }
+
+    #[test]
+    fn records_each_key_s_json_kinds() {
+        use KeyKind::*;
+        let shapes: std::collections::HashMap<std::string::String, Vec<KeyKind>> =
+            accepted_key_shapes_at::<Outer>("").into_iter().collect();
+        assert_eq!(shapes["name"], [String]);
+        assert_eq!(shapes["requiredNumber"], [Integer]);
+        assert_eq!(shapes["trunks"], [Array, Object]);
+        assert_eq!(shapes["trunks.minID"], [Integer]);
+        assert_eq!(shapes["nested"], [Object]);
+        assert_eq!(shapes["nested.deeper"], [Array, Array, Object]);
+        assert_eq!(shapes["macspoofchk"], [Bool]);
+        assert_eq!(shapes["value"], [Any]);
     }
 
     #[test]

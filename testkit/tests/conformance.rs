@@ -432,3 +432,120 @@ esac"#,
         run.stdout
     );
 }
+
+/// #31.13: the kit's firewall case keeps the plugin's state in the kit's
+/// own directory, not the node's `/run/cni/firewall` (checked by name: no
+/// `cnik-*` network directory appears there), and the run passes.
+#[test]
+fn firewall_state_stays_in_the_kits_directory() {
+    // The built-in config names a directory of the kit's.
+    let names = cni_testkit::conformance::SandboxNames::new("t", Path::new("/kit-data"));
+    let conf = cni_testkit::conformance::PluginKind::Firewall
+        .config("1.0.0", &names)
+        .expect("a built-in firewall config");
+    assert!(
+        conf["dataDir"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("/kit-data/")),
+        "{conf}"
+    );
+    if !premise() {
+        return;
+    }
+    let node_dir = Path::new("/run/cni/firewall");
+    let kits = || -> Vec<String> {
+        std::fs::read_dir(node_dir)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with("cnik-"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let before = kits();
+    let run = kit(&[], &our_plugin("firewall"));
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+    let new: Vec<String> = kits().into_iter().filter(|n| !before.contains(n)).collect();
+    assert!(new.is_empty(), "left in {}: {new:?}", node_dir.display());
+}
+
+/// #31.13: `--timeout` past a day (a deadline that would overflow the
+/// clock) and `--config /dev/zero` are usage errors (exit 2), not a panic
+/// or a read until the memory is gone (here capped at 1 GiB).
+#[test]
+fn hostile_options_are_usage_errors() {
+    for secs in ["18446744073709551615", "0", "86401"] {
+        let run = kit(&["--timeout", secs], &our_plugin("loopback"));
+        assert_eq!(run.code, Some(2), "{secs}: {}", run.stderr);
+        assert!(run.stderr.contains("--timeout"), "{}", run.stderr);
+        assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    }
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cni-conformance"));
+    cmd.args(["--config", "/dev/zero"])
+        .arg(our_plugin("loopback"));
+    // SAFETY: setrlimit(2) is async-signal-safe; it runs in the child
+    // between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 1 << 30,
+                rlim_max: 1 << 30,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().expect("run cni-conformance");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("larger than 4194304 bytes"), "{stderr}");
+}
+
+/// #31.13: plugins the kit runs start with no signal blocked, though the
+/// kit blocks SIGINT, SIGTERM and SIGHUP for its own handling.
+#[test]
+fn plugins_start_with_no_signal_blocked() {
+    if !premise() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let masks = dir.path().join("masks");
+    let plugin = script_plugin(
+        dir.path(),
+        "probe",
+        &format!(
+            // The shell reads its own status (a builtin: no fork, whose
+            // moment dash blocks every signal around).
+            "while read -r k v; do [ \"$k\" = SigBlk: ] && echo \"$k $v\" >> '{}'; done < /proc/self/status\ncat >/dev/null\necho '{{\"cniVersion\":\"1.0.0\"}}'",
+            masks.display()
+        ),
+    );
+    let conf = dir.path().join("probe.conf");
+    std::fs::write(
+        &conf,
+        r#"{"cniVersion":"1.0.0","name":"probe","type":"probe"}"#,
+    )
+    .unwrap();
+    let run = kit(
+        &["--role", "chained", "--config", conf.to_str().unwrap()],
+        &plugin,
+    );
+    let text = std::fs::read_to_string(&masks).unwrap_or_default();
+    assert!(
+        !text.is_empty(),
+        "the probe never ran: {}{}",
+        run.stdout,
+        run.stderr
+    );
+    for line in text.lines() {
+        assert_eq!(
+            line.split_whitespace().nth(1),
+            Some("0000000000000000"),
+            "{text}"
+        );
+    }
+}

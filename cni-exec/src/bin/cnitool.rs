@@ -163,9 +163,11 @@ fn run() -> Result<(), String> {
         "check" => cni.check_network_list(&list, &rt),
         "del" => cni.del_network_list(&list, &rt),
         "status" => cni.status_network_list(&list),
-        // upstream cnitool GCs without a valid list: every cached
-        // attachment of the network is deleted.
-        _ => cni.gc_network_list(&list, None),
+        // Upstream cnitool GCs "without args, hence all network interface
+        // should be GC'ed": every cached attachment of the network is
+        // deleted. Said explicitly here with an empty list of valid
+        // attachments, as plugins refuse a GC without a list.
+        _ => cni.gc_network_list(&list, Some(&[])),
     };
     outcome.map_err(|e| e.to_string())
 }

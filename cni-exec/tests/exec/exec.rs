@@ -272,3 +272,48 @@ fn text_file_busy_is_retried() {
         .exec_plugin(&path, CONF, &env());
     assert!(matches!(r, Err(Error::Spawn { .. })), "{r:?}");
 }
+
+/// #31.6: a plugin's stdout and stderr are read up to
+/// [`cni_exec::process::MAX_OUTPUT`] (16 MiB, as stdin) each; past it the
+/// plugin is killed at once (here before its sleep ends) and the error
+/// says so, instead of the caller buffering whatever it prints.
+#[test]
+fn output_past_the_cap_kills_the_plugin() {
+    let dir = tempfile::tempdir().unwrap();
+    for (stream, redirect) in [("stdout", ""), ("stderr", " >&2")] {
+        let p = script(
+            dir.path(),
+            &format!("loud-{stream}"),
+            &format!(
+                "head -c 209715200 /dev/zero{redirect}; sleep 600; echo '{{\"cniVersion\":\"1.0.0\"}}'"
+            ),
+        );
+        let start = Instant::now();
+        let e = quiet().exec_plugin(&p, CONF, &env()).unwrap_err();
+        assert!(
+            matches!(e, Error::OutputTooLarge { stream: s, limit, .. } if s == stream && limit == 16 << 20),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string().contains("wrote more than 16777216 bytes"),
+            "{e}"
+        );
+        assert!(start.elapsed() < Duration::from_secs(300), "not killed");
+    }
+    // Exactly the cap is read.
+    let p = script(
+        dir.path(),
+        "at-cap",
+        "head -c 1000 /dev/zero | tr '\\0' ' '; echo '{}'",
+    );
+    let out = quiet()
+        .with_max_output(1003)
+        .exec_plugin(&p, CONF, &env())
+        .unwrap();
+    assert_eq!(out.len(), 1003);
+    let e = quiet()
+        .with_max_output(1002)
+        .exec_plugin(&p, CONF, &env())
+        .unwrap_err();
+    assert!(matches!(e, Error::OutputTooLarge { .. }), "{e:?}");
+}

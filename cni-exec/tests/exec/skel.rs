@@ -103,7 +103,9 @@ impl Plugin for Minimal {
     }
 }
 
-const STDIN: &str = r#"{ "name":"skel-test", "cniVersion":"1.1.0", "some":"config" }"#;
+/// A config every command accepts (GC's list of valid attachments
+/// included: a GC without one is refused).
+const STDIN: &str = r#"{ "name":"skel-test", "cniVersion":"1.1.0", "some":"config", "cni.dev/valid-attachments": [] }"#;
 
 fn full_env(cmd: &str) -> Vec<(&'static str, String)> {
     vec![
@@ -386,8 +388,11 @@ fn version_reconcile_message_and_details() {
 
 #[test]
 fn check_gc_status_gating() {
-    let stdin =
-        |v: &str| format!(r#"{{ "name": "skel-test", "cniVersion": "{v}", "some": "config" }}"#);
+    let stdin = |v: &str| {
+        format!(
+            r#"{{ "name": "skel-test", "cniVersion": "{v}", "some": "config", "cni.dev/valid-attachments": [] }}"#
+        )
+    };
     for (cmd, min_ok, too_old) in [
         ("CHECK", "0.4.0", "0.3.1"),
         ("GC", "1.1.0", "1.0.0"),
@@ -715,4 +720,57 @@ fn request_builder_unit_tests_a_delegating_plugin() {
         Plugin::add(&Delegating, &req),
         Err(cni_exec::Error::NoExecutor(_))
     ));
+}
+
+/// A GC without `cni.dev/valid-attachments` (absent or `null`) is refused
+/// with code 7 before the plugin runs, unless the plugin says it finds the
+/// live attachments elsewhere; a malformed list is a decoding error.
+#[test]
+fn gc_needs_the_list_of_valid_attachments() {
+    let bare = r#"{ "name":"skel-test", "cniVersion":"1.1.0" }"#;
+    let null = r#"{ "name":"skel-test", "cniVersion":"1.1.0", "cni.dev/valid-attachments": null }"#;
+    for stdin in [bare, null] {
+        let p = Recorder::default();
+        let e = err_of(&dispatch(&p, &env_without("GC", &[]), stdin.as_bytes()));
+        assert_eq!(e.code, ErrorCode::InvalidNetworkConfig, "{stdin}");
+        assert!(e.msg.contains("cni.dev/valid-attachments"), "{}", e.msg);
+        assert!(p.commands().is_empty());
+        let out = dispatch(&OwnList, &env_without("GC", &[]), stdin.as_bytes());
+        assert_eq!(out.exit_code, 0, "{:?}", out.error());
+    }
+    // The legacy name of the spec-v1.1.0 tag counts.
+    let legacy = r#"{ "name":"skel-test", "cniVersion":"1.1.0", "cni.dev/attachments": [] }"#;
+    let out = dispatch(
+        &Recorder::default(),
+        &env_without("GC", &[]),
+        legacy.as_bytes(),
+    );
+    assert_eq!(out.exit_code, 0, "{:?}", out.error());
+    let bad = r#"{ "name":"skel-test", "cniVersion":"1.1.0", "cni.dev/valid-attachments": 7 }"#;
+    let e = err_of(&dispatch(
+        &Recorder::default(),
+        &env_without("GC", &[]),
+        bad.as_bytes(),
+    ));
+    assert_ne!(e.code.as_u32(), 0);
+    assert!(e.msg.contains("cni.dev/valid-attachments"), "{}", e.msg);
+}
+
+/// A plugin whose GC does not read the runtime's list.
+struct OwnList;
+
+impl Plugin for OwnList {
+    type Error = CniError;
+    fn name(&self) -> &str {
+        "own-list"
+    }
+    fn add(&self, _: &Request) -> Result<CniResult, CniError> {
+        Ok(CniResult::default())
+    }
+    fn del(&self, _: &Request) -> Result<(), CniError> {
+        Ok(())
+    }
+    fn gc_needs_valid_attachments(&self) -> bool {
+        false
+    }
 }

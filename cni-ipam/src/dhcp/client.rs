@@ -349,29 +349,32 @@ impl Client<'_> {
 
     /// DHCPRELEASE, unicast from the leased address to the server (RFC
     /// 2131 4.4.6): through a UDP socket bound to the address, or, when
-    /// the address is no longer on the interface, a packet socket with the
-    /// leased address as IPv4 source. Servers ignore a release from
+    /// that cannot send (the address no longer on the interface, or no
+    /// route to the server), a packet socket with the leased address as
+    /// IPv4 source. Servers ignore a release from
     /// 0.0.0.0 (Go's, plugins#1278).
     pub fn release(&self, lease: &Lease) -> Result<()> {
         let xid = random_u32();
         let mut release = self.message(MessageType::Release, xid);
         release.ciaddr = lease.address;
         release.set_option(opt::SERVER_ID, lease.server.octets().to_vec());
-        match self.sockets.udp(lease.address) {
-            Ok(sock) => sock
-                .send_to(&release.encode(), server_addr(lease.server))
+        // The UDP socket needs the address on an interface *and* a route
+        // to the server; without either (a /32, no route: "network
+        // unreachable") the packet socket still reaches it.
+        let sent = self.sockets.udp(lease.address).and_then(|sock| {
+            sock.send_to(&release.encode(), server_addr(lease.server))
                 .map(drop)
-                .map_err(self.socket_error("send DHCPRELEASE on")),
-            Err(_) => {
-                let sock = self
-                    .sockets
-                    .packet(xid)
-                    .map_err(self.socket_error("open packet socket on"))?;
-                let frame = ipv4_udp_frame(lease.address, lease.server, &release.encode());
-                sock.send_broadcast(&frame)
-                    .map_err(self.socket_error("send DHCPRELEASE on"))
-            }
+        });
+        if sent.is_ok() {
+            return Ok(());
         }
+        let sock = self
+            .sockets
+            .packet(xid)
+            .map_err(self.socket_error("open packet socket on"))?;
+        let frame = ipv4_udp_frame(lease.address, lease.server, &release.encode());
+        sock.send_broadcast(&frame)
+            .map_err(self.socket_error("send DHCPRELEASE on"))
     }
 
     fn broadcast(&self, sock: &PacketSocket, m: &Message, src: Ipv4Addr) -> Result<()> {

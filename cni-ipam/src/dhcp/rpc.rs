@@ -12,7 +12,6 @@
 //! our plugin cannot talk to Go's daemon nor Go's plugin to ours.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::time::Duration;
@@ -96,17 +95,30 @@ pub fn call(socket: &Path, req: &DaemonRequest, timeout: Duration) -> Result<Dae
         .map_err(unreachable)?;
     let mut line = serde_json::to_vec(req).map_err(|e| protocol(e.to_string()))?;
     line.push(b'\n');
-    stream
-        .write_all(&line)
-        .map_err(|e| protocol(format!("send request: {e}")))?;
+    // A daemon that answers before reading everything ("busy") or that
+    // died mid-request closes its end: the reply, if any, is still there
+    // to read after a failed write.
+    let sent = stream.write_all(&line);
+    let closed = || Error::DhcpDaemonClosed {
+        path: socket.to_owned(),
+    };
     let text = read_line(&stream).map_err(|e| match e.kind() {
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
             protocol(format!("no reply within {timeout:?}"))
         }
+        std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe => closed(),
         _ => protocol(format!("read reply: {e}")),
     })?;
     if text.is_empty() {
-        return Err(protocol("connection closed without a reply".into()));
+        return Err(match sent {
+            Err(e)
+                if e.kind() != std::io::ErrorKind::BrokenPipe
+                    && e.kind() != std::io::ErrorKind::ConnectionReset =>
+            {
+                protocol(format!("send request: {e}"))
+            }
+            _ => closed(),
+        });
     }
     serde_json::from_str(&text).map_err(|e| {
         let shown: String = text.chars().take(80).collect();
@@ -114,29 +126,14 @@ pub fn call(socket: &Path, req: &DaemonRequest, timeout: Duration) -> Result<Dae
     })
 }
 
-/// Listens on `path` (daemon side), creating its directory (mode 0700)
-/// and replacing a stale socket (one nobody answers on) that a killed
-/// daemon left, where Go fails with "address already in use". A socket
-/// someone answers on is an `AddrInUse` error.
+/// Listens on `path` (daemon side) with the daemons' one socket rule
+/// ([`cni_exec::daemon::listen`]): its directory is created (mode 0700), a
+/// stale socket (one nobody answers on) that a killed daemon left is
+/// replaced (where Go fails with "address already in use"), a socket
+/// someone answers on is an `AddrInUse` error, and any other file at
+/// `path` is refused and left alone.
 pub fn listen(path: &Path) -> Result<UnixListener> {
-    if let Some(dir) = path.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| Error::io("create socket directory", dir, e))?;
-    }
-    if path.exists() {
-        if UnixStream::connect(path).is_ok() {
-            let busy = std::io::Error::new(
-                std::io::ErrorKind::AddrInUse,
-                "another dhcp daemon is listening",
-            );
-            return Err(Error::io("listen on", path, busy));
-        }
-        std::fs::remove_file(path).map_err(|e| Error::io("remove stale socket", path, e))?;
-    }
-    UnixListener::bind(path).map_err(|e| Error::io("listen on", path, e))
+    cni_exec::daemon::listen(path).map_err(Error::atomic_write)
 }
 
 /// The listening socket systemd passed as fd 3 (socket activation with
@@ -244,7 +241,7 @@ mod tests {
         let path = dir.path().join("run/cni/d.sock");
         let first = listen(&path).unwrap();
         let e = listen(&path).unwrap_err().to_string();
-        assert!(e.contains("another dhcp daemon is listening"), "{e}");
+        assert!(e.contains("another daemon is listening"), "{e}");
         drop(first);
         let _second = listen(&path).unwrap();
     }
@@ -299,6 +296,39 @@ mod tests {
         // Bounded by its timeout, far below the server's 30 s (generous:
         // a busy machine schedules late).
         assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        server.join().unwrap();
+    }
+
+    /// #31.9: a daemon that closes the connection mid-request (killed,
+    /// restarted) is transient: code 11, not 999.
+    #[test]
+    fn a_connection_closed_mid_request_is_try_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("closing.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let server = std::thread::spawn(move || {
+            for read_first in [true, false] {
+                let (s, _) = listener.accept().unwrap();
+                if read_first {
+                    let mut b = [0u8; 8];
+                    let _ = (&s).read(&mut b);
+                }
+                drop(s);
+            }
+        });
+        let req = DaemonRequest {
+            op: DaemonOp::Status,
+            container_id: String::new(),
+            netns: String::new(),
+            ifname: String::new(),
+            args: "x".repeat(1 << 20),
+            config: Value::Null,
+        };
+        for _ in 0..2 {
+            let e = call(&sock, &req, Duration::from_secs(10)).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::TryAgainLater, "{e}");
+            assert!(e.to_string().contains("closed the connection"), "{e}");
+        }
         server.join().unwrap();
     }
 }

@@ -47,6 +47,9 @@ pub fn attachment_key(container_id: &str, network: &str, ifname: &str) -> String
     format!("{container_id}/{network}/{ifname}")
 }
 
+/// The longest file name (Linux's `NAME_MAX`).
+const MAX_NAME: usize = 255;
+
 /// The lease files under one directory.
 #[derive(Clone, Debug)]
 pub struct LeaseStore {
@@ -66,7 +69,10 @@ impl LeaseStore {
     }
 
     /// The file of attachment `key`: the key with every byte outside
-    /// `[A-Za-z0-9._-]` written `%XX`, plus `.json`.
+    /// `[A-Za-z0-9._-]` written `%XX`, plus `.json`. A name that would pass
+    /// the file system's 255 bytes (a long container id) is cut and made
+    /// unique by a hash of the whole key: `<first 150 bytes>~<32 hex>.json`
+    /// (the record inside names the attachment).
     pub fn path_of(&self, key: &str) -> PathBuf {
         let mut name = String::with_capacity(key.len() + 5);
         for b in key.bytes() {
@@ -75,6 +81,15 @@ impl LeaseStore {
             } else {
                 name.push_str(&format!("%{b:02X}"));
             }
+        }
+        if name.len() + ".json".len() > MAX_NAME {
+            use sha2::{Digest, Sha256};
+            let digest = Sha256::digest(key.as_bytes());
+            let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+            // The encoding is ASCII: any byte offset is a char boundary.
+            name.truncate(150);
+            name.push('~');
+            name.push_str(&hex);
         }
         name.push_str(".json");
         self.dir.join(name)
@@ -214,5 +229,33 @@ mod tests {
         store.remove("a/net/eth0").unwrap();
         store.remove("a/net/eth0").unwrap();
         assert_eq!(store.load_all().0.len(), 1);
+    }
+
+    /// #31.9: a key longer than a file name may be (a long container id)
+    /// gets a cut, hashed name: save, load and remove work, and two long
+    /// keys that share their beginning get two files.
+    #[test]
+    fn long_keys_get_hashed_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LeaseStore::open(dir.path()).unwrap();
+        let a = record(&"a".repeat(300));
+        let mut b = record(&"a".repeat(300));
+        b.ifname = "eth1".into();
+        for r in [&a, &b] {
+            let name = store.path_of(&r.key()).file_name().unwrap().len();
+            assert!(name <= MAX_NAME, "{name}");
+            store.save(r).unwrap();
+        }
+        assert_ne!(store.path_of(&a.key()), store.path_of(&b.key()));
+        let (records, errors) = store.load_all();
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(records.len(), 2);
+        store.remove(&a.key()).unwrap();
+        store.remove(&b.key()).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        // Short keys keep their readable names.
+        assert!(store
+            .path_of("c1/net/eth0")
+            .ends_with("c1%2Fnet%2Feth0.json"));
     }
 }

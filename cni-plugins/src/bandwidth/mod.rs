@@ -166,10 +166,11 @@ fn ifb_alias(network: &str, container_id: &str) -> Option<String> {
 
 fn load(req: &Request) -> Result<(BandwidthConf, Option<CniResult>)> {
     let conf = parse_config(&req.config)?;
-    let prev = req
-        .config
-        .prev_result()
-        .map_err(|e| Error::Config(format!("could not parse prevResult: {e}")))?;
+    let prev = req.config.prev_result().map_err(|e| match e {
+        // Code 1: the version error names prevResult already.
+        e @ cni_types::Error::PrevResultVersion { .. } => Error::Types(e),
+        e => Error::Config(format!("could not parse prevResult: {e}")),
+    })?;
     Ok((conf, prev))
 }
 

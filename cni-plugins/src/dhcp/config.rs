@@ -61,7 +61,7 @@ impl DhcpConfig {
         let ipam = config.ipam.clone().ok_or_else(|| {
             Error::Config("dhcp: the configuration has no \"ipam\" section".into())
         })?;
-        let c: DhcpConfig = serde_json::from_value(serde_json::Value::Object(ipam))
+        let c: DhcpConfig = cni_types::json::from_value_naming_key(serde_json::Value::Object(ipam))
             .map_err(|e| Error::Config(format!("dhcp: invalid \"ipam\" section: {e}")))?;
         options::parameter_request_list(&c.request)?;
         options::provided_options(&c.provide, "")?;

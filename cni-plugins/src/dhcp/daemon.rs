@@ -5,7 +5,9 @@
 //! released unicast from the leased address on DEL and GC.
 //!
 //! Requests come over a unix socket, one connection per request, handled
-//! on a thread each (see [`cni_ipam::dhcp::rpc`] for the wire format).
+//! on a thread each, at most 256 at once (more get "try again", code 11:
+//! [`cni_exec::daemon::serve`]; see [`cni_ipam::dhcp::rpc`] for the wire
+//! format).
 //! Requests for different attachments run concurrently; requests for one
 //! attachment are serialized.
 
@@ -30,6 +32,9 @@ use crate::{Error, Result};
 
 /// How long a connection may take to send its request.
 const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection the daemon is too busy for may take to send its
+/// request before it is answered anyway.
+const BUSY_READ_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Binds the socket, resumes the persisted leases, and serves forever.
 pub fn run(opts: DaemonOptions) -> Result<()> {
@@ -47,16 +52,35 @@ pub fn run(opts: DaemonOptions) -> Result<()> {
             .map_err(|e| Error::io("write pidfile", pidfile, e))?;
     }
     let daemon = Arc::new(Daemon::start(opts)?);
-    for conn in listener.incoming() {
-        match conn {
-            Ok(stream) => {
-                let daemon = Arc::clone(&daemon);
-                std::thread::spawn(move || daemon.serve(stream));
-            }
-            Err(e) => warn!("accept: {e}"),
-        }
-    }
-    Ok(())
+    let never = std::sync::atomic::AtomicBool::new(false);
+    cni_exec::daemon::serve(
+        listener,
+        &cni_exec::daemon::ServeOptions::new("dhcp"),
+        &never,
+        move |stream| daemon.serve(stream),
+        busy,
+    )
+    .map_err(|e| Error::Internal(e.to_string()))
+}
+
+/// The answer to a connection over the cap (or whose thread the system
+/// refused): its request read (so the client, which writes first, is not
+/// cut off mid-write), then "try again" (code 11).
+fn busy(stream: UnixStream) {
+    let _ = stream.set_read_timeout(Some(BUSY_READ_TIMEOUT));
+    let _ = rpc::read_line(&stream);
+    let reply = DaemonReply {
+        result: None,
+        error: Some(CniError::new(
+            cni_types::ErrorCode::TryAgainLater,
+            format!(
+                "dhcp daemon busy: {} requests in flight or no thread to serve this one",
+                cni_exec::daemon::DEFAULT_MAX_CONNECTIONS
+            ),
+            "retry later",
+        )),
+    };
+    let _ = rpc::write_reply(&stream, &reply);
 }
 
 /// The daemon's state: the lease store and one slot per attachment.
@@ -70,6 +94,10 @@ pub struct Daemon {
 /// if it was, and the maintaining thread.
 struct Active {
     shared: Arc<Shared>,
+    /// The pod's namespace, held open as long as the lease: renewals,
+    /// DEL and GC reach the pod through it even after the runtime removed
+    /// the namespace's path; dropped with the lease.
+    netns: Arc<Netns>,
     stop: Option<mpsc::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -86,22 +114,32 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Active {
     /// Starts maintaining `record`; `resume` renews at once (after a
     /// daemon restart) instead of at T1.
-    fn start(record: LeaseRecord, store: LeaseStore, resend_max: Duration, resume: bool) -> Active {
+    /// Fails when the system refuses the thread.
+    fn start(
+        record: LeaseRecord,
+        netns: Arc<Netns>,
+        store: LeaseStore,
+        resend_max: Duration,
+        resume: bool,
+    ) -> std::io::Result<Active> {
         let shared = Arc::new(Shared {
             record: Mutex::new(record),
             lost: Mutex::new(None),
         });
         let (stop, stopped) = mpsc::channel();
         let s = Arc::clone(&shared);
-        let thread = std::thread::Builder::new()
+        let ns = Arc::clone(&netns);
+        let spawned = std::thread::Builder::new()
             .name("dhcp-lease".into())
-            .spawn(move || maintain(&s, &store, &stopped, resend_max, resume))
-            .map_err(|e| warn!("spawn lease thread: {e}"))
-            .ok();
-        Active {
-            shared,
-            stop: Some(stop),
-            thread,
+            .spawn(move || maintain(&s, &ns, &store, &stopped, resend_max, resume));
+        match spawned {
+            Ok(thread) => Ok(Active {
+                shared,
+                netns,
+                stop: Some(stop),
+                thread: Some(thread),
+            }),
+            Err(e) => Err(e),
         }
     }
 
@@ -114,13 +152,13 @@ impl Active {
     }
 
     /// Stops the thread (it finishes a transaction in flight first) and
-    /// returns the last record.
-    fn stop(mut self) -> LeaseRecord {
+    /// returns the last record and the pod's namespace.
+    fn stop(mut self) -> (LeaseRecord, Arc<Netns>) {
         drop(self.stop.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        self.record()
+        (self.record(), Arc::clone(&self.netns))
     }
 }
 
@@ -131,6 +169,7 @@ impl Active {
 /// by INIT-REBOOT.
 fn maintain(
     shared: &Shared,
+    netns: &Netns,
     store: &LeaseStore,
     stop: &mpsc::Receiver<()>,
     resend_max: Duration,
@@ -162,11 +201,11 @@ fn maintain(
             return lose("lease expired without being renewed".into());
         }
         reboot = false;
-        let link = match pod_link(&record.netns, &record.ifname, false) {
+        let link = match pod_link(netns, &record.ifname, false) {
             Ok(l) => l,
             Err(e) => return lose(format!("stopped maintaining: {e}")),
         };
-        let sockets = PodSockets::new(&record.netns, link);
+        let sockets = PodSockets::new(netns, link);
         let client = Client {
             config: &record.client,
             link,
@@ -249,22 +288,57 @@ impl Daemon {
         }
         for record in records {
             let key = record.key();
-            if let Err(e) = pod_link(&record.netns, &record.ifname, false) {
-                info!("forgetting lease {key} ({}): {e}", record.lease.address);
-                if let Err(e) = daemon.store.remove(&key) {
-                    warn!("{e}");
+            let found = Netns::open(&record.netns)
+                .map_err(Error::from)
+                .and_then(|ns| pod_link(&ns, &record.ifname, false).map(|_| ns));
+            let ns = match found {
+                Ok(ns) => Arc::new(ns),
+                Err(e) => {
+                    info!("forgetting lease {key} ({}): {e}", record.lease.address);
+                    if let Err(e) = daemon.store.remove(&key) {
+                        warn!("{e}");
+                    }
+                    continue;
                 }
-                continue;
-            }
+            };
             info!("resuming lease {key}: {}", record.lease.address);
-            let active = Active::start(record, daemon.store.clone(), daemon.opts.resend_max, true);
-            *lock(&daemon.slot(&key)) = Some(active);
+            match Active::start(
+                record,
+                ns,
+                daemon.store.clone(),
+                daemon.opts.resend_max,
+                true,
+            ) {
+                Ok(active) => *lock(&daemon.slot(&key)) = Some(active),
+                // Kept on disk: the next start resumes it.
+                Err(e) => warn!("lease {key}: no thread to maintain it: {e}"),
+            }
         }
         Ok(daemon)
     }
 
     fn slot(&self, key: &str) -> Arc<Mutex<Option<Active>>> {
         Arc::clone(lock(&self.slots).entry(key.to_owned()).or_default())
+    }
+
+    /// Drops attachment `key`'s slot when it holds no lease and no request
+    /// uses it, so that DELs of attachments the daemon never leased (or
+    /// no longer does) leave nothing behind. Nobody else holding the slot
+    /// means nobody can be waiting on its lock.
+    fn forget_if_idle(&self, key: &str) {
+        let mut slots = lock(&self.slots);
+        let idle = slots
+            .get(key)
+            .is_some_and(|s| Arc::strong_count(s) == 1 && lock(s).is_none());
+        if idle {
+            slots.remove(key);
+        }
+    }
+
+    /// The attachments the daemon keeps a slot for (each lease held, and
+    /// those a request is working on).
+    pub fn tracked(&self) -> usize {
+        lock(&self.slots).len()
     }
 
     /// Answers one connection.
@@ -293,6 +367,11 @@ impl Daemon {
             DaemonOp::Gc => self.gc(req).map(|()| None),
             DaemonOp::Status => Ok(None),
         };
+        // A failed ADD, a DEL, a CHECK of an unknown attachment: nothing
+        // to keep a slot for.
+        if let Ok((net, _)) = Self::network(req) {
+            self.forget_if_idle(&Self::key(req, &net));
+        }
         match outcome {
             Ok(result) => DaemonReply {
                 result,
@@ -333,9 +412,10 @@ impl Daemon {
             active.stop();
         }
         let netns = format!("{}{}", self.opts.host_prefix, req.netns);
-        let link = pod_link(&netns, &req.ifname, true)?;
+        let ns = Arc::new(Netns::open(&netns)?);
+        let link = pod_link(&ns, &req.ifname, true)?;
         let client_config = self.client_config(req, &net, &conf)?;
-        let sockets = PodSockets::new(&netns, link);
+        let sockets = PodSockets::new(&ns, link);
         let client = Client {
             config: &client_config,
             link,
@@ -364,13 +444,30 @@ impl Daemon {
                     record.lease.address,
                     record.lease.server
                 );
-                *slot = Some(Active::start(
-                    record,
+                let started = Active::start(
+                    record.clone(),
+                    Arc::clone(&ns),
                     self.store.clone(),
                     self.opts.resend_max,
                     false,
-                ));
-                Ok(value)
+                );
+                match started {
+                    Ok(active) => {
+                        *slot = Some(active);
+                        Ok(value)
+                    }
+                    // A lease nobody renews would expire under the pod:
+                    // give it back and let the runtime retry.
+                    Err(e) => {
+                        let _ = client.release(&record.lease);
+                        let _ = self.store.remove(&record.key());
+                        Err(Error::Cni(CniError::new(
+                            cni_types::ErrorCode::TryAgainLater,
+                            format!("dhcp daemon: no thread to maintain the lease: {e}"),
+                            "retry later",
+                        )))
+                    }
+                }
             }
             Err(e) => {
                 let _ = client.release(&record.lease);
@@ -431,9 +528,9 @@ impl Daemon {
         let mut slot = lock(&slot);
         if let Some(active) = slot.take() {
             let lost = active.lost();
-            let record = active.stop();
+            let (record, ns) = active.stop();
             if lost.is_none() {
-                self.release(&record);
+                self.release(&record, &ns);
             }
         }
         Ok(self.store.remove(&key)?)
@@ -442,9 +539,9 @@ impl Daemon {
     /// Sends DHCPRELEASE from the leased address when the pod interface
     /// still exists; otherwise the lease is only forgotten (the server
     /// frees it at expiry).
-    fn release(&self, record: &LeaseRecord) {
+    fn release(&self, record: &LeaseRecord, ns: &Netns) {
         let key = record.key();
-        let link = match pod_link(&record.netns, &record.ifname, false) {
+        let link = match pod_link(ns, &record.ifname, false) {
             Ok(l) => l,
             Err(e) => {
                 return info!(
@@ -453,7 +550,7 @@ impl Daemon {
                 )
             }
         };
-        let sockets = PodSockets::new(&record.netns, link);
+        let sockets = PodSockets::new(ns, link);
         let client = Client {
             config: &record.client,
             link,
@@ -482,8 +579,7 @@ impl Daemon {
             )));
         }
         let record = active.record();
-        let ns = Netns::open(&record.netns)?;
-        let handle = Handle::in_netns(&ns)?;
+        let handle = Handle::in_netns(&active.netns)?;
         let link = handle.link_by_name(&record.ifname)?;
         let held = handle
             .addresses(Some(link.index), Family::V4)?
@@ -502,10 +598,18 @@ impl Daemon {
     /// attachment is not in the valid list.
     fn gc(&self, req: &DaemonRequest) -> Result<()> {
         let (net, _) = Self::network(req)?;
-        let valid = net.valid_attachments()?.unwrap_or_default();
+        // The plugin refuses a GC without the list before it gets here;
+        // the socket is open to any local root client, so the daemon
+        // refuses it too rather than release every lease of the network.
+        let valid = net.valid_attachments()?.ok_or_else(|| {
+            Error::Config(format!(
+                "GC needs the list of valid attachments ({})",
+                cni_types::config::VALID_ATTACHMENTS_KEY
+            ))
+        })?;
         let slots: Vec<_> = lock(&self.slots).values().cloned().collect();
-        for slot in slots {
-            let mut slot = lock(&slot);
+        for entry in slots {
+            let mut slot = lock(&entry);
             let stale = slot.as_ref().map(Active::record).filter(|r| {
                 r.network == net.name
                     && !valid
@@ -515,12 +619,15 @@ impl Daemon {
             let Some(record) = stale else { continue };
             if let Some(active) = slot.take() {
                 let lost = active.lost();
-                active.stop();
+                let (record, ns) = active.stop();
                 if lost.is_none() {
-                    self.release(&record);
+                    self.release(&record, &ns);
                 }
             }
             self.store.remove(&record.key())?;
+            drop(slot);
+            drop(entry);
+            self.forget_if_idle(&record.key());
         }
         Ok(())
     }

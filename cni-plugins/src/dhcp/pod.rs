@@ -3,7 +3,6 @@
 
 use std::io;
 use std::net::{Ipv4Addr, UdpSocket};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use cni_ipam::dhcp::client::{ClientLink, Sockets};
@@ -17,12 +16,14 @@ const CARRIER_WAIT: Duration = Duration::from_secs(1);
 
 /// The pod interface's index and MAC, looked up inside the pod's
 /// namespace; `set_up` brings a down link up (as Go does before DORA).
-pub(crate) fn pod_link(netns: &str, ifname: &str, set_up: bool) -> Result<ClientLink> {
-    let ns = Netns::open(netns)?;
-    let handle = Handle::in_netns(&ns)?;
+pub(crate) fn pod_link(ns: &Netns, ifname: &str, set_up: bool) -> Result<ClientLink> {
+    let handle = Handle::in_netns(ns)?;
     let link = handle.link_by_name(ifname)?;
     let mac = link.mac.ok_or_else(|| {
-        Error::Config(format!("dhcp: {ifname} in {netns} has no Ethernet address"))
+        Error::Config(format!(
+            "dhcp: {ifname} in {} has no Ethernet address",
+            ns.path().display()
+        ))
     })?;
     if set_up {
         if !link.is_up() {
@@ -44,28 +45,25 @@ pub(crate) fn pod_link(netns: &str, ifname: &str, set_up: bool) -> Result<Client
     })
 }
 
-/// Opens the client's sockets in the pod's namespace, reopening the
-/// namespace by path each time (the daemon never pins a pod's namespace).
-pub(crate) struct PodSockets {
-    netns: PathBuf,
+/// Opens the client's sockets in the pod's namespace, through the handle
+/// the daemon keeps open for the lease's life (so that DEL and GC still
+/// reach the pod after the runtime removed its namespace's path).
+pub(crate) struct PodSockets<'a> {
+    netns: &'a Netns,
     link: ClientLink,
 }
 
-impl PodSockets {
-    pub(crate) fn new(netns: &str, link: ClientLink) -> PodSockets {
-        PodSockets {
-            netns: PathBuf::from(netns),
-            link,
-        }
+impl<'a> PodSockets<'a> {
+    pub(crate) fn new(netns: &'a Netns, link: ClientLink) -> PodSockets<'a> {
+        PodSockets { netns, link }
     }
 
     fn in_pod<T: Send>(&self, f: impl FnOnce() -> io::Result<T> + Send) -> io::Result<T> {
-        let ns = Netns::open(&self.netns).map_err(io::Error::other)?;
-        ns.run(f).map_err(io::Error::other)?
+        self.netns.run(f).map_err(io::Error::other)?
     }
 }
 
-impl Sockets for PodSockets {
+impl Sockets for PodSockets<'_> {
     fn packet(&self, xid: u32) -> io::Result<PacketSocket> {
         self.in_pod(|| PacketSocket::open(self.link.ifindex, xid, self.link.mac))
     }

@@ -96,6 +96,11 @@ impl FirewallConf {
         let mut raw: Map<String, Value> = serde_json::from_slice(stdin)
             .map_err(|e| Error::Config(format!("failed to load netconf: {e}")))?;
         canonicalize_keys(&mut raw, KEYS);
+        // Every key is of its type, whichever backend reads it: a wrong
+        // type is refused even where the key would be ignored.
+        for key in KEYS {
+            string(&raw, key)?;
+        }
         let nft_table = string(&raw, "nftablesTable")?.filter(|s| !s.is_empty());
         let backend = match string(&raw, "backend")?.as_deref() {
             None | Some("") if nft_table.is_some() => "nftables".to_owned(),

@@ -91,10 +91,17 @@ fn read_state(path: &Path) -> Option<Attachment> {
         .and_then(|d| serde_json::from_slice(&d).ok())
 }
 
+/// Removes an attachment's record, and its network's directory once no
+/// attachment is left in it (callers hold the lock, so no ADD is between
+/// its `create_dir_all` and its write).
 fn remove_state(path: &Path) {
     // A firewall killed inside `write_state` leaves its temp file behind.
     cni_exec::atomic::remove_stale_temps(path);
     let _ = std::fs::remove_file(path);
+    if let Some(dir) = path.parent() {
+        // Fails (and is meant to) while other attachments are recorded.
+        let _ = std::fs::remove_dir(dir);
+    }
 }
 
 fn addresses(prev: &CniResult) -> Vec<IpAddr> {
@@ -102,7 +109,8 @@ fn addresses(prev: &CniResult) -> Vec<IpAddr> {
 }
 
 /// The bridge of `same-bridge`/`isolated`: the first interface of
-/// `prevResult` (the bridge plugin lists the bridge first).
+/// `prevResult` (the bridge plugin lists the bridge first), which must not
+/// be in a sandbox.
 fn bridge_name(conf: &FirewallConf, prev: &CniResult) -> Result<Option<String>> {
     if conf.ingress == IngressPolicy::Open {
         return Ok(None);
@@ -116,6 +124,13 @@ fn bridge_name(conf: &FirewallConf, prev: &CniResult) -> Result<Option<String>> 
             "interface needs to be set for ingress policy {policy:?}, make sure to chain \"firewall\" plugin with \"bridge\""
         ))),
         Some(i) if i.name.is_empty() => Err(Error::Config("got empty bridge name".into())),
+        // An interface in a sandbox is the pod's, not the node's bridge: its
+        // name (`eth0`) would make the isolation rules drop the node's own
+        // interface of that name. Go takes it.
+        Some(i) if !i.sandbox.is_empty() => Err(Error::Config(format!(
+            "prevResult.interfaces[0] {:?} is in a sandbox ({}), not the host bridge that ingress policy {policy:?} isolates: chain \"firewall\" after \"bridge\"",
+            i.name, i.sandbox
+        ))),
         Some(i) => Ok(Some(i.name.clone())),
     }
 }

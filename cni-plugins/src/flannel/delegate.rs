@@ -55,7 +55,7 @@ fn delegate_ipam(conf: &FlannelConf, env: &SubnetEnv) -> Result<Value> {
     ipam.insert("ranges".into(), Value::Array(ranges));
     let mut routes: Vec<Route> = match ipam.get("routes") {
         None | Some(Value::Null) => Vec::new(),
-        Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
+        Some(v) => cni_types::json::from_value_naming_key(v.clone()).map_err(|e| {
             Error::Config(format!(
                 "failed to read IPAM routes: failed to parse ipam.routes: {e}"
             ))

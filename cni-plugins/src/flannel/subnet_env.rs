@@ -82,7 +82,8 @@ impl SubnetEnv {
 
     /// Reads and parses the file at `path`.
     pub fn load(path: &Path) -> Result<SubnetEnv> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io("read", path, e))?;
+        let text = cni_exec::capped::read_file_to_string(path, cni_exec::capped::MAX_ADMIN_FILE)
+            .map_err(|e| Error::io("read", path, e))?;
         SubnetEnv::parse(&text, path)
     }
 

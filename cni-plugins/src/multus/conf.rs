@@ -299,7 +299,10 @@ fn typed<T: for<'de> Deserialize<'de>>(
     key: &str,
 ) -> Result<Option<T>, Error> {
     get(raw, key)
-        .map(|v| T::deserialize(v).map_err(|e| config_err(format!("{key:?}: {e}"))))
+        .map(|v| {
+            cni_types::json::from_value_naming_key(v.clone())
+                .map_err(|e| config_err(format!("{key:?}: {e}")))
+        })
         .transpose()
 }
 

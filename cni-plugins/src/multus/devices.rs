@@ -20,7 +20,6 @@
 //!    removes it.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -269,15 +268,13 @@ pub fn kubelet_resource_map(sources: &DeviceSources, pod: &Pod) -> Result<Resour
             socket.display()
         ))
     })?;
-    let mut bytes = Vec::new();
-    file.take(MAX_CHECKPOINT_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| err(format!("read: {e}")))?;
-    if bytes.len() as u64 > MAX_CHECKPOINT_BYTES {
-        return Err(err(format!(
-            "checkpoint larger than {MAX_CHECKPOINT_BYTES} bytes"
-        )));
-    }
+    let bytes = cni_exec::capped::read_to_end(file, MAX_CHECKPOINT_BYTES).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::InvalidData {
+            err(format!("checkpoint {e}"))
+        } else {
+            err(format!("read: {e}"))
+        }
+    })?;
     if pod.uid.is_empty() {
         return Err(err("the pod has no UID to match checkpoint entries".into()));
     }
@@ -549,16 +546,13 @@ pub fn copy_device_info(
     cni_path: &Path,
 ) -> Result<(), String> {
     let from = sources.dp_info_path(resource, device_id);
-    let mut bytes = Vec::new();
-    std::fs::File::open(&from)
-        .and_then(|f| f.take(MAX_DEVICE_INFO_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(|e| format!("read {}: {e}", from.display()))?;
-    if bytes.len() as u64 > MAX_DEVICE_INFO_BYTES {
-        return Err(format!(
-            "{} is larger than {MAX_DEVICE_INFO_BYTES} bytes",
-            from.display()
-        ));
-    }
+    let bytes = cni_exec::capped::read_file(&from, MAX_DEVICE_INFO_BYTES).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::InvalidData {
+            format!("{} is {e}", from.display())
+        } else {
+            format!("read {}: {e}", from.display())
+        }
+    })?;
     let info: DeviceInfo =
         serde_json::from_slice(&bytes).map_err(|e| format!("parse {}: {e}", from.display()))?;
     if cni_path.exists() {

@@ -149,11 +149,13 @@ fn auxiliary_chain(conf: &NetConf, aux: &str, cluster: &str) -> Result<Option<De
         .join(aux);
     let mut plugins = vec![json!({"type": "passthru", "name": "passthru-cni"})];
     for f in conf_files(&dir, &["conf"])? {
-        let bytes = std::fs::read(&f).map_err(|source| Error::Io {
-            op: "read auxiliary chain plugin",
-            path: f.clone(),
-            source,
-        })?;
+        let bytes = cni_exec::capped::read_file(&f, cni_exec::capped::MAX_ADMIN_FILE).map_err(
+            |source| Error::Io {
+                op: "read auxiliary chain plugin",
+                path: f.clone(),
+                source,
+            },
+        )?;
         let v: Value = serde_json::from_slice(&bytes).map_err(|e| Error::DelegateConfig {
             what: f.display().to_string(),
             reason: e.to_string(),
@@ -289,10 +291,14 @@ fn add(
                 } else {
                     idx + 1
                 };
-                let undo = delete_all(exec, req, conf, &delegates[..upto], &ifnames[..upto]);
-                if undo.is_ok() {
-                    cache::remove(&conf.cni_dir, &req.container_id, &req.ifname);
+                // The cache goes with the failed ADD, whatever the undo
+                // did (a failed undo is logged): kept, it would be
+                // replayed by a later DEL long after this ADD, and the
+                // runtime's DEL re-derives the networks from the pod.
+                if let Err(u) = delete_all(exec, req, conf, &delegates[..upto], &ifnames[..upto]) {
+                    tracing::error!("undo of the failed ADD of {}: {u}", req.container_id);
                 }
+                cache::remove(&conf.cni_dir, &req.container_id, &req.ifname);
                 return Err(e);
             }
         };
@@ -371,10 +377,21 @@ pub fn cmd_del(
                 None => None,
             };
             match pod {
-                Some(p) => (
-                    None,
-                    pod_delegates(conf, kube, Some(&p), &req.pod_namespace)?,
-                ),
+                // As Go: when the pod's networks cannot be had (a NAD, or
+                // the device-ID source — kubelet, its checkpoint — down),
+                // the cluster network is still deleted.
+                Some(p) => match pod_delegates(conf, kube, Some(&p), &req.pod_namespace) {
+                    Ok(d) => (None, d),
+                    Err(e) => {
+                        tracing::error!(
+                            "failed to get delegates: {e}, but continue to delete the cluster network"
+                        );
+                        (
+                            None,
+                            cluster_delegates(kube, conf, Some(&req.pod_namespace))?,
+                        )
+                    }
+                },
                 None => {
                     tracing::error!(
                         "no delegate cache for {}/{} and no pod to derive delegates from: nothing to delete",

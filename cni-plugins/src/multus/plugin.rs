@@ -97,4 +97,10 @@ impl Plugin for Multus {
         let ctx = Ctx::new(req, true)?;
         cmd_gc(&ctx.conf, ctx.kube(), &ctx.exec)
     }
+
+    /// Go's multus GCs the cluster network with the attachments of its own
+    /// cache, whatever the runtime's list says.
+    fn gc_needs_valid_attachments(&self) -> bool {
+        false
+    }
 }

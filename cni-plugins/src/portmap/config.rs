@@ -90,8 +90,10 @@ fn backend_of_conditions(conditions: &Option<Vec<String>>) -> Option<&'static st
 /// order, then ours (protocols, host IPs). Messages are the reference's
 /// where it has one.
 pub fn parse(config: &NetworkConfig) -> Result<PortmapConf> {
-    let raw: RawConf = serde_json::from_value(serde_json::Value::Object(config.specific().clone()))
-        .map_err(|e| Error::Config(format!("failed to parse network configuration: {e}")))?;
+    let raw: RawConf = cni_types::json::from_value_naming_key(serde_json::Value::Object(
+        config.specific().clone(),
+    ))
+    .map_err(|e| Error::Config(format!("failed to parse network configuration: {e}")))?;
     if raw.mark_masq_bit.is_some() && raw.external_set_mark_chain.is_some() {
         return Err(Error::Config(
             "Cannot specify externalSetMarkChain and markMasqBit".into(),

@@ -198,10 +198,12 @@ fn load(req: &Request) -> Result<(PortmapConf, Option<CniResult>)> {
         other => other,
     };
     let conf = config::parse(&req.config).map_err(wrap)?;
-    let prev = req.config.prev_result().map_err(|e| {
-        Error::Config(format!(
+    let prev = req.config.prev_result().map_err(|e| match e {
+        // Code 1: the version error names prevResult already.
+        e @ cni_types::Error::PrevResultVersion { .. } => Error::Types(e),
+        e => Error::Config(format!(
             "failed to parse config: could not parse prevResult: {e}"
-        ))
+        )),
     })?;
     Ok((conf, prev))
 }

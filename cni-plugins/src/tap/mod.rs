@@ -104,7 +104,8 @@ fn go_u32(field: &str, v: Option<&Value>) -> Result<Option<u32>> {
             .and_then(|n| u32::try_from(n).ok())
             .map(Some)
             .ok_or_else(|| {
-                fail(format!(
+                // Go's text; code 7 (a wrong type is a config error here).
+                crate::Error::Config(format!(
                     "failed to load netconf: json: cannot unmarshal {} into Go struct field NetConf.{field} of type uint32",
                     match v {
                         Value::Number(n) => format!("number {n}"),

@@ -1092,3 +1092,425 @@ fn socket_activation_serves_on_the_passed_socket() {
     );
     assert!(!dir.path().join("unused.sock").exists());
 }
+
+/// #31.1: `-socketpath` naming something that is not a socket (a typo in
+/// a unit file) is refused with a clear error and a non-zero exit, and the
+/// file is left as it was; a stale socket is still replaced. No root
+/// needed.
+#[test]
+fn daemon_never_replaces_what_is_not_a_socket() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("passwd");
+    std::fs::write(&file, "root:x:0:0:root:/root:/bin/sh\n").expect("write");
+    let sub = dir.path().join("a-directory");
+    std::fs::create_dir(&sub).expect("mkdir");
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&file, &link).expect("symlink");
+    for (path, kind) in [
+        (&file, "a regular file"),
+        (&sub, "a directory"),
+        (&link, "a symbolic link"),
+    ] {
+        let mut cmd = Command::new(OUR_DHCP);
+        cmd.arg("daemon")
+            .arg("-socketpath")
+            .arg(path)
+            .arg("-statedir")
+            .arg(dir.path().join("state"));
+        let (status, out) = common::run_for(cmd, Duration::from_secs(20));
+        let status = status.unwrap_or_else(|| panic!("daemon served on {kind}: {out}"));
+        assert!(!status.success(), "{kind}: {out}");
+        assert!(
+            out.contains("refuse to replace") && out.contains(kind),
+            "{kind}: {out}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("file kept"),
+        "root:x:0:0:root:/root:/bin/sh\n"
+    );
+    assert!(sub.is_dir());
+    assert!(std::fs::symlink_metadata(&link)
+        .expect("link kept")
+        .file_type()
+        .is_symlink());
+
+    // A socket nobody listens on (a killed daemon's) is replaced.
+    let stale = dir.path().join("stale.sock");
+    drop(UnixListener::bind(&stale).expect("bind"));
+    let mut cmd = Command::new(OUR_DHCP);
+    cmd.arg("daemon")
+        .arg("-socketpath")
+        .arg(&stale)
+        .arg("-statedir")
+        .arg(dir.path().join("state"));
+    let (status, out) = common::run_for(cmd, Duration::from_secs(2));
+    assert!(status.is_none(), "the daemon should serve: {out}");
+}
+
+/// Our daemon started in this namespace on a socket of `dir`, with no
+/// DHCP server anywhere: for the daemon's own refusals. No root needed.
+fn bare_daemon(dir: &Path, extra: &[&str]) -> (Proc, PathBuf) {
+    let socket = dir.join("bare.sock");
+    let child = Command::new(OUR_DHCP)
+        .arg("daemon")
+        .arg("-socketpath")
+        .arg(&socket)
+        .arg("-statedir")
+        .arg(dir.join("bare-state"))
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn dhcp daemon");
+    let proc = Proc(child);
+    wait_for("dhcp daemon socket", Duration::from_secs(10), || {
+        std::os::unix::net::UnixStream::connect(&socket).is_ok()
+    });
+    (proc, socket)
+}
+
+/// #31.2: the daemon itself refuses a GC without
+/// `cni.dev/valid-attachments` (absent or `null`) with code 7, where it
+/// released every lease of the network (its socket is open to any local
+/// root client, not only to our plugin).
+#[test]
+fn daemon_refuses_gc_without_valid_attachments() {
+    use cni_ipam::dhcp::rpc::{call, DaemonOp, DaemonRequest};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_daemon, socket) = bare_daemon(dir.path(), &[]);
+    for list in [None, Some(Value::Null)] {
+        let mut config = json!({"cniVersion": "1.1.0", "name": "dhnet", "type": "dhcp",
+            "ipam": {"type": "dhcp", "daemonSocketPath": socket}});
+        if let Some(l) = &list {
+            config["cni.dev/valid-attachments"] = l.clone();
+        }
+        let req = DaemonRequest {
+            op: DaemonOp::Gc,
+            container_id: String::new(),
+            netns: String::new(),
+            ifname: String::new(),
+            args: String::new(),
+            config,
+        };
+        let reply = call(&socket, &req, Duration::from_secs(10)).expect("reply");
+        let e = reply
+            .error
+            .unwrap_or_else(|| panic!("GC without a list ({list:?}) accepted"));
+        assert_eq!(e.code.as_u32(), 7, "{e:?}");
+        assert!(e.msg.contains("cni.dev/valid-attachments"), "{e:?}");
+    }
+}
+
+fn status_request() -> cni_ipam::dhcp::rpc::DaemonRequest {
+    cni_ipam::dhcp::rpc::DaemonRequest {
+        op: cni_ipam::dhcp::rpc::DaemonOp::Status,
+        container_id: String::new(),
+        netns: String::new(),
+        ifname: String::new(),
+        args: String::new(),
+        config: json!({"cniVersion": "1.1.0", "name": "dhnet", "type": "dhcp"}),
+    }
+}
+
+/// The code of the daemon's reply to STATUS (0: success).
+fn status_code(socket: &Path) -> u32 {
+    let reply = cni_ipam::dhcp::rpc::call(socket, &status_request(), Duration::from_secs(30))
+        .expect("a reply");
+    reply.error.map_or(0, |e| e.code.as_u32())
+}
+
+/// #31.3: at most 256 connections are served at once; one more gets a
+/// "try again" reply (code 11) at once instead of a thread of its own.
+#[test]
+fn daemon_caps_its_connections() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_daemon, socket) = bare_daemon(dir.path(), &[]);
+    // Idle connections hold a slot each while the daemon waits up to 10 s
+    // for their request.
+    let idle: Vec<_> = (0..cni_exec::daemon::DEFAULT_MAX_CONNECTIONS)
+        .map(|_| std::os::unix::net::UnixStream::connect(&socket).expect("connect"))
+        .collect();
+    assert_eq!(status_code(&socket), 11, "over the cap");
+    drop(idle);
+    wait_for("a free slot", Duration::from_secs(30), || {
+        status_code(&socket) == 0
+    });
+}
+
+/// #31.3: a daemon that cannot create a thread (its cgroup's `pids.max`
+/// reached) answers "try again" (code 11) and keeps serving, where
+/// `std::thread::spawn` panicked and took the daemon down.
+#[test]
+fn daemon_survives_when_no_thread_can_be_created() {
+    if !cni_testkit::premise::require_root() {
+        return;
+    }
+    let cgroup = match common::PidsCgroup::new() {
+        Ok(c) => c,
+        Err(why) => {
+            cni_testkit::premise::require(false, &format!("needs a pids cgroup: {why}"));
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut daemon, socket) = bare_daemon(dir.path(), &[]);
+    cgroup.add(daemon.0.id());
+    // One more thread for a connection, then none.
+    cgroup.set_max(cgroup.current() + 1);
+    let idle: Vec<_> = (0..3)
+        .map(|_| std::os::unix::net::UnixStream::connect(&socket).expect("connect"))
+        .collect();
+    assert_eq!(status_code(&socket), 11, "no thread for the request");
+    assert!(
+        daemon.0.try_wait().expect("wait").is_none(),
+        "the daemon died"
+    );
+    drop(idle);
+    cgroup.set_max(10_000);
+    wait_for("the daemon serving again", Duration::from_secs(30), || {
+        status_code(&socket) == 0
+    });
+}
+
+/// #31.4: the daemon's socket is mode 0600 and owned by root whatever the
+/// umask it starts with (0 here), so another user cannot connect: our own
+/// plugin run as `nobody` gets "permission denied" where root is served.
+#[test]
+fn daemon_socket_is_for_root_only_whatever_the_umask() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::os::unix::process::CommandExt;
+    if !cni_testkit::premise::require_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Reachable by anyone: only the socket's own mode stands in the way.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let socket = dir.path().join("d.sock");
+    let mut daemon = Command::new(OUR_DHCP);
+    daemon
+        .arg("daemon")
+        .arg("-socketpath")
+        .arg(&socket)
+        .arg("-statedir")
+        .arg(dir.path().join("state"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: umask(2) is async-signal-safe; it runs in the child between
+    // fork and exec.
+    unsafe {
+        daemon.pre_exec(|| {
+            libc::umask(0);
+            Ok(())
+        });
+    }
+    let _daemon = Proc(daemon.spawn().expect("spawn dhcp daemon"));
+    wait_for("dhcp daemon socket", Duration::from_secs(10), || {
+        std::os::unix::net::UnixStream::connect(&socket).is_ok()
+    });
+    let meta = std::fs::metadata(&socket).expect("socket");
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o600);
+    assert_eq!(meta.uid(), 0);
+
+    // Our plugin asks the daemon for STATUS, as root and as nobody.
+    let status = |nobody: bool| {
+        let conf = json!({"cniVersion": "1.1.0", "name": "dhnet", "type": "dhcp",
+            "ipam": {"type": "dhcp", "daemonSocketPath": socket}});
+        let mut cmd = Command::new(OUR_DHCP);
+        cmd.env_clear()
+            .env("CNI_COMMAND", "STATUS")
+            .env("CNI_PATH", "/nonexistent")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        if nobody {
+            cmd.uid(65534).gid(65534);
+        }
+        let mut child = cmd.spawn().expect("spawn dhcp");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(conf.to_string().as_bytes())
+            .expect("write");
+        let out = child.wait_with_output().expect("wait");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (ok, out) = status(false);
+    assert!(ok, "root: {out}");
+    let (ok, out) = status(true);
+    assert!(!ok, "nobody was served: {out}");
+    assert!(out.contains("ermission denied"), "{out}");
+}
+
+/// #31.9: DEL sends DHCPRELEASE even when the pod's namespace has no IPv4
+/// configuration to reach the server: neither any address (the lease's
+/// never put on the interface), nor a route with the address on it (a /32,
+/// where the UDP send fails with "network unreachable" and the release
+/// went nowhere). The server frees the lease both times.
+#[test]
+fn release_without_ipv4_configuration_in_the_pod() {
+    release_without_ipv4(false);
+    release_without_ipv4(true);
+}
+
+fn release_without_ipv4(address_without_route: bool) {
+    if !premise(false) {
+        return;
+    }
+    let mut lab = Lab::with_probe(false);
+    let daemon = Daemon::ours(&lab, "ours");
+    let pod = lab.pod();
+    let cni_path = CniPath::new(&[]);
+    let conf = ipam_conf(&daemon.socket, json!({}));
+    let r = Runner {
+        lab: &lab,
+        plugin: OUR_DHCP,
+        cni_path: cni_path.path(),
+    };
+    let (add, _) = r.call("ADD", "c1", pod, "eth0", "", &conf);
+    assert!(add.ok, "{add:?}");
+    let addr = address_of(&add);
+    assert!(lab.has_lease(&addr));
+    // No IPv4 in the pod at all: lo down and without its address too.
+    exec_in(lab.pod_ns(pod), &["ip", "-4", "addr", "flush", "dev", "lo"]);
+    exec_in(lab.pod_ns(pod), &["ip", "link", "set", "lo", "down"]);
+    let v4 = ip(lab.pod_ns(pod), &["-4", "addr", "show"]);
+    assert_eq!(v4, json!([]), "the premise: no IPv4 address in the pod");
+    if address_without_route {
+        exec_in(
+            lab.pod_ns(pod),
+            &["ip", "addr", "add", &format!("{addr}/32"), "dev", "eth0"],
+        );
+        let routes = ip(lab.pod_ns(pod), &["-4", "route", "show", "table", "main"]);
+        assert_eq!(routes, json!([]), "the premise: no route in the pod");
+    }
+    let (del, _) = r.call("DEL", "c1", pod, "eth0", "", &conf);
+    assert!(del.ok, "{del:?}");
+    wait_for(
+        "dnsmasq to drop the released lease",
+        Duration::from_secs(10),
+        || !lab.has_lease(&addr),
+    );
+}
+
+fn daemon_request(
+    op: cni_ipam::dhcp::rpc::DaemonOp,
+    cid: &str,
+) -> cni_ipam::dhcp::rpc::DaemonRequest {
+    cni_ipam::dhcp::rpc::DaemonRequest {
+        op,
+        container_id: cid.to_owned(),
+        netns: "/nonexistent/netns".into(),
+        ifname: "eth0".into(),
+        args: String::new(),
+        config: json!({"cniVersion": "1.1.0", "name": "dhnet", "type": "dhcp",
+            "ipam": {"type": "dhcp"}}),
+    }
+}
+
+/// #31.9: DEL of an attachment whose lease file name would pass 255 bytes
+/// (a long container id) succeeds, where it failed forever with "File
+/// name too long".
+#[test]
+fn del_with_a_long_container_id_succeeds() {
+    use cni_ipam::dhcp::rpc::{call, DaemonOp};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_daemon, socket) = bare_daemon(dir.path(), &[]);
+    let cid = "c".repeat(250);
+    let reply = call(
+        &socket,
+        &daemon_request(DaemonOp::Del, &cid),
+        Duration::from_secs(30),
+    )
+    .expect("a reply");
+    assert!(reply.error.is_none(), "{:?}", reply.error);
+}
+
+/// #31.9: attachment slots are forgotten: 2,000 DELs (and CHECKs) of
+/// attachments the daemon never leased leave it tracking nothing, where
+/// each left a slot behind (50,000 DELs: RSS 4.3 -> 24 MB).
+#[test]
+fn unknown_attachments_leave_no_slot_behind() {
+    use cni_ipam::dhcp::rpc::DaemonOp;
+    use cni_plugins::dhcp::config::DaemonOptions;
+    use cni_plugins::dhcp::daemon::Daemon;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = DaemonOptions::parse(&[
+        "-statedir".to_owned(),
+        dir.path().join("state").display().to_string(),
+    ])
+    .expect("options");
+    let daemon = Daemon::start(opts).expect("daemon");
+    for i in 0..2000 {
+        let cid = format!("gone-{i}");
+        for op in [DaemonOp::Del, DaemonOp::Check] {
+            let _ = daemon.handle(&daemon_request(op, &cid));
+        }
+    }
+    assert_eq!(daemon.tracked(), 0);
+}
+
+/// The node's bridge ports (the server's and the pods' host ends).
+fn bridge_ports(lab: &Lab) -> usize {
+    ip(&lab.node, &["link", "show", "master", &lab.bridge])
+        .as_array()
+        .map_or(0, Vec::len)
+}
+
+/// #31.9: DEL and GC after the runtime removed the pod's namespace still
+/// send DHCPRELEASE: the daemon keeps each lease's namespace open (its
+/// renewals use it too) and lets it go with the lease, after which the
+/// namespace (and the pod's veth) is really gone.
+#[test]
+fn del_and_gc_release_after_the_pod_netns_is_gone() {
+    if !premise(false) {
+        return;
+    }
+    let mut lab = Lab::with_probe(false);
+    let daemon = Daemon::ours(&lab, "ours");
+    let pods = [lab.pod(), lab.pod()];
+    let cni_path = CniPath::new(&[]);
+    let conf = ipam_conf(&daemon.socket, json!({}));
+    let r = Runner {
+        lab: &lab,
+        plugin: OUR_DHCP,
+        cni_path: cni_path.path(),
+    };
+    let mut addrs = Vec::new();
+    for (i, &pod) in pods.iter().enumerate() {
+        let (add, _) = r.call("ADD", &format!("gone{i}"), pod, "eth0", "", &conf);
+        assert!(add.ok, "{add:?}");
+        addrs.push(address_of(&add));
+    }
+    assert_eq!(bridge_ports(&lab), 3);
+    for &pod in &pods {
+        cni_netns::Netns::remove(lab.pod_path(pod)).expect("remove the pod netns");
+        assert!(!Path::new(&lab.pod_path(pod)).exists());
+    }
+    let (del, _) = r.call("DEL", "gone0", pods[0], "eth0", "", &conf);
+    assert!(del.ok, "{del:?}");
+    wait_for("the DEL'd lease released", Duration::from_secs(10), || {
+        !lab.has_lease(&addrs[0])
+    });
+    let mut gc_conf = conf.clone();
+    gc_conf["cni.dev/valid-attachments"] = json!([]);
+    let (gc, _) = r.call("GC", "", pods[1], "", "", &gc_conf);
+    assert!(gc.ok, "{gc:?}");
+    wait_for("the GC'd lease released", Duration::from_secs(10), || {
+        !lab.has_lease(&addrs[1])
+    });
+    // The test's own handles let go too: nothing holds the namespaces any
+    // more, and their veths go with them.
+    lab.pods.clear();
+    wait_for(
+        "the pods' namespaces to go",
+        Duration::from_secs(10),
+        || bridge_ports(&lab) == 1,
+    );
+}

@@ -85,13 +85,15 @@ fn invalid_configs_get_code_7_naming_the_field() {
     );
     assert_eq!(out.err_code(), 7, "{out:?}");
     assert!(out.msg().contains("10.9.9.9"));
-    // Wrong shapes are decode errors (6), bad CNI_ARGS environment errors (4).
+    // A wrong type is a config error naming the key (7, #31.5), malformed
+    // JSON a decode error (6), bad CNI_ARGS an environment error (4).
     let out = run(
         HOST_LOCAL,
         Call::new("ADD", "c1"),
         &conf("1.0.0", tmp.path(), json!({"ranges": "x"})),
     );
-    assert_eq!(out.err_code(), 6, "{out:?}");
+    assert_eq!(out.err_code(), 7, "{out:?}");
+    assert!(out.msg().contains("ipam.ranges"), "{out:?}");
     let out = Call::new("ADD", "c1").run(Path::new(HOST_LOCAL), b"{\"name\": ");
     assert_eq!(out.err_code(), 6, "{out:?}");
     let out = run(

@@ -22,7 +22,9 @@ use serde_json::{json, Value};
 const PLUGINS: &[(&str, &str)] = &[
     ("bandwidth", env!("CARGO_BIN_EXE_bandwidth")),
     ("bridge", env!("CARGO_BIN_EXE_bridge")),
+    ("dhcp", env!("CARGO_BIN_EXE_dhcp")),
     ("dummy", env!("CARGO_BIN_EXE_dummy")),
+    ("firewall", env!("CARGO_BIN_EXE_firewall")),
     ("flannel", env!("CARGO_BIN_EXE_flannel")),
     ("host-device", env!("CARGO_BIN_EXE_host-device")),
     ("host-local", env!("CARGO_BIN_EXE_host-local")),
@@ -34,6 +36,7 @@ const PLUGINS: &[(&str, &str)] = &[
     ("passthru", env!("CARGO_BIN_EXE_passthru")),
     ("portmap", env!("CARGO_BIN_EXE_portmap")),
     ("ptp", env!("CARGO_BIN_EXE_ptp")),
+    ("sbr", env!("CARGO_BIN_EXE_sbr")),
     ("static", env!("CARGO_BIN_EXE_static")),
     ("tap", env!("CARGO_BIN_EXE_tap")),
     ("tuning", env!("CARGO_BIN_EXE_tuning")),
@@ -81,8 +84,36 @@ impl Outcome {
 /// (a hang fails the test). Stdin is written from a thread: a plugin that
 /// stops reading at its cap closes the pipe, and the writer's EPIPE is fine.
 fn run(bin: &str, env: &[(&str, &str)], stdin: Vec<u8>) -> Outcome {
+    run_cmd(Command::new(bin), bin, env, stdin)
+}
+
+/// [`run`] with the process's address space capped at 1 GiB: a plugin
+/// reading an endless file dies of it there instead of taking the
+/// machine's memory (the premise of the tests of #31.11 before the fix).
+fn run_bounded(bin: &str, args: &[&str], env: &[(&str, &str)], stdin: Vec<u8>) -> Outcome {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(bin);
+    cmd.args(args);
+    // SAFETY: setrlimit(2) is async-signal-safe; it runs in the child
+    // between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 1 << 30,
+                rlim_max: 1 << 30,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    run_cmd(cmd, bin, env, stdin)
+}
+
+fn run_cmd(mut cmd: Command, bin: &str, env: &[(&str, &str)], stdin: Vec<u8>) -> Outcome {
     let start = Instant::now();
-    let mut child = Command::new(bin)
+    let mut child = cmd
         .env_clear()
         .envs(env.iter().copied())
         .stdin(Stdio::piped())
@@ -413,4 +444,142 @@ fn control_characters_in_cni_path_entries_find_no_delegate() {
             assert!(!msg.chars().any(char::is_control), "{msg:?}");
         }
     }
+}
+
+/// #31.2: one rule for every plugin's GC: without
+/// `cni.dev/valid-attachments` (absent or `null`) the request is refused
+/// with code 7 naming the key, whatever the plugin (portmap and bandwidth
+/// used to succeed doing nothing, dhcp released every lease of the
+/// network). multus GCs with the attachments of its own cache (as Go) and
+/// is not refused for the list.
+#[test]
+fn gc_without_valid_attachments_is_refused_by_every_plugin() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().display().to_string();
+    let env = [("CNI_COMMAND", "GC"), ("CNI_PATH", path.as_str())];
+    for (name, bin) in PLUGINS {
+        for list in [None, Some(Value::Null)] {
+            let mut c = json!({"cniVersion": "1.1.0", "name": "gcnet", "type": name,
+                "socketDir": tmp.path().join("multus-sock"),
+                "ipam": {"type": "host-local", "dataDir": tmp.path().join("ipam"),
+                    "subnet": "10.252.0.0/24"}});
+            if let Some(l) = &list {
+                c["cni.dev/valid-attachments"] = l.clone();
+            }
+            let out = run(bin, &env, serde_json::to_vec(&c).unwrap());
+            let what = format!("{name}, list {list:?}");
+            if name.starts_with("multus") {
+                let msg = String::from_utf8_lossy(&out.stdout).into_owned();
+                assert!(!msg.contains("valid-attachments"), "{what}: {msg}");
+                continue;
+            }
+            let v = out.error(&what);
+            assert_eq!(v["code"], 7, "{what}: {v}");
+            assert!(
+                v["msg"]
+                    .as_str()
+                    .unwrap()
+                    .contains("cni.dev/valid-attachments"),
+                "{what}: {v}"
+            );
+        }
+    }
+}
+
+/// #31.14: a `prevResult` whose own `cniVersion` is unknown ("99.0.0") or of
+/// another result shape than the config's is refused with code 1
+/// (incompatible version), as Go's result types refuse it; portmap,
+/// firewall and passthru used to take it.
+#[test]
+fn prev_result_of_an_unknown_version_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().display().to_string();
+    let chained = [
+        ("bandwidth", env!("CARGO_BIN_EXE_bandwidth")),
+        ("firewall", env!("CARGO_BIN_EXE_firewall")),
+        ("passthru", env!("CARGO_BIN_EXE_passthru")),
+        ("portmap", env!("CARGO_BIN_EXE_portmap")),
+        ("sbr", env!("CARGO_BIN_EXE_sbr")),
+        ("tuning", env!("CARGO_BIN_EXE_tuning")),
+    ];
+    for (name, bin) in chained {
+        for (config_version, prev_version) in
+            [("1.0.0", "99.0.0"), ("1.0.0", "0.4.0"), ("0.4.0", "1.0.0")]
+        {
+            let c = json!({"cniVersion": config_version, "name": "prevver", "type": name,
+                "dataDir": tmp.path().join("data"),
+                "prevResult": {"cniVersion": prev_version,
+                    "interfaces": [{"name": "eth0", "sandbox": "/nonexistent/cni-input-limits"}],
+                    "ips": [{"address": "10.254.0.2/24", "interface": 0}]}});
+            let out = run(
+                bin,
+                &add_env("c1", "eth0", &path),
+                serde_json::to_vec(&c).unwrap(),
+            );
+            let what = format!("{name}, config {config_version}, prevResult {prev_version}");
+            let v = out.error(&what);
+            assert_eq!(v["code"], 1, "{what}: {v}");
+            assert!(
+                v["msg"].as_str().unwrap().contains(prev_version),
+                "{what}: {v}"
+            );
+        }
+    }
+}
+
+/// #31.11: files an administrator names are read up to 4 MiB, past which
+/// the plugin answers a clear error: `/dev/zero` as host-local's
+/// `resolvConf`, flannel's `subnetFile`, multus's `clusterNetwork`, and as
+/// `multus-daemon --config` (#31.10), each within a 1 GiB address space.
+#[test]
+fn admin_named_files_are_read_with_a_cap() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().display().to_string();
+    let cases = [
+        (
+            "host-local",
+            env!("CARGO_BIN_EXE_host-local"),
+            json!({"cniVersion": "1.0.0", "name": "capped", "type": "host-local",
+                "ipam": {"type": "host-local", "dataDir": tmp.path().join("ipam"),
+                    "subnet": "10.250.0.0/24", "resolvConf": "/dev/zero"}}),
+        ),
+        (
+            "flannel",
+            env!("CARGO_BIN_EXE_flannel"),
+            json!({"cniVersion": "1.0.0", "name": "capped", "type": "flannel",
+                "subnetFile": "/dev/zero", "dataDir": tmp.path().join("flannel")}),
+        ),
+        (
+            "multus",
+            env!("CARGO_BIN_EXE_multus"),
+            json!({"cniVersion": "1.0.0", "name": "capped", "type": "multus",
+                "cniDir": tmp.path().join("multus"), "clusterNetwork": "/dev/zero"}),
+        ),
+    ];
+    for (name, bin, conf) in cases {
+        let out = run_bounded(
+            bin,
+            &[],
+            &add_env("c1", "eth0", &path),
+            serde_json::to_vec(&conf).unwrap(),
+        );
+        let v = out.error(name);
+        assert!(
+            v["msg"]
+                .as_str()
+                .unwrap()
+                .contains("larger than 4194304 bytes"),
+            "{name}: {v}"
+        );
+    }
+    let out = run_bounded(
+        env!("CARGO_BIN_EXE_multus-daemon"),
+        &["--config", "/dev/zero"],
+        &[],
+        Vec::new(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.code, Some(0), "{stderr}");
+    assert!(out.code.is_some(), "killed: {stderr}");
+    assert!(stderr.contains("larger than 4194304 bytes"), "{stderr}");
 }

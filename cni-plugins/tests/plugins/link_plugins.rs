@@ -612,11 +612,12 @@ fn tap_bad_input_leaves_nothing() {
     }
     let w = World::new();
     let cases = [
-        (json!({"owner": -1}), 999, "NetConf.owner"),
-        (json!({"group": 4294967296u64}), 999, "NetConf.group"),
+        // Go's text; code 7 (Go's 999) as every wrong type (#31.5).
+        (json!({"owner": -1}), 7, "NetConf.owner"),
+        (json!({"group": 4294967296u64}), 7, "NetConf.group"),
         (json!({"mac": "zz"}), 999, "invalid args zz for MAC addr"),
         (
-            json!({"bridge": "nosuchbr", "ipam": true}),
+            json!({"bridge": "nosuchbr"}),
             999,
             "failed to get bridge nosuchbr",
         ),
@@ -695,7 +696,9 @@ fn passthru_passes_the_previous_result_in_every_version() {
     }
     let c = json!({"cniVersion": "1.1.0", "name": "aux", "type": "passthru"});
     assert!(w.call(&ours("passthru"), "STATUS", "net1", &c).ok);
-    assert!(w.call(&ours("passthru"), "GC", "net1", &c).ok);
+    let gc = json!({"cniVersion": "1.1.0", "name": "aux", "type": "passthru",
+        "cni.dev/valid-attachments": []});
+    assert!(w.call(&ours("passthru"), "GC", "net1", &gc).ok);
     let old = json!({"cniVersion": "0.2.0", "name": "aux", "type": "passthru"});
     expect_err(&w.call(&ours("passthru"), "ADD", "net1", &old), 1, "");
     assert!(link_names(&w.pod).is_empty());

@@ -768,3 +768,76 @@ fn readiness_indicator_file() {
     t.join().unwrap();
     assert_eq!(exec.log(), ["ADD plugin-a eth0"]);
 }
+
+/// #31.10: a failed ADD takes its delegate cache with it even when its undo
+/// fails too, so a later DEL replays nothing of it.
+#[test]
+fn a_failed_add_leaves_no_cache_even_when_its_undo_fails() {
+    let s = setup();
+    s.server.add_pod(
+        "ns1",
+        "web",
+        "uid-1",
+        &[("k8s.v1.cni.cncf.io/networks", "net-a,net-b")],
+    );
+    let conf = s.conf(json!({}));
+    let client = s.client(&conf);
+    let exec = Recorder {
+        fail_add: Some("plugin-b".into()),
+        fail_del: true,
+        ..Default::default()
+    };
+    cmd_add(
+        &conf,
+        &req("c1", "ns1", "web", "uid-1"),
+        Some(&client),
+        &exec,
+    )
+    .unwrap_err();
+    assert!(s.cache_files().is_empty(), "{:?}", s.cache_files());
+    let later = Recorder::default();
+    cmd_del(&conf, &req("c1", "ns1", "web", "uid-1"), None, &later).unwrap();
+    assert!(later.log().is_empty(), "{:?}", later.log());
+}
+
+/// #31.10: DEL without a cache, the pod's networks needing device IDs and
+/// the device-ID source down (no kubelet socket, no checkpoint), deletes
+/// the cluster network and succeeds, as Go's multus does.
+#[test]
+fn del_without_cache_and_without_kubelet_deletes_the_cluster_network() {
+    let s = setup();
+    s.server.add_nad_with_annotations(
+        "ns1",
+        "sriov",
+        r#"{"cniVersion":"1.0.0","type":"plugin-sriov"}"#,
+        &[("k8s.v1.cni.cncf.io/resourceName", "example.com/sriov")],
+    );
+    s.server.add_pod(
+        "ns1",
+        "web",
+        "uid-1",
+        &[("k8s.v1.cni.cncf.io/networks", "sriov")],
+    );
+    let gone = s.dir.path().join("kubelet-stopped");
+    let conf = s.conf(json!({"podResourcesSocket": gone.join("kubelet.sock"),
+        "deviceCheckpointFile": gone.join("kubelet_internal_checkpoint")}));
+    let client = s.client(&conf);
+    // The premise: the pod's networks cannot be had without kubelet.
+    let exec = Recorder::default();
+    cmd_add(
+        &conf,
+        &req("c1", "ns1", "web", "uid-1"),
+        Some(&client),
+        &exec,
+    )
+    .unwrap_err();
+    let exec = Recorder::default();
+    cmd_del(
+        &conf,
+        &req("c7", "ns1", "web", "uid-1"),
+        Some(&client),
+        &exec,
+    )
+    .unwrap();
+    assert_eq!(exec.log(), ["DEL cluster-plugin eth0"]);
+}

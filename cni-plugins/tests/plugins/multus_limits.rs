@@ -294,3 +294,109 @@ fn api_request_timeout_is_configurable_for_distant_control_planes() {
         );
     }
 }
+
+/// The `multus-daemon` binary on a temporary socket directory, killed on
+/// drop.
+struct DaemonProcess {
+    child: std::process::Child,
+    sock: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl DaemonProcess {
+    fn start() -> DaemonProcess {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("daemon-config.json");
+        std::fs::write(
+            &config,
+            json!({"socketDir": dir.path().join("sock"), "clusterNetwork": "cluster",
+                "cniDir": dir.path().join("cni"), "binDir": dir.path().join("bin")})
+            .to_string(),
+        )
+        .unwrap();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_multus-daemon"))
+            .arg("--config")
+            .arg(&config)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let sock = dir.path().join("sock/multus.sock");
+        let start = Instant::now();
+        while UnixStream::connect(&sock).is_err() {
+            assert!(start.elapsed() < Duration::from_secs(30), "daemon socket");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        DaemonProcess {
+            child,
+            sock,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for DaemonProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// #31.3: a daemon that cannot create a thread for a connection (its
+/// cgroup's `pids.max` reached) answers 503 "try again" (code 11) and keeps
+/// serving, where `std::thread::spawn` panicked in the accept thread and
+/// the daemon stopped answering.
+#[test]
+fn daemon_survives_when_no_thread_can_be_created() {
+    if !cni_testkit::premise::require_root() {
+        return;
+    }
+    let cgroup = match crate::common::PidsCgroup::new() {
+        Ok(c) => c,
+        Err(why) => {
+            cni_testkit::premise::require(false, &format!("needs a pids cgroup: {why}"));
+            return;
+        }
+    };
+    let mut d = DaemonProcess::start();
+    cgroup.add(d.child.id());
+    cgroup.set_max(cgroup.current() + 1);
+    let idle: Vec<_> = (0..3)
+        .map(|_| UnixStream::connect(&d.sock).unwrap())
+        .collect();
+    let bin = std::path::PathBuf::from("/nonexistent");
+    let (status, body) = post(&d.sock, "/cni", &add_body("c1", "/nonexistent", &bin));
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["code"], 11, "{body}");
+    assert!(d.child.try_wait().unwrap().is_none(), "the daemon died");
+    drop(idle);
+    cgroup.set_max(10_000);
+    let start = Instant::now();
+    while healthz(&d.sock) != 200 {
+        assert!(start.elapsed() < Duration::from_secs(30), "serving again");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// #31.10: with all 256 connection slots held, `/healthz` and `/readyz`
+/// are still answered 200 (a kubelet probe must not fail for a busy
+/// daemon), while a CNI request gets 503 "try again" (code 11).
+#[test]
+fn health_is_answered_when_every_connection_slot_is_taken() {
+    let d = daemon(json!({}));
+    let sock = d.handle.as_ref().unwrap().socket().to_path_buf();
+    // Idle connections hold a slot each while the daemon waits for them.
+    let idle: Vec<_> = (0..cni_exec::daemon::DEFAULT_MAX_CONNECTIONS)
+        .map(|_| UnixStream::connect(&sock).unwrap())
+        .collect();
+    assert_eq!(healthz(&sock), 200, "healthz");
+    let mut s = UnixStream::connect(&sock).unwrap();
+    s.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    assert_eq!(http::read_response(&s).unwrap().0, 200, "readyz");
+    let (status, body) = post(&sock, "/cni", b"{}");
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["code"], 11, "{body}");
+    drop(idle);
+}

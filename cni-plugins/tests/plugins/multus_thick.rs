@@ -962,3 +962,59 @@ fn chrooted_delegates() {
     let err = cni_exec::invoke::get_version_info(&e, &p).unwrap_err();
     assert!(!err.to_string().is_empty());
 }
+
+/// #31.1: a regular file (or a directory, or a symlink) at
+/// `<socketDir>/multus.sock` is never removed: the daemon refuses to start
+/// with a clear error and a non-zero exit. A stale socket is replaced.
+#[test]
+fn daemon_never_replaces_what_is_not_a_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock_dir = dir.path().join("sock");
+    std::fs::create_dir(&sock_dir).unwrap();
+    let config = dir.path().join("daemon-config.json");
+    std::fs::write(
+        &config,
+        json!({"socketDir": sock_dir, "clusterNetwork": "cluster",
+            "cniDir": dir.path().join("cni"), "binDir": dir.path().join("bin")})
+        .to_string(),
+    )
+    .unwrap();
+    let sock = sock_dir.join("multus.sock");
+    let daemon = || {
+        let mut cmd = Command::new(bin("multus-daemon", env!("CARGO_BIN_EXE_multus-daemon")));
+        cmd.arg("--config").arg(&config);
+        cmd
+    };
+    for kind in ["a regular file", "a directory", "a symbolic link"] {
+        match kind {
+            "a regular file" => std::fs::write(&sock, "precious").unwrap(),
+            "a directory" => std::fs::create_dir(&sock).unwrap(),
+            _ => std::os::unix::fs::symlink("/etc/hostname", &sock).unwrap(),
+        }
+        let (status, out) = crate::common::run_for(daemon(), Duration::from_secs(20));
+        let status = status.unwrap_or_else(|| panic!("daemon served on {kind}: {out}"));
+        assert!(!status.success(), "{kind}: {out}");
+        assert!(
+            out.contains("refuse to replace") && out.contains(kind),
+            "{kind}: {out}"
+        );
+        let meta = std::fs::symlink_metadata(&sock).expect("kept");
+        match kind {
+            "a regular file" => {
+                assert_eq!(std::fs::read_to_string(&sock).unwrap(), "precious");
+                std::fs::remove_file(&sock).unwrap();
+            }
+            "a directory" => {
+                assert!(meta.is_dir());
+                std::fs::remove_dir(&sock).unwrap();
+            }
+            _ => {
+                assert!(meta.file_type().is_symlink());
+                std::fs::remove_file(&sock).unwrap();
+            }
+        }
+    }
+    drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
+    let (status, out) = crate::common::run_for(daemon(), Duration::from_secs(2));
+    assert!(status.is_none(), "the daemon should serve: {out}");
+}

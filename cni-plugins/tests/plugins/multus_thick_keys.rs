@@ -18,19 +18,28 @@ const FLANNEL: &str = r#"{"cniVersion":"0.3.1","name":"cbr0","plugins":[{"type":
 const CALICO: &str = r#"{"cniVersion":"0.4.0","name":"k8s-pod-network","type":"calico"}"#;
 
 fn daemon_config(dir: &Path, net: &Path, extra: Value) -> DaemonConfig {
+    try_daemon_config(dir, net, extra).unwrap()
+}
+
+/// The daemon configuration, or the error of a key of the wrong type.
+fn try_daemon_config(
+    dir: &Path,
+    net: &Path,
+    extra: Value,
+) -> Result<DaemonConfig, cni_plugins::multus::Error> {
     let mut c = json!({"socketDir": dir.join("sock"), "clusterNetwork": "cluster",
         "cniDir": dir.join("cni"), "binDir": dir.join("bin"),
         "multusConfigFile": "auto", "cniConfigDir": net});
     for (k, v) in extra.as_object().unwrap() {
         c[k] = v.clone();
     }
-    DaemonConfig::from_slice(c.to_string().as_bytes(), Path::new("test")).unwrap()
+    DaemonConfig::from_slice(c.to_string().as_bytes(), Path::new("test"))
 }
 
 /// An `AutoConfig` of a daemon configuration with `extra` keys.
 fn auto(net: &Path, extra: Value) -> Result<AutoConfig, cni_plugins::multus::Error> {
     let dir = tempfile::tempdir().unwrap();
-    AutoConfig::try_from_daemon(&daemon_config(dir.path(), net, extra))
+    AutoConfig::try_from_daemon(&try_daemon_config(dir.path(), net, extra)?)
 }
 
 fn read(p: &Path) -> Value {
@@ -110,9 +119,9 @@ fn multus_master_cni_chooses_the_primary_by_name() {
     // A wrong type fails the daemon's start.
     let e = auto(n, json!({"multusMasterCNI": 5})).unwrap_err();
     assert!(e.to_string().contains("multusMasterCNI"), "{e}");
+    // The daemon configuration itself is refused (it cannot start).
     let dir = tempfile::tempdir().unwrap();
-    let c = daemon_config(dir.path(), n, json!({"multusMasterCNI": true}));
-    let e = thick::start_with(c, None, Arc::new(cni_exec::ProcessExec::new())).unwrap_err();
+    let e = try_daemon_config(dir.path(), n, json!({"multusMasterCNI": true})).unwrap_err();
     assert!(e.to_string().contains("multusMasterCNI"), "{e}");
 }
 

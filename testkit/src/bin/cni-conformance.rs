@@ -30,6 +30,9 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 
 use cni_testkit::conformance::{load_config, run, Options, PluginKind, Role};
 
+/// The longest `--timeout` (a day).
+const MAX_TIMEOUT_SECS: u64 = 86_400;
+
 const USAGE: &str =
     "usage: cni-conformance [--config FILE] [--ifname NAME] [--timeout SECS] [--role interface|ipam|chained] PLUGIN_BINARY";
 
@@ -59,10 +62,17 @@ fn parse_args() -> Result<Args, String> {
             "--ifname" => ifname = Some(value("--ifname")?.to_string_lossy().into_owned()),
             "--timeout" => {
                 let v = value("--timeout")?;
-                let secs = v
+                let secs: u64 = v
                     .to_string_lossy()
                     .parse()
                     .map_err(|_| format!("--timeout: not a number of seconds: {v:?}"))?;
+                // A deadline is `now + timeout`: a day is plenty and cannot
+                // overflow the clock.
+                if !(1..=MAX_TIMEOUT_SECS).contains(&secs) {
+                    return Err(format!(
+                        "--timeout: {secs} is not a number of seconds from 1 to {MAX_TIMEOUT_SECS}"
+                    ));
+                }
                 timeout = Some(secs);
             }
             "--role" => {
@@ -91,7 +101,8 @@ fn parse_args() -> Result<Args, String> {
 }
 
 /// Blocks the termination signals in this thread (and the threads it
-/// starts: plugin processes get an empty mask again from `Command`) and
+/// starts: plugin processes get an empty mask again, set by the sandbox
+/// between fork and exec) and
 /// turns them into `cancel` on a thread of their own, so that the sandbox
 /// is always dropped by the thread that owns it.
 fn cancel_on_signals() -> Option<Arc<AtomicBool>> {

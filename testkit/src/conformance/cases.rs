@@ -87,13 +87,17 @@ pub(super) fn run(options: &Options) -> Result<Report, Error> {
         }
     };
     // Never let a user's config reach the node's state directories (the
-    // IPAM store, tuning's backups, flannel's delegate configs).
+    // IPAM store, tuning's backups, flannel's delegate configs, firewall's
+    // attachment addresses).
     if let Some(ipam) = template.get_mut("ipam").and_then(Value::as_object_mut) {
         if ipam.get("type").and_then(Value::as_str) == Some("host-local") {
             ipam.insert("dataDir".into(), json!(sb.names.ipam_dir()));
         }
     }
-    if matches!(kind, PluginKind::Tuning | PluginKind::Flannel) {
+    if matches!(
+        kind,
+        PluginKind::Tuning | PluginKind::Flannel | PluginKind::Firewall
+    ) {
         if let Some(obj) = template.as_object_mut() {
             let dir = sb.names.data_dir.join(kind.type_name());
             obj.insert("dataDir".into(), json!(dir));

@@ -220,7 +220,7 @@ impl PluginKind {
                     {"hostPort": 18053, "containerPort": 53, "protocol": "udp"},
                 ]},
             }),
-            PluginKind::Firewall => json!({}),
+            PluginKind::Firewall => json!({"dataDir": names.data_dir.join("firewall")}),
             PluginKind::Sbr => json!({}),
             PluginKind::Vrf => json!({"vrfname": names.vrf}),
             PluginKind::Flannel => json!({

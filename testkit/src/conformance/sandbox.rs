@@ -404,11 +404,21 @@ impl Sandbox {
             .process_group(0);
         let fd = self.host.as_raw_fd();
         // SAFETY: between fork and exec the closure only makes the setns
-        // system call (async-signal-safe) on a descriptor the parent keeps
-        // open for the whole call, and allocates nothing.
+        // and sigprocmask system calls (async-signal-safe), setns on a
+        // descriptor the parent keeps open for the whole call, and
+        // allocates nothing.
         unsafe {
             cmd.pre_exec(move || {
                 if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The kit blocks SIGINT, SIGTERM and SIGHUP for its own
+                // handling; the plugin starts with none blocked, whatever
+                // the standard library does (sigprocmask(2) is
+                // async-signal-safe; the set is on this stack).
+                let mut none: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut none);
+                if libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut()) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())

@@ -2,7 +2,6 @@
 //! token or token file, client certificate and key, current-context) or the
 //! in-cluster service account, as client-go reads them.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -18,21 +17,11 @@ pub const IN_CLUSTER_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount"
 /// key, token), may hold. Real ones are a few KiB; without a cap a path
 /// to `/dev/zero` or to a growing log file takes all memory (found by the
 /// `multus_kubeconfig` fuzz target).
-const MAX_FILE_SIZE: u64 = 4 << 20;
+const MAX_FILE_SIZE: u64 = cni_exec::capped::MAX_ADMIN_FILE;
 
 /// Reads a whole file of at most [`MAX_FILE_SIZE`] bytes.
 fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    std::fs::File::open(path)?
-        .take(MAX_FILE_SIZE + 1)
-        .read_to_end(&mut buf)?;
-    if buf.len() as u64 > MAX_FILE_SIZE {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("larger than {MAX_FILE_SIZE} bytes"),
-        ));
-    }
-    Ok(buf)
+    cni_exec::capped::read_file(path, MAX_FILE_SIZE)
 }
 
 /// Everything needed to reach the API server.

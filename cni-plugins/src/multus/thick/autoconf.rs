@@ -195,7 +195,8 @@ impl AutoConfig {
             if path == out {
                 continue;
             }
-            let Ok(bytes) = std::fs::read(&path) else {
+            let Ok(bytes) = cni_exec::capped::read_file(&path, cni_exec::capped::MAX_ADMIN_FILE)
+            else {
                 continue;
             };
             let Ok(config) = serde_json::from_slice::<Map<String, Value>>(&bytes) else {
@@ -222,7 +223,7 @@ impl AutoConfig {
             tracing::error!(file = %path.display(), "\"multusMasterCNI\" names the generated configuration: refusing a recursive config load");
             return None;
         }
-        let bytes = std::fs::read(&path).ok()?;
+        let bytes = cni_exec::capped::read_file(&path, cni_exec::capped::MAX_ADMIN_FILE).ok()?;
         match serde_json::from_slice::<Map<String, Value>>(&bytes) {
             Ok(config) => Some(Primary { path, config }),
             Err(e) => {

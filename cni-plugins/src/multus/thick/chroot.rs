@@ -3,12 +3,10 @@
 //! `pkg/server/exec_chroot.go`). Plugins are looked up under the new root
 //! and started through chroot(8), which changes root in the child only.
 
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
-use cni_exec::invoke::{find_in_path, plugin_error, PluginEnv};
-use cni_exec::{Error as ExecError, Exec};
+use cni_exec::invoke::{find_in_path, PluginEnv};
+use cni_exec::{Error as ExecError, Exec, ProcessExec, StderrSink};
 
 /// Where chroot(8) is expected.
 pub const CHROOT_BIN: &str = "/usr/sbin/chroot";
@@ -17,12 +15,19 @@ pub const CHROOT_BIN: &str = "/usr/sbin/chroot";
 #[derive(Clone, Debug)]
 pub struct ChrootExec {
     root: PathBuf,
+    process: ProcessExec,
 }
 
 impl ChrootExec {
     /// Runs plugins inside `root`.
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        ChrootExec { root: root.into() }
+        let root = root.into();
+        // The one process runner (output caps, thread failures): through
+        // chroot(8), the plugin's stderr kept for its error only.
+        let process = ProcessExec::new()
+            .with_launcher(CHROOT_BIN, [root.clone()])
+            .with_stderr(StderrSink::Discard);
+        ChrootExec { root, process }
     }
 
     fn under_root(&self, p: &Path) -> PathBuf {
@@ -48,57 +53,7 @@ impl Exec for ChrootExec {
         stdin: &[u8],
         env: &PluginEnv,
     ) -> Result<Vec<u8>, ExecError> {
-        let io_err = |source| ExecError::Io {
-            op: "run chrooted plugin",
-            path: plugin.to_path_buf(),
-            source,
-        };
-        let mut child = std::process::Command::new(CHROOT_BIN)
-            .arg(&self.root)
-            .arg(plugin)
-            .envs(env.vars())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|source| ExecError::Spawn {
-                path: plugin.to_path_buf(),
-                source,
-            })?;
-        let writer = child.stdin.take().map(|mut w| {
-            let data = stdin.to_vec();
-            std::thread::spawn(move || {
-                let _ = w.write_all(&data);
-            })
-        });
-        let err_reader = child.stderr.take().map(|mut r| {
-            std::thread::spawn(move || {
-                let mut b = Vec::new();
-                let _ = r.read_to_end(&mut b);
-                b
-            })
-        });
-        let mut stdout = Vec::new();
-        if let Some(mut o) = child.stdout.take() {
-            o.read_to_end(&mut stdout).map_err(io_err)?;
-        }
-        let status = child.wait().map_err(io_err)?;
-        if let Some(w) = writer {
-            let _ = w.join();
-        }
-        let stderr = err_reader.and_then(|r| r.join().ok()).unwrap_or_default();
-        if !stderr.is_empty() {
-            tracing::debug!(plugin = %plugin.display(), "stderr: {}", String::from_utf8_lossy(&stderr));
-        }
-        if status.success() {
-            Ok(stdout)
-        } else {
-            Err(ExecError::Plugin(plugin_error(
-                &status.to_string(),
-                &stdout,
-                &stderr,
-            )))
-        }
+        self.process.exec_plugin(plugin, stdin, env)
     }
 }
 

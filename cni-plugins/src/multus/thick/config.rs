@@ -108,7 +108,8 @@ fn string(raw: &Map<String, Value>, key: &str, path: &Path) -> Result<Option<Str
 impl DaemonConfig {
     /// Reads and decodes the configuration file.
     pub fn from_file(path: &Path) -> Result<DaemonConfig, Error> {
-        let bytes = std::fs::read(path).map_err(|e| Error::io("read daemon config", path, e))?;
+        let bytes = cni_exec::capped::read_file(path, cni_exec::capped::MAX_ADMIN_FILE)
+            .map_err(|e| Error::io("read daemon config", path, e))?;
         DaemonConfig::from_slice(&bytes, path)
     }
 
@@ -191,6 +192,9 @@ impl DaemonConfig {
             .filter(|(k, _)| !DAEMON_KEYS.contains(&k.as_str()))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
+        // The auto-configuration keys are of their types even when
+        // auto-configuration is off.
+        super::autoconf::PrimaryChoice::from_overrides(&netconf_overrides)?;
         Ok(DaemonConfig {
             chroot_dir: string(&raw, "chrootDir", path)?.map(PathBuf::from),
             socket_dir: string(&raw, "socketDir", path)?

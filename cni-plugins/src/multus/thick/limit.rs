@@ -61,8 +61,8 @@ impl LimitConfig {
                 Some(n) if n > 0 => Some(n),
                 _ => {
                     return Err(bad(format!(
-                        "connection limit must be greater than 0, got {v}"
-                    )))
+                    "\"{CONNECTION_LIMIT_KEY}\": connection limit must be greater than 0, got {v}"
+                )))
                 }
             },
         };

@@ -220,6 +220,12 @@ impl Plugin for DaemonPlugin {
         cmd_gc(&conf, kube_ref(&kube), &exec)
     }
 
+    /// The cluster network's GC with the attachments of multus's own cache
+    /// (as the thin plugin and Go).
+    fn gc_needs_valid_attachments(&self) -> bool {
+        false
+    }
+
     /// None: the daemon serves requests over its socket and is never run
     /// by hand, so a request without `CNI_COMMAND` fails instead of
     /// printing one.

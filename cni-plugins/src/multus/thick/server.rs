@@ -4,10 +4,9 @@
 
 use std::io::Write as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
@@ -32,8 +31,11 @@ use crate::multus::Error;
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the daemon waits at start for its certificate to be issued.
 const CERT_WAIT: Duration = Duration::from_secs(300);
-/// Connections served at once; more wait in the listen backlog.
-const MAX_CONNECTIONS: usize = 256;
+/// Connections served at once; more are answered "try again" (code 11).
+const MAX_CONNECTIONS: usize = cni_exec::daemon::DEFAULT_MAX_CONNECTIONS;
+/// How long a connection the daemon is too busy for may take to send its
+/// request before it is answered anyway.
+const BUSY_READ_TIMEOUT: Duration = Duration::from_secs(1);
 
 struct Shared {
     plugin: DaemonPlugin,
@@ -43,7 +45,6 @@ struct Shared {
     /// False until the node's multus configuration is in place (auto mode).
     configured: Arc<AtomicBool>,
     stop: AtomicBool,
-    active: AtomicUsize,
     /// `connectionLimit`: CNI requests served at once.
     limit: RequestLimit,
 }
@@ -131,7 +132,7 @@ pub fn start_with(
     } else {
         None
     };
-    let listener = bind_socket(&config.socket_dir, &socket)?;
+    let listener = bind_socket(&socket)?;
     let configured = Arc::new(AtomicBool::new(!config.auto_config()));
     let limit = RequestLimit::new(config.request_limit);
     let shared = Arc::new(Shared {
@@ -141,7 +142,6 @@ pub fn start_with(
         config,
         configured,
         stop: AtomicBool::new(false),
-        active: AtomicUsize::new(0),
         limit,
     });
     let mut threads = Vec::new();
@@ -153,20 +153,22 @@ pub fn start_with(
         let s = shared.clone();
         threads.push((
             Role::Metrics,
-            std::thread::spawn(move || serve_metrics(l, s)),
+            spawn("multus-metrics", move || serve_metrics(l, s))?,
         ));
     }
     if let Some(cfg) = auto {
         let s = shared.clone();
         threads.push((
             Role::Background,
-            std::thread::spawn(move || cfg.run(&s.configured, &|| s.stop.load(Ordering::SeqCst))),
+            spawn("multus-autoconf", move || {
+                cfg.run(&s.configured, &|| s.stop.load(Ordering::SeqCst))
+            })?,
         ));
     }
     let s = shared.clone();
     threads.push((
         Role::Socket,
-        std::thread::spawn(move || serve_socket(listener, s)),
+        spawn("multus-accept", move || serve_socket(listener, s))?,
     ));
     tracing::info!(socket = %socket.display(), "multus daemon serving");
     Ok(DaemonHandle {
@@ -177,25 +179,22 @@ pub fn start_with(
     })
 }
 
-fn bind_socket(dir: &Path, socket: &Path) -> Result<UnixListener, Error> {
-    if !dir.exists() {
-        // Owner-only directory: nobody else can reach the socket even in the
-        // instant between bind and chmod.
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| Error::io("create socket directory", dir, e))?;
-    }
-    match std::fs::remove_file(socket) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(Error::io("remove stale socket", socket, e)),
-    }
-    let l = UnixListener::bind(socket).map_err(|e| Error::io("bind socket", socket, e))?;
-    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| Error::io("restrict socket permissions", socket, e))?;
-    Ok(l)
+/// A named thread of the daemon, or the error that stops its start.
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, Error> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map_err(|e| Error::io("start thread", name, e))
+}
+
+/// The daemons' one socket rule ([`cni_exec::daemon::listen`]): the
+/// directory made owner-only when missing, a dead socket replaced,
+/// anything else refused, the socket mode 0600 whatever the umask.
+fn bind_socket(socket: &Path) -> Result<UnixListener, Error> {
+    cni_exec::daemon::listen(socket).map_err(|e| match e {
+        cni_exec::Error::Io { op, path, source } => Error::io(op, path, source),
+        e => Error::io("bind socket", socket, std::io::Error::other(e.to_string())),
+    })
 }
 
 impl DaemonHandle {
@@ -265,37 +264,49 @@ impl Drop for DaemonHandle {
 }
 
 fn serve_socket(listener: UnixListener, shared: Arc<Shared>) {
-    for conn in listener.incoming() {
-        if shared.stop.load(Ordering::SeqCst) {
-            break;
+    let s = Arc::clone(&shared);
+    let o = Arc::clone(&shared);
+    let served = cni_exec::daemon::serve(
+        listener,
+        &cni_exec::daemon::ServeOptions::new("multus").max_connections(MAX_CONNECTIONS),
+        &shared.stop,
+        move |stream| handle(stream, &s),
+        move |stream| busy(stream, &o),
+    );
+    if let Err(e) = served {
+        tracing::error!("multus daemon stopped serving: {e}");
+    }
+}
+
+/// The answer to a connection over the cap (or whose thread the system
+/// refused), after its request is read (the client writes first: it must
+/// not be cut off mid-write): health and readiness probes are answered as
+/// usual (a kubelet must not restart a daemon for being busy), anything
+/// else gets 503 with "try again" (code 11).
+fn busy(stream: UnixStream, shared: &Shared) {
+    let _ = stream.set_read_timeout(Some(BUSY_READ_TIMEOUT));
+    let probe = http::read_request(&stream).ok().filter(|r| {
+        r.method == "GET"
+            && matches!(
+                r.path.as_str(),
+                api::HEALTHZ_ENDPOINT | api::READYZ_ENDPOINT
+            )
+    });
+    match probe {
+        Some(req) => {
+            let (status, content_type, body) = route(shared, &req);
+            shared
+                .metrics
+                .count_request(handler_name(&req.path), status);
+            let _ = http::write_response(&stream, status, content_type, &body);
         }
-        let Ok(stream) = conn else { continue };
-        if shared.active.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
+        None => {
             let _ = reply_error(
                 &stream,
                 503,
                 CniError::new(ErrorCode::TryAgainLater, "multus daemon busy", ""),
             );
-            continue;
         }
-        shared.active.fetch_add(1, Ordering::SeqCst);
-        let slot = Slot(shared.clone());
-        std::thread::spawn(move || {
-            // The slot is given back when the thread ends, even by a panic
-            // in a handler: a lost slot would shrink the daemon for good.
-            let slot = slot;
-            handle(stream, &slot.0);
-        });
-    }
-}
-
-/// One of the daemon's `MAX_CONNECTIONS` connection slots, held by a
-/// request's thread.
-struct Slot(Arc<Shared>);
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.active.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -166,4 +166,9 @@ impl Plugin for Shim {
     fn gc(&self, req: &Request) -> Result<(), Error> {
         answer(req).map(|_| ())
     }
+
+    /// The daemon decides (it GCs from multus's own cache).
+    fn gc_needs_valid_attachments(&self) -> bool {
+        false
+    }
 }

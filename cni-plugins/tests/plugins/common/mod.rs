@@ -238,3 +238,102 @@ pub(crate) fn reserved_ips(data_dir: &Path, network: &str) -> Vec<String> {
 pub(crate) fn our_bin(env_path: &str) -> PathBuf {
     PathBuf::from(env_path)
 }
+
+/// Runs `cmd` (stdin closed, stdout and stderr captured) for at most
+/// `limit`; a process still running then is killed and `None` returned
+/// with what it printed (a daemon that should have refused to start).
+pub(crate) fn run_for(
+    mut cmd: Command,
+    limit: std::time::Duration,
+) -> (Option<std::process::ExitStatus>, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("out");
+    let file = std::fs::File::create(&log).expect("log");
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().expect("dup"))
+        .stderr(file)
+        .spawn()
+        .expect("spawn");
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break Some(s);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    (status, std::fs::read_to_string(&log).unwrap_or_default())
+}
+
+/// A pids cgroup of its own (cgroup v1's `pids` hierarchy, or v2 where its
+/// `pids` controller is enabled) capping the tasks (threads) of the
+/// processes moved into it: how a test makes thread creation fail
+/// (`EAGAIN`) for a daemon, as a node's `pids.max` does. Root ignores
+/// `RLIMIT_NPROC`; a cgroup holds for root too. Removed on drop (its
+/// processes moved back to the root group first).
+pub(crate) struct PidsCgroup {
+    dir: PathBuf,
+    root: PathBuf,
+}
+
+impl PidsCgroup {
+    /// A new group, or why no pids controller can be used here.
+    pub(crate) fn new() -> Result<PidsCgroup, String> {
+        let v1 = Path::new("/sys/fs/cgroup/pids");
+        let v2 = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+            .iter()
+            .map(Path::new)
+            .find(|p| {
+                std::fs::read_to_string(p.join("cgroup.controllers"))
+                    .is_ok_and(|c| c.split_whitespace().any(|w| w == "pids"))
+            });
+        let root = if v1.join("cgroup.procs").is_file() {
+            v1.to_path_buf()
+        } else if let Some(root) = v2 {
+            // The controller must be on for the root's children.
+            std::fs::write(root.join("cgroup.subtree_control"), "+pids")
+                .map_err(|e| format!("enable pids in {}: {e}", root.display()))?;
+            root.to_path_buf()
+        } else {
+            return Err("no pids cgroup controller (v1 /sys/fs/cgroup/pids or v2)".into());
+        };
+        let dir = root.join(format!("cni-rs-test-{}", hex6()));
+        std::fs::create_dir(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+        Ok(PidsCgroup { dir, root })
+    }
+
+    /// Moves process `pid` (all its threads) into the group.
+    pub(crate) fn add(&self, pid: u32) {
+        std::fs::write(self.dir.join("cgroup.procs"), pid.to_string())
+            .unwrap_or_else(|e| panic!("move {pid} into {}: {e}", self.dir.display()));
+    }
+
+    /// Caps the group at `max` tasks.
+    pub(crate) fn set_max(&self, max: usize) {
+        std::fs::write(self.dir.join("pids.max"), max.to_string())
+            .unwrap_or_else(|e| panic!("pids.max of {}: {e}", self.dir.display()));
+    }
+
+    /// Tasks in the group now.
+    pub(crate) fn current(&self) -> usize {
+        std::fs::read_to_string(self.dir.join("pids.current"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or_else(|| panic!("pids.current of {}", self.dir.display()))
+    }
+}
+
+impl Drop for PidsCgroup {
+    fn drop(&mut self) {
+        let procs = std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
+        for pid in procs.lines() {
+            let _ = std::fs::write(self.root.join("cgroup.procs"), pid);
+        }
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}

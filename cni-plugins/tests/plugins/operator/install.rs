@@ -72,7 +72,7 @@ fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, u32)> {
 }
 
 #[test]
-fn installs_then_reports_unchanged_and_keeps_modes() {
+fn installs_then_reports_unchanged_as_0755() {
     let src = source(1);
     let dst = tempfile::tempdir().unwrap();
     let first = run(&["--to", s(dst.path()), "--from", s(src.path())]);
@@ -91,9 +91,10 @@ fn installs_then_reports_unchanged_and_keeps_modes() {
         fs::metadata(&a).unwrap().permissions().mode() & 0o7777,
         0o755
     );
+    // Every plugin 0755, whatever the source's mode (#31.7).
     assert_eq!(
         fs::metadata(&b).unwrap().permissions().mode() & 0o7777,
-        0o750
+        0o755
     );
     // Neither the README, nor the hidden file, nor a temp file.
     let names: Vec<_> = snapshot(dst.path()).into_iter().map(|(n, ..)| n).collect();
@@ -119,8 +120,49 @@ fn installs_then_reports_unchanged_and_keeps_modes() {
     assert_eq!(stdout(&third), format!("installed {}\n", b.display()));
     assert_eq!(
         fs::metadata(&b).unwrap().permissions().mode() & 0o7777,
-        0o750
+        0o755
     );
+}
+
+/// #31.7: a set-user-ID or set-group-ID source owned by `nobody` is
+/// installed root-owned 0755, never set-ID-root.
+#[test]
+fn set_id_bits_are_never_installed() {
+    use std::os::unix::fs::MetadataExt;
+    if !super::is_root() && super::skip("needs root (a file owned by nobody)") {
+        return;
+    }
+    let src = tempfile::tempdir().unwrap();
+    for (name, mode) in [("suid", 0o4755), ("sgid", 0o2755), ("both", 0o6750)] {
+        let p = src.path().join(name);
+        write_true(&p, 3, 0o755);
+        std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
+        // chown clears set-ID bits: set them after.
+        fs::set_permissions(&p, fs::Permissions::from_mode(mode)).unwrap();
+        assert_eq!(fs::metadata(&p).unwrap().mode() & 0o7777, mode);
+    }
+    let dst = tempfile::tempdir().unwrap();
+    let out = run(&["--to", s(dst.path()), "--from", s(src.path())]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for name in ["suid", "sgid", "both"] {
+        let m = fs::metadata(dst.path().join(name)).unwrap();
+        assert_eq!(m.mode() & 0o7777, 0o755, "{name}");
+        assert_eq!((m.uid(), m.gid()), (0, 0), "{name}");
+    }
+    // An installed file whose owner differs is rewritten.
+    let suid = dst.path().join("suid");
+    std::os::unix::fs::chown(&suid, Some(65534), None).unwrap();
+    fs::set_permissions(&suid, fs::Permissions::from_mode(0o755)).unwrap();
+    let again = run(&[
+        "--to",
+        s(dst.path()),
+        "--from",
+        s(src.path()),
+        "--only",
+        "suid",
+    ]);
+    assert_eq!(stdout(&again), format!("installed {}\n", suid.display()));
+    assert_eq!(fs::metadata(&suid).unwrap().uid(), 0);
 }
 
 #[test]

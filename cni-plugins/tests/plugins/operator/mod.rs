@@ -8,6 +8,7 @@ mod deploy;
 mod dist;
 mod docs_drift;
 mod install;
+mod wrong_types;
 
 use std::path::PathBuf;
 

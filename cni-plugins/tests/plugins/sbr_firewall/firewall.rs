@@ -445,6 +445,12 @@ fn firewall_iptables_gc_and_bad_input() {
         .ipt(&node, false, &["-S", "CNI-FORWARD"])
         .contains("10.88.3.6"));
     fw(&node, Some(&v), OURS, "DEL", "c1", &del.to_string()).expect("DEL again");
+    // #31.13: the last attachment gone, its network's directory goes too.
+    assert!(
+        !state.path().join("fwnet").exists(),
+        "{:?}",
+        std::fs::read_dir(state.path().join("fwnet")).map(|d| d.count())
+    );
 
     let before = (v.ipt(&node, false, &["-S"]), v.ipt(&node, true, &["-S"]));
     let expect_err = |stdin: String, code: u64, starts: &str| {
@@ -474,6 +480,24 @@ fn firewall_iptables_gc_and_bad_input() {
         7,
         "ingressPolicy:",
     );
+    // #31.12: a first interface in a sandbox is the pod's, not the host
+    // bridge: no isolation rules for the node's own `eth0`.
+    for policy in ["same-bridge", "isolated"] {
+        let mut c: Value = serde_json::from_str(&conf(
+            "1.0.0",
+            json!({"backend": "iptables", "dataDir": state.path(), "ingressPolicy": policy}),
+            "br",
+            &["10.88.3.9/24"],
+        ))
+        .unwrap();
+        c["prevResult"]["interfaces"] = json!([{"name": "eth0", "sandbox": "/run/netns/pod"}]);
+        c["prevResult"]["ips"][0]["interface"] = json!(0);
+        expect_err(
+            c.to_string(),
+            7,
+            "prevResult.interfaces[0] \"eth0\" is in a sandbox",
+        );
+    }
     expect_err(
         conf(
             "1.0.0",

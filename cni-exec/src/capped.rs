@@ -1,0 +1,68 @@
+//! The one capped reader of the workspace: files an administrator names
+//! (a `resolvConf`, flannel's `subnetFile`, multus's `clusterNetwork` and
+//! daemon configuration, a kubeconfig and the files it names, a
+//! configuration directory's files), and a plugin's stdin, are read up to a
+//! bound, past which the read fails with an error saying so. A typo naming
+//! `/dev/zero` or a huge file must cost an error, not the node's memory.
+//!
+//! ```
+//! use cni_exec::capped::{read_file, MAX_ADMIN_FILE};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let ok = dir.path().join("resolv.conf");
+//! std::fs::write(&ok, "nameserver 10.0.0.1\n")?;
+//! assert_eq!(read_file(&ok, MAX_ADMIN_FILE)?, b"nameserver 10.0.0.1\n");
+//! let e = read_file(std::path::Path::new("/dev/zero"), 1024).unwrap_err();
+//! assert_eq!(e.to_string(), "larger than 1024 bytes");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::io::Read;
+use std::path::Path;
+
+/// The bound for a file an administrator names (configurations, kubeconfig
+/// and credentials, `subnet.env`, `resolv.conf`): far above any real one.
+pub const MAX_ADMIN_FILE: u64 = 4 << 20;
+
+/// Reads `input` to its end, at most `max` bytes; more is an
+/// `InvalidData` error "larger than `max` bytes" (nothing past `max` + 1
+/// is read).
+pub fn read_to_end(input: impl Read, max: u64) -> std::io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    input.take(max.saturating_add(1)).read_to_end(&mut buf)?;
+    if buf.len() as u64 > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {max} bytes"),
+        ));
+    }
+    Ok(buf)
+}
+
+/// Reads the file at `path`, at most `max` bytes (see [`read_to_end`]).
+pub fn read_file(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    read_to_end(std::fs::File::open(path)?, max)
+}
+
+/// [`read_file`] as UTF-8 text (invalid UTF-8 is an `InvalidData` error).
+pub fn read_file_to_string(path: &Path, max: u64) -> std::io::Result<String> {
+    String::from_utf8(read_file(path, max)?)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn at_the_cap_is_read_past_it_is_an_error() {
+        let data = [b'x'; 100];
+        assert_eq!(read_to_end(&data[..], 100).unwrap().len(), 100);
+        let e = read_to_end(&data[..], 99).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        assert_eq!(e.to_string(), "larger than 99 bytes");
+        // An endless source stops at the cap.
+        assert!(read_file(Path::new("/dev/zero"), 1 << 20).is_err());
+        assert!(read_file_to_string(Path::new("/nonexistent/x"), 10).is_err());
+    }
+}
