@@ -83,12 +83,15 @@ pub struct Lease {
     pub t1_secs: u32,
     /// Rebinding time T2 (option 59, 87.5 % of the lease by default).
     pub t2_secs: u32,
-    /// The ACK's BOOTP bytes, hex encoded.
+    /// The ACK's BOOTP bytes, hex encoded (the OFFER's for a lease not
+    /// yet acknowledged).
     pub ack: String,
 }
 
 impl Lease {
-    fn from_ack(ack: &Message, src: Ipv4Addr) -> Lease {
+    /// The lease an ACK grants (or an OFFER proposes), `src` being the
+    /// reply's IPv4 source.
+    fn from_reply(ack: &Message, src: Ipv4Addr) -> Lease {
         let lease_secs = ack.option_u32(opt::LEASE_TIME).unwrap_or(3600);
         let mut t1 = ack.option_u32(opt::RENEWAL_TIME).unwrap_or(lease_secs / 2);
         let mut t2 = ack
@@ -194,7 +197,12 @@ impl Client<'_> {
     /// server that answers late (dnsmasq pings an address before offering
     /// it) is still heard. One transaction id and one filtered socket
     /// serve the whole acquire; a NAK restarts the exchange.
-    pub fn acquire(&self) -> Result<Lease> {
+    ///
+    /// `before_request` gets the lease each OFFER proposes just before
+    /// its DHCPREQUEST is sent (so a caller can record what the server
+    /// may grant before it does); its error ends the acquire without
+    /// that REQUEST.
+    pub fn acquire(&self, before_request: &mut dyn FnMut(&Lease) -> Result<()>) -> Result<Lease> {
         let start = Instant::now();
         let deadline = start + self.config.resend_timeout;
         let xid = random_u32();
@@ -219,6 +227,7 @@ impl Client<'_> {
                 m.message_type() == Some(MessageType::Offer)
             })?;
             let Some((offer, src)) = offer else { continue };
+            before_request(&Lease::from_reply(&offer, src))?;
             match self.request_offer(&sock, &discover, &offer, src, deadline)? {
                 Some(Ok(lease)) => return Ok(lease),
                 Some(Err(nak)) => last_nak = Some(nak),
@@ -264,7 +273,7 @@ impl Client<'_> {
 
     fn ack_or_nak(&self, m: &Message, src: Ipv4Addr) -> std::result::Result<Lease, String> {
         if m.message_type() == Some(MessageType::Ack) {
-            Ok(Lease::from_ack(m, src))
+            Ok(Lease::from_reply(m, src))
         } else {
             Err(m
                 .option(opt::MESSAGE)
@@ -339,7 +348,7 @@ impl Client<'_> {
 
     fn renewal(&self, m: &Message, src: Ipv4Addr) -> Option<Renewal> {
         match m.message_type()? {
-            MessageType::Ack => Some(Renewal::Extended(Lease::from_ack(m, src))),
+            MessageType::Ack => Some(Renewal::Extended(Lease::from_reply(m, src))),
             MessageType::Nak => Some(Renewal::Refused(
                 self.ack_or_nak(m, src).err().unwrap_or_default(),
             )),
@@ -458,14 +467,14 @@ mod tests {
         let mut ack = Message::request(MessageType::Ack, 1, [0; 6]);
         ack.yiaddr = Ipv4Addr::new(10, 0, 0, 9);
         ack.set_option(opt::LEASE_TIME, 1000u32.to_be_bytes().to_vec());
-        let l = Lease::from_ack(&ack, Ipv4Addr::new(10, 0, 0, 1));
+        let l = Lease::from_reply(&ack, Ipv4Addr::new(10, 0, 0, 1));
         assert_eq!(
             (l.t1_secs, l.t2_secs, l.server),
             (500, 875, Ipv4Addr::new(10, 0, 0, 1))
         );
         ack.set_option(opt::RENEWAL_TIME, 900u32.to_be_bytes().to_vec());
         ack.set_option(opt::REBINDING_TIME, 800u32.to_be_bytes().to_vec());
-        let l = Lease::from_ack(&ack, Ipv4Addr::new(10, 0, 0, 1));
+        let l = Lease::from_reply(&ack, Ipv4Addr::new(10, 0, 0, 1));
         assert_eq!((l.t1_secs, l.t2_secs), (500, 875));
         assert_eq!(l.ack().unwrap().yiaddr, ack.yiaddr);
         let json = serde_json::to_string(&l).unwrap();

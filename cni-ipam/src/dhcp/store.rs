@@ -33,6 +33,14 @@ pub struct LeaseRecord {
     pub priority: u32,
     /// The lease.
     pub lease: Lease,
+    /// True from just before the DHCPREQUEST until the ACK is recorded:
+    /// `lease` is then what the OFFER proposed. A daemon that finds a
+    /// pending record at start died mid-ADD (the ADD failed, the server
+    /// may have granted the address) and releases it. Written only when
+    /// true, so a confirmed record reads as before this field existed,
+    /// and a file without it is confirmed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pending: bool,
 }
 
 impl LeaseRecord {
@@ -208,6 +216,7 @@ mod tests {
                 t2_secs: 1,
                 ack: String::new(),
             },
+            pending: false,
         }
     }
 
@@ -229,6 +238,25 @@ mod tests {
         store.remove("a/net/eth0").unwrap();
         store.remove("a/net/eth0").unwrap();
         assert_eq!(store.load_all().0.len(), 1);
+    }
+
+    /// #31.9: a record written before the DHCPREQUEST says so and reads
+    /// back pending; a confirmed one is written as before the field
+    /// existed, and such a file reads back confirmed.
+    #[test]
+    fn pending_records_round_trip_and_confirmed_ones_keep_their_format() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LeaseStore::open(dir.path()).unwrap();
+        let mut pending = record("p");
+        pending.pending = true;
+        store.save(&pending).unwrap();
+        store.save(&record("c")).unwrap();
+        let text = |r: &LeaseRecord| std::fs::read_to_string(store.path_of(&r.key())).unwrap();
+        assert!(text(&pending).contains("\"pending\": true"));
+        assert!(!text(&record("c")).contains("pending"));
+        let (got, errors) = store.load_all();
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(got, vec![record("c"), pending]);
     }
 
     /// #31.9: a key longer than a file name may be (a long container id)

@@ -2,7 +2,10 @@
 //! a thread of its own (renew at T1, rebind at T2, lost on NAK or
 //! expiry), persisted to one file per attachment so that a restarted
 //! daemon resumes and renews every lease instead of forgetting it, and
-//! released unicast from the leased address on DEL and GC.
+//! released unicast from the leased address on DEL and GC. The file is
+//! written (pending) before the DHCPREQUEST and confirmed after the ACK,
+//! so a lease the server grants just before the daemon dies is released
+//! at the next start instead of being held by nobody.
 //!
 //! Requests come over a unix socket, one connection per request, handled
 //! on a thread each, at most 256 at once (more get "try again", code 11:
@@ -274,7 +277,9 @@ fn result_of(record: &LeaseRecord) -> Result<CniResult> {
 impl Daemon {
     /// Opens the state directory and resumes every lease whose pod
     /// interface still exists; the others are forgotten (their namespace
-    /// is gone, nobody can use or release them).
+    /// is gone, nobody can use or release them). A pending lease (its
+    /// REQUEST sent, its ACK not recorded: the daemon died during that
+    /// ADD, which therefore failed) is released, not resumed.
     pub fn start(opts: DaemonOptions) -> Result<Daemon> {
         let store = LeaseStore::open(&opts.state_dir)?;
         let daemon = Daemon {
@@ -301,6 +306,20 @@ impl Daemon {
                     continue;
                 }
             };
+            if record.pending {
+                // Written before a REQUEST whose ACK was never recorded:
+                // that ADD failed (the daemon died before answering it),
+                // but the server may have granted the address.
+                info!(
+                    "lease {key}: {} requested by an ADD the daemon did not finish: releasing it",
+                    record.lease.address
+                );
+                daemon.release(&record, &ns);
+                if let Err(e) = daemon.store.remove(&key) {
+                    warn!("{e}");
+                }
+                continue;
+            }
             info!("resuming lease {key}: {}", record.lease.address);
             match Active::start(
                 record,
@@ -422,15 +441,36 @@ impl Daemon {
             ifname: &req.ifname,
             sockets: &sockets,
         };
-        let lease = client.acquire()?;
-        let record = LeaseRecord {
+        let record_of = |lease, pending| LeaseRecord {
             container_id: req.container_id.clone(),
             network: net.name.clone(),
             ifname: req.ifname.clone(),
-            netns,
+            netns: netns.clone(),
             client: client_config.clone(),
             priority: conf.priority,
             lease,
+            pending,
+        };
+        // The record goes to disk (pending) before each REQUEST: a daemon
+        // that dies before the ACK is recorded finds it at start and
+        // releases what the server may have granted.
+        let mut requested = None;
+        let acquired = client.acquire(&mut |offered| {
+            let record = record_of(offered.clone(), true);
+            self.store.save(&record)?;
+            requested = Some(record);
+            Ok(())
+        });
+        let record = match acquired {
+            Ok(lease) => record_of(lease, false),
+            Err(e) => {
+                // The last REQUEST may have been granted with its ACK
+                // lost: give it back.
+                if let Some(record) = requested {
+                    self.give_back(&client, &record);
+                }
+                return Err(e.into());
+            }
         };
         let result = result_of(&record).and_then(|r| {
             self.store.save(&record)?;
@@ -459,8 +499,7 @@ impl Daemon {
                     // A lease nobody renews would expire under the pod:
                     // give it back and let the runtime retry.
                     Err(e) => {
-                        let _ = client.release(&record.lease);
-                        let _ = self.store.remove(&record.key());
+                        self.give_back(&client, &record);
                         Err(Error::Cni(CniError::new(
                             cni_types::ErrorCode::TryAgainLater,
                             format!("dhcp daemon: no thread to maintain the lease: {e}"),
@@ -470,9 +509,22 @@ impl Daemon {
                 }
             }
             Err(e) => {
-                let _ = client.release(&record.lease);
+                self.give_back(&client, &record);
                 Err(e)
             }
+        }
+    }
+
+    /// Undoes a failed ADD's lease: DHCPRELEASE, then its record goes
+    /// (a record that cannot be removed stays pending or confirmed on
+    /// disk: the next start releases or resumes it).
+    fn give_back(&self, client: &Client<'_>, record: &LeaseRecord) {
+        let key = record.key();
+        if let Err(e) = client.release(&record.lease) {
+            warn!("lease {key}: release {}: {e}", record.lease.address);
+        }
+        if let Err(e) = self.store.remove(&key) {
+            warn!("lease {key}: {e}");
         }
     }
 

@@ -1514,3 +1514,154 @@ fn del_and_gc_release_after_the_pod_netns_is_gone() {
         || bridge_ports(&lab) == 1,
     );
 }
+
+/// Drops dnsmasq's DHCPACKs on their way out of the server namespace:
+/// the message type (option 53, which dnsmasq writes first) is 5 at byte
+/// 250 of the UDP packet (UDP header 8, BOOTP header 236, magic cookie 4,
+/// the option's code and length 2).
+fn drop_acks(lab: &Lab) {
+    for cmd in [
+        "add table inet dropack",
+        "add chain inet dropack out { type filter hook output priority 0 ; }",
+        "add rule inet dropack out udp sport 67 udp dport 68 @th,2000,8 5 counter drop",
+    ] {
+        exec_in(&lab.server, &["nft", cmd]);
+    }
+}
+
+/// Whether [`drop_acks`]'s rule has dropped an ACK.
+fn acks_dropped(lab: &Lab) -> bool {
+    let table = exec_in(&lab.server, &["nft", "list", "table", "inet", "dropack"]);
+    !table.contains("packets 0 ")
+}
+
+/// #31.9: an ADD whose ACKs are all lost (the server granted the lease,
+/// the daemon never heard it) fails and releases what it requested, so
+/// the server does not keep a lease for an attachment that has none.
+/// Before: the failed ADD sent nothing and the lease stayed on the server.
+#[test]
+fn an_add_whose_ack_is_lost_releases_what_it_requested() {
+    if !premise(false) {
+        return;
+    }
+    let mut lab = Lab::with_probe(false);
+    let daemon = Daemon::ours(&lab, "ours");
+    let pod = lab.pod();
+    let cni_path = CniPath::new(&[]);
+    let conf = ipam_conf(&daemon.socket, json!({"resendTimeout": "4s"}));
+    let r = Runner {
+        lab: &lab,
+        plugin: OUR_DHCP,
+        cni_path: cni_path.path(),
+    };
+    drop_acks(&lab);
+    let (add, _) = r.call("ADD", "c1", pod, "eth0", "", &conf);
+    assert!(!add.ok, "the ADD cannot succeed without an ACK: {add:?}");
+    assert_eq!(add.json["code"], 11, "{add:?}");
+    assert!(acks_dropped(&lab), "the premise: an ACK was dropped");
+    let addr = lab
+        .dnsmasq_log()
+        .lines()
+        .find_map(|l| l.split("DHCPACK(eth0) ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(str::to_owned)
+        .unwrap_or_else(|| panic!("the premise: dnsmasq sent an ACK\n{}", lab.dnsmasq_log()));
+    wait_for(
+        "the failed ADD to release the lease",
+        Duration::from_secs(10),
+        || !lab.has_lease(&addr),
+    );
+    assert!(
+        lab.dnsmasq_log()
+            .contains(&format!("DHCPRELEASE(eth0) {addr}")),
+        "{}",
+        lab.dnsmasq_log()
+    );
+    let state = lab.dir.path().join("ours-state");
+    assert_eq!(std::fs::read_dir(&state).expect("state dir").count(), 0);
+}
+
+/// #31.9: a lease the server grants just before the daemon dies is
+/// released when the daemon starts again. dnsmasq's ACKs are dropped on
+/// their way out of the server namespace (nft, matching DHCP message type
+/// 5 in option 53, which dnsmasq writes first), so the daemon sends its
+/// REQUEST and waits while dnsmasq has granted the lease; once the lease
+/// is in dnsmasq's file the daemon is killed (SIGKILL), the ACKs are let
+/// through again and the daemon restarted: it finds the record it wrote
+/// (pending) before the REQUEST and sends DHCPRELEASE from the pod. Before:
+/// the record was written only after the ACK, so nothing told the
+/// restarted daemon about the lease, which the server kept for a client
+/// nobody runs.
+#[test]
+fn a_lease_granted_as_the_daemon_dies_is_released_at_restart() {
+    if !premise(false) {
+        return;
+    }
+    let mut lab = Lab::with_probe(false);
+    let mut daemon = Daemon::ours(&lab, "ours");
+    let pod = lab.pod();
+    let cni_path = CniPath::new(&[]);
+    let conf = ipam_conf(&daemon.socket, json!({"resendTimeout": "60s"}));
+    let r = Runner {
+        lab: &lab,
+        plugin: OUR_DHCP,
+        cni_path: cni_path.path(),
+    };
+    drop_acks(&lab);
+    let add = std::thread::scope(|s| {
+        let add = s.spawn(|| r.call("ADD", "c1", pod, "eth0", "", &conf).0);
+        wait_for(
+            "dnsmasq to grant the lease",
+            Duration::from_secs(30),
+            || !lab.leases().is_empty() || add.is_finished(),
+        );
+        assert!(
+            !add.is_finished(),
+            "the premise: the ADD waits for an ACK that never comes\n{}",
+            lab.dnsmasq_log()
+        );
+        // dnsmasq writes its lease file just before it sends the ACK.
+        wait_for(
+            "the premise: an ACK dropped",
+            Duration::from_secs(10),
+            || acks_dropped(&lab),
+        );
+        daemon.kill();
+        add.join().expect("ADD thread")
+    });
+    assert!(!add.ok, "the ADD cannot succeed without an ACK: {add:?}");
+    assert_eq!(add.json["code"], 11, "{add:?}");
+    let leases = lab.leases();
+    assert_eq!(leases.len(), 1, "{leases:?}");
+    let addr = leases[0].0.clone();
+    exec_in(&lab.server, &["nft", "delete", "table", "inet", "dropack"]);
+
+    let daemon = Daemon::ours(&lab, "ours");
+    wait_for(
+        "the restarted daemon to release the lease",
+        Duration::from_secs(10),
+        || !lab.has_lease(&addr),
+    );
+    assert!(
+        lab.dnsmasq_log()
+            .contains(&format!("DHCPRELEASE(eth0) {addr}")),
+        "{}",
+        lab.dnsmasq_log()
+    );
+    let state = lab.dir.path().join("ours-state");
+    // (The daemon binds its socket before it reads its state: the file
+    // goes just after the release.)
+    wait_for(
+        "the pending record removed",
+        Duration::from_secs(10),
+        || std::fs::read_dir(&state).is_ok_and(|mut d| d.next().is_none()),
+    );
+    // The runtime's DEL of the failed ADD succeeds; the next ADD gets a
+    // lease as usual.
+    let (del, _) = r.call("DEL", "c1", pod, "eth0", "", &conf);
+    assert!(del.ok, "{del:?}");
+    let (add, _) = r.call("ADD", "c1", pod, "eth0", "", &conf);
+    assert!(add.ok, "{add:?}\n{}", daemon.log());
+    let (del, _) = r.call("DEL", "c1", pod, "eth0", "", &conf);
+    assert!(del.ok, "{del:?}");
+}
