@@ -16,6 +16,8 @@
 # Every binary of cni-plugins (the plugins, multus-daemon, multus-shim,
 # cni-install) goes in, named as cargo names it; the list comes from
 # `cargo metadata`, so a new plugin is packaged without editing this file.
+# The README names the plugins apart from the programs that are not plugins
+# (`[package.metadata.cni-rs] programs` in cni-plugins/Cargo.toml).
 #
 # Reproducible: the same sources and toolchain give the same tarball bytes.
 # - Binaries: the `dist` profile (fat LTO, one codegen unit, stripped: the
@@ -27,7 +29,10 @@
 # - Archive: names sorted, every mtime SOURCE_DATE_EPOCH (default: the last
 #   commit's time), owner and group 0 with numeric ids, modes set explicitly
 #   (0755 binaries, 0644 texts) whatever the umask, GNU format, and gzip -n
-#   (no name or time in the gzip header).
+#   (no name or time in the gzip header). SOURCE_DATE_EPOCH is kept out of
+#   the cargo build: the binaries do not depend on it, and build scripts
+#   that compile C with the cc crate (ring's) rerun when it changes (every
+#   commit), which relinks everything with fat LTO.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -84,16 +89,28 @@ case "$(uname -m)" in
     *) die "unknown machine $(uname -m)" ;;
 esac
 
-if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
-    SOURCE_DATE_EPOCH=$(git -C "$root" log -1 --format=%ct 2>/dev/null || echo 0)
+epoch=${SOURCE_DATE_EPOCH:-}
+if [ -z "$epoch" ]; then
+    epoch=$(git -C "$root" log -1 --format=%ct 2>/dev/null || echo 0)
 fi
-[[ "$SOURCE_DATE_EPOCH" =~ ^[0-9]+$ ]] || die "SOURCE_DATE_EPOCH '$SOURCE_DATE_EPOCH' is not a number of seconds"
-export SOURCE_DATE_EPOCH
+[[ "$epoch" =~ ^[0-9]+$ ]] || die "SOURCE_DATE_EPOCH '$epoch' is not a number of seconds"
+# For the archive only (see the top).
+unset SOURCE_DATE_EPOCH
 
-mapfile -t bins < <(cargo metadata --no-deps --format-version 1 --offline |
-    jq -r '.packages[] | select(.name == "cni-plugins") | .targets[]
-           | select(.kind | index("bin")) | .name' | LC_ALL=C sort)
+meta=$(cargo metadata --no-deps --format-version 1 --offline |
+    jq '.packages[] | select(.name == "cni-plugins")')
+mapfile -t bins < <(jq -r '.targets[] | select(.kind | index("bin")) | .name' <<<"$meta" | LC_ALL=C sort)
 [ "${#bins[@]}" -gt 0 ] || die "cargo metadata lists no binary in cni-plugins"
+mapfile -t programs < <(jq -r '.metadata["cni-rs"].programs[]' <<<"$meta" | LC_ALL=C sort)
+plugins=()
+for b in "${bins[@]}"; do
+    case " ${programs[*]} " in
+        *" $b "*) ;;
+        *) plugins+=("$b") ;;
+    esac
+done
+[ "$((${#plugins[@]} + ${#programs[@]}))" = "${#bins[@]}" ] ||
+    die "[package.metadata.cni-rs] programs names a binary cni-plugins does not have: ${programs[*]}"
 
 if [ "$build" = 1 ]; then
     cargo_home=${CARGO_HOME:-$HOME/.cargo}
@@ -122,9 +139,13 @@ install -m 0644 "$root/LICENSE" "$stage/pkg/LICENSE"
     echo "flannel's CNI plugin and Multus (thin: multus; thick: multus-daemon +"
     echo "multus-shim). One binary per plugin:"
     echo
-    printf '  %s\n' "${bins[@]}"
+    printf '  %s\n' "${plugins[@]}"
     echo
-    echo "Install on a node: ./cni-install --to /opt/cni/bin"
+    echo "and the programs that are not plugins:"
+    echo
+    printf '  %s\n' "${programs[@]}"
+    echo
+    echo "Install on a node: ./cni-install --to /opt/cni/bin (every plugin, no program)"
     echo "  (atomic per file: temp name + rename, so running pods are never disturbed;"
     echo "   --only a,b for a subset, --skip-existing to keep what is there)."
     echo "Each plugin's options: docs/plugins/<name>.md in the source repository."
@@ -134,7 +155,7 @@ chmod 0644 "$stage/pkg/README"
 chmod 0755 "$stage/pkg"
 
 tar -C "$stage/pkg" --sort=name --format=gnu \
-    --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner \
+    --mtime="@$epoch" --owner=0 --group=0 --numeric-owner \
     -cf "$stage/$name.tar" .
 gzip -n -9 <"$stage/$name.tar" >"$stage/$name.tgz"
 (cd "$stage" && sha256sum "$name.tgz" >"$name.tgz.sha256" && sha512sum "$name.tgz" >"$name.tgz.sha512")

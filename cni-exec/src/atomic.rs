@@ -7,11 +7,7 @@
 //! loads them as configurations, Go's host-local never parses them as
 //! addresses), unique among concurrent writers (pid plus a per-write
 //! counter), and recognisable by [`is_temp_name`] so that whoever finds one
-//! left by a killed writer can remove it ([`remove_stale_temps`]). The names
-//! of earlier builds are recognised too, so their leftovers are cleaned:
-//! `.<name>.tmp<digits and dots>` (result cache, flannel, multus cache),
-//! `.<name>.<pid>.tmp` (multus auto-configuration), `<stem>.json.tmp`
-//! (tuning backups) and `.cni-ipam-tmp.*` (host-local store).
+//! left by a killed writer can remove it ([`remove_stale_temps`]).
 //!
 //! Durability is the caller's choice ([`AtomicWrite::fsync`],
 //! [`AtomicWrite::fsync_dir`]): an fsync costs milliseconds on a disk, and
@@ -26,8 +22,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::Error;
 
-/// The prefix of the host-local store's temporary files of earlier builds.
-const IPAM_TEMP_PREFIX: &str = ".cni-ipam-tmp.";
 /// Attempts at a fresh temporary name when one exists (a leftover of a
 /// killed process whose pid was reused).
 const NAME_ATTEMPTS: usize = 16;
@@ -213,67 +207,31 @@ fn temp_path(path: &Path) -> PathBuf {
     ))
 }
 
-fn digits_and_dots(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+fn all_digits(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
 }
 
-/// Whether `file` is a temporary name of a write to a file named `target`
-/// (this writer's names and every earlier writer's; see the module doc).
+/// The `<name>` of a temporary name `.<name>.tmp.<pid>.<nonce>`.
+fn temp_target(file: &str) -> Option<&str> {
+    let (rest, nonce) = file.strip_prefix('.')?.rsplit_once('.')?;
+    let (rest, pid) = rest.rsplit_once('.')?;
+    let name = rest.strip_suffix(".tmp")?;
+    (!name.is_empty() && all_digits(pid) && all_digits(nonce)).then_some(name)
+}
+
+/// Whether `file` is a temporary name of a write to a file named `target`.
 pub fn is_temp_name_of(file: &str, target: &str) -> bool {
-    if target.is_empty() {
-        return false;
-    }
-    if let Some(rest) = file.strip_prefix('.').and_then(|f| f.strip_prefix(target)) {
-        // `.<name>.tmp<digits and dots>`: this writer and the result cache,
-        // flannel and multus cache of earlier builds.
-        if rest.strip_prefix(".tmp").is_some_and(digits_and_dots) {
-            return true;
-        }
-        // `.<name>.<pid>.tmp`: multus auto-configuration.
-        if let Some(pid) = rest.strip_prefix('.').and_then(|r| r.strip_suffix(".tmp")) {
-            if !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) {
-                return true;
-            }
-        }
-    }
-    // `<stem>.json.tmp`: tuning's backups.
-    if let Some(stem) = target.strip_suffix(".json") {
-        if file.strip_suffix(".json.tmp") == Some(stem) {
-            return true;
-        }
-    }
-    // The host-local store's `.cni-ipam-tmp.*` belong to no target: only
-    // [`remove_stale_temps_in`] (run under the store's lock) removes them.
-    false
+    temp_target(file) == Some(target)
 }
 
-/// Whether `file` is a temporary name of any atomic write, this build's or
-/// an earlier one's, whatever its target. Only hidden names qualify (and
-/// tuning's `<stem>.json.tmp`), so no file a user or Go wrote matches.
+/// Whether `file` is a temporary name of any atomic write, whatever its
+/// target. Only hidden names qualify, so no file a user or Go wrote matches.
 pub fn is_temp_name(file: &str) -> bool {
-    if file.starts_with(IPAM_TEMP_PREFIX) && file.len() > IPAM_TEMP_PREFIX.len() {
-        return true;
-    }
-    if let Some(stem) = file.strip_suffix(".json.tmp") {
-        return !stem.is_empty();
-    }
-    let Some(hidden) = file.strip_prefix('.') else {
-        return false;
-    };
-    // `.<name>.<pid>.tmp`
-    if let Some((name, pid)) = hidden.strip_suffix(".tmp").and_then(|r| r.rsplit_once('.')) {
-        if !name.is_empty() && !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) {
-            return true;
-        }
-    }
-    // `.<name>.tmp<digits and dots>`
-    hidden
-        .rmatch_indices(".tmp")
-        .any(|(i, _)| i > 0 && digits_and_dots(&hidden[i + 4..]))
+    temp_target(file).is_some()
 }
 
 /// Removes the temporary files that writers killed before their rename left
-/// next to `path` (every writer's names for that target, nothing else).
+/// next to `path` (the temporary names of that target, nothing else).
 /// Best effort: errors are ignored. Returns how many were removed.
 pub fn remove_stale_temps(path: &Path) -> usize {
     let target = file_name(path);
@@ -306,33 +264,33 @@ mod tests {
     fn names() {
         for (file, target) in [
             (".r.tmp.12.3", "r"),
-            (".r.tmp12", "r"),
-            (".00-multus.conf.77.tmp", "00-multus.conf"),
-            ("c-eth0.json.tmp", "c-eth0.json"),
+            (".00-multus.conf.tmp.77.0", "00-multus.conf"),
+            (".10.1.2.3.tmp.1.2", "10.1.2.3"),
         ] {
             assert!(is_temp_name_of(file, target), "{file} of {target}");
             assert!(is_temp_name(file), "{file}");
         }
-        assert!(is_temp_name(".cni-ipam-tmp.reservation"));
-        assert!(!is_temp_name_of(".cni-ipam-tmp.reservation", "10.0.0.1"));
         for (file, target) in [
             ("r", "r"),
             (".r.tmp", "r"),
-            (".r.tmpx", "r"),
-            (".s.tmp.1", "r"),
+            (".r.tmp12", "r"),
+            (".r.tmp.12", "r"),
+            (".r.tmp.1.x", "r"),
+            (".s.tmp.1.2", "r"),
             (".r.x.tmp", "r"),
-            ("r.json.tmp", "r.conf"),
-            (".cni-ipam-tmp.", "x"),
+            (".r.tmp.1.2", ""),
         ] {
             assert!(!is_temp_name_of(file, target), "{file} of {target}");
         }
         for file in [
             "10.0.0.1",
             "lock",
-            ".tmp1",
+            ".tmp.1.2",
+            "r.tmp.1.2",
             "last_reserved_ip.0",
-            ".x.tmp",
-            ".json.tmp",
+            ".00-multus.conf.77.tmp",
+            "c-eth0.json.tmp",
+            ".cni-ipam-tmp.reservation",
             "state",
         ] {
             assert!(!is_temp_name(file), "{file}");

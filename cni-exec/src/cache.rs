@@ -172,7 +172,7 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), Error> {
 }
 
 /// Removes the temporary files that a writer killed between create and
-/// rename left next to `path` (every atomic writer's names for it, see
+/// rename left next to `path` (the atomic writer's names for it, see
 /// [`crate::atomic::remove_stale_temps`]). Nothing reads them, so without
 /// this they stay forever (found by the SIGKILL campaign,
 /// `cni-plugins/tests/reliability_faults.rs`). Errors are ignored: this is
@@ -421,7 +421,7 @@ mod tests {
         };
         let results = dir.path().join("results");
         std::fs::create_dir_all(&results).unwrap();
-        let stale = [".net-c1-eth0.tmp.77.0", ".net-c1-eth0.tmp77"];
+        let stale = [".net-c1-eth0.tmp.77.0", ".net-c1-eth0.tmp.78.3"];
         let kept = [".net-c1-eth0.tmpx", ".net-c1-eth1.tmp.77.0", "net-c2-eth0"];
         for f in stale.iter().chain(&kept) {
             std::fs::write(results.join(f), b"").unwrap();

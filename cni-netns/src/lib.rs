@@ -87,11 +87,9 @@
 //! subnet's last address: that decision is made on a listing and commits
 //! only if nf_tables' ruleset generation has not moved since it was read
 //! (an ADD in the subnet landing meanwhile keeps the element; the decision
-//! is then made again). The per-pod `masq_keep4`/`masq_keep6` of older
-//! versions stay looked up until their owners' DEL or GC removes them.
-//! Port mappings' hairpin keys (`hp_masq*`: pod subnet . proto . port) are
-//! still per mapping in interval maps. Adding
-//! or removing data-map elements never makes the kernel re-validate the
+//! is then made again). Port mappings' hairpin keys (`hp_masq*`: pod
+//! subnet . proto . port) are still per mapping in interval maps. Adding or
+//! removing data-map elements never makes the kernel re-validate the
 //! table, so ADD and DEL are one batch of a few elements whatever the
 //! number of pods. A re-ADD finds its anchor and replaces what it owned; a
 //! DEL whose keys differ from the ADD's (or the table missing) reads the

@@ -90,6 +90,7 @@ pub fn all_delegates() -> SameBuildExec {
         .register("passthru", || Arc::new(crate::passthru::Passthru))
         .register("sbr", || Arc::new(crate::sbr::Sbr::new()))
         .register("firewall", || Arc::new(crate::firewall::Firewall::new()))
+        .register("dhcp", || Arc::new(crate::dhcp::Dhcp))
 }
 
 /// Defines a plugin binary's `main`: the binary carries the marker of

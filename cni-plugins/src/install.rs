@@ -38,9 +38,10 @@ use std::path::{Path, PathBuf};
 
 use crate::{Error, Result};
 
-/// The installer's own binary name: never installed unless asked for by
-/// `--only` (it is not a plugin).
+/// The installer's own binary name (one of the [`PROGRAMS`]).
 pub const INSTALLER_NAME: &str = "cni-install";
+
+include!(concat!(env!("OUT_DIR"), "/programs.rs"));
 
 /// What to install, from where, to where.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,7 +51,8 @@ pub struct Options {
     /// The directory holding the new binaries.
     pub from: PathBuf,
     /// Install only these binaries (every one must exist in `from`); `None`:
-    /// every executable regular file of `from` but the installer itself.
+    /// every executable regular file of `from` but the [`PROGRAMS`] (the
+    /// installer, daemons: not plugins).
     pub only: Option<Vec<String>>,
     /// Keep a destination that already exists, whatever its content.
     pub skip_existing: bool,
@@ -244,7 +246,7 @@ fn requested(from: &Path, only: &[String]) -> Result<Vec<String>> {
 }
 
 /// Every executable regular file of `from` (symlinks followed), but the
-/// installer and hidden files, sorted.
+/// [`PROGRAMS`] and hidden files, sorted.
 fn executables(from: &Path) -> Result<Vec<String>> {
     let mut names = Vec::new();
     for entry in std::fs::read_dir(from).map_err(io("read source directory", from))? {
@@ -252,7 +254,7 @@ fn executables(from: &Path) -> Result<Vec<String>> {
         let Ok(name) = entry.file_name().into_string() else {
             continue;
         };
-        if name.starts_with('.') || name == INSTALLER_NAME {
+        if name.starts_with('.') || PROGRAMS.contains(&name.as_str()) {
             continue;
         }
         let path = entry.path();
@@ -489,7 +491,9 @@ pub fn parse_args(
 pub const USAGE: &str = "usage: cni-install --to DIR [--from DIR] [--only a,b] [--skip-existing]
   --to DIR         plugin directory to install into (e.g. /opt/cni/bin)
   --from DIR       directory of the new binaries (default: cni-install's own directory)
-  --only a,b       install only these binaries (each must exist in --from)
+  --only a,b       install only these binaries (each must exist in --from); without
+                   it, every executable of --from but this build's programs
+                   that are not plugins (the installer, daemons)
   --skip-existing  keep any binary already present in --to
 Each file is written to a temp name in DIR, fsynced and renamed into place.";
 

@@ -52,7 +52,9 @@ enum FileName {
     ReservationText(String),
     LastReserved(u8),
     Lock,
-    Temp(String),
+    /// A reservation's temporary file, as a writer killed before its link
+    /// leaves it.
+    Temp(Addr, u32),
     IndexBucket(u8),
     IndexState,
     Pool(u8),
@@ -112,10 +114,7 @@ fn write_file(data_dir: &Path, file: &File) {
         },
         FileName::LastReserved(n) => net.join(format!("last_reserved_ip.{}", n % 4)),
         FileName::Lock => net.join("lock"),
-        FileName::Temp(s) => match sanitize(&format!(".cni-ipam-tmp.{s}")) {
-            Some(s) => net.join(s),
-            None => return,
-        },
+        FileName::Temp(a, pid) => net.join(format!(".{}.tmp.{pid}.0", a.ip())),
         FileName::IndexBucket(n) => index.join(format!("{n:02x}")),
         FileName::IndexState => index.join("state"),
         FileName::Pool(n) => index.join("free").join(format!("p{n}")),

@@ -1,6 +1,6 @@
 //! The shared atomic writer (`cni_exec::atomic`): replaces or leaves the old
-//! file, and its stale-temp cleanup removes every writer's temporary names
-//! (this build's and earlier builds') and nothing else.
+//! file, and its stale-temp cleanup removes its temporary names and nothing
+//! else.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -122,7 +122,7 @@ fn concurrent_writers_never_share_a_temp_name() {
 }
 
 #[test]
-fn stale_temp_cleanup_knows_every_writer_and_nothing_else() {
+fn stale_temp_cleanup_removes_temp_names_and_nothing_else() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let touch = |name: &str| fs::write(d.join(name), b"x").unwrap();
@@ -140,17 +140,18 @@ fn stale_temp_cleanup_knows_every_writer_and_nothing_else() {
         ".hidden",
         ".net-cid-eth0.tmp",
         ".net-cid-eth0.tmpx",
+        ".net-cid-eth0.tmp4242",
+        ".net-cid-eth0.tmp.4242",
         ".net-cid-eth0.x.tmp",
         "net-cid-eth0.tmp.1.2",
         "foo.tmp",
         ".json.tmp",
-        ".cni-ipam-tmp.",
     ];
     for name in kept {
         touch(name);
     }
-    // What each writer, old and new, leaves when killed before its rename.
-    let new_style: Vec<String> = [
+    // What a writer killed before its rename leaves, per target.
+    let leftovers: Vec<String> = [
         "net-cid-eth0",
         "cid@eth0",
         "00-multus.conf",
@@ -160,45 +161,21 @@ fn stale_temp_cleanup_knows_every_writer_and_nothing_else() {
     .iter()
     .map(|t| leftover(&d.join(t)))
     .collect();
-    let old_style = [
-        ".net-cid-eth0.tmp.4242.7",  // result cache, flannel
-        ".cid@eth0.tmp.17.0",        // flannel
-        ".net-cid-eth0.tmp4242",     // multus cache
-        ".00-multus.conf.4242.tmp",  // multus auto-configuration
-        "cid-eth0.json.tmp",         // tuning backup
-        ".cni-ipam-tmp.reservation", // host-local reservation
-        ".cni-ipam-tmp.last_reserved_ip",
-        ".cni-ipam-tmp.4242.7",
-    ];
-    for name in old_style {
-        touch(name);
-    }
-    for name in new_style.iter().map(String::as_str).chain(old_style) {
+    for name in &leftovers {
         assert!(atomic::is_temp_name(name), "{name}");
     }
     for name in kept {
         assert!(!atomic::is_temp_name(name), "{name}");
     }
 
-    // Per target: only that target's temporary names go (the host-local
-    // store's old names belong to no target: only the whole-directory
-    // cleanup, run under the store's lock, removes them).
-    assert_eq!(atomic::remove_stale_temps(&d.join("net-cid-eth0")), 3);
+    // Per target: only that target's temporary names go.
+    assert_eq!(atomic::remove_stale_temps(&d.join("net-cid-eth0")), 1);
     let left = listing(d);
-    for gone in [
-        new_style[0].as_str(),
-        ".net-cid-eth0.tmp.4242.7",
-        ".net-cid-eth0.tmp4242",
-    ] {
-        assert!(!left.contains(gone), "{gone}");
-    }
-    assert!(left.contains(".cni-ipam-tmp.reservation"));
-    assert!(left.contains(&new_style[1]) && left.contains("cid-eth0.json.tmp"));
-    assert_eq!(atomic::remove_stale_temps(&d.join("cid-eth0.json")), 2);
-    assert_eq!(atomic::remove_stale_temps(&d.join("00-multus.conf")), 2);
+    assert!(!left.contains(&leftovers[0]));
+    assert!(leftovers[1..].iter().all(|n| left.contains(n)));
 
     // Whole directory: every temporary name goes, every other file stays.
-    assert_eq!(atomic::remove_stale_temps_in(d), 6);
+    assert_eq!(atomic::remove_stale_temps_in(d), 4);
     let expect: BTreeSet<String> = kept.iter().map(|s| s.to_string()).collect();
     assert_eq!(listing(d), expect);
     // The result cache's cleanup is the shared one.

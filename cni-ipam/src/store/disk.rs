@@ -89,11 +89,6 @@ pub const DEFAULT_DATA_DIR: &str = "/var/lib/cni/networks";
 
 const LAST_IP_PREFIX: &str = "last_reserved_ip.";
 const LOCK_FILE: &str = "lock";
-/// The temporary name of `last_reserved_ip.<n>` rewrites of an earlier
-/// build, which nothing else cleans.
-const OLD_LAST_IP_TEMP: &str = ".cni-ipam-tmp.last_reserved_ip";
-/// The fixed temporary name of reservations of an earlier build.
-const OLD_RESERVATION_TEMP: &str = ".cni-ipam-tmp.reservation";
 
 /// Makes pool names unique within a process (with its pid and the time).
 static POOL_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -694,8 +689,6 @@ impl LockedStore for DiskStoreLock<'_> {
             // Go reports this failure too, though the reservation stays.
             return Err(Error::io("write last reserved ip", &last, e));
         }
-        // Left by a writer of the earlier rename scheme killed mid-write.
-        let _ = fs::remove_file(self.dir().join(OLD_LAST_IP_TEMP));
         self.state_stale = true;
         self.sync_dir()?;
         Ok(true)
@@ -779,11 +772,8 @@ impl DiskStoreLock<'_> {
     /// A new reservation file: temporary file, then a hard link (Go's
     /// `O_EXCL` without its window of an empty file).
     fn reserve_new(&self, target: &Path, content: &[u8]) -> Result<bool> {
-        // The fixed temporary name of an earlier build, which its next
-        // write reused; this build's names are unique, and a leftover (a
-        // writer killed between write and link) goes with the next full
-        // scan (GC, index rebuild).
-        let _ = fs::remove_file(self.dir().join(OLD_RESERVATION_TEMP));
+        // A leftover temporary file (a writer killed between write and
+        // link) goes with the next full scan (GC, index rebuild).
         let staged = self
             .writer()
             .stage(target, content)

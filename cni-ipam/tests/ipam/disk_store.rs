@@ -177,17 +177,15 @@ fn stale_temp_file_is_ignored_and_removed() {
     let c = config(tmp.path(), json!({"subnet": "10.1.2.0/24"}));
     let net = tmp.path().join("mynet");
     host_local::add(&c, "first", "eth0").unwrap();
-    // What a writer killed between write and link leaves behind (half
-    // written, another owner), and an old-style name from a full scan's era.
-    fs::write(net.join(".cni-ipam-tmp.reservation"), "dum").unwrap();
-    fs::write(net.join(".cni-ipam-tmp.last_reserved_ip"), "10.1.2.").unwrap();
+    // What writers killed between write and link leave behind (half
+    // written, another owner; complete, the owner GC keeps).
+    fs::write(net.join(".10.1.2.3.tmp.4242.7"), "dum").unwrap();
     host_local::check(&c, "dum", "eth0").unwrap_err();
     let r = host_local::add(&c, "dummy", "eth0").unwrap();
     assert_eq!(r.ips[0].address.to_string(), "10.1.2.3/24");
     assert_eq!(read(net.join("10.1.2.3")), "dummy\r\neth0");
     assert_eq!(read(net.join("last_reserved_ip.0")), "10.1.2.3");
-    assert!(listing(&net).iter().all(|n| !n.starts_with('.')));
-    fs::write(net.join(".cni-ipam-tmp.4242.7"), "dummy\r\neth0").unwrap();
+    fs::write(net.join(".10.1.2.4.tmp.4242.8"), "dummy\r\neth0").unwrap();
     host_local::gc(&c, &[Owner::new("dummy", "eth0")]).unwrap();
     assert!(listing(&net).iter().all(|n| !n.starts_with('.')));
     host_local::check(&c, "dummy", "eth0").unwrap();

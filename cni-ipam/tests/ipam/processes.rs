@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use cni_ipam::host_local::{self, HostLocalConfig};
+use cni_ipam::store::Owner;
 use serde_json::json;
 
 const CHILD_ENV: &str = "CNI_IPAM_TEST_CHILD";
@@ -195,16 +196,20 @@ fn killed_writer_leaves_a_consistent_store() {
                 );
             }
         }
-        // The store keeps working, and leftover temporary files are gone.
-        host_local::add(&c, &format!("after-{round}"), "eth0").unwrap();
+        // The store keeps working, and a GC that keeps every holder
+        // removes the temporary file a writer killed before its link left.
+        let after = format!("after-{round}");
+        host_local::add(&c, &after, "eth0").unwrap();
+        let valid: Vec<Owner> = owners
+            .iter()
+            .chain([&after])
+            .map(|o| Owner::new(o.as_str(), "eth0"))
+            .collect();
+        assert!(host_local::gc(&c, &valid).unwrap().is_empty());
         let leftovers = fs::read_dir(&net)
             .unwrap()
             .filter(|e| {
-                e.as_ref()
-                    .unwrap()
-                    .file_name()
-                    .to_string_lossy()
-                    .starts_with(".cni-ipam-tmp")
+                cni_exec::atomic::is_temp_name(&e.as_ref().unwrap().file_name().to_string_lossy())
             })
             .count();
         assert_eq!(leftovers, 0);

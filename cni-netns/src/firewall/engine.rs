@@ -364,10 +364,16 @@ fn del_rules<B: Driver + ?Sized>(
             None => return Ok(()),
         }
     };
+    // Two DEL paths, because neither serves every kernel at the same cost.
     // Expiring rather than deleting leaves the kernel nothing to free, so
     // the plugin does not wait for an RCU grace period (5-20 ms) when it
-    // exits and its netlink socket is released: the release flushes
-    // nf_tables' pending destroy work (`nft_rcv_nl_event`).
+    // exits and its netlink socket is released (the release flushes
+    // nf_tables' pending destroy work, `nft_rcv_nl_event`): portmap DEL
+    // 2.4-5 ms instead of ~13, the chain's DEL 24 ms instead of 32
+    // (BENCHMARKS.md), which the 7x DEL target needs. But only Linux 6.10
+    // and later update an existing element's expiration; older kernels
+    // (Debian 12's 6.1, RHEL 9's 5.14) ignore it, and the `nft` backend
+    // cannot express a sub-second expiry, so they delete.
     let expire = b.expire_on_delete();
     let batch = if expire {
         batch::expire(&table, rules, &handles)

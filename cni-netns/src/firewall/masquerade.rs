@@ -3,15 +3,10 @@
 //! is a key `masq_nets: subnet . subnet` shared by every attachment of the
 //! network (an interval map holding one element per subnet, not per pod).
 //! The fixed rules masquerade a source in `masq_src` unless source and
-//! destination are both in one subnet of `masq_nets`.
-//!
-//! Layout history: before, every attachment also owned
-//! `masq_keep: pod IP . pod subnet`, an interval (pipapo) map of one element
-//! per pod, whose insertion and deletion cost grows with its size (a GC of
-//! 1000 pods deleted 1000 elements at O(n) each). The legacy maps stay
-//! declared and looked up, so pods attached by an older version keep their
-//! exemption after an upgrade; their elements carry their owner's tag and
-//! go with their DEL or GC, and nothing adds to them any more.
+//! destination are both in one subnet of `masq_nets`. The subnet is shared
+//! rather than a per-pod `pod IP . pod subnet` key because an interval
+//! (pipapo) map's insertion and deletion cost grows with its size (a GC of
+//! 1000 pods would delete 1000 elements at O(n) each).
 
 use ipnetwork::IpNetwork;
 
@@ -43,11 +38,6 @@ pub(crate) const TABLE: &str = "cni_rs_masq";
 pub(crate) const MASQ_SRC4: &str = "masq_src4";
 /// Pod addresses to masquerade (`ipv6_addr : owner`).
 pub(crate) const MASQ_SRC6: &str = "masq_src6";
-/// Legacy (written by older versions, only read and deleted now): per pod,
-/// `pod IP . pod subnet : owner`, intervals.
-pub(crate) const MASQ_KEEP4: &str = "masq_keep4";
-/// The same for IPv6.
-pub(crate) const MASQ_KEEP6: &str = "masq_keep6";
 /// Pod subnets, traffic within which is not masqueraded:
 /// `subnet . subnet : 0` (intervals), one element per subnet, shared.
 pub(crate) const MASQ_NETS4: &str = "masq_nets4";
@@ -61,8 +51,7 @@ const SUBNET_COMMENT: &str = ", subnet of net: ";
 
 /// `inet cni_rs_masq`: multicast is never masqueraded (as in the Go
 /// reference); a pod address is masqueraded unless the destination is in
-/// its own subnet: three lookups whatever the number of pods (one in an
-/// empty map once the legacy elements are gone).
+/// its own subnet: two lookups whatever the number of pods.
 pub(crate) fn table() -> Table {
     use KeyType::*;
     let multicast_return = |v6: bool, net: &str| {
@@ -75,16 +64,10 @@ pub(crate) fn table() -> Table {
         ])
     };
     let masq = |v6: bool| {
-        let (src, keep, nets) = if v6 {
-            (MASQ_SRC6, MASQ_KEEP6, MASQ_NETS6)
+        let (src, nets) = if v6 {
+            (MASQ_SRC6, MASQ_NETS6)
         } else {
-            (MASQ_SRC4, MASQ_KEEP4, MASQ_NETS4)
-        };
-        let both = || {
-            vec![
-                Expr::payload(ipx(v6), "saddr"),
-                Expr::payload(ipx(v6), "daddr"),
-            ]
+            (MASQ_SRC4, MASQ_NETS4)
         };
         NftRule::new(vec![
             Stmt::Lookup {
@@ -93,13 +76,11 @@ pub(crate) fn table() -> Table {
                 negate: false,
             },
             Stmt::Lookup {
-                key: both(),
+                key: vec![
+                    Expr::payload(ipx(v6), "saddr"),
+                    Expr::payload(ipx(v6), "daddr"),
+                ],
                 map: nets.into(),
-                negate: true,
-            },
-            Stmt::Lookup {
-                key: both(),
-                map: keep.into(),
                 negate: true,
             },
             Stmt::Masquerade,
@@ -111,10 +92,8 @@ pub(crate) fn table() -> Table {
         maps: vec![
             map(OWNERS, &[Mark, Mark], &[Mark], false),
             map(MASQ_SRC4, &[Ipv4Addr], &[Mark], false),
-            map(MASQ_KEEP4, &[Ipv4Addr, Ipv4Addr], &[Mark], true),
             map(MASQ_NETS4, &[Ipv4Addr, Ipv4Addr], &[Mark], true),
             map(MASQ_SRC6, &[Ipv6Addr], &[Mark], false),
-            map(MASQ_KEEP6, &[Ipv6Addr, Ipv6Addr], &[Mark], true),
             map(MASQ_NETS6, &[Ipv6Addr, Ipv6Addr], &[Mark], true),
         ],
         chains: vec![Chain {

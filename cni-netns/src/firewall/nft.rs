@@ -701,7 +701,7 @@ mod tests {
         assert!(!text.contains("flush chain inet cni_rs_hostport conditions"));
         let masq = shared_text(&masquerade::table());
         assert!(masq.contains(
-            "add rule inet cni_rs_masq postrouting ip saddr @masq_src4 ip saddr . ip daddr != @masq_nets4 ip saddr . ip daddr != @masq_keep4 masquerade\n"
+            "add rule inet cni_rs_masq postrouting ip saddr @masq_src4 ip saddr . ip daddr != @masq_nets4 masquerade\n"
         ), "{masq}");
     }
 
@@ -721,10 +721,7 @@ mod tests {
         ));
         // The shared subnet key is never deleted by a DEL.
         let text = doc.to_string();
-        assert!(
-            !text.contains("masq_nets6") && !text.contains("masq_keep6"),
-            "{text}"
-        );
+        assert!(!text.contains("masq_nets6"), "{text}");
         // ... but added (if missing) by an ADD.
         let add = encode_batch(&batch::attach(&table, &rules, true)).to_string();
         assert!(add.contains(r#"{"add":{"element":{"family":"inet","table":"cni_rs_masq","name":"masq_nets6","elem":[[{"elem":{"val":{"concat":[{"prefix":{"addr":"fd00::","len":64}},{"prefix":{"addr":"fd00::","len":64}}]}"#), "{add}");

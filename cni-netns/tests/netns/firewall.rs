@@ -55,13 +55,12 @@ fn masquerade_lifecycle() {
         vec![(json!("10.1.0.5"), owner_a.clone())]
     );
     // Masqueraded only outside the subnet: one shared key per subnet, in
-    // no attachment's name; the per-pod legacy map stays empty.
+    // no attachment's name.
     let subnet = json!({"prefix": {"addr": "10.1.0.0", "len": 24}});
     assert_eq!(
         map_elements(&rs, "cni_rs_masq", "masq_nets4"),
         vec![(json!({"concat": [subnet, subnet]}), json!(0))]
     );
-    assert!(map_elements(&rs, "cni_rs_masq", "masq_keep4").is_empty());
     assert_eq!(map_elements(&rs, "cni_rs_masq", "masq_src6").len(), 1);
     assert_eq!(map_elements(&rs, "cni_rs_masq", "masq_nets6").len(), 1);
     // Source and the attachment's anchor in `owners`.
@@ -300,105 +299,6 @@ fn masquerade_of_nested_subnets() {
     fw.check(&RuleSpec::Masquerade(inner.clone())).unwrap();
     fw.delete(&RuleSpec::Masquerade(inner)).unwrap();
     fw.check(&RuleSpec::Masquerade(outer)).unwrap();
-}
-
-/// Tables written by an older version (per-pod `masq_keep` keys, the rule
-/// without `masq_nets`): the first ADD of this version moves the rule to the
-/// new layout while the old pods keep their exemption, and their DEL and GC
-/// remove their legacy keys.
-#[test]
-fn masquerade_tables_of_the_older_layout_are_upgraded() {
-    if skip_unless_root() {
-        return;
-    }
-    let ns = TestNs::new("fwmasqold");
-    let old_a = masq("net1", "olda", "10.1.0.5/24");
-    let old_b = masq("net1", "oldb", "10.1.0.6/24");
-    let new_c = masq("net1", "newc", "10.1.0.7/24");
-    let tag = |m: &MasqueradeSpec| m.attachment.tag();
-    let owner = |m: &MasqueradeSpec| owner_data(&m.attachment);
-    let mut script = String::from(
-        "add table inet cni_rs_masq\n\
-         add map inet cni_rs_masq owners { type mark . mark : mark; flags timeout; }\n\
-         add map inet cni_rs_masq masq_src4 { type ipv4_addr : mark; flags timeout; }\n\
-         add map inet cni_rs_masq masq_keep4 { type ipv4_addr . ipv4_addr : mark; flags interval,timeout; }\n\
-         add map inet cni_rs_masq masq_src6 { type ipv6_addr : mark; flags timeout; }\n\
-         add map inet cni_rs_masq masq_keep6 { type ipv6_addr . ipv6_addr : mark; flags interval,timeout; }\n\
-         add chain inet cni_rs_masq postrouting { type nat hook postrouting priority 100; policy accept; }\n\
-         add rule inet cni_rs_masq postrouting ip saddr @masq_src4 ip saddr . ip daddr != @masq_keep4 masquerade\n",
-    );
-    // The older version's elements: its anchor in `owners` (key the 64-bit
-    // owner id, data a fingerprint of what it owned then), address and
-    // per-pod subnet key.
-    let fnv64 = |s: &str| {
-        s.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-        })
-    };
-    for (m, ip) in [(&old_a, "10.1.0.5"), (&old_b, "10.1.0.6")] {
-        let id = fnv64(&m.attachment.owner_hash());
-        script += &format!(
-            "add element inet cni_rs_masq owners {{ {} . {} comment \"{}\" : 1 }}\n",
-            id >> 32,
-            id & 0xffff_ffff,
-            tag(m)
-        );
-        script += &format!(
-            "add element inet cni_rs_masq masq_src4 {{ {ip} comment \"{}\" : {} }}\n\
-             add element inet cni_rs_masq masq_keep4 {{ {ip} . 10.1.0.0/24 comment \"{}\" : {} }}\n",
-            tag(m),
-            owner(m),
-            tag(m),
-            owner(m)
-        );
-    }
-    let file = std::env::temp_dir().join(format!(
-        "{}.nft",
-        ns.path().display().to_string().replace('/', "_")
-    ));
-    std::fs::write(&file, script).unwrap();
-    let loaded = ns.try_exec(&["nft", "-f", &file.display().to_string()]);
-    let _ = std::fs::remove_file(&file);
-    assert!(loaded, "nft -f of the older layout failed");
-    let fw = firewall_for(&ns.path());
-    fw.add(&RuleSpec::Masquerade(new_c.clone())).unwrap();
-    let rs = ns.ruleset();
-    let rule = objects(&rs, "rule")
-        .into_iter()
-        .find(|r| r["expr"].to_string().contains("@masq_src4"))
-        .unwrap()["expr"]
-        .to_string();
-    assert!(
-        rule.contains("@masq_nets4") && rule.contains("@masq_keep4"),
-        "{rule}"
-    );
-    assert_eq!(map_elements(&rs, "cni_rs_masq", "masq_keep4").len(), 2);
-    let mut owners: Vec<String> = fw
-        .list(RuleKind::Masquerade)
-        .unwrap()
-        .into_iter()
-        .map(|o| o.attachment.container_id)
-        .collect();
-    owners.sort();
-    assert_eq!(owners, ["newc", "olda", "oldb"]);
-    // DEL of an old pod (its spec as this version computes it).
-    fw.delete(&RuleSpec::Masquerade(old_a.clone())).unwrap();
-    let rs = ns.ruleset();
-    assert!(elements_tagged(&rs, "cni_rs_masq", &tag(&old_a)).is_empty());
-    assert_eq!(map_elements(&rs, "cni_rs_masq", "masq_keep4").len(), 1);
-    // GC of the other.
-    let removed = fw
-        .gc(
-            RuleKind::Masquerade,
-            "net1",
-            std::slice::from_ref(&new_c.attachment),
-        )
-        .unwrap();
-    assert_eq!(removed.len(), 1);
-    let rs = ns.ruleset();
-    assert!(map_elements(&rs, "cni_rs_masq", "masq_keep4").is_empty());
-    assert_eq!(map_elements(&rs, "cni_rs_masq", "masq_src4").len(), 1);
-    fw.check(&RuleSpec::Masquerade(new_c)).unwrap();
 }
 
 #[test]

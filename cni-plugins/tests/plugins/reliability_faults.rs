@@ -640,7 +640,7 @@ fn del_removes_temp_files_of_killed_writers() {
         std::fs::create_dir_all(saved_dir).unwrap();
         let leftovers = [
             saved_dir.join(format!(".{cid}@eth0.tmp.4242.0")),
-            saved_dir.join(format!(".{cid}@eth0.tmp4242")),
+            saved_dir.join(format!(".{cid}@eth0.tmp.4243.1")),
             results.join(format!(".{delegate_net}-{cid}-eth0.tmp.4242.3")),
         ];
         let others = [

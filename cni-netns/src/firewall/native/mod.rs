@@ -462,7 +462,7 @@ fn read_table(s: &mut NfSocket, table: &Table, rules_only: bool) -> io::Result<O
         let mut req = Attrs::new();
         req.str(encode::NFTA_SET_ELEM_LIST_TABLE, table.name)
             .str(encode::NFTA_SET_ELEM_LIST_SET, map.name);
-        // A missing map (a table of an earlier layout) has no elements.
+        // A map missing from the table (deleted by hand) has no elements.
         let Some(bodies) = s.get(NFT_MSG_GETSETELEM, fam, &req.0, true)? else {
             continue;
         };

@@ -468,14 +468,7 @@ fn mac_spoof_and_masquerade_match_nft() {
 
     let t = masquerade::table();
     let (f, n) = (NftFamily::Inet, masquerade::TABLE);
-    for name in [
-        "masq_src4",
-        "masq_keep4",
-        "masq_nets4",
-        "masq_src6",
-        "masq_keep6",
-        "masq_nets6",
-    ] {
+    for name in ["masq_src4", "masq_nets4", "masq_src6", "masq_nets6"] {
         assert_encodes(&format!("map_{name}"), &t, f, n, map(&t, name));
     }
     assert_encodes(
@@ -514,37 +507,6 @@ fn mac_spoof_and_masquerade_match_nft() {
     };
     assert_eq!(els[0].map, attachment::OWNERS);
     assert_encodes("elem_masq_src4", &t, f, n, cmd(&els[1]));
-    // The legacy per-pod keys (older versions wrote them; DEL and GC still
-    // delete them).
-    let keep4 = elem(
-        "masq_keep4",
-        vec![addr("10.88.3.4"), prefix("10.88.0.0/16")],
-        owner(),
-        "c3",
-    );
-    assert_encodes("elem_masq_keep4", &t, f, n, keep4.clone());
-    let NftCommand::AddElement { element: keep4, .. } = keep4 else {
-        unreachable!()
-    };
-    assert_encodes(
-        "elem_masq_keep6",
-        &t,
-        f,
-        n,
-        elem(
-            "masq_keep6",
-            vec![addr("fd00:88::4"), prefix("fd00:88::/64")],
-            owner(),
-            "c3",
-        ),
-    );
-    assert_encodes(
-        "del_masq_keep4",
-        &t,
-        f,
-        n,
-        del("masq_keep4", keep4.key.clone()),
-    );
 }
 
 #[test]

@@ -76,16 +76,6 @@ impl TestNs {
         run("ip", &full)
     }
 
-    /// Runs a command in the namespace; returns whether it succeeded.
-    pub fn try_exec(&self, args: &[&str]) -> bool {
-        Command::new("ip")
-            .args(["netns", "exec", &self.name])
-            .args(args)
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false)
-    }
-
     /// The namespace's ruleset as JSON (`nft -j list ruleset`).
     pub fn ruleset(&self) -> Value {
         serde_json::from_str(&self.exec(&["nft", "-j", "list", "ruleset"])).expect("nft json")

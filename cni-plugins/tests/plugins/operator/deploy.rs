@@ -244,7 +244,7 @@ fn check_config_map(cm: &Value, what: &str) {
     let data = cm["data"]
         .as_object()
         .unwrap_or_else(|| panic!("{what}: no data"));
-    let bins = super::plugin_binaries();
+    let bins = super::binaries().all;
     for (key, value) in data {
         let text = value
             .as_str()
@@ -294,7 +294,7 @@ fn check_config_map(cm: &Value, what: &str) {
 /// has, with flags their parsers accept.
 #[test]
 fn command_lines_name_our_binaries_and_their_flags() {
-    let bins = super::plugin_binaries();
+    let bins = super::binaries().all;
     let mut seen = BTreeSet::new();
     for m in manifests() {
         for ds in m.objects.iter().filter(|o| o["kind"] == "DaemonSet") {

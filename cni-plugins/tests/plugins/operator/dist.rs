@@ -21,7 +21,7 @@ fn dist(args: &[&str], epoch: &str, umask: &str) -> Output {
 /// A bin dir with a stand-in for every binary of cni-plugins, written at
 /// `mtime` with mode `mode`.
 fn stand_ins(dir: &Path, mtime: &str, mode: u32) -> Vec<String> {
-    let bins: Vec<String> = super::plugin_binaries().into_iter().collect();
+    let bins: Vec<String> = super::binaries().all.into_iter().collect();
     for b in &bins {
         let p = dir.join(b);
         std::fs::write(&p, format!("#!/bin/sh\necho {b}\n")).unwrap();
@@ -133,6 +133,85 @@ fn packages_the_flat_layout_reproducibly() {
         names, want,
         "every binary, LICENSE and README, in name order"
     );
+
+    // The README names the plugins, then the programs that are not plugins.
+    let readme = Command::new("tar")
+        .arg("-xzOf")
+        .arg(&ta)
+        .arg("./README")
+        .output()
+        .unwrap();
+    let readme = String::from_utf8(readme.stdout).unwrap();
+    let (plugins, programs) = readme
+        .split_once("and the programs that are not plugins:")
+        .unwrap_or_else(|| panic!("README:\n{readme}"));
+    let listed = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("  "))
+            .filter(|l| !l.contains(' ') && !l.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let b = super::binaries();
+    assert_eq!(
+        listed(plugins),
+        Vec::from_iter(b.plugins()),
+        "README:\n{readme}"
+    );
+    assert_eq!(
+        listed(programs),
+        Vec::from_iter(b.programs),
+        "README:\n{readme}"
+    );
+}
+
+/// SOURCE_DATE_EPOCH is the archive's alone: the cargo build never sees it
+/// (build scripts that compile C with the cc crate, ring's, rerun whenever
+/// it changes, and the dist profile then relinks everything with fat LTO).
+/// A `cargo` on PATH records what its `build` gets and stops the script.
+#[test]
+fn the_cargo_build_never_sees_source_date_epoch() {
+    let shim = tempfile::tempdir().unwrap();
+    let seen = shim.path().join("seen");
+    let real = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let script = format!(
+        "#!/bin/sh\nif [ \"$1\" = build ]; then echo \"${{SOURCE_DATE_EPOCH-unset}}\" >'{}'; exit 3; fi\nexec '{real}' \"$@\"\n",
+        seen.display()
+    );
+    // Written by a child process: a file this multi-threaded test process
+    // had open for writing could leak into a child another test thread
+    // forks meanwhile, and exec'ing it would then fail with ETXTBSY.
+    let cargo = shim.path().join("cargo");
+    let ok = Command::new("sh")
+        .args([
+            "-c",
+            "printf %s \"$1\" >\"$2\" && chmod 755 \"$2\"",
+            "sh",
+            &script,
+        ])
+        .arg(&cargo)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let out = tempfile::tempdir().unwrap();
+    let path = format!(
+        "{}:{}",
+        shim.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let r = Command::new(super::workspace().join("scripts/dist.sh"))
+        .args(["--out", s(out.path()), "0.1.0"])
+        .env("PATH", path)
+        .env("SOURCE_DATE_EPOCH", "1700000000")
+        .output()
+        .unwrap();
+    assert_eq!(
+        r.status.code(),
+        Some(3),
+        "dist.sh did not stop at the build: {}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&seen).unwrap().trim(), "unset");
 }
 
 #[test]

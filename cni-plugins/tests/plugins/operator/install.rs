@@ -33,12 +33,14 @@ fn write_true(path: &Path, pad: usize, mode: u32) {
     fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
 }
 
-/// A source dir with plugins `a` (0755) and `b` (0750), a non-executable
-/// file, and a hidden one.
+/// A source dir with plugins `a` (0755) and `b` (0750), a program of this
+/// crate that is not a plugin (`multus-daemon`), a non-executable file, and
+/// a hidden one.
 fn source(pad: usize) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     write_true(&dir.path().join("a"), pad, 0o755);
     write_true(&dir.path().join("b"), pad + 1, 0o750);
+    write_true(&dir.path().join("multus-daemon"), pad + 2, 0o755);
     fs::write(dir.path().join("README"), "not a plugin").unwrap();
     write_true(&dir.path().join(".hidden"), 0, 0o755);
     dir
@@ -96,9 +98,11 @@ fn installs_then_reports_unchanged_as_0755() {
         fs::metadata(&b).unwrap().permissions().mode() & 0o7777,
         0o755
     );
-    // Neither the README, nor the hidden file, nor a temp file.
+    // Neither the README, nor the hidden file, nor a temp file, nor a
+    // program that is not a plugin (`install::PROGRAMS`).
     let names: Vec<_> = snapshot(dst.path()).into_iter().map(|(n, ..)| n).collect();
     assert_eq!(names, ["a", "b"]);
+    assert!(cni_plugins::install::PROGRAMS.contains(&"multus-daemon"));
 
     let second = run(&["--to", s(dst.path()), "--from", s(src.path())]);
     assert!(second.status.success(), "{}", stderr(&second));
@@ -122,6 +126,18 @@ fn installs_then_reports_unchanged_as_0755() {
         fs::metadata(&b).unwrap().permissions().mode() & 0o7777,
         0o755
     );
+
+    // A program is installed when named.
+    let daemon = dst.path().join("multus-daemon");
+    let fourth = run(&[
+        "--to",
+        s(dst.path()),
+        "--from",
+        s(src.path()),
+        "--only",
+        "multus-daemon",
+    ]);
+    assert_eq!(stdout(&fourth), format!("installed {}\n", daemon.display()));
 }
 
 /// #31.7: a set-user-ID or set-group-ID source owned by `nobody` is
