@@ -22,12 +22,13 @@
 //! # Ok::<(), cni_plugins::Error>(())
 //! ```
 
+use std::collections::BTreeSet;
 use std::fmt::Display;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cni_exec::collector::{self, Collector, Summary};
+use cni_exec::collector::{self, Collector, ConfiguredNetwork, Observation, Skipped, Summary};
 use cni_exec::cri::{CriSandboxes, RuntimeClient};
 use cni_exec::{CniConfig, ProcessExec};
 
@@ -81,6 +82,8 @@ pub struct Options {
     pub interval: Option<Duration>,
     /// How long the runtime may take to answer.
     pub timeout: Duration,
+    /// Only these networks (empty: every network of the conf dir).
+    pub networks: Vec<String>,
 }
 
 impl Default for Options {
@@ -94,6 +97,7 @@ impl Default for Options {
             dry_run: false,
             interval: None,
             timeout: DEFAULT_TIMEOUT,
+            networks: Vec::new(),
         }
     }
 }
@@ -130,6 +134,9 @@ cannot say which sandboxes are alive.
                       SIGTERM or SIGINT ends it between passes
   --timeout D         how long the runtime may take to list its sandboxes
                       (default 10s)
+  --network NAMES     only these networks, comma-separated or repeated
+                      (default: every network of the conf dir; for a conf
+                      dir shared with a runtime that is not on --cri-socket)
   -h, --help          this text
   --version           the version and build
 
@@ -211,6 +218,18 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Command> {
                     return Err(bad("--timeout must be more than 0".into()));
                 }
             }
+            "--network" => {
+                let v = value()?;
+                o.networks.extend(
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|n| !n.is_empty())
+                        .map(str::to_string),
+                );
+                if o.networks.is_empty() {
+                    return Err(bad("--network names no network".into()));
+                }
+            }
             "--dry-run" if inline.is_none() => o.dry_run = true,
             "-h" | "--help" if inline.is_none() => return Ok(Command::Help),
             "--version" if inline.is_none() => return Ok(Command::Version),
@@ -256,12 +275,56 @@ pub fn run_pass(
         cni: CniConfig::new(opts.cni_path.clone(), Arc::new(exec)).with_cache_dir(&opts.cache_dir),
         min_age: opts.min_age,
     };
-    let observed = collector.observe(&runtime)?;
+    let mut observed = collector.observe(&runtime)?;
+    let unselected = select(&mut observed, &opts.networks)?;
     let plan = collector::plan(&observed, opts.min_age)?;
-    for s in &plan.skipped {
+    for s in unselected.iter().chain(&plan.skipped) {
         line(s);
     }
-    Ok(collector.execute(&plan, opts.dry_run, |a| line(a)))
+    let mut summary = collector.execute(&plan, opts.dry_run, |a| line(a));
+    summary.skipped += unselected.len();
+    Ok(summary)
+}
+
+/// Keeps only the `networks` asked for (all when empty) in `observed`:
+/// the others' configs and cached attachments go, each network reported
+/// as left alone. A network asked for that no config names is a refusal
+/// (a typo must not look like a clean node).
+fn select(
+    observed: &mut Observation,
+    networks: &[String],
+) -> std::result::Result<Vec<Skipped>, cni_exec::Error> {
+    if networks.is_empty() {
+        return Ok(Vec::new());
+    }
+    let wanted: BTreeSet<&str> = networks.iter().map(String::as_str).collect();
+    let name = |n: &ConfiguredNetwork| n.list.as_ref().ok().map(|l| l.name.clone());
+    let configured: BTreeSet<String> = observed.networks.iter().filter_map(name).collect();
+    if let Some(missing) = wanted.iter().find(|w| !configured.contains(**w)) {
+        return Err(cni_exec::Error::CollectRefused {
+            reason: format!("--network {missing}: no config in the conf dir names it"),
+        });
+    }
+    let unselected: BTreeSet<String> = configured
+        .into_iter()
+        .filter(|n| !wanted.contains(n.as_str()))
+        .collect();
+    // Unreadable configs stay: they are reported, and select nothing.
+    observed
+        .networks
+        .retain(|n| name(n).is_none_or(|n| !unselected.contains(&n)));
+    observed.cache.retain(|f| {
+        f.attachment
+            .as_ref()
+            .map_or(true, |a| !unselected.contains(&a.network))
+    });
+    Ok(unselected
+        .into_iter()
+        .map(|n| Skipped {
+            what: format!("network {n:?}"),
+            why: "not selected (--network): left alone".into(),
+        })
+        .collect())
 }
 
 /// The exit status of a pass.
@@ -367,6 +430,61 @@ mod tests {
             let e = parse(bad).expect_err(bad).to_string();
             assert!(e.contains("usage: cni-gc"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn network_selection() {
+        assert_eq!(run("--network a,b --network c").networks, ["a", "b", "c"]);
+        assert!(parse("--network ,").is_err());
+        let net = |name: &str| ConfiguredNetwork {
+            file: PathBuf::from(format!("/c/{name}.conflist")),
+            list: cni_types::NetworkConfigList::from_slice(
+                format!(
+                    r#"{{"cniVersion":"1.0.0","name":"{name}","plugins":[{{"type":"bridge"}}]}}"#
+                )
+                .as_bytes(),
+            )
+            .map_err(|e| e.to_string()),
+        };
+        let cached = |network: &str| cni_exec::cache::CachedFile {
+            path: PathBuf::from(format!("/r/{network}-c-eth0")),
+            modified: None,
+            attachment: Ok(cni_exec::NetworkAttachment {
+                container_id: "c".into(),
+                network: network.into(),
+                ifname: "eth0".into(),
+                config: Vec::new(),
+                netns: String::new(),
+                cni_args: Vec::new(),
+                capability_args: Default::default(),
+            }),
+        };
+        let mut obs = Observation {
+            now: std::time::SystemTime::now(),
+            sandboxes: Vec::new(),
+            cache: vec![cached("a"), cached("b"), cached("elsewhere")],
+            networks: vec![net("a"), net("b")],
+            netns: Vec::new(),
+        };
+        let all = obs.clone();
+        assert!(select(&mut obs, &[]).unwrap().is_empty());
+        assert_eq!(obs.cache.len(), all.cache.len());
+        let skipped = select(&mut obs, &["a".into()]).unwrap();
+        assert_eq!(
+            skipped.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            ["skip network \"b\": not selected (--network): left alone"]
+        );
+        let left = |o: &Observation| -> Vec<String> {
+            o.cache
+                .iter()
+                .map(|f| f.path.display().to_string())
+                .collect()
+        };
+        assert_eq!(left(&obs), ["/r/a-c-eth0", "/r/elsewhere-c-eth0"]);
+        assert_eq!(obs.networks.len(), 1);
+        let mut obs = all;
+        let e = select(&mut obs, &["typo".into()]).unwrap_err().to_string();
+        assert!(e.contains("--network typo: no config"), "{e}");
     }
 
     #[test]

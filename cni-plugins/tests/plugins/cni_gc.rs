@@ -731,4 +731,24 @@ fn each_network_is_collected_by_its_own_rules_and_bad_input_is_kept() {
     }
     assert!(nft_maps_port(&ruleset, port));
     assert!(!nft_elements_with(&ruleset, live.ip(false)).is_empty());
+
+    // --network: only old (nothing left to do there); the others, gone's
+    // failing DELs included, are left alone. A name no config has: refused.
+    let cached = node.cache();
+    let r = node.gc(&["--min-age", "0s", "--network", &old.name]);
+    assert_eq!((r.status, r.summary()), (Some(0), (0, 0, 0)), "{r}");
+    for net in [main, off, gone] {
+        let line = format!("skip network \"{}\": not selected (--network)", net.name);
+        assert!(r.has(&line), "no line {line:?}\n{r}");
+    }
+    assert!(!r.stdout.contains(&format!("del {}", gone.name)), "{r}");
+    let r = node.gc(&[
+        "--min-age",
+        "0s",
+        "--network",
+        &format!("{},typo", old.name),
+    ]);
+    assert_eq!(r.status, Some(2), "{r}");
+    assert!(r.stderr.contains("--network typo: no config"), "{r}");
+    assert_eq!(cached, node.cache(), "--network runs changed the cache");
 }
