@@ -14,7 +14,7 @@
 #   --out DIR     write into DIR instead of dist/
 #
 # Every binary of cni-plugins (the plugins, multus-daemon, multus-shim,
-# cni-install) goes in, named as cargo names it; the list comes from
+# cni-install, cni-gc) goes in, named as cargo names it; the list comes from
 # `cargo metadata`, so a new plugin is packaged without editing this file.
 # The README names the plugins apart from the programs that are not plugins
 # (`[package.metadata.cni-rs] programs` in cni-plugins/Cargo.toml).
@@ -148,6 +148,9 @@ install -m 0644 "$root/LICENSE" "$stage/pkg/LICENSE"
     echo "Install on a node: ./cni-install --to /opt/cni/bin (every plugin, no program)"
     echo "  (atomic per file: temp name + rename, so running pods are never disturbed;"
     echo "   --only a,b for a subset, --skip-existing to keep what is there)."
+    echo "Collect what the runtime leaked (pods whose DEL never ran): cni-gc, asking"
+    echo "  the runtime over CRI which pods are alive (--dry-run first; a systemd timer"
+    echo "  and a DaemonSet container: deploy/ and docs/cni-gc.md in the repository)."
     echo "Each plugin's options: docs/plugins/<name>.md in the source repository."
     echo "License: MIT OR Apache-2.0 (LICENSE)."
 } >"$stage/pkg/README"

@@ -380,12 +380,17 @@ impl ResultCache {
                         {
                             return Err("no container id, interface or network name".into());
                         }
+                        let netns = if info.netns.is_empty() {
+                            result_sandbox(info.result.as_ref(), &info.ifname)
+                        } else {
+                            info.netns
+                        };
                         Ok(NetworkAttachment {
                             container_id: info.container_id,
                             network: info.network_name,
                             ifname: info.ifname,
                             config: info.config,
-                            netns: info.netns,
+                            netns,
                             cni_args: info.cni_args.unwrap_or_default(),
                             capability_args: info.capability_args.unwrap_or_default(),
                         })
@@ -398,6 +403,22 @@ impl ResultCache {
             })
             .collect())
     }
+}
+
+/// The network namespace of interface `ifname` in a cached result (its
+/// `interfaces[].sandbox`), or "". libcni wrote no `netns` in its records
+/// before 1.2 (containerd 1.6 and 1.7 write none): the result the plugins
+/// returned still names where the attachment's interface lives.
+fn result_sandbox(result: Option<&Map<String, Value>>, ifname: &str) -> String {
+    result
+        .and_then(|r| r.get("interfaces"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|i| i["name"] == ifname)
+        .and_then(|i| i["sandbox"].as_str())
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// Decodes the base64 `config` of a cache file (for tools and tests).
@@ -493,6 +514,44 @@ mod tests {
         assert_eq!(
             cache.file_path("n", &rt).unwrap(),
             Path::new("/x/results/n-c-eth0")
+        );
+    }
+
+    #[test]
+    fn scan_finds_the_netns_of_a_record_without_one_in_its_result() {
+        let dir = tempfile::tempdir().unwrap();
+        let results = dir.path().join("results");
+        std::fs::create_dir(&results).unwrap();
+        // As libcni 1.1 (containerd 1.6) writes it: no "netns".
+        let record = |ifname: &str| {
+            serde_json::json!({
+                "kind": CACHE_KIND, "containerId": "c1", "config": "e30=",
+                "ifName": ifname, "networkName": "n",
+                "result": {"cniVersion": "1.0.0", "interfaces": [
+                    {"name": "cni0", "mac": "02:00:00:00:00:01"},
+                    {"name": "eth0", "mac": "02:00:00:00:00:02",
+                     "sandbox": "/var/run/netns/cni-1234"}]}
+            })
+        };
+        std::fs::write(results.join("n-c1-eth0"), record("eth0").to_string()).unwrap();
+        std::fs::write(results.join("n-c1-net1"), record("net1").to_string()).unwrap();
+        let mut with_netns = record("eth1");
+        with_netns["netns"] = "/run/netns/own".into();
+        std::fs::write(results.join("n-c1-eth1"), with_netns.to_string()).unwrap();
+        let found: Vec<(String, String)> = ResultCache::new(dir.path())
+            .attachments("")
+            .unwrap()
+            .into_iter()
+            .map(|a| (a.ifname, a.netns))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("eth0".into(), "/var/run/netns/cni-1234".into()),
+                ("eth1".into(), "/run/netns/own".into()),
+                // Its interface is not in the result: nothing to go by.
+                ("net1".into(), String::new()),
+            ]
         );
     }
 }

@@ -50,6 +50,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
 
 use cni_types::{Attachment, NetworkConfigList};
@@ -395,6 +397,17 @@ pub struct Summary {
     pub elapsed: Duration,
 }
 
+impl Summary {
+    /// Counts one action's outcome; `done` counts a success.
+    fn count(&mut self, outcome: &Outcome, done: fn(&mut Summary)) {
+        match outcome {
+            Outcome::Ok => done(self),
+            Outcome::DryRun => self.dry += 1,
+            Outcome::Failed(_) => self.failed += 1,
+        }
+    }
+}
+
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -419,6 +432,11 @@ pub struct Collector {
     /// Attachments and network namespaces younger than this are never
     /// judged dead.
     pub min_age: Duration,
+    /// How many DELs run at once (0 and 1: one at a time). The attachments
+    /// are independent, as the pods a kubelet stops together; a DEL spends
+    /// most of its time waiting (a process start, the kernel's deletion of
+    /// a veth), so a few at once take a fraction of the time.
+    pub in_flight: usize,
 }
 
 impl Collector {
@@ -441,15 +459,16 @@ impl Collector {
         })
     }
 
-    /// Carries out `plan` (DELs, then GCs), calling `report` after each
-    /// action; with `dry_run` only reports.
+    /// Carries out `plan` (its DELs, [`Collector::in_flight`] at a time,
+    /// then its GCs), calling `report` after each action, on the calling
+    /// thread; with `dry_run` only reports.
     pub fn execute(&self, plan: &Plan, dry_run: bool, mut report: impl FnMut(&Action)) -> Summary {
         let start = Instant::now();
         let mut summary = Summary {
             skipped: plan.skipped.len(),
             ..Summary::default()
         };
-        let mut act = |target: String, run: &dyn Fn() -> Result<(), Error>| {
+        let act = |target: String, run: &dyn Fn() -> Result<(), Error>| {
             let outcome = if dry_run {
                 Outcome::DryRun
             } else {
@@ -458,28 +477,39 @@ impl Collector {
                     Err(e) => Outcome::Failed(e.to_string()),
                 }
             };
-            let action = Action { target, outcome };
-            report(&action);
-            action.outcome
+            Action { target, outcome }
         };
-        for d in &plan.dels {
-            let rt = d.attachment.runtime_conf();
-            match act(format!("del {}", attachment_name(&d.attachment)), &|| {
-                self.cni.del_network_list(&d.list, &rt)
-            }) {
-                Outcome::Ok => summary.deleted += 1,
-                Outcome::DryRun => summary.dry += 1,
-                Outcome::Failed(_) => summary.failed += 1,
+        let workers = self.in_flight.clamp(1, plan.dels.len().max(1));
+        let next = AtomicUsize::new(0);
+        let (done, actions) = mpsc::channel::<Action>();
+        std::thread::scope(|s| {
+            for _ in 0..workers {
+                let (done, next, act) = (done.clone(), &next, &act);
+                s.spawn(move || {
+                    while let Some(d) = plan.dels.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        let rt = d.attachment.runtime_conf();
+                        let action =
+                            act(format!("del {}", attachment_name(&d.attachment)), &|| {
+                                self.cni.del_network_list(&d.list, &rt)
+                            });
+                        if done.send(action).is_err() {
+                            return;
+                        }
+                    }
+                });
             }
-        }
+            drop(done);
+            for action in actions {
+                summary.count(&action.outcome, |s| s.deleted += 1);
+                report(&action);
+            }
+        });
         for g in &plan.gcs {
-            match act(format!("gc {}", g.list.name), &|| {
+            let action = act(format!("gc {}", g.list.name), &|| {
                 self.cni.gc_plugins(&g.list, Some(&g.valid))
-            }) {
-                Outcome::Ok => summary.collected += 1,
-                Outcome::DryRun => summary.dry += 1,
-                Outcome::Failed(_) => summary.failed += 1,
-            }
+            });
+            summary.count(&action.outcome, |s| s.collected += 1);
+            report(&action);
         }
         summary.elapsed = start.elapsed();
         summary
@@ -803,6 +833,87 @@ mod tests {
             ]
         );
         assert_eq!(unescape_mount_path("a\\134b\\0"), "a\\b\\0");
+    }
+
+    #[test]
+    fn dels_run_in_flight_and_are_reported_on_the_calling_thread() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+
+        /// A plugin whose DEL takes a while and counts the DELs at once.
+        #[derive(Default)]
+        struct Slow {
+            now: AtomicUsize,
+            most: AtomicUsize,
+        }
+        impl crate::Plugin for Slow {
+            type Error = cni_types::CniError;
+            fn name(&self) -> &str {
+                "slow"
+            }
+            fn add(&self, _: &crate::Request) -> Result<cni_types::CniResult, Self::Error> {
+                Ok(cni_types::CniResult::default())
+            }
+            fn del(&self, _: &crate::Request) -> Result<(), Self::Error> {
+                let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+                self.most.fetch_max(n, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(30));
+                self.now.fetch_sub(1, Ordering::SeqCst);
+                Ok(())
+            }
+        }
+        let slow = Arc::new(Slow::default());
+        let exec = crate::InProcessExec::builder()
+            .register("slow", slow.clone())
+            .netns_guard(Arc::new(crate::NoNetnsGuard))
+            .build();
+        let cache = tempfile::tempdir().unwrap();
+        let collector = Collector {
+            conf_dir: cache.path().into(),
+            cni: CniConfig::new(vec!["/nonexistent".into()], Arc::new(exec))
+                .with_cache_dir(cache.path()),
+            min_age: Duration::ZERO,
+            in_flight: 4,
+        };
+        let stale = NetworkConfigList::from_slice(
+            br#"{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"slow"}]}"#,
+        )
+        .unwrap();
+        let plan = Plan {
+            dels: (0..10)
+                .map(|i| StaleAttachment {
+                    attachment: NetworkAttachment {
+                        container_id: format!("c{i}"),
+                        network: "n".into(),
+                        ifname: "eth0".into(),
+                        config: stale.to_bytes(),
+                        netns: String::new(),
+                        cni_args: Vec::new(),
+                        capability_args: Default::default(),
+                    },
+                    list: stale.clone(),
+                })
+                .collect(),
+            ..Plan::default()
+        };
+        let caller = std::thread::current().id();
+        let mut reported = BTreeSet::new();
+        let summary = collector.execute(&plan, false, |a| {
+            assert_eq!(std::thread::current().id(), caller);
+            assert_eq!(a.outcome, Outcome::Ok, "{a}");
+            reported.insert(a.target.clone());
+        });
+        assert_eq!((summary.deleted, summary.failed), (10, 0));
+        assert_eq!(reported.len(), 10);
+        assert_eq!(slow.most.load(Ordering::SeqCst), 4);
+        // One at a time when asked.
+        let one = Collector {
+            in_flight: 0,
+            ..collector
+        };
+        slow.most.store(0, Ordering::SeqCst);
+        assert_eq!(one.execute(&plan, false, |_| {}).deleted, 10);
+        assert_eq!(slow.most.load(Ordering::SeqCst), 1);
     }
 
     #[test]

@@ -52,8 +52,10 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::collector::{RuntimeSandbox, SandboxLister};
 use crate::grpc::Channel;
 use crate::Error;
 
@@ -647,6 +649,61 @@ impl RuntimeClient {
             },
         )?;
         Ok(answer.image)
+    }
+}
+
+/// The collector's view of a CRI runtime (`cni-gc`'s, and a runtime
+/// embedding [`crate::collector`]'s): `ListPodSandbox` without a filter,
+/// each sandbox ready when its state is `SANDBOX_READY`. A call that fails
+/// (no socket, no answer within the client's timeout, a gRPC error) is the
+/// reason the collector gives for doing nothing.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use cni_exec::collector::SandboxLister;
+/// use cni_exec::cri::{CriSandboxes, RuntimeClient};
+///
+/// let client = RuntimeClient::new("/run/containerd/containerd.sock")?
+///     .with_timeout(Duration::from_secs(10));
+/// let runtime = CriSandboxes::new(client);
+/// match runtime.list_sandboxes() {
+///     Ok(sandboxes) => sandboxes.iter().for_each(|s| eprintln!("{} ready: {}", s.id, s.ready)),
+///     Err(why) => eprintln!("{}: {why}", runtime.describe()),
+/// }
+/// # Ok::<(), cni_exec::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct CriSandboxes {
+    socket: PathBuf,
+    // `SandboxLister` takes `&self`; a client makes one call at a time.
+    client: Mutex<RuntimeClient>,
+}
+
+impl CriSandboxes {
+    /// Lists sandboxes through `client`.
+    pub fn new(mut client: RuntimeClient) -> CriSandboxes {
+        CriSandboxes {
+            socket: client.channel().socket().to_path_buf(),
+            client: Mutex::new(client),
+        }
+    }
+}
+
+impl SandboxLister for CriSandboxes {
+    fn list_sandboxes(&self) -> Result<Vec<RuntimeSandbox>, String> {
+        let mut client = self.client.lock().unwrap_or_else(|e| e.into_inner());
+        let items = client.list_pod_sandbox(None).map_err(|e| e.to_string())?;
+        Ok(items
+            .into_iter()
+            .map(|s| RuntimeSandbox {
+                ready: s.state == PodSandboxState::SandboxReady as i32,
+                id: s.id,
+            })
+            .collect())
+    }
+
+    fn describe(&self) -> String {
+        format!("the CRI runtime at {}", self.socket.display())
     }
 }
 

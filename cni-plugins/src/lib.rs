@@ -34,6 +34,8 @@
 pub mod bandwidth;
 pub mod binary;
 pub mod bridge;
+#[cfg(feature = "gc")]
+pub mod cni_gc;
 #[doc(hidden)]
 pub mod config_keys;
 pub mod dhcp;

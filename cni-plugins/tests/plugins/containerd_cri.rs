@@ -35,13 +35,13 @@ use serde_json::{json, Value};
 use crate::common::{hex6, ip, reserved_ips, sh};
 
 /// The port the sandboxes' test listener binds.
-const POD_PORT: u16 = 8080;
+pub(crate) const POD_PORT: u16 = 8080;
 /// Generous: containers and DAD on a machine whose cores are busy.
-const PATIENCE: Duration = Duration::from_secs(60);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(60);
 
 /// False (SKIP printed) when a premise is missing and skips are allowed;
 /// panics naming it otherwise.
-fn premises() -> bool {
+pub(crate) fn premises() -> bool {
     if !cni_testkit::premise::require_root() {
         return false;
     }
@@ -157,28 +157,7 @@ impl Node {
 
     /// Runs a sandbox (with these port mappings) and reads back its status.
     fn sandbox(&self, cri: &mut RuntimeClient, name: &str, ports: &[(u16, u16)]) -> Sandbox {
-        let mut config = self.ctd.pod_config(name);
-        config.port_mappings = ports
-            .iter()
-            .map(|&(host, pod)| PortMapping {
-                protocol: Protocol::Tcp as i32,
-                container_port: i32::from(pod),
-                host_port: i32::from(host),
-                host_ip: "127.0.0.1".into(),
-            })
-            .collect();
-        let id = self
-            .ctd
-            .run_pod_sandbox(cri, config)
-            .unwrap_or_else(|e| panic!("{e}; containerd's log:\n{}", self.ctd.log_tail(20)));
-        let status = cri.pod_sandbox_status(&id, true).expect("PodSandboxStatus");
-        Sandbox {
-            netns: containerd::sandbox_netns(&status).expect("netns path in the verbose info"),
-            pid: containerd::sandbox_pid(&status).expect("pid in the verbose info"),
-            ips: status.ips(),
-            ports: ports.iter().map(|p| p.0).collect(),
-            id,
-        }
+        run_sandbox(&self.ctd, cri, name, ports)
     }
 
     /// The node's links enslaved to the test bridge.
@@ -300,17 +279,48 @@ fn assert_none_of(found: &BTreeMap<&'static str, String>, kinds: &[&str], when: 
     assert!(left.is_empty(), "{when}, still there:\n{}", left.join("\n"));
 }
 
+/// Runs a sandbox of `ctd` (with these 127.0.0.1 host port to pod port
+/// mappings, TCP) and reads back its status.
+pub(crate) fn run_sandbox(
+    ctd: &Containerd,
+    cri: &mut RuntimeClient,
+    name: &str,
+    ports: &[(u16, u16)],
+) -> Sandbox {
+    let mut config = ctd.pod_config(name);
+    config.port_mappings = ports
+        .iter()
+        .map(|&(host, pod)| PortMapping {
+            protocol: Protocol::Tcp as i32,
+            container_port: i32::from(pod),
+            host_port: i32::from(host),
+            host_ip: "127.0.0.1".into(),
+        })
+        .collect();
+    let id = ctd
+        .run_pod_sandbox(cri, config)
+        .unwrap_or_else(|e| panic!("{e}; containerd's log:\n{}", ctd.log_tail(20)));
+    let status = cri.pod_sandbox_status(&id, true).expect("PodSandboxStatus");
+    Sandbox {
+        netns: containerd::sandbox_netns(&status).expect("netns path in the verbose info"),
+        pid: containerd::sandbox_pid(&status).expect("pid in the verbose info"),
+        ips: status.ips(),
+        ports: ports.iter().map(|p| p.0).collect(),
+        id,
+    }
+}
+
 /// One running sandbox, as PodSandboxStatus reported it.
-struct Sandbox {
-    id: String,
-    netns: PathBuf,
-    pid: u32,
-    ips: Vec<IpAddr>,
-    ports: Vec<u16>,
+pub(crate) struct Sandbox {
+    pub(crate) id: String,
+    pub(crate) netns: PathBuf,
+    pub(crate) pid: u32,
+    pub(crate) ips: Vec<IpAddr>,
+    pub(crate) ports: Vec<u16>,
 }
 
 impl Sandbox {
-    fn ip(&self, v6: bool) -> IpAddr {
+    pub(crate) fn ip(&self, v6: bool) -> IpAddr {
         *self
             .ips
             .iter()
@@ -325,18 +335,20 @@ impl Sandbox {
     }
 
     /// `ip -j ARGS` run inside the sandbox's namespace.
-    fn ip_json(&self, args: &[&str]) -> Value {
+    pub(crate) fn ip_json(&self, args: &[&str]) -> Value {
         let out = in_netns(&self.netns, &[&["ip", "-j"], args].concat());
         assert!(out.0, "ip {args:?} in {}: {}", self.netns.display(), out.2);
         serde_json::from_str(&out.1).expect("ip json")
     }
 
-    /// The node-side veth of the sandbox's eth0 (its peer's ifindex, looked
-    /// up in the node).
-    fn veth(&self, node: &Node) -> String {
-        let eth0 = self.ip_json(&["link", "show", "dev", "eth0"]);
-        let peer = eth0[0]["link_index"].as_u64().expect("eth0 is a veth");
-        ip(&node.ns, &["link", "show"])
+    /// The node-side veth of the sandbox's `ifname` (its peer's ifindex,
+    /// looked up in the node's namespace).
+    pub(crate) fn veth(&self, node_ns: &str, ifname: &str) -> String {
+        let pod_end = self.ip_json(&["link", "show", "dev", ifname]);
+        let peer = pod_end[0]["link_index"].as_u64().expect("a veth");
+        let links: Value = serde_json::from_str(&sh(&["ip", "-j", "-n", node_ns, "link", "show"]))
+            .expect("ip json");
+        links
             .as_array()
             .into_iter()
             .flatten()
@@ -349,7 +361,7 @@ impl Sandbox {
 
 /// Runs `args` in the namespace at `path` (forked from a thread inside
 /// it): (success, stdout, stderr).
-fn in_netns(path: &Path, args: &[&str]) -> (bool, String, String) {
+pub(crate) fn in_netns(path: &Path, args: &[&str]) -> (bool, String, String) {
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     let out = Netns::open(path)
         .expect("open sandbox netns")
@@ -367,7 +379,7 @@ fn in_netns(path: &Path, args: &[&str]) -> (bool, String, String) {
     )
 }
 
-fn link_names(v: &Value) -> Vec<String> {
+pub(crate) fn link_names(v: &Value) -> Vec<String> {
     v.as_array()
         .into_iter()
         .flatten()
@@ -377,7 +389,7 @@ fn link_names(v: &Value) -> Vec<String> {
 
 /// Whether a map element of the ruleset carries `port` (portmap keeps
 /// each mapping as elements of its maps, keyed by the host port).
-fn nft_maps_port(ruleset: &Value, port: u16) -> bool {
+pub(crate) fn nft_maps_port(ruleset: &Value, port: u16) -> bool {
     fn walk(v: &Value, port: u16) -> bool {
         match v {
             Value::Number(n) => n.as_u64() == Some(u64::from(port)),
@@ -394,7 +406,7 @@ fn nft_maps_port(ruleset: &Value, port: u16) -> bool {
         .any(|m| m.get("elem").is_some_and(|e| walk(e, port)))
 }
 
-fn process_alive(pid: u32) -> bool {
+pub(crate) fn process_alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
         && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .unwrap_or_default()
@@ -418,7 +430,7 @@ fn shim_processes(id: &str) -> Vec<u32> {
         .collect()
 }
 
-fn wait_until(mut f: impl FnMut() -> bool) -> bool {
+pub(crate) fn wait_until(mut f: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
     while start.elapsed() < PATIENCE {
         if f() {
@@ -431,13 +443,13 @@ fn wait_until(mut f: impl FnMut() -> bool) -> bool {
 
 /// A TCP listener inside a namespace answering each connection with
 /// `reply`; stops on drop.
-struct Listener {
+pub(crate) struct Listener {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Listener {
-    fn start(netns: &Path, addr: SocketAddr, reply: &str) -> Listener {
+    pub(crate) fn start(netns: &Path, addr: SocketAddr, reply: &str) -> Listener {
         let listener = Netns::open(netns)
             .expect("open netns")
             .run(move || TcpListener::bind(addr))
@@ -475,7 +487,7 @@ impl Drop for Listener {
 
 /// Connects to `addr` from inside the namespace at `netns`; what the
 /// server sent.
-fn tcp_get(netns: &Path, addr: SocketAddr) -> Result<String, String> {
+pub(crate) fn tcp_get(netns: &Path, addr: SocketAddr) -> Result<String, String> {
     let mut stream = Netns::open(netns)
         .map_err(|e| e.to_string())?
         .run(move || TcpStream::connect_timeout(&addr, Duration::from_secs(5)))
@@ -492,7 +504,7 @@ fn tcp_get(netns: &Path, addr: SocketAddr) -> Result<String, String> {
 }
 
 /// A random host port (each node is its own namespace; random anyway).
-fn host_port() -> u16 {
+pub(crate) fn host_port() -> u16 {
     20000 + u16::from_str_radix(&hex6()[..4], 16).unwrap() % 10000
 }
 
@@ -577,7 +589,7 @@ fn sandbox_gets_an_ipv4_and_an_ipv6_from_the_ranges() {
         assert!(owner.starts_with(&sb.id), "{a}: {owner:?}");
     }
     // The node end is on the test bridge.
-    assert_eq!(node.bridge_ports(), vec![sb.veth(&node)]);
+    assert_eq!(node.bridge_ports(), vec![sb.veth(node.ns.name(), "eth0")]);
 }
 
 #[test]
@@ -648,7 +660,7 @@ fn stop_releases_everything_and_remove_leaves_nothing() {
     let mut cri = node.cri();
     let port = host_port();
     let sb = node.sandbox(&mut cri, "gone", &[(port, POD_PORT)]);
-    let veth = sb.veth(&node);
+    let veth = sb.veth(node.ns.name(), "eth0");
     // Every oracle sees the running sandbox.
     let running = node.traces(&mut cri, &sb, &veth);
     assert_eq!(
@@ -688,7 +700,7 @@ fn sigkilled_containerd_restarted_still_tears_down() {
     let port = host_port();
     let mut cri = node.cri();
     let sb = node.sandbox(&mut cri, "survivor", &[(port, POD_PORT)]);
-    let veth = sb.veth(&node);
+    let veth = sb.veth(node.ns.name(), "eth0");
     let pid = node.ctd.pid().expect("containerd runs");
     node.ctd.kill().expect("SIGKILL containerd");
     assert!(!process_alive(pid), "containerd {pid} survived SIGKILL");
@@ -753,7 +765,10 @@ fn burst_of_20_with_4_in_flight_gets_distinct_addresses_and_leaves_nothing() {
     }
     assert_eq!(node.reserved().len(), 2 * PODS);
     assert_eq!(node.bridge_ports().len(), PODS);
-    let veths: Vec<String> = sandboxes.iter().map(|s| s.veth(&node)).collect();
+    let veths: Vec<String> = sandboxes
+        .iter()
+        .map(|s| s.veth(node.ns.name(), "eth0"))
+        .collect();
     std::thread::scope(|s| {
         for w in 0..IN_FLIGHT {
             let (node, sandboxes) = (&node, &sandboxes);

@@ -13,6 +13,7 @@ mod tuning_bandwidth_common;
 mod bandwidth;
 mod bridge_behaviour;
 mod bridge_differential;
+mod cni_gc;
 mod containerd_cri;
 mod dhcp;
 mod flannel_e2e;

@@ -79,6 +79,7 @@ pub struct ContainerdOptions {
     cni_conf_dir: PathBuf,
     netns: Option<PathBuf>,
     timeout: Duration,
+    max_conf_num: usize,
 }
 
 impl ContainerdOptions {
@@ -91,6 +92,7 @@ impl ContainerdOptions {
             cni_conf_dir: cni_conf_dir.into(),
             netns: None,
             timeout: Duration::from_secs(60),
+            max_conf_num: 1,
         }
     }
 
@@ -106,6 +108,14 @@ impl ContainerdOptions {
     /// (60 s by default: generous, for a loaded machine).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// How many networks of the config directory each sandbox joins
+    /// (containerd's `max_conf_num`; 1 by default): the first `n` in
+    /// libcni's order, on `eth0`, `eth1`, ...
+    pub fn max_conf_num(mut self, n: usize) -> Self {
+        self.max_conf_num = n.max(1);
         self
     }
 }
@@ -319,6 +329,87 @@ impl Containerd {
         self.wait_ready()
     }
 
+    /// Makes containerd forget these sandboxes without tearing their
+    /// network down, as a runtime that lost its state (a crash between
+    /// its records and the network, a reinstall): their pause processes
+    /// are killed (`ctr tasks kill`; containerd's CRI sees the exits and
+    /// deletes the tasks), their containers removed from containerd's
+    /// metadata (`ctr containers delete`), then containerd is killed and
+    /// started again, so that CRI rebuilds its sandboxes from that
+    /// metadata. No CNI DEL runs: the libcni cache files, the netns bind
+    /// mounts (with the pod ends inside) and whatever the plugins made on
+    /// the node stay. The ids stay tracked: clean-up still removes their
+    /// cache files and mounts.
+    pub fn forget_sandboxes(&mut self, ids: &[String]) -> Result<(), Error> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        for id in ids {
+            self.ctr(&[
+                "-n",
+                CRI_NAMESPACE,
+                "tasks",
+                "kill",
+                "--signal",
+                "SIGKILL",
+                id,
+            ])?;
+        }
+        // CRI deletes an exited sandbox's task, then marks it not ready;
+        // a container is removable once its task is gone.
+        let mut cri = self.client()?;
+        let wanted: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
+        let deadline = Instant::now() + self.options.timeout;
+        loop {
+            let ready: Vec<String> = cri
+                .list_pod_sandbox(None)
+                .map_err(cri_err("ListPodSandbox"))?
+                .into_iter()
+                .filter(|s| {
+                    wanted.contains(s.id.as_str())
+                        && s.state == cni_exec::cri::PodSandboxState::SandboxReady as i32
+                })
+                .map(|s| s.id)
+                .collect();
+            if ready.is_empty() {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(setup_err(
+                    "forget sandboxes",
+                    format!("still ready after SIGKILL: {ready:?}"),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for id in ids {
+            let deadline = Instant::now() + self.options.timeout;
+            loop {
+                match self.ctr(&["-n", CRI_NAMESPACE, "containers", "delete", id]) {
+                    Ok(_) => break,
+                    Err(Error::Setup { reason, .. }) if reason.contains("not found") => break,
+                    Err(e) if Instant::now() > deadline => return Err(e),
+                    Err(_) => std::thread::sleep(Duration::from_millis(50)),
+                }
+            }
+        }
+        self.restart()?;
+        let listed: BTreeSet<String> = self
+            .client()?
+            .list_pod_sandbox(None)
+            .map_err(cri_err("ListPodSandbox after the restart"))?
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        match ids.iter().find(|id| listed.contains(*id)) {
+            Some(id) => Err(setup_err(
+                "forget sandboxes",
+                format!("containerd still lists {id} after the restart"),
+            )),
+            None => Ok(()),
+        }
+    }
+
     fn running(&mut self) -> bool {
         self.process
             .as_mut()
@@ -331,6 +422,7 @@ impl Containerd {
             socket: &self.socket,
             cni_bin_dir: &self.options.cni_bin_dir,
             cni_conf_dir: &self.options.cni_conf_dir,
+            max_conf_num: self.options.max_conf_num,
             sandbox_image: &self.image,
             snapshotter: self.snapshotter,
         });
@@ -561,6 +653,7 @@ struct ConfigPaths<'a> {
     socket: &'a Path,
     cni_bin_dir: &'a Path,
     cni_conf_dir: &'a Path,
+    max_conf_num: usize,
     sandbox_image: &'a str,
     snapshotter: &'a str,
 }
@@ -599,7 +692,7 @@ disabled_plugins = [
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = {bin_dir}
     conf_dir = {conf_dir}
-    max_conf_num = 1
+    max_conf_num = {max_conf_num}
 
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "{snapshotter}"
@@ -619,6 +712,7 @@ disabled_plugins = [
         image = toml_quote(p.sandbox_image),
         bin_dir = toml_str(p.cni_bin_dir),
         conf_dir = toml_str(p.cni_conf_dir),
+        max_conf_num = p.max_conf_num,
         snapshotter = p.snapshotter,
         runc_root = d("runc"),
     )
@@ -828,6 +922,7 @@ mod tests {
             socket: Path::new("/tmp/x/c.sock"),
             cni_bin_dir: Path::new("/opt/b\"in"),
             cni_conf_dir: Path::new("/tmp/conf"),
+            max_conf_num: 3,
             sandbox_image: "localhost/p:1",
             snapshotter: "native",
         });
@@ -841,6 +936,7 @@ mod tests {
             "snapshotter = \"native\"",
             "restrict_oom_score_adj = true",
             "netns_mounts_under_state_dir = true",
+            "max_conf_num = 3",
         ] {
             assert!(text.contains(want), "{want} not in\n{text}");
         }

@@ -37,7 +37,7 @@ struct Side {
     burst_stop: BurstPhase,
 }
 
-fn conflist(tag: &str, ipam: &Path) -> String {
+pub(crate) fn conflist(tag: &str, ipam: &Path) -> String {
     serde_json::json!({
         "cniVersion": "1.0.0",
         "name": format!("bench-cri-{tag}"),
@@ -53,13 +53,20 @@ fn conflist(tag: &str, ipam: &Path) -> String {
 }
 
 /// A CRI client per worker, made once and handed back after each call.
-struct Clients<'a> {
+pub(crate) struct Clients<'a> {
     ctd: &'a Containerd,
     idle: Mutex<Vec<RuntimeClient>>,
 }
 
-impl Clients<'_> {
-    fn with<T>(&self, f: impl FnOnce(&mut RuntimeClient) -> Fallible<T>) -> Fallible<T> {
+impl<'a> Clients<'a> {
+    pub(crate) fn new(ctd: &'a Containerd) -> Clients<'a> {
+        Clients {
+            ctd,
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut RuntimeClient) -> Fallible<T>) -> Fallible<T> {
         let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let mut client = match idle {
             Some(c) => c,
@@ -76,7 +83,7 @@ impl Clients<'_> {
 
 /// Runs one sandbox `i` with host port `30000 + i`; returns its id and
 /// addresses.
-fn run_sandbox(
+pub(crate) fn run_sandbox(
     ctd: &Containerd,
     cri: &mut RuntimeClient,
     i: usize,
@@ -157,10 +164,7 @@ fn run_side(plugins: &Path, n: usize, burst: usize, in_flight: usize) -> Fallibl
         stop.0.push(s);
         remove.0.push(rm);
     }
-    let clients = Clients {
-        ctd: &ctd,
-        idle: Mutex::new(Vec::new()),
-    };
+    let clients = Clients::new(&ctd);
     let addresses = Mutex::new(Vec::new());
     let ids = Mutex::new(vec![String::new(); burst]);
     let burst_run = phase(

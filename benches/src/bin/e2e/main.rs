@@ -39,6 +39,9 @@
 //! * `--containerd 50` (`containerd.rs`): sandboxes through a real
 //!   containerd (CRI `RunPodSandbox`/`StopPodSandbox`), 50 one at a time
 //!   and a burst of 20 with 4 in flight, ours and Go's;
+//! * `--cni-gc 50,200` (`cni_gc.rs`): one `cni-gc` pass on a containerd
+//!   node with 50 live sandboxes and 200 that containerd forgot: its time,
+//!   what it reclaimed, and the live sandboxes' state unchanged;
 //! * `--start-floors DIR`: the start of every program in DIR next to
 //!   `/bin/true` (empty Rust programs, static builds: scripts/benchmarks.sh);
 //! * `--only`: those sections without the modes;
@@ -56,6 +59,7 @@
 #![allow(clippy::print_stdout)]
 
 mod burst;
+mod cni_gc;
 mod containerd;
 mod floor;
 mod gc;
@@ -140,6 +144,8 @@ struct Args {
     gc: usize,
     /// Sandboxes through a real containerd, one at a time (0: none).
     containerd: usize,
+    /// `--cni-gc LIVE,LEAKED`: one cni-gc pass on a containerd node.
+    cni_gc: Option<(usize, usize)>,
     /// A directory of programs whose start is measured next to /bin/true
     /// (e.g. empty Rust programs, dynamic and static: the loader's floor).
     start_floors: Option<PathBuf>,
@@ -197,6 +203,7 @@ fn parse_args() -> Fallible<Args> {
         in_flight: 8,
         gc: 0,
         containerd: 0,
+        cni_gc: None,
         start_floors: None,
         only: false,
         matrix: matrix::Options::default(),
@@ -240,6 +247,10 @@ fn parse_args() -> Fallible<Args> {
                     .copied()
                     .unwrap_or(0)
             }
+            "--cni-gc" => match list(val("--cni-gc")?, "--cni-gc")?.as_slice() {
+                [live, leaked] => a.cni_gc = Some((*live, *leaked)),
+                _ => return Err("--cni-gc takes LIVE,LEAKED (e.g. 50,200)".into()),
+            },
             "--start-floors" => a.start_floors = Some(PathBuf::from(val("--start-floors")?)),
             "--only" => a.only = true,
             "--modes" => {
@@ -252,7 +263,7 @@ fn parse_args() -> Fallible<Args> {
             "--go" => a.go = PathBuf::from(val("--go")?),
             "--smoke" => a.smoke = true,
             "-h" | "--help" => {
-                println!("usage: e2e [--pods N] [--scaling 50,200,1000] [--floor 50,1000] [--repeat R] [--burst N] [--in-flight K] [--gc N] [--containerd N] [--start-floors DIR] [--only] [--modes ours-exec,ours-exec-all,ours-nft,ours-inproc,go-exec] [--plugins DIR] [--go DIR] [--smoke] {}", matrix::Options::USAGE);
+                println!("usage: e2e [--pods N] [--scaling 50,200,1000] [--floor 50,1000] [--repeat R] [--burst N] [--in-flight K] [--gc N] [--containerd N] [--cni-gc LIVE,LEAKED] [--start-floors DIR] [--only] [--modes ours-exec,ours-exec-all,ours-nft,ours-inproc,go-exec] [--plugins DIR] [--go DIR] [--smoke] {}", matrix::Options::USAGE);
                 std::process::exit(0);
             }
             other => {
@@ -271,6 +282,7 @@ fn parse_args() -> Fallible<Args> {
         a.in_flight = 3;
         a.gc = 3;
         a.containerd = 2;
+        a.cni_gc = Some((2, 2));
         a.matrix.smoke();
     }
     Ok(a)
@@ -790,6 +802,9 @@ fn real_main() -> Fallible<()> {
     }
     if args.containerd > 0 {
         containerd::report(&args.ours, &args.go, args.containerd, args.smoke)?;
+    }
+    if let Some((live, leaked)) = args.cni_gc {
+        cni_gc::report(&args.ours, live, leaked)?;
     }
     if args.smoke {
         println!();

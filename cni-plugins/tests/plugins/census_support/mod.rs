@@ -119,8 +119,8 @@ impl Census {
         c
     }
 
-    /// `ip -j -d link show`. Normalized: counters; the bridge's timers
-    /// (they count); the operational state and the carrier flags, which the
+    /// `ip -j -d link show`. Normalized: counters; the timers of a bridge
+    /// and of its ports (they count); the operational state and the carrier flags, which the
     /// kernel's linkwatch updates asynchronously (a bridge whose last port
     /// just left is `UP,LOWER_UP` for up to a second more).
     fn links(&mut self, ns: &Ns) {
@@ -137,6 +137,9 @@ impl Census {
                     "tcn_timer",
                     "topology_change_timer",
                     "gc_timer",
+                    "forward_delay_timer",
+                    "hold_timer",
+                    "message_age_timer",
                 ],
             );
             drop_flags(&mut l, "flags", &["LOWER_UP", "NO-CARRIER", "M-DOWN"]);

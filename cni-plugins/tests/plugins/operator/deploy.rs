@@ -5,7 +5,7 @@
 //! lines name binaries of this build with flags those binaries accept.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
@@ -321,6 +321,7 @@ fn command_lines_name_our_binaries_and_their_flags() {
                     "{what}: {bin} is not a binary of cni-plugins"
                 );
                 match bin {
+                    "cni-gc" => check_cni_gc_args(&argv[1..], c, pod, &what),
                     "cni-install" => check_cni_install_args(&argv[1..], &bins, &what),
                     "multus-daemon" => check_multus_daemon_args(&argv[1..], pod, &what),
                     other => panic!("{what}: no flag check for {other}: add one"),
@@ -331,9 +332,55 @@ fn command_lines_name_our_binaries_and_their_flags() {
     }
     assert_eq!(
         seen.into_iter().collect::<Vec<_>>(),
-        ["cni-install", "multus-daemon"],
-        "the manifests run cni-install and multus-daemon"
+        ["cni-gc", "cni-install", "multus-daemon"],
+        "the manifests run cni-gc, cni-install and multus-daemon"
     );
+}
+
+/// cni-gc's own parser accepts the arguments (a node agent: `--interval`),
+/// and what they name is there for it: the runtime's socket, the conf,
+/// cache and plugin directories are in mounts of the container, the pod
+/// is in the node's network namespace (the plugins work there), may enter
+/// pod namespaces (privileged), and sees the runtime's namespaces appear
+/// (`/var/run/netns` mounted HostToContainer).
+fn check_cni_gc_args(args: &[String], c: &Value, pod: &Value, what: &str) {
+    use cni_plugins::cni_gc::{parse_args, Command};
+    let opts = match parse_args(args.to_vec()) {
+        Ok(Command::Run(opts)) => opts,
+        other => panic!("{what}: cni-gc {args:?}: {other:?}"),
+    };
+    assert!(opts.interval.is_some(), "{what}: cni-gc without --interval");
+    assert!(!opts.dry_run, "{what}: a dry run collects nothing");
+    let mounts: Vec<(&str, &Value)> = c["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| (m["mountPath"].as_str().unwrap_or(""), m))
+        .collect();
+    let mount_of = |path: &Path| {
+        mounts
+            .iter()
+            .filter(|(at, _)| path.starts_with(at))
+            .max_by_key(|(at, _)| at.len())
+            .map(|(_, m)| *m)
+            .unwrap_or_else(|| panic!("{what}: {} is in no mount", path.display()))
+    };
+    let socket_dir = opts.cri_socket.parent().unwrap_or(Path::new("/"));
+    for p in [socket_dir, &opts.conf_dir, &opts.cache_dir]
+        .into_iter()
+        .chain(opts.cni_path.iter().map(PathBuf::as_path))
+    {
+        mount_of(p);
+    }
+    assert_ne!(
+        mount_of(&opts.cache_dir)["readOnly"],
+        true,
+        "{what}: DEL removes cache files"
+    );
+    let netns = mount_of(Path::new("/var/run/netns"));
+    assert_eq!(netns["mountPropagation"], "HostToContainer", "{what}");
+    assert_eq!(pod["hostNetwork"], true, "{what}: plugins work in the node");
+    assert_eq!(c["securityContext"]["privileged"], true, "{what}");
 }
 
 /// cni-install's own parser accepts the arguments, and every `--only` name
