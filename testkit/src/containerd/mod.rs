@@ -261,6 +261,29 @@ impl Containerd {
             .with_timeout(self.options.timeout))
     }
 
+    /// Waits until containerd's CRI `Status` reports NetworkReady (it has
+    /// loaded a network config), asking every 20 ms for at most `timeout`.
+    pub fn wait_network_ready(
+        &self,
+        cri: &mut RuntimeClient,
+        timeout: Duration,
+    ) -> Result<(), Error> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let status = cri.status(false).map_err(cri_err("CRI Status"))?;
+            if status.network_ready() == Some(true) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(setup_err(
+                    "wait for NetworkReady",
+                    format!("containerd's NetworkReady stays false after {timeout:?}"),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// A sandbox config for pod `name`: metadata (uid `<name>-<tag>`,
     /// namespace `cni-rs-test`), hostname, a log directory in the
     /// instance's directory, the instance's cgroup parent, and the label

@@ -204,18 +204,8 @@ pub(crate) fn report(ours: &Path, live: usize, leaked: usize) -> Fallible<()> {
     )
     .map_err(|e| e.to_string())?;
     let mut cri = ctd.client().map_err(|e| e.to_string())?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while cri
-        .status(false)
-        .map_err(|e| e.to_string())?
-        .network_ready()
-        != Some(true)
-    {
-        if Instant::now() > deadline {
-            return Err("containerd's NetworkReady stays false".into());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    ctd.wait_network_ready(&mut cri, Duration::from_secs(60))
+        .map_err(|e| e.to_string())?;
     // run_sandbox's host port is 30000 + its number.
     let ports: Vec<u16> = (0..live + leaked)
         .map(|i| 30000 + u16::try_from(i).unwrap_or(u16::MAX - 30000))

@@ -132,18 +132,8 @@ fn run_side(plugins: &Path, n: usize, burst: usize, in_flight: usize) -> Fallibl
     // In place: containerd 1.6 does not see a file moved in.
     std::fs::write(conf_dir.join("10-bench.conflist"), &list).map_err(|e| e.to_string())?;
     let mut cri = ctd.client().map_err(|e| e.to_string())?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while cri
-        .status(false)
-        .map_err(|e| e.to_string())?
-        .network_ready()
-        != Some(true)
-    {
-        if Instant::now() > deadline {
-            return Err("containerd's NetworkReady stays false".into());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    ctd.wait_network_ready(&mut cri, Duration::from_secs(60))
+        .map_err(|e| e.to_string())?;
     let stop_remove = |cri: &mut RuntimeClient, id: &str| -> Fallible<(f64, f64)> {
         let ((), stop) = timed(|| cri.stop_pod_sandbox(id).map_err(|e| e.to_string()))?;
         let ((), remove) = timed(|| cri.remove_pod_sandbox(id).map_err(|e| e.to_string()))?;
