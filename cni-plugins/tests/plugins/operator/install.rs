@@ -363,7 +363,7 @@ fn a_read_only_target_is_a_clear_error_and_nothing_changes() {
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(
-        err.contains("create temp file") && err.contains("Read-only file system"),
+        err.contains("create temporary file") && err.contains("Read-only file system"),
         "{err}"
     );
     assert!(
