@@ -122,3 +122,43 @@ pub fn require_root() -> bool {
 pub fn require_program(program: &str) -> bool {
     require_all(&[Need::Program(program)])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_need_says_what_is_missing() {
+        assert_eq!(Need::That(true, "x").missing(), None);
+        assert_eq!(Need::That(false, "x").missing().as_deref(), Some("x"));
+        assert_eq!(Need::Program("sh").missing(), None);
+        assert!(Need::Program("no-such-program-cni-rs")
+            .missing()
+            .is_some_and(|m| m.contains("no-such-program-cni-rs")));
+        assert_eq!(
+            Need::File("/nonexistent/cni-rs").missing().as_deref(),
+            Some("/nonexistent/cni-rs")
+        );
+        assert_eq!(Need::Root.missing().is_none(), is_root());
+    }
+
+    /// The failure names every missing premise, and only those (under
+    /// `CNI_TEST_ALLOW_SKIP=1` it is a SKIP: `false`).
+    #[test]
+    fn require_all_names_every_missing_premise() {
+        let needs = [
+            Need::That(false, "a"),
+            Need::That(true, "z"),
+            Need::That(false, "b"),
+        ];
+        let outcome = std::panic::catch_unwind(|| require_all(&needs));
+        if std::env::var(ALLOW_SKIP).as_deref() == Ok("1") {
+            assert!(matches!(outcome, Ok(false)));
+            return;
+        }
+        let panic = outcome.expect_err("a missing premise fails the test");
+        let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(message.contains("needs a, b ("), "{message}");
+        assert!(require_all(&[Need::That(true, "z")]));
+    }
+}
