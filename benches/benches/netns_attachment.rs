@@ -95,7 +95,7 @@ fn detach_with_ip(host_ns: &str) {
 }
 
 fn bench(c: &mut Criterion) {
-    if !nix_is_root() {
+    if !cni_testkit::premise::is_root() {
         eprintln!("netns_attachment: skipped, needs root to create network namespaces");
         return;
     }
@@ -164,12 +164,6 @@ fn measure(c: &mut Criterion, host_ns: &OwnedNetns, pod_ns: &OwnedNetns) {
         })
     });
     g.finish();
-}
-
-fn nix_is_root() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    // /proc/self belongs to the effective user of the process.
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
 criterion_group!(benches, bench);

@@ -15,8 +15,8 @@
 //! every pod with it.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::io::Read;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -34,6 +34,8 @@ pub struct AtomicWrite {
     fsync: bool,
     fsync_dir: bool,
     create_dir: Option<u32>,
+    owner: Option<(u32, u32)>,
+    exact_mode: bool,
 }
 
 impl Default for AtomicWrite {
@@ -58,6 +60,8 @@ impl AtomicWrite {
             fsync: false,
             fsync_dir: false,
             create_dir: None,
+            owner: None,
+            exact_mode: false,
         }
     }
 
@@ -88,6 +92,22 @@ impl AtomicWrite {
         self
     }
 
+    /// Gives the new file to `uid`:`gid` (`fchown(2)` after its data,
+    /// before its mode: a chown clears set-ID bits).
+    pub const fn owner(mut self, uid: u32, gid: u32) -> AtomicWrite {
+        self.owner = Some((uid, gid));
+        self
+    }
+
+    /// Sets [`AtomicWrite::mode`] exactly, whatever the umask: the
+    /// temporary file is created 0600 and `fchmod(2)`ed after its data and
+    /// owner (so a mode without the owner's write bit, like an installed
+    /// binary's, does not stop the write).
+    pub const fn exact_mode(mut self, on: bool) -> AtomicWrite {
+        self.exact_mode = on;
+        self
+    }
+
     /// Replaces `path` with `data`: a temporary file, then `rename(2)`.
     /// On any error the temporary file is removed and `path` is untouched.
     pub fn write(&self, path: &Path, data: &[u8]) -> Result<(), Error> {
@@ -98,6 +118,12 @@ impl AtomicWrite {
     /// without renaming, for callers that link it somewhere first (or
     /// instead). Dropping the [`Staged`] file without committing removes it.
     pub fn stage(&self, path: &Path, data: &[u8]) -> Result<Staged, Error> {
+        self.stage_from(path, &mut &data[..])
+    }
+
+    /// [`AtomicWrite::stage`] with the data read from `data` to its end (a
+    /// file copied without holding it in memory).
+    pub fn stage_from(&self, path: &Path, data: &mut impl Read) -> Result<Staged, Error> {
         let dir = parent(path);
         if let Some(mode) = self.create_dir {
             std::fs::DirBuilder::new()
@@ -107,12 +133,13 @@ impl AtomicWrite {
                 .map_err(io("create directory", dir))?;
         }
         let mut attempt = 0;
+        let create_mode = if self.exact_mode { 0o600 } else { self.mode };
         let (temp, mut file) = loop {
             let temp = temp_path(path);
             match OpenOptions::new()
                 .write(true)
                 .create_new(true)
-                .mode(self.mode)
+                .mode(create_mode)
                 .open(&temp)
             {
                 Ok(f) => break (temp, f),
@@ -130,8 +157,15 @@ impl AtomicWrite {
             fsync_dir: self.fsync_dir,
             done: false,
         };
-        file.write_all(data)
-            .map_err(io("write temporary file", &staged.temp))?;
+        std::io::copy(data, &mut file).map_err(io("write temporary file", &staged.temp))?;
+        if let Some((uid, gid)) = self.owner {
+            std::os::unix::fs::fchown(&file, Some(uid), Some(gid))
+                .map_err(io("chown temporary file", &staged.temp))?;
+        }
+        if self.exact_mode {
+            file.set_permissions(std::fs::Permissions::from_mode(self.mode))
+                .map_err(io("chmod temporary file", &staged.temp))?;
+        }
         if self.fsync {
             file.sync_all()
                 .map_err(io("sync temporary file", &staged.temp))?;
@@ -211,12 +245,22 @@ fn all_digits(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
 }
 
-/// The `<name>` of a temporary name `.<name>.tmp.<pid>.<nonce>`.
-fn temp_target(file: &str) -> Option<&str> {
+/// The `<name>` and `<pid>` of a temporary name `.<name>.tmp.<pid>.<nonce>`.
+fn temp_parts(file: &str) -> Option<(&str, &str)> {
     let (rest, nonce) = file.strip_prefix('.')?.rsplit_once('.')?;
     let (rest, pid) = rest.rsplit_once('.')?;
     let name = rest.strip_suffix(".tmp")?;
-    (!name.is_empty() && all_digits(pid) && all_digits(nonce)).then_some(name)
+    (!name.is_empty() && all_digits(pid) && all_digits(nonce)).then_some((name, pid))
+}
+
+/// The `<name>` of a temporary name.
+fn temp_target(file: &str) -> Option<&str> {
+    temp_parts(file).map(|(name, _)| name)
+}
+
+/// The `<pid>` of a temporary name's writer.
+fn temp_writer(file: &str) -> Option<&str> {
+    temp_parts(file).map(|(_, pid)| pid)
 }
 
 /// Whether `file` is a temporary name of a write to a file named `target`.
@@ -243,6 +287,16 @@ pub fn remove_stale_temps(path: &Path) -> usize {
 /// every writer of the directory holds). Returns how many were removed.
 pub fn remove_stale_temps_in(dir: &Path) -> usize {
     remove_matching(dir, is_temp_name)
+}
+
+/// Removes every temporary file ([`is_temp_name`]) in `dir` whose writer
+/// no longer runs (no `/proc/<pid>`): safe while other writers are at
+/// work, since a live writer's files are kept. Best effort. Returns how
+/// many were removed.
+pub fn remove_dead_writers_temps(dir: &Path) -> usize {
+    remove_matching(dir, |f| {
+        temp_writer(f).is_some_and(|pid| !Path::new("/proc").join(pid).exists())
+    })
 }
 
 fn remove_matching(dir: &Path, stale: impl Fn(&str) -> bool) -> usize {

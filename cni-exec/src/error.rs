@@ -199,6 +199,12 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether this error says a file is missing (a [`FileLock::acquire`](crate::FileLock::acquire)
+    /// of a namespace that is gone).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+    }
+
     /// The CNI error code this error carries: the plugin's own code for a
     /// plugin error, 999 (internal) for anything else, as the Go skel wraps
     /// non-CNI errors.

@@ -59,6 +59,7 @@ pub mod cri;
 pub mod daemon;
 mod error;
 pub mod exec;
+pub mod file_lock;
 #[cfg(feature = "grpc")]
 pub mod grpc;
 pub mod invoke;
@@ -74,6 +75,7 @@ pub use cache::{NetworkAttachment, ResultCache, RuntimeConf};
 pub use cni_types::VersionedResult;
 pub use error::Error;
 pub use exec::{Command, Exec, NoExec, PluginEnv};
+pub use file_lock::FileLock;
 pub use invoke::{
     delegate_add, delegate_check, delegate_del, delegate_gc, delegate_status, InProcessExec,
 };

@@ -23,8 +23,8 @@
 //! * [`firewall`] programs masquerade, port mappings and the bridge MAC
 //!   spoof check (nftables; see [below](#the-firewall)); [`conntrack`]
 //!   flushes stale UDP conntrack entries.
-//! * [`RoutingRule`] routing policy rules (`ip rule`) on the same [`Handle`];
-//!   [`FileLock`] an exclusive `flock`.
+//! * [`RoutingRule`] routing policy rules (`ip rule`) on the same [`Handle`]
+//!   (the `flock` sbr takes is `cni_exec::FileLock`).
 //! * [`Iptables`] runs the system `iptables`/`ip6tables`, and
 //!   [`NftForeignTable`] puts rules of ours into an nftables table another
 //!   program owns: for the firewall plugin, which opens the node's own
@@ -104,7 +104,6 @@ mod configure;
 pub mod conntrack;
 mod devconf;
 mod error;
-mod file_lock;
 pub mod firewall;
 mod handle;
 mod iptables;
@@ -132,7 +131,6 @@ pub use addr::{Address, AddressOptions, DAD_TIMEOUT};
 pub use configure::configure_interface;
 pub use devconf::Ipv4Conf;
 pub use error::{Error, Result};
-pub use file_lock::FileLock;
 pub use handle::Handle;
 /// The CIDR type used throughout the API (re-exported so callers match versions).
 pub use ipnetwork::IpNetwork;

@@ -55,8 +55,9 @@ impl Error {
         }
     }
 
-    /// A failed write of the shared atomic writer ([`cni_exec::atomic`]):
-    /// its I/O errors stay [`Error::Io`] (operation and file named).
+    /// A failed file operation of `cni-exec`'s file mechanics (the atomic
+    /// writer [`cni_exec::atomic`], [`cni_exec::FileLock`]): its I/O errors
+    /// stay [`Error::Io`] (operation and file named).
     pub fn atomic_write(e: cni_exec::Error) -> Self {
         match e {
             cni_exec::Error::Io { op, path, source } => Error::io(op, path, source),

@@ -1,10 +1,11 @@
 //! `cni-install`: copies plugin binaries into a live node's plugin directory
 //! (`/opt/cni/bin`) without ever exposing a half-written file.
 //!
-//! Each binary is written to a temp name in the target directory (a dot, the
-//! plugin's name, the installer's pid and a random nonce), made mode 0755
-//! and owned by root (when the installer runs as root), fsynced, and
-//! renamed over the destination. The source's mode is not copied: a
+//! Each binary is written by the workspace's atomic writer
+//! ([`cni_exec::atomic`]) to a hidden temp name in the target directory,
+//! made mode 0755 exactly and owned by root (when the installer runs as
+//! root), fsynced, and renamed over the destination; the directory is
+//! fsynced once after the renames. The source's mode is not copied: a
 //! set-user-ID or set-group-ID bit on a source (a file owned by `nobody` in
 //! an unpacked tarball) must never become a set-ID-root plugin. A runtime exec'ing the
 //! plugin at that moment runs either the old inode or the new one, never a
@@ -16,8 +17,8 @@
 //! directory, and every temp file is written. A failure there removes the
 //! temp files and leaves the target directory as it was.
 //!
-//! This module uses only `std` (no multus, no Kubernetes client), so the
-//! `cni-install` binary stays small.
+//! This module uses only `std` and `cni-exec`'s atomic writer (no multus,
+//! no Kubernetes client), so the `cni-install` binary stays small.
 //!
 //! ```no_run
 //! use cni_plugins::install::{install, Options};
@@ -28,13 +29,13 @@
 //! }
 //! ```
 
-use std::collections::hash_map::RandomState;
 use std::fmt;
-use std::fs::{File, OpenOptions};
-use std::hash::{BuildHasher, Hasher};
+use std::fs::File;
 use std::io::{ErrorKind, Read};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+
+use cni_exec::atomic::{self, AtomicWrite, Staged};
 
 use crate::{Error, Result};
 
@@ -103,14 +104,14 @@ impl fmt::Display for Change {
     }
 }
 
-/// One binary to write: source, destination, and the temp file once staged.
+/// One binary to write: source, destination, and the temp file once staged
+/// (removed on drop unless committed).
 struct Step {
     name: String,
     src: PathBuf,
     dest: PathBuf,
-    mode: u32,
     outcome: Outcome,
-    tmp: Option<PathBuf>,
+    staged: Option<Staged>,
 }
 
 /// Installs the binaries that `opts` selects; returns one [`Change`] per
@@ -124,13 +125,12 @@ pub fn install(opts: &Options) -> Result<Vec<Change>> {
             opts.to.display()
         )));
     }
-    remove_stale_temps(&opts.to);
+    // Temp files of installers killed before their rename (a live
+    // installer's are kept).
+    atomic::remove_dead_writers_temps(&opts.to);
     let mut steps = plan(opts)?;
-    let staged = stage(&mut steps);
-    if let Err(e) = staged {
-        discard(&steps);
-        return Err(e);
-    }
+    // On an error, the staged temp files are removed as `steps` drops.
+    stage(&mut steps)?;
     commit(&mut steps, &opts.to)?;
     Ok(steps
         .into_iter()
@@ -144,6 +144,20 @@ pub fn install(opts: &Options) -> Result<Vec<Change>> {
 
 /// The mode of every installed binary, whatever the source's.
 pub const INSTALLED_MODE: u32 = 0o755;
+
+/// How every binary is written: [`INSTALLED_MODE`] exactly, root's (when
+/// root), data fsynced before the rename (the directory is fsynced once,
+/// after every rename: [`commit`]).
+fn writer() -> AtomicWrite {
+    let w = AtomicWrite::new()
+        .mode(INSTALLED_MODE)
+        .exact_mode(true)
+        .fsync(true);
+    match installed_owner() {
+        Some((uid, gid)) => w.owner(uid, gid),
+        None => w,
+    }
+}
 
 /// Root's, when the installer runs as root (else the installer's own: a
 /// test or an unprivileged install cannot chown).
@@ -179,7 +193,6 @@ fn plan(opts: &Options) -> Result<Vec<Step>> {
             let src = opts.from.join(&name);
             let dest = opts.to.join(&name);
             std::fs::metadata(&src).map_err(io("stat source", &src))?;
-            let mode = INSTALLED_MODE;
             let outcome = match std::fs::symlink_metadata(&dest) {
                 Err(e) if e.kind() == ErrorKind::NotFound => Outcome::Installed,
                 Err(e) => return Err(io("stat destination", &dest)(e)),
@@ -194,7 +207,7 @@ fn plan(opts: &Options) -> Result<Vec<Step>> {
                     )))
                 }
                 Ok(m)
-                    if m.permissions().mode() & 0o7777 == mode
+                    if m.permissions().mode() & 0o7777 == INSTALLED_MODE
                         && owned_as_installed(&m)
                         && same_content(&src, &dest)? =>
                 {
@@ -206,9 +219,8 @@ fn plan(opts: &Options) -> Result<Vec<Step>> {
                 name,
                 src,
                 dest,
-                mode,
                 outcome,
-                tmp: None,
+                staged: None,
             })
         })
         .collect()
@@ -267,104 +279,36 @@ fn executables(from: &Path) -> Result<Vec<String>> {
     Ok(names)
 }
 
-/// Writes every binary that needs installing to its temp file (mode set,
-/// data fsynced).
+/// Writes every binary that needs installing to its temp file (mode and
+/// owner set, data fsynced).
 fn stage(steps: &mut [Step]) -> Result<()> {
+    let writer = writer();
     for step in steps.iter_mut().filter(|s| s.outcome == Outcome::Installed) {
-        let tmp = temp_name(&step.dest, &step.name);
-        step.tmp = Some(tmp.clone());
-        copy_to_new(&step.src, &tmp, step.mode)?;
+        let mut input = File::open(&step.src).map_err(io("open source", &step.src))?;
+        let staged = writer
+            .stage_from(&step.dest, &mut input)
+            .map_err(Error::atomic_write)?;
+        step.staged = Some(staged);
     }
     Ok(())
 }
 
 /// Renames every staged file into place, then fsyncs the directory so the
-/// renames survive a power cut (nothing staged: nothing to do). A rename failure stops there: files already
-/// renamed are complete (each rename is atomic), the rest are removed.
+/// renames survive a power cut (nothing staged: nothing to do). A rename
+/// failure stops there: files already renamed are complete (each rename is
+/// atomic), the rest are removed as they drop.
 fn commit(steps: &mut [Step], dir: &Path) -> Result<()> {
-    if steps.iter().all(|s| s.tmp.is_none()) {
-        return Ok(());
-    }
-    for i in 0..steps.len() {
-        let Some(tmp) = steps[i].tmp.take() else {
-            continue;
-        };
-        if let Err(e) = std::fs::rename(&tmp, &steps[i].dest) {
-            let _ = std::fs::remove_file(&tmp);
-            discard(&steps[i + 1..]);
-            return Err(io("rename into place", &steps[i].dest)(e));
+    let mut renamed = false;
+    for step in steps.iter_mut() {
+        if let Some(staged) = step.staged.take() {
+            staged.commit().map_err(Error::atomic_write)?;
+            renamed = true;
         }
     }
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io("fsync directory", dir))
-}
-
-fn discard(steps: &[Step]) {
-    for tmp in steps.iter().filter_map(|s| s.tmp.as_ref()) {
-        let _ = std::fs::remove_file(tmp);
+    if renamed {
+        atomic::sync_dir(dir).map_err(Error::atomic_write)?;
     }
-}
-
-fn copy_to_new(src: &Path, tmp: &Path, mode: u32) -> Result<()> {
-    let mut input = File::open(src).map_err(io("open source", src))?;
-    let result = (|| {
-        let mut out = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(tmp)
-            .map_err(io("create temp file", tmp))?;
-        std::io::copy(&mut input, &mut out).map_err(io("write temp file", tmp))?;
-        // Owner first (a chown clears set-ID bits), then the mode, after
-        // the data: the mode may carry no write bit for the owner.
-        if let Some((uid, gid)) = installed_owner() {
-            std::os::unix::fs::fchown(&out, Some(uid), Some(gid))
-                .map_err(io("chown temp file", tmp))?;
-        }
-        out.set_permissions(std::fs::Permissions::from_mode(mode))
-            .map_err(io("chmod temp file", tmp))?;
-        out.sync_all().map_err(io("fsync temp file", tmp))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(tmp);
-    }
-    result
-}
-
-/// `.<name>.cni-install.<pid>.<nonce>`: hidden (a runtime lists no dot file
-/// as a plugin), unique among concurrent installers, and recognisable for
-/// [`remove_stale_temps`].
-fn temp_name(dest: &Path, name: &str) -> PathBuf {
-    // RandomState is seeded from the OS's randomness: a nonce without a
-    // dependency.
-    let nonce = RandomState::new().build_hasher().finish();
-    dest.with_file_name(format!(
-        ".{name}.{INSTALLER_NAME}.{}.{nonce:016x}",
-        std::process::id()
-    ))
-}
-
-/// Removes temp files that a killed installer left in `dir` (their pid no
-/// longer runs). Best effort.
-fn remove_stale_temps(dir: &Path) {
-    let marker = format!(".{INSTALLER_NAME}.");
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        let Some((_, tail)) = name.rsplit_once(&marker) else {
-            continue;
-        };
-        let Some((pid, _nonce)) = tail.split_once('.') else {
-            continue;
-        };
-        if name.starts_with('.')
-            && pid.bytes().all(|b| b.is_ascii_digit())
-            && !Path::new("/proc").join(pid).exists()
-        {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
+    Ok(())
 }
 
 fn same_content(a: &Path, b: &Path) -> Result<bool> {
@@ -537,14 +481,5 @@ mod tests {
             );
         }
         assert!(parse_args(args("--help"), || None).unwrap().is_none());
-    }
-
-    #[test]
-    fn temp_names_are_hidden_and_unique() {
-        let a = temp_name(Path::new("/d/bridge"), "bridge");
-        let b = temp_name(Path::new("/d/bridge"), "bridge");
-        assert_ne!(a, b);
-        let name = a.file_name().unwrap().to_string_lossy().into_owned();
-        assert!(name.starts_with(".bridge.cni-install."), "{name}");
     }
 }

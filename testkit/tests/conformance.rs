@@ -10,27 +10,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Runs the test unless not root: then it fails, or with
-/// `CNI_TEST_ALLOW_SKIP=1` prints SKIP and returns false.
-fn premise() -> bool {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false);
-    if root {
-        return true;
-    }
-    if std::env::var("CNI_TEST_ALLOW_SKIP").as_deref() == Ok("1") {
-        eprintln!("SKIP: the conformance kit creates network namespaces and needs root");
-        return false;
-    }
-    panic!("the conformance kit creates network namespaces: run as root (or set CNI_TEST_ALLOW_SKIP=1 to skip)");
-}
-
 fn plugin_dir() -> PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(dir) => PathBuf::from(dir).join("debug"),
@@ -93,7 +72,7 @@ fn kit(args: &[&str], plugin: &Path) -> Run {
 
 /// Every case passes, the summary says so and the exit status is 0.
 fn assert_all_pass(name: &str) {
-    if !premise() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let run = kit(&[], &our_plugin(name));
@@ -185,7 +164,7 @@ fn flannel() {
 /// passes. On a kernel with ipvlan, everything passes.
 #[test]
 fn ipvlan_on_a_kernel_without_ipvlan_fails_only_the_add_cases() {
-    if !premise() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let run = kit(&[], &our_plugin("ipvlan"));
@@ -229,7 +208,7 @@ fn ipvlan_on_a_kernel_without_ipvlan_fails_only_the_add_cases() {
 /// taken from it.
 #[test]
 fn config_file_from_a_conflist() {
-    if !premise() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -269,7 +248,7 @@ fn script_plugin(dir: &Path, name: &str, body: &str) -> PathBuf {
 /// that looks at an answer; only DEL-style cases pass.
 #[test]
 fn a_plugin_that_always_succeeds_fails_the_kit() {
-    if !premise() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -302,7 +281,7 @@ fn a_plugin_that_always_succeeds_fails_the_kit() {
 /// fails; the run goes on.
 #[test]
 fn a_hanging_plugin_is_killed_after_the_timeout() {
-    if !premise() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -329,7 +308,7 @@ fn kit_errors_exit_2() {
     let missing = kit(&[], Path::new("/nonexistent/bridge"));
     assert_eq!(missing.code, Some(2), "{}", missing.stderr);
     assert!(missing.stderr.contains("not found"), "{}", missing.stderr);
-    if !premise() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -343,7 +322,7 @@ fn kit_errors_exit_2() {
 /// namespaces are removed, and the exit status is 130.
 #[test]
 fn sigint_cleans_up_and_exits_130() {
-    if !premise() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -400,7 +379,7 @@ cat >/dev/null; echo '{{"cniVersion":"1.0.0","supportedVersions":["1.0.0"]}}'"#,
 /// both installed by scripts/test-all.sh.)
 #[test]
 fn gc_that_leaves_a_firewall_rule_fails() {
-    if !premise() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -449,7 +428,7 @@ fn firewall_state_stays_in_the_kits_directory() {
             .is_some_and(|d| d.starts_with("/kit-data/")),
         "{conf}"
     );
-    if !premise() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let node_dir = Path::new("/run/cni/firewall");
@@ -509,7 +488,7 @@ fn hostile_options_are_usage_errors() {
 /// kit blocks SIGINT, SIGTERM and SIGHUP for its own handling.
 #[test]
 fn plugins_start_with_no_signal_blocked() {
-    if !premise() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -183,3 +183,48 @@ fn stale_temp_cleanup_removes_temp_names_and_nothing_else() {
     cni_exec::cache::remove_temp_files(&d.join("net-cid-eth0"));
     assert!(!d.join(t).exists());
 }
+
+/// Only the temp files of writers that no longer run are removed: a live
+/// writer's (this process's) stays, and so does every other file.
+#[test]
+fn dead_writers_temps_are_removed_live_ones_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let live = format!(".a.tmp.{}.0", std::process::id());
+    // pid_max is at most 2^22: no process has this pid.
+    let dead = ".a.tmp.999999999.0";
+    for name in ["a", live.as_str(), dead, ".a.tmp.x.0"] {
+        fs::write(d.join(name), b"x").unwrap();
+    }
+    assert_eq!(atomic::remove_dead_writers_temps(d), 1);
+    assert_eq!(
+        listing(d),
+        ["a".to_string(), live, ".a.tmp.x.0".to_string()].into()
+    );
+}
+
+/// `exact_mode` sets the mode whatever the umask, after the data (a mode
+/// without the owner's write bit does not stop the write); `owner` chowns
+/// (to our own ids here: chowning to another needs root).
+#[test]
+fn exact_mode_and_owner_are_applied_after_the_data() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bin");
+    let me = fs::metadata(dir.path()).unwrap();
+    for mode in [0o755, 0o500] {
+        AtomicWrite::new()
+            .mode(mode)
+            .exact_mode(true)
+            .owner(me.uid(), me.gid())
+            .fsync(true)
+            .stage_from(&path, &mut &b"#!/bin/true\n"[..])
+            .unwrap()
+            .commit()
+            .unwrap();
+        let m = fs::metadata(&path).unwrap();
+        assert_eq!(m.permissions().mode() & 0o7777, mode);
+        assert_eq!((m.uid(), m.gid()), (me.uid(), me.gid()));
+        assert_eq!(fs::read(&path).unwrap(), b"#!/bin/true\n");
+    }
+}

@@ -14,21 +14,11 @@ use std::process::Command as Cmd;
 use std::sync::Arc;
 
 use cni_exec::{CniConfig, ProcessExec, RuntimeConf, StderrSink};
+use cni_testkit::premise::{self, Need};
 use cni_types::NetworkConfigList;
 use serde_json::{json, Value};
 
 const GO_PLUGINS: &str = "/usr/lib/cni";
-
-fn usable() -> bool {
-    let root = cni_testkit::premise::is_root();
-    let plugins = ["bridge", "host-local", "portmap"]
-        .iter()
-        .all(|p| Path::new(GO_PLUGINS).join(p).is_file());
-    cni_testkit::premise::require(
-        root && plugins,
-        &format!("needs root and the Go plugins in {GO_PLUGINS}"),
-    )
-}
 
 fn suffix() -> String {
     let mut b = [0u8; 3];
@@ -170,7 +160,12 @@ fn assert_check_ok_or_portmap_bug(result: Result<(), String>) {
 
 #[test]
 fn library_runs_go_bridge_host_local_portmap() {
-    if !usable() {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::GoPlugin("bridge"),
+        Need::GoPlugin("host-local"),
+        Need::GoPlugin("portmap"),
+    ]) {
         return;
     }
     let s = suffix();
@@ -271,7 +266,12 @@ fn library_runs_go_bridge_host_local_portmap() {
 
 #[test]
 fn cnitool_runs_go_bridge_host_local_portmap() {
-    if !usable() {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::GoPlugin("bridge"),
+        Need::GoPlugin("host-local"),
+        Need::GoPlugin("portmap"),
+    ]) {
         return;
     }
     let s = suffix();

@@ -239,24 +239,13 @@ mod tests {
     use crate::dhcp::message::{Message, MessageType};
     use std::time::Duration;
 
-    fn is_root() -> bool {
-        // SAFETY: geteuid(2) has no failure mode.
-        unsafe { libc::geteuid() == 0 }
-    }
-
     // The kernel runs the filter: in a fresh namespace, a packet socket on
     // `lo` for transaction 0x1234 gets the BOOTP reply to port 68 with that
     // xid and chaddr, never one with another xid, another chaddr or
     // another port (recv_until does no filtering of its own).
     #[test]
     fn kernel_filter_passes_only_our_transaction() {
-        if !is_root() {
-            assert_eq!(
-                std::env::var("CNI_TEST_ALLOW_SKIP").as_deref(),
-                Ok("1"),
-                "needs root (CNI_TEST_ALLOW_SKIP=1 to skip)"
-            );
-            eprintln!("SKIP: needs root");
+        if !cni_testkit::premise::require_root() {
             return;
         }
         let mac = [2, 0, 0, 0, 0, 7];

@@ -79,7 +79,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use cni_exec::atomic::{self, AtomicWrite};
-use nix::fcntl::{Flock, FlockArg};
+use cni_exec::FileLock;
 
 use super::{LockedStore, Owner, OwnerMatch, Reservation, Store};
 use crate::error::{Error, Result};
@@ -134,7 +134,7 @@ pub struct DiskStoreLock<'a> {
     /// A reservation was released in this session: the drop checks
     /// whether it was the network's last.
     released: bool,
-    _lock: Flock<File>,
+    _lock: FileLock,
 }
 
 const INDEX_DIR: &str = ".cni-ipam-index";
@@ -253,26 +253,9 @@ impl Store for DiskStore {
 
     fn lock(&self) -> Result<DiskStoreLock<'_>> {
         let path = self.dir.join(LOCK_FILE);
-        // A fresh open file description per lock: flock(2) locks belong to
-        // the description, so this also excludes other threads of this process.
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| Error::io("open lock file", &path, e))?;
-        let mut file = file;
-        let lock = loop {
-            match Flock::lock(file, FlockArg::LockExclusive) {
-                Ok(lock) => break lock,
-                Err((f, nix::errno::Errno::EINTR)) => file = f,
-                Err((_, errno)) => {
-                    return Err(Error::io("lock", &path, std::io::Error::from(errno)))
-                }
-            }
-        };
+        // Its own file description per lock: this also excludes other
+        // threads of this process.
+        let lock = FileLock::create(&path).map_err(Error::atomic_write)?;
         Ok(DiskStoreLock {
             store: self,
             index_valid: false,

@@ -19,7 +19,7 @@ fn local_veth(h: &Handle, a: &str, b: &str) -> u32 {
 
 #[test]
 fn ipvlan_is_created_in_the_target_netns_or_refused_cleanly() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let (host_ns, host) = netns();
@@ -61,7 +61,7 @@ fn ipvlan_is_created_in_the_target_netns_or_refused_cleanly() {
 
 #[test]
 fn link_details_alias_and_lookups() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let (ns, h) = netns();

@@ -35,7 +35,7 @@ fn local_veth(h: &Handle, a: &str, b: &str) -> (u32, u32) {
 
 #[test]
 fn netns_create_is_visible_to_ip_and_delete_removes_it() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let uuid = std::fs::read_to_string("/proc/sys/kernel/random/uuid").unwrap();
@@ -92,7 +92,7 @@ fn run_ip_netns_list() -> Vec<String> {
 
 #[test]
 fn run_propagates_panics_and_handles_work_from_other_threads() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let (ns, h) = netns();
@@ -118,7 +118,7 @@ fn run_propagates_panics_and_handles_work_from_other_threads() {
 
 #[test]
 fn setup_veth_creates_peer_directly_in_the_container() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let (host_ns, host) = netns();
@@ -183,7 +183,7 @@ fn setup_veth_creates_peer_directly_in_the_container() {
 
 #[test]
 fn setup_veth_with_master_and_up_in_one_request() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let (host_ns, host) = netns();
@@ -213,7 +213,7 @@ fn setup_veth_with_master_and_up_in_one_request() {
 
 #[test]
 fn ensure_bridge_is_idempotent_and_checks_the_kind() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let (ns, h) = netns();
@@ -269,7 +269,7 @@ fn ensure_bridge_is_idempotent_and_checks_the_kind() {
 
 #[test]
 fn master_port_flags_and_vlans() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let (ns, h) = netns();
@@ -346,7 +346,7 @@ fn master_port_flags_and_vlans() {
 
 #[test]
 fn macvlan_is_created_directly_in_the_pod() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let (_host_ns, host) = netns();
@@ -383,7 +383,7 @@ fn macvlan_is_created_directly_in_the_pod() {
 
 #[test]
 fn link_settings() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let (ns, h) = netns();
@@ -427,7 +427,7 @@ fn link_settings() {
 
 #[test]
 fn addresses_add_list_delete() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let (ns, h) = netns();
@@ -485,7 +485,7 @@ fn addresses_add_list_delete() {
 
 #[test]
 fn dad_failure_is_reported() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let (ns_a, ha) = netns();
@@ -516,7 +516,7 @@ fn dad_failure_is_reported() {
 
 #[test]
 fn settle_addresses_waits_for_the_named_addresses_only() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let (ns_a, ha) = netns();
@@ -564,7 +564,7 @@ fn settle_addresses_waits_for_the_named_addresses_only() {
 
 #[test]
 fn an_ipv6_address_on_a_link_without_ipv6_is_named_for_it() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let (pod_ns, pod) = netns();
@@ -584,7 +584,7 @@ fn an_ipv6_address_on_a_link_without_ipv6_is_named_for_it() {
 
 #[test]
 fn routes_with_every_attribute_ecmp_and_delete() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let (ns, h) = netns();
@@ -741,7 +741,7 @@ fn routes_with_every_attribute_ecmp_and_delete() {
 
 #[test]
 fn neighbours_are_listed() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let (ns, h) = netns();
@@ -777,7 +777,7 @@ fn neighbours_are_listed() {
 
 #[test]
 fn sysctls_are_written_inside_the_namespace_only_when_different() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let (ns, h) = netns();
@@ -821,7 +821,7 @@ fn sysctls_are_written_inside_the_namespace_only_when_different() {
 
 #[test]
 fn sysctls_of_one_directory_are_set_together() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let (ns, h) = netns();
@@ -858,7 +858,7 @@ fn sysctls_of_one_directory_are_set_together() {
 
 #[test]
 fn ipv4_settings_and_forwarding_over_netlink_match_proc_sys() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let (ns, h) = netns();
@@ -907,7 +907,7 @@ fn ipv4_settings_and_forwarding_over_netlink_match_proc_sys() {
 
 #[test]
 fn wait_oper_up_returns_once_the_kernel_reports_the_link_up() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let (ns, h) = netns();
@@ -929,7 +929,7 @@ fn wait_oper_up_returns_once_the_kernel_reports_the_link_up() {
 
 #[test]
 fn handle_sysctls_go_through_its_open_family_directories() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let (ns, h) = netns();
@@ -959,7 +959,7 @@ fn handle_sysctls_go_through_its_open_family_directories() {
 
 #[test]
 fn configure_interface_matches_go() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let (_host_ns, host) = netns();
@@ -1036,7 +1036,7 @@ fn configure_interface_matches_go() {
 
 #[test]
 fn owned_netns_cleans_up_on_drop() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let name;

@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use crate::common::{ip, ip_cmd, netns, root};
+use crate::common::{ip, ip_cmd, netns};
 use cni_netns::tc::{self, PschedClock, RedirectFilterKind, Tbf};
 use cni_netns::OwnedNetns;
 use serde_json::Value;
@@ -39,7 +39,7 @@ fn veth(ns: &OwnedNetns) -> u32 {
 
 #[test]
 fn tbf_ingress_filter_and_ifb_round_trip() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let (ns, h) = netns();
@@ -105,7 +105,7 @@ fn tbf_ingress_filter_and_ifb_round_trip() {
 
 #[test]
 fn matchall_redirect_and_rate64() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let (ns, h) = netns();
@@ -141,7 +141,7 @@ fn matchall_redirect_and_rate64() {
 
 #[test]
 fn txqlen_and_allmulti() {
-    if !root() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let (ns, h) = netns();

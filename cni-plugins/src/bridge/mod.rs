@@ -43,7 +43,8 @@ pub use config::BridgeConf;
 use gateway::Gateways;
 
 use crate::steps::iface::{self, interface};
-use crate::steps::{self, addresses, attachment, ipam, masquerade, Undo};
+use crate::steps::ipam::{self, IpamStart};
+use crate::steps::{self, addresses, attachment, masquerade, Undo};
 use crate::{Error, Result};
 
 /// How long ADD waits for the host port to come up, and the gaps between
@@ -100,18 +101,19 @@ impl Plugin for Bridge {
         let conf = BridgeConf::load(&req.config, &req.args_raw)?;
         conf.validate_for_add(!req.config.ipam_type().is_empty())?;
         let id = attachment(req);
-        let mut undo = Undo::new();
-        // setupBridge, GetNS, setupVeth; the IPAM plugin's ADD runs
-        // meanwhile, or after them when it uses the pod link (dhcp; see
-        // `ipam::add_while`).
-        let (connected, ipam) = ipam::add_while(req, &mut undo, || connect(req, &conf));
+        // setupBridge, GetNS, setupVeth, and the IPAM plugin's ADD: while
+        // they run, or after them when the IPAM plugin uses the pod link
+        // (dhcp), as `IpamStart` decides from the config.
+        let start = IpamStart::of(req);
+        let (connected, allocated) = start.run(req, || connect(req, &conf));
+        // A failed connect drops the allocation: its addresses are released.
         let (host, bridge, pod, host_veth) = connected?;
-        // Bound again after the handles, so that its steps may borrow them.
-        let mut undo = undo;
-        // Deleting the pod end deletes the pair; last, after the IPAM DEL
-        // (dhcp releases over this link).
-        undo.push_last(|| pod.delete_link_by_name(&req.ifname));
-        let ipam = ipam?;
+        // Made after the handles its steps borrow, so it drops before them.
+        let mut undo = Undo::new();
+        // Deleting the pod end deletes the pair. Made first, it is undone
+        // last: after the IPAM DEL (dhcp releases over this link).
+        undo.push(|| pod.delete_link_by_name(&req.ifname));
+        let ipam = allocated?.map(|allocation| allocation.undo_on(&mut undo));
         // Go's SetupVeth turns off accept_ra on the host end (our routes, not
         // router advertisements'): `setup_veth_with` did.
         configure_port(

@@ -38,8 +38,8 @@ mod nftables;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
+use cni_exec::FileLock;
 use cni_exec::{Plugin, Request};
-use cni_netns::FileLock;
 use cni_types::{CniResult, Version};
 use serde::{Deserialize, Serialize};
 
@@ -139,7 +139,7 @@ fn bridge_name(conf: &FirewallConf, prev: &CniResult) -> Result<Option<String>> 
 /// (two first ADDs would both insert the jump; a DEL of the last pod could
 /// remove the chain under a concurrent ADD).
 fn lock(conf: &FirewallConf) -> Result<FileLock> {
-    Ok(FileLock::create(Path::new(&conf.data_dir).join("lock"))?)
+    FileLock::create(Path::new(&conf.data_dir).join("lock")).map_err(Error::atomic_write)
 }
 
 fn firewalld_unavailable() -> Error {

@@ -35,8 +35,9 @@ pub(crate) mod config;
 
 use std::net::IpAddr;
 
+use cni_exec::FileLock;
 use cni_exec::{Plugin, Request};
-use cni_netns::{Family, FileLock, Handle, KernelRoute, Link, Netns, RoutingRule, TABLE_MAIN};
+use cni_netns::{Family, Handle, KernelRoute, Link, Netns, RoutingRule, TABLE_MAIN};
 use cni_types::{CniResult, IpConfig};
 
 pub use config::{SbrConf, FIRST_TABLE};
@@ -54,7 +55,7 @@ fn in_pod<T: Send>(path: &str, f: impl FnOnce(&Handle) -> Result<T> + Send) -> R
     let lock = match FileLock::acquire(path) {
         Ok(l) => l,
         Err(e) if e.is_not_found() => return Ok(None),
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(Error::atomic_write(e)),
     };
     let netns = match Netns::open(path) {
         Ok(n) => n,

@@ -17,42 +17,71 @@ pub(crate) fn delegate(e: cni_exec::Error) -> Error {
 /// `undo`, then a result without addresses fails the ADD (Go's check).
 pub(crate) fn add<'a>(req: &'a Request, undo: &mut Undo<'a>) -> Result<CniResult> {
     let added = delegate_add(req.config.ipam_type(), &req.stdin, req);
-    allocated(req, undo, added)
+    Ok(Allocation::new(req, added)?.undo_on(undo))
 }
 
-/// [`add`] on a thread of its own while `work` runs, for an ADD whose
-/// first steps do not need the addresses (bridge: the bridge, the pod's
-/// namespace and the veth). No IPAM section: `work` alone, and `None`.
-///
-/// Measured (BENCHMARKS.md, per-plugin figures, session 2): bridge ADD p50
-/// is 3.2 ms with host-local as a process of its own (host-local ADD+DEL
-/// alone: 2.21 ms) and 3.3–3.6 ms with it in-process, the same within the
-/// noise, because the IPAM process runs while the veth is created; with
-/// IPAM started before the bridge and namespace work (and the
-/// element-only masquerade) bridge ADD went from 4.2 to 3.3 ms.
-///
-/// An IPAM plugin that uses the pod's link ([`uses_pod_link`]) runs after
-/// `work` has made it (Go's order for every IPAM plugin), and not at all
-/// when `work` fails.
-pub(crate) fn add_while<'a, T>(
-    req: &'a Request,
-    undo: &mut Undo<'a>,
-    work: impl FnOnce() -> Result<T>,
-) -> (Result<T>, Result<Option<CniResult>>) {
-    let ipam = req.config.ipam_type();
-    if uses_pod_link(ipam) {
-        let worked = work();
-        let added = match worked {
-            Ok(_) => add(req, undo).map(Some),
-            // Not asked: the work's error is the ADD's.
-            Err(_) => Ok(None),
-        };
-        return (worked, added);
+/// When an interface plugin's IPAM ADD runs relative to the making of the
+/// pod link: decided once from the config, the one place the IPAM plugin's
+/// name matters for the order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IpamStart {
+    /// No IPAM section: the link alone (layer 2), no addresses.
+    Without,
+    /// The IPAM plugin does not touch the pod link (host-local, static,
+    /// ...): its ADD runs on a thread of its own while the link is made.
+    ///
+    /// Measured (BENCHMARKS.md, per-plugin figures, session 2): bridge ADD
+    /// p50 is 3.2 ms with host-local as a process of its own (host-local
+    /// ADD+DEL alone: 2.21 ms), the same within the noise as in-process,
+    /// because the IPAM process runs while the veth is created; with IPAM
+    /// started before the bridge and namespace work bridge ADD went from
+    /// 4.2 to 3.3 ms.
+    WhileLinking,
+    /// The IPAM plugin uses the pod link ([`uses_pod_link`]: dhcp runs its
+    /// client on it): its ADD runs once the link exists (Go's order for
+    /// every IPAM plugin), and not at all when making the link fails.
+    AfterLink,
+}
+
+impl IpamStart {
+    /// The start the request's IPAM plugin needs.
+    pub(crate) fn of(req: &Request) -> IpamStart {
+        match req.config.ipam_type() {
+            "" => IpamStart::Without,
+            ipam if uses_pod_link(ipam) => IpamStart::AfterLink,
+            _ => IpamStart::WhileLinking,
+        }
     }
-    let adding = (!ipam.is_empty()).then_some(|| delegate_add(ipam, &req.stdin, req));
-    let (added, worked) = concurrently(adding, work);
-    let added = added.map(|a| a.and_then(|a| allocated(req, undo, a)));
-    (worked, added.transpose())
+
+    /// Makes the pod link with `link` and runs the IPAM ADD in this order:
+    /// both outcomes, the link's first. The [`Allocation`] (none without
+    /// IPAM, or when the link failed before an [`IpamStart::AfterLink`]
+    /// ADD) releases its addresses when dropped, until its caller hands
+    /// it to an [`Undo`] with [`Allocation::undo_on`].
+    pub(crate) fn run<'a, T>(
+        self,
+        req: &'a Request,
+        link: impl FnOnce() -> Result<T>,
+    ) -> (Result<T>, Result<Option<Allocation<'a>>>) {
+        let adding = || delegate_add(req.config.ipam_type(), &req.stdin, req);
+        match self {
+            IpamStart::Without => (link(), Ok(None)),
+            IpamStart::AfterLink => {
+                let linked = link();
+                let allocated = match linked {
+                    Ok(_) => Allocation::new(req, adding()).map(Some),
+                    // Not asked: the link's error is the ADD's.
+                    Err(_) => Ok(None),
+                };
+                (linked, allocated)
+            }
+            IpamStart::WhileLinking => {
+                let (added, linked) = concurrently(Some(adding), link);
+                let allocated = added.map(|added| added.and_then(|a| Allocation::new(req, a)));
+                (linked, allocated.transpose())
+            }
+        }
+    }
 }
 
 /// True for the IPAM plugins that use the pod interface itself, so that
@@ -63,17 +92,51 @@ pub(crate) fn uses_pod_link(ipam_type: &str) -> bool {
     ipam_type == "dhcp"
 }
 
-fn allocated<'a>(
+/// The addresses an IPAM ADD allocated, released (the IPAM DEL) when
+/// dropped before [`Allocation::undo_on`] hands that DEL to the ADD's
+/// [`Undo`].
+#[derive(Debug)]
+pub(crate) struct Allocation<'a> {
     req: &'a Request,
-    undo: &mut Undo<'a>,
-    added: std::result::Result<CniResult, cni_exec::Error>,
-) -> Result<CniResult> {
-    let result = added.map_err(delegate)?;
-    undo.push(move || del(req).map_err(|e| format!("IPAM DEL: {e}")));
-    if result.ips.is_empty() {
-        return Err(fail("IPAM plugin returned missing IP config".into()));
+    /// `Some` until handed over.
+    result: Option<CniResult>,
+}
+
+impl<'a> Allocation<'a> {
+    /// The delegated ADD's outcome: an error is the delegate's; a result
+    /// without addresses fails the ADD (Go's check) and is released.
+    fn new(
+        req: &'a Request,
+        added: std::result::Result<CniResult, cni_exec::Error>,
+    ) -> Result<Allocation<'a>> {
+        let allocation = Allocation {
+            req,
+            result: Some(added.map_err(delegate)?),
+        };
+        if allocation.result.as_ref().is_some_and(|r| r.ips.is_empty()) {
+            return Err(fail("IPAM plugin returned missing IP config".into()));
+        }
+        Ok(allocation)
     }
-    Ok(result)
+
+    /// Puts the IPAM DEL on `undo` (to run before the steps already on
+    /// it: what was made before the addresses is taken back after their
+    /// release) and returns the IPAM result.
+    pub(crate) fn undo_on(mut self, undo: &mut Undo<'a>) -> CniResult {
+        let req = self.req;
+        undo.push(move || del(req).map_err(|e| format!("IPAM DEL: {e}")));
+        self.result.take().unwrap_or_default()
+    }
+}
+
+impl Drop for Allocation<'_> {
+    fn drop(&mut self) {
+        if self.result.is_some() {
+            if let Err(e) = del(self.req) {
+                tracing::warn!("undo ADD: IPAM DEL: {e}");
+            }
+        }
+    }
 }
 
 type Delegate = fn(&str, &[u8], &Request) -> std::result::Result<(), cni_exec::Error>;

@@ -24,16 +24,6 @@ impl<'a> Undo<'a> {
         }));
     }
 
-    /// Adds `step`, to run after every step already on the list: the
-    /// removal of something they still need (the pod link a dhcp release
-    /// is sent over).
-    pub(crate) fn push_last<T, E: Display>(&mut self, step: impl FnOnce() -> Result<T, E> + 'a) {
-        self.steps.insert(
-            0,
-            Box::new(move || step().map(drop).map_err(|e| e.to_string())),
-        );
-    }
-
     /// The ADD succeeded: nothing is undone.
     pub(crate) fn commit(mut self) {
         self.steps.clear();
@@ -74,18 +64,6 @@ mod tests {
             }
         }
         assert_eq!(*ran.borrow(), [3, 2, 1]);
-    }
-
-    #[test]
-    fn pushed_last_runs_after_the_steps_before_it() {
-        let ran = RefCell::new(Vec::new());
-        {
-            let mut undo = Undo::new();
-            undo.push(|| note(&ran, 1));
-            undo.push_last(|| note(&ran, 4));
-            undo.push(|| note(&ran, 3));
-        }
-        assert_eq!(*ran.borrow(), [3, 1, 4]);
     }
 
     #[test]

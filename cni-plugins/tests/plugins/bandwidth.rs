@@ -8,6 +8,7 @@ use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use crate::tuning_bandwidth_common::*;
+use cni_testkit::premise;
 use serde_json::{json, Value};
 
 const OURS: &str = env!("CARGO_BIN_EXE_bandwidth");
@@ -24,13 +25,6 @@ fn conf(version: &str, topo: &Topo, limits: Value) -> Value {
         c[k] = v.clone();
     }
     c
-}
-
-fn skip() -> bool {
-    if !cni_testkit::premise::require(is_root(), "needs root") {
-        return true;
-    }
-    false
 }
 
 /// `tc -j qdisc show` of the node namespace, with interface names replaced
@@ -110,7 +104,7 @@ fn differential_against_go() {
         cni_testkit::premise::require(false, "needs the Go bandwidth plugin");
         return;
     };
-    if skip() {
+    if !premise::require_root() {
         return;
     }
     let cases = [
@@ -183,7 +177,7 @@ fn validation_errors_match_go() {
     let Some(go) = go_bin("bandwidth") else {
         return;
     };
-    if skip() {
+    if !premise::require_root() {
         return;
     }
     let topo = Topo::new("bwv");
@@ -251,7 +245,7 @@ fn transfer(topo: &Topo, pod_sends: bool, bytes: usize) -> f64 {
 
 #[test]
 fn transfer_is_limited_to_the_rate_and_unlimited_after_del() {
-    if skip() {
+    if !premise::require_root() {
         return;
     }
     const RATE: u64 = 20_000_000;
@@ -304,7 +298,7 @@ fn transfer_is_limited_to_the_rate_and_unlimited_after_del() {
 
 #[test]
 fn check_notices_a_changed_rate_and_a_missing_ifb() {
-    if skip() {
+    if !premise::require_root() {
         return;
     }
     let topo = Topo::new("bwc");
@@ -331,7 +325,7 @@ fn check_notices_a_changed_rate_and_a_missing_ifb() {
 
 #[test]
 fn failed_add_rolls_back() {
-    if skip() {
+    if !premise::require_root() {
         return;
     }
     let topo = Topo::new("bwr");
@@ -373,7 +367,7 @@ fn failed_add_rolls_back() {
 
 #[test]
 fn del_is_idempotent_and_tolerates_a_vanished_netns() {
-    if skip() {
+    if !premise::require_root() {
         return;
     }
     let topo = Topo::new("bwg");
@@ -407,7 +401,7 @@ fn del_is_idempotent_and_tolerates_a_vanished_netns() {
 
 #[test]
 fn gc_deletes_only_dead_ifbs_of_its_own_network() {
-    if skip() {
+    if !premise::require_root() {
         return;
     }
     let topo = Topo::new("bwgc");

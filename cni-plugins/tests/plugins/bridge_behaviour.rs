@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use crate::common::*;
 use cni_netns::OwnedNetns;
+use cni_testkit::premise::{self, Need};
 use serde_json::{json, Value};
 
 const OURS: &str = env!("CARGO_BIN_EXE_bridge");
@@ -119,7 +120,8 @@ impl Node {
 }
 
 fn ours() -> Option<Node> {
-    usable().then(|| Node::new(Path::new(OURS)))
+    premise::require_all(&[Need::Root, Need::GoPlugin("host-local")])
+        .then(|| Node::new(Path::new(OURS)))
 }
 
 #[test]

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use crate::common::*;
 use cni_netns::OwnedNetns;
+use cni_testkit::premise::{self, Need};
 use pretty_assertions::assert_eq;
 use serde_json::{json, Map, Value};
 
@@ -456,7 +457,11 @@ fn run_scenario(env: &Env, s: &Scenario<'_>) -> (Value, Value) {
 }
 
 fn differential(s: Scenario<'_>) {
-    if !usable() {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::GoPlugin("bridge"),
+        Need::GoPlugin("host-local"),
+    ]) {
         return;
     }
     let go = Env::new(Impl::Go);

@@ -45,8 +45,8 @@ use serde_json::{json, Value};
 use crate::census_support::{Census, Change};
 use crate::common::{hex6, reserved_ips, sh, CniPath};
 use crate::containerd_cri::{
-    host_port, in_netns, nft_maps_port, premises, run_sandbox, tcp_get, wait_until, Listener,
-    Sandbox, PATIENCE, POD_PORT,
+    host_port, in_netns, needs, nft_maps_port, run_sandbox, tcp_get, wait_until, Listener, Sandbox,
+    PATIENCE, POD_PORT,
 };
 use crate::nodenet::Ns;
 
@@ -414,7 +414,7 @@ fn assert_same(before: &Census, after: &Census, when: &str) {
 
 #[test]
 fn leaked_sandboxes_are_reclaimed_and_live_ones_keep_their_network() {
-    if !premises() {
+    if !cni_testkit::premise::require_all(&needs()) {
         return;
     }
     let mut node = Node::start(|s| vec![Net::bridge(10, "pods", s, true)], &[]);
@@ -584,7 +584,7 @@ fn leaked_sandboxes_are_reclaimed_and_live_ones_keep_their_network() {
 
 #[test]
 fn each_network_is_collected_by_its_own_rules_and_bad_input_is_kept() {
-    if !premises() {
+    if !cni_testkit::premise::require_all(&needs()) {
         return;
     }
     let gone_type = format!("gcgone{}", hex6());

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use cni_exec::cri::{PortMapping, Protocol, RuntimeClient};
 use cni_netns::{Netns, OwnedNetns};
 use cni_testkit::containerd::{self, Containerd, ContainerdOptions};
+use cni_testkit::premise::{self, Need};
 use ipnetwork::IpNetwork;
 use serde_json::{json, Value};
 
@@ -39,16 +40,13 @@ pub(crate) const POD_PORT: u16 = 8080;
 /// Generous: containers and DAD on a machine whose cores are busy.
 pub(crate) const PATIENCE: Duration = Duration::from_secs(60);
 
-/// False (SKIP printed) when a premise is missing and skips are allowed;
-/// panics naming it otherwise.
-pub(crate) fn premises() -> bool {
-    if !cni_testkit::premise::require_root() {
-        return false;
-    }
-    containerd::PROGRAMS
-        .iter()
-        .chain(&["ping", "nft"])
-        .all(|p| cni_testkit::premise::require_program(p))
+/// What these tests need: root, and the programs containerd runs and the
+/// oracles use.
+pub(crate) fn needs() -> Vec<Need<'static>> {
+    let programs = containerd::PROGRAMS.iter().chain(&["ping", "nft"]);
+    std::iter::once(Need::Root)
+        .chain(programs.map(|p| Need::Program(p)))
+        .collect()
 }
 
 /// The network under test, unique per test.
@@ -510,7 +508,7 @@ pub(crate) fn host_port() -> u16 {
 
 #[test]
 fn network_ready_only_once_a_config_exists() {
-    if !premises() {
+    if !premise::require_all(&needs()) {
         return;
     }
     let node = Node::bare();
@@ -540,7 +538,7 @@ fn network_ready_only_once_a_config_exists() {
 
 #[test]
 fn sandbox_gets_an_ipv4_and_an_ipv6_from_the_ranges() {
-    if !premises() {
+    if !premise::require_all(&needs()) {
         return;
     }
     let node = Node::new();
@@ -594,7 +592,7 @@ fn sandbox_gets_an_ipv4_and_an_ipv6_from_the_ranges() {
 
 #[test]
 fn sandboxes_reach_each_other_over_both_families() {
-    if !premises() {
+    if !premise::require_all(&needs()) {
         return;
     }
     let node = Node::new();
@@ -627,7 +625,7 @@ fn sandboxes_reach_each_other_over_both_families() {
 
 #[test]
 fn host_port_reaches_a_listener_in_the_sandbox() {
-    if !premises() {
+    if !premise::require_all(&needs()) {
         return;
     }
     let node = Node::new();
@@ -653,7 +651,7 @@ fn host_port_reaches_a_listener_in_the_sandbox() {
 
 #[test]
 fn stop_releases_everything_and_remove_leaves_nothing() {
-    if !premises() {
+    if !premise::require_all(&needs()) {
         return;
     }
     let node = Node::new();
@@ -693,7 +691,7 @@ fn stop_releases_everything_and_remove_leaves_nothing() {
 
 #[test]
 fn sigkilled_containerd_restarted_still_tears_down() {
-    if !premises() {
+    if !premise::require_all(&needs()) {
         return;
     }
     let mut node = Node::new();
@@ -728,7 +726,7 @@ fn sigkilled_containerd_restarted_still_tears_down() {
 
 #[test]
 fn burst_of_20_with_4_in_flight_gets_distinct_addresses_and_leaves_nothing() {
-    if !premises() {
+    if !premise::require_all(&needs()) {
         return;
     }
     const PODS: usize = 20;

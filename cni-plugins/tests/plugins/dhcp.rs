@@ -15,29 +15,13 @@ use std::time::{Duration, Instant};
 
 use crate::common::{self, exec_in, hex6, ip, netns, run, sh, Call, CniPath, Reply, GO_PLUGINS};
 use cni_netns::OwnedNetns;
+use cni_testkit::premise::{self, Need};
 use serde_json::{json, Value};
 
 const OUR_DHCP: &str = env!("CARGO_BIN_EXE_dhcp");
 const OUR_BRIDGE: &str = env!("CARGO_BIN_EXE_bridge");
 const OUR_MACVLAN: &str = env!("CARGO_BIN_EXE_macvlan");
 const SERVER_IP: &str = "10.99.0.1";
-
-/// True when the test can run: root, dnsmasq, and with `go` the Go dhcp
-/// plugin ([`cni_testkit::premise`]: a missing one fails the test unless
-/// `CNI_TEST_ALLOW_SKIP=1`, which prints SKIP instead).
-fn premise(go: bool) -> bool {
-    let mut missing = Vec::new();
-    if !cni_testkit::premise::is_root() {
-        missing.push("root".to_owned());
-    }
-    if which("dnsmasq").is_none() {
-        missing.push("dnsmasq (Debian dnsmasq-base)".to_owned());
-    }
-    if go && !Path::new(GO_PLUGINS).join("dhcp").is_file() {
-        missing.push(format!("{GO_PLUGINS}/dhcp (containernetworking-plugins)"));
-    }
-    cni_testkit::premise::require(missing.is_empty(), &format!("needs {}", missing.join(", ")))
-}
 
 fn which(prog: &str) -> Option<PathBuf> {
     ["/usr/sbin", "/usr/bin", "/sbin", "/bin"]
@@ -432,7 +416,10 @@ fn ping_server(lab: &Lab, pod: usize) -> bool {
 
 #[test]
 fn add_check_del_releases_the_lease() {
-    if !premise(false) {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
+    ]) {
         return;
     }
     let mut lab = Lab::new();
@@ -507,7 +494,10 @@ fn add_check_del_releases_the_lease() {
 
 #[test]
 fn restarted_daemon_resumes_renews_and_releases() {
-    if !premise(false) {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
+    ]) {
         return;
     }
     let mut lab = Lab::new();
@@ -597,7 +587,10 @@ fn restarted_daemon_resumes_renews_and_releases() {
 
 #[test]
 fn two_pods_at_once_get_two_leases() {
-    if !premise(false) {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
+    ]) {
         return;
     }
     let mut lab = Lab::new();
@@ -643,7 +636,10 @@ fn two_pods_at_once_get_two_leases() {
 
 #[test]
 fn server_down_is_a_timeout_error_within_the_deadline() {
-    if !premise(false) {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
+    ]) {
         return;
     }
     let mut lab = Lab::new();
@@ -676,7 +672,10 @@ fn server_down_is_a_timeout_error_within_the_deadline() {
 
 #[test]
 fn gc_releases_leases_of_vanished_attachments() {
-    if !premise(false) {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
+    ]) {
         return;
     }
     let mut lab = Lab::new();
@@ -717,7 +716,10 @@ fn gc_releases_leases_of_vanished_attachments() {
 
 #[test]
 fn bridge_and_macvlan_delegate_to_our_dhcp() {
-    if !premise(false) {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
+    ]) {
         return;
     }
     let mut lab = Lab::new();
@@ -772,7 +774,11 @@ fn bridge_and_macvlan_delegate_to_our_dhcp() {
 /// probe so that they measure the clients).
 #[test]
 fn go_dhcp_differential() {
-    if !premise(true) {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
+        Need::GoPlugin("dhcp"),
+    ]) {
         return;
     }
     let mut lab = Lab::with_probe(false);
@@ -862,7 +868,10 @@ fn go_dhcp_differential() {
 
 #[test]
 fn bad_input_gives_clear_errors_without_hanging() {
-    if !premise(false) {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
+    ]) {
         return;
     }
     let mut lab = Lab::new();
@@ -934,7 +943,10 @@ fn bad_input_gives_clear_errors_without_hanging() {
 
 #[test]
 fn a_nak_on_renewal_loses_the_lease() {
-    if !premise(false) {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
+    ]) {
         return;
     }
     let mut lab = Lab::with_probe(false);
@@ -996,7 +1008,10 @@ fn a_nak_on_renewal_loses_the_lease() {
 
 #[test]
 fn del_after_the_pod_is_gone_forgets_the_lease() {
-    if !premise(false) {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
+    ]) {
         return;
     }
     let mut lab = Lab::with_probe(false);
@@ -1360,7 +1375,10 @@ fn release_without_ipv4_configuration_in_the_pod() {
 }
 
 fn release_without_ipv4(address_without_route: bool) {
-    if !premise(false) {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
+    ]) {
         return;
     }
     let mut lab = Lab::with_probe(false);
@@ -1469,7 +1487,10 @@ fn bridge_ports(lab: &Lab) -> usize {
 /// namespace (and the pod's veth) is really gone.
 #[test]
 fn del_and_gc_release_after_the_pod_netns_is_gone() {
-    if !premise(false) {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
+    ]) {
         return;
     }
     let mut lab = Lab::with_probe(false);
@@ -1541,7 +1562,10 @@ fn acks_dropped(lab: &Lab) -> bool {
 /// Before: the failed ADD sent nothing and the lease stayed on the server.
 #[test]
 fn an_add_whose_ack_is_lost_releases_what_it_requested() {
-    if !premise(false) {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
+    ]) {
         return;
     }
     let mut lab = Lab::with_probe(false);
@@ -1594,7 +1618,10 @@ fn an_add_whose_ack_is_lost_releases_what_it_requested() {
 /// nobody runs.
 #[test]
 fn a_lease_granted_as_the_daemon_dies_is_released_at_restart() {
-    if !premise(false) {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
+    ]) {
         return;
     }
     let mut lab = Lab::with_probe(false);

@@ -5,6 +5,7 @@
 //! `kernelpath`/`pciBusID`/`deviceID` errors (no spare PCI NIC here).
 
 use crate::ptp_common::*;
+use cni_testkit::premise::{self, Need};
 use serde_json::{json, Value};
 
 const DEV_MAC: &str = "02:42:00:00:00:07";
@@ -53,7 +54,7 @@ fn sc(conf: Value) -> Scenario<'static> {
 
 #[test]
 fn host_device_matches_go() {
-    if !root() || !have_go("host-device") {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("host-device")]) {
         return;
     }
     for v in ["0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0"] {
@@ -106,7 +107,7 @@ fn host_device_matches_go() {
 
 #[test]
 fn host_device_del_is_idempotent_and_rollback_moves_the_link_back() {
-    if !root() {
+    if !premise::require_root() {
         return;
     }
     let mut node = Node::new();

@@ -4,6 +4,7 @@
 //! with a message that says so, and nothing is left behind.
 
 use crate::ptp_common::*;
+use cni_testkit::premise::{self, Need};
 use serde_json::{json, Value};
 
 fn conf(version: &str, extra: Value) -> Value {
@@ -58,7 +59,7 @@ fn kernel_has_ipvlan() -> bool {
 
 #[test]
 fn ipvlan_matches_go() {
-    if !root() || !have_go("ipvlan") {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("ipvlan")]) {
         return;
     }
     if !kernel_has_ipvlan() {
@@ -93,7 +94,7 @@ fn ipvlan_matches_go() {
 
 #[test]
 fn ipvlan_without_kernel_support_is_a_clean_error() {
-    if !root() || kernel_has_ipvlan() {
+    if !premise::require_root() || kernel_has_ipvlan() {
         return;
     }
     let mut node = Node::new();
@@ -133,7 +134,7 @@ fn ipvlan_without_kernel_support_is_a_clean_error() {
 
 #[test]
 fn ipvlan_chained_master_comes_from_the_previous_result() {
-    if !root() {
+    if !premise::require_root() {
         return;
     }
     let mut node = Node::new();

@@ -532,7 +532,9 @@ fn judge(cell: &str, names: &Names, ours: &Outcome, go: &Outcome, against_go: bo
 /// Runs the census of `cell`: ours must leave nothing, Go's for the record.
 fn census(stack: IpStack, chain: PluginChain) {
     if !cni_testkit::premise::require(
-        crate::nodenet::is_root() && Path::new(GO_PLUGINS).join("ptp").is_file() && tools_present(),
+        cni_testkit::premise::is_root()
+            && Path::new(GO_PLUGINS).join("ptp").is_file()
+            && tools_present(),
         "needs root, Go's plugins in /usr/lib/cni, nft, iptables-save, ip",
     ) {
         return;
@@ -549,7 +551,9 @@ fn census(stack: IpStack, chain: PluginChain) {
 /// IPv6, and leave nothing behind.
 fn census_no_ipv6(chain: PluginChain) {
     if !cni_testkit::premise::require(
-        crate::nodenet::is_root() && Path::new(GO_PLUGINS).join("ptp").is_file() && tools_present(),
+        cni_testkit::premise::is_root()
+            && Path::new(GO_PLUGINS).join("ptp").is_file()
+            && tools_present(),
         "needs root, Go's plugins in /usr/lib/cni, nft, iptables-save, ip",
     ) {
         return;
@@ -621,7 +625,7 @@ fn dual_stack_macvlan_without_ipv6_on_the_pod_interface() {
 #[test]
 fn census_sees_a_pod_left_behind() {
     if !cni_testkit::premise::require(
-        crate::nodenet::is_root() && tools_present(),
+        cni_testkit::premise::is_root() && tools_present(),
         "needs root, nft, iptables-save, ip",
     ) {
         return;

@@ -11,16 +11,8 @@ use std::path::{Path, PathBuf};
 
 use crate::common::*;
 use cni_netns::OwnedNetns;
+use cni_testkit::premise::{self, Need};
 use serde_json::{json, Value};
-
-/// Root and the Go plugins are this file's premise: without them a test
-/// fails, unless `CNI_TEST_ALLOW_SKIP=1` (then it says SKIP and passes).
-fn premise() -> bool {
-    cni_testkit::premise::require(
-        usable(),
-        &format!("needs root and the Go plugins in {GO_PLUGINS}"),
-    )
-}
 
 fn ours(name: &str) -> PathBuf {
     let var = match name {
@@ -171,7 +163,7 @@ fn vlan_conf(w: &World, extra: Value) -> Value {
 
 #[test]
 fn vlan_add_check_del_or_clean_refusal() {
-    if !premise() {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("host-local")]) {
         return;
     }
     let w = World::new();
@@ -223,7 +215,7 @@ fn vlan_add_check_del_or_clean_refusal() {
 
 #[test]
 fn vlan_bad_config_matches_go() {
-    if !premise() {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("host-local")]) {
         return;
     }
     let w = World::new();
@@ -293,7 +285,7 @@ fn vrf_conf(extra: Value) -> Value {
 
 #[test]
 fn vrf_add_del_or_clean_refusal() {
-    if !premise() {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("host-local")]) {
         return;
     }
     let w = World::new();
@@ -401,7 +393,7 @@ fn vrf_add_del_or_clean_refusal() {
 
 #[test]
 fn vrf_bad_config_matches_go() {
-    if !premise() {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("host-local")]) {
         return;
     }
     let w = World::new();
@@ -451,7 +443,7 @@ fn vrf_bad_config_matches_go() {
 
 #[test]
 fn dummy_add_check_del_or_clean_refusal() {
-    if !premise() {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("host-local")]) {
         return;
     }
     let w = World::new();
@@ -509,7 +501,7 @@ fn tap_conf(w: &World, extra: Value) -> Value {
 
 #[test]
 fn tap_is_created_in_the_pod_with_go_flags() {
-    if !premise() {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("host-local")]) {
         return;
     }
     let w = World::new();
@@ -607,7 +599,7 @@ fn tap_is_created_in_the_pod_with_go_flags() {
 
 #[test]
 fn tap_bad_input_leaves_nothing() {
-    if !premise() {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("host-local")]) {
         return;
     }
     let w = World::new();
@@ -665,7 +657,7 @@ fn tap_bad_input_leaves_nothing() {
 
 #[test]
 fn passthru_passes_the_previous_result_in_every_version() {
-    if !premise() {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("host-local")]) {
         return;
     }
     let w = World::new();
@@ -707,7 +699,7 @@ fn passthru_passes_the_previous_result_in_every_version() {
 #[cfg(feature = "multus")]
 #[test]
 fn multus_auxiliary_chain_runs_passthru_then_tuning() {
-    if !premise() {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("host-local")]) {
         return;
     }
     let w = World::new();
@@ -872,16 +864,16 @@ fn walk(mut buf: &[u8], path: &mut Vec<u16>, out: &mut Vec<(Vec<u16>, Vec<u8>)>)
     }
 }
 
-fn strace_premise() -> bool {
-    cni_testkit::premise::require(
-        Path::new("/usr/bin/strace").exists(),
-        "needs strace (Debian package strace) to see Go's netlink requests",
-    )
-}
-
 #[test]
 fn vlan_and_vrf_requests_match_go_on_the_wire() {
-    if !premise() || !strace_premise() {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::GoPlugin("host-local"),
+        Need::That(
+            Path::new("/usr/bin/strace").exists(),
+            "strace (Debian package strace) to see Go's netlink requests",
+        ),
+    ]) {
         return;
     }
     let w = World::new();

@@ -1,6 +1,7 @@
 //! The loopback plugin next to Go's, in fresh pod namespaces.
 
 use crate::common;
+use cni_testkit::premise::{self, Need};
 
 use std::path::{Path, PathBuf};
 
@@ -40,7 +41,7 @@ fn lo_up(pod: &cni_netns::OwnedNetns) -> bool {
 /// sandbox path is normalised.
 #[test]
 fn same_as_go() {
-    if !usable() {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("loopback")]) {
         return;
     }
     for version in ["0.3.1", "0.4.0", "1.0.0"] {
@@ -76,7 +77,7 @@ fn same_as_go() {
 
 #[test]
 fn prev_result_passes_through() {
-    if !usable() {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("loopback")]) {
         return;
     }
     let pod = cni_netns::OwnedNetns::new("cnip").unwrap();
@@ -91,7 +92,7 @@ fn prev_result_passes_through() {
 
 #[test]
 fn del_tolerates_a_vanished_netns() {
-    if !usable() {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("loopback")]) {
         return;
     }
     let conf = json!({"cniVersion": "1.0.0", "name": "lo", "type": "loopback"});
@@ -106,7 +107,7 @@ fn del_tolerates_a_vanished_netns() {
 
 #[test]
 fn check_fails_when_lo_is_down() {
-    if !usable() {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("loopback")]) {
         return;
     }
     let conf = json!({"cniVersion": "1.0.0", "name": "lo", "type": "loopback"});

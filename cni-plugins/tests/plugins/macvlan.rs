@@ -4,6 +4,7 @@
 //! (`linkInContainer`, `bcqueuelen`), rollback, a vanished netns, STATUS.
 
 use crate::ptp_common::*;
+use cni_testkit::premise::{self, Need};
 use serde_json::{json, Value};
 
 fn conf(version: &str, extra: Value) -> Value {
@@ -44,7 +45,7 @@ fn pod_link<'a>(run: &'a Run, name: &str) -> &'a str {
 
 #[test]
 fn macvlan_matches_go_in_every_version_and_mode() {
-    if !root() || !have_go("macvlan") {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("macvlan")]) {
         return;
     }
     for v in ["0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0"] {
@@ -64,7 +65,7 @@ fn macvlan_matches_go_in_every_version_and_mode() {
 
 #[test]
 fn macvlan_options_match_go() {
-    if !root() || !have_go("macvlan") {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("macvlan")]) {
         return;
     }
     let run = differential(&sc(conf(
@@ -113,7 +114,7 @@ fn macvlan_options_match_go() {
 
 #[test]
 fn macvlan_mac_sources_match_go() {
-    if !root() || !have_go("macvlan") {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("macvlan")]) {
         return;
     }
     let cases = [
@@ -148,7 +149,7 @@ fn macvlan_mac_sources_match_go() {
 
 #[test]
 fn macvlan_pods_on_one_master_talk_in_bridge_mode_not_in_private() {
-    if !root() {
+    if !premise::require_root() {
         return;
     }
     let bin = plugin_path(Impl::Ours, "macvlan");
@@ -180,7 +181,7 @@ fn macvlan_pods_on_one_master_talk_in_bridge_mode_not_in_private() {
 
 #[test]
 fn macvlan_link_in_container_and_bcqueuelen() {
-    if !root() {
+    if !premise::require_root() {
         return;
     }
     let mut node = Node::new();
@@ -229,7 +230,7 @@ fn macvlan_link_in_container_and_bcqueuelen() {
 
 #[test]
 fn macvlan_failed_add_leaves_nothing_and_del_survives_a_vanished_netns() {
-    if !root() {
+    if !premise::require_root() {
         return;
     }
     let mut node = Node::new();
@@ -272,7 +273,7 @@ fn macvlan_failed_add_leaves_nothing_and_del_survives_a_vanished_netns() {
 
 #[test]
 fn macvlan_gc_and_status_reach_our_host_local_in_1_1_0() {
-    if !root() {
+    if !premise::require_root() {
         return;
     }
     let Some(host_local) = option_env!("CARGO_BIN_EXE_host-local") else {

@@ -10,11 +10,12 @@
 use std::path::Path;
 
 use crate::ptp_common::*;
+use cni_testkit::premise;
 use serde_json::{json, Value};
 
 #[test]
 fn flannel_with_a_macvlan_delegate_attaches_a_pod() {
-    if !root() {
+    if !premise::require_root() {
         return;
     }
     let mut node = Node::new();

@@ -191,7 +191,7 @@ const SRIOV_PLAIN: &str = r#"{"cniVersion":"1.0.0","type":"fake-sriov"}"#;
 impl Env {
     /// `None` when the premise (root) is missing and skipping is allowed.
     fn new(networks: &str) -> Option<Env> {
-        if !cni_testkit::premise::require(cni_testkit::premise::is_root(), "needs root") {
+        if !cni_testkit::premise::require_root() {
             return None;
         }
         let pod_ns = cni_netns::OwnedNetns::new("mdev").unwrap();

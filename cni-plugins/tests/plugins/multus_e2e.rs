@@ -10,24 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use cni_testkit::premise::{self, Need};
 use cni_testkit::KubeApiServer;
 use serde_json::{json, Value};
 
 const GO_PLUGINS: &str = "/usr/lib/cni";
-
-fn can_run() -> bool {
-    let root = unsafe_free_is_root();
-    let plugins = Path::new(GO_PLUGINS).join("bridge").exists()
-        && Path::new(GO_PLUGINS).join("host-local").exists();
-    cni_testkit::premise::require(
-        root && plugins,
-        &format!("needs root and {GO_PLUGINS}/{{bridge,host-local}}"),
-    )
-}
-
-fn unsafe_free_is_root() -> bool {
-    cni_testkit::premise::is_root()
-}
 
 /// The binary under test: `MULTUS_BIN` (e.g. a release build) or this
 /// profile's.
@@ -243,7 +230,11 @@ impl Env {
 
 #[test]
 fn pod_with_two_nads_then_del_with_the_api_down() {
-    if !can_run() {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::GoPlugin("bridge"),
+        Need::GoPlugin("host-local"),
+    ]) {
         return;
     }
     let mut env = setup();
@@ -352,7 +343,11 @@ fn pod_with_two_nads_then_del_with_the_api_down() {
 
 #[test]
 fn bad_input_fails_cleanly_and_leaves_nothing() {
-    if !can_run() {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::GoPlugin("bridge"),
+        Need::GoPlugin("host-local"),
+    ]) {
         return;
     }
     let env = setup();
@@ -407,7 +402,11 @@ fn bad_input_fails_cleanly_and_leaves_nothing() {
 
 #[test]
 fn default_route_moves_to_the_requested_network() {
-    if !can_run() {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::GoPlugin("bridge"),
+        Need::GoPlugin("host-local"),
+    ]) {
         return;
     }
     let env = setup();
@@ -493,7 +492,11 @@ fn go_plugin(env: &Env, command: &str, conf: &str, cid: &str, ifname: &str) -> b
 #[test]
 #[ignore]
 fn measure_add_beyond_delegates() {
-    if !can_run() {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::GoPlugin("bridge"),
+        Need::GoPlugin("host-local"),
+    ]) {
         return;
     }
     let env = setup();

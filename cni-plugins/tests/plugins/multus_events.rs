@@ -302,7 +302,7 @@ impl Plugin for InProcess {
 
 #[test]
 fn thick_daemon_posts_the_same_events() {
-    if !cni_testkit::premise::require(cni_testkit::premise::is_root(), "needs root") {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let pod_ns = cni_netns::OwnedNetns::new("mev").unwrap();

@@ -76,13 +76,9 @@ impl Plugin for Fake {
     }
 }
 
-fn is_root() -> bool {
-    cni_testkit::premise::is_root()
-}
-
 #[test]
 fn embedded_multus_with_in_process_delegates() {
-    if !cni_testkit::premise::require(is_root(), "needs root") {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let pod_ns = cni_netns::OwnedNetns::new("mip").unwrap();

@@ -16,14 +16,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cni_plugins::multus::thick::{self, api::CniRequest, http, DaemonConfig};
+use cni_testkit::premise::{self, Need};
 use cni_testkit::KubeApiServer;
 use serde_json::{json, Value};
 
 const GO_PLUGINS: &str = "/usr/lib/cni";
-
-fn is_root() -> bool {
-    cni_testkit::premise::is_root()
-}
 
 /// A binary under test: from `MULTUS_BIN_DIR` (e.g. a release build) when
 /// set, else this profile's.
@@ -31,15 +28,6 @@ fn bin(name: &str, built: &str) -> String {
     std::env::var("MULTUS_BIN_DIR")
         .map(|d| format!("{d}/{name}"))
         .unwrap_or_else(|_| built.to_string())
-}
-
-fn can_run() -> bool {
-    let plugins = Path::new(GO_PLUGINS).join("bridge").exists()
-        && Path::new(GO_PLUGINS).join("host-local").exists();
-    cni_testkit::premise::require(
-        is_root() && plugins,
-        &format!("needs root and {GO_PLUGINS}/{{bridge,host-local}}"),
-    )
 }
 
 fn suffix() -> String {
@@ -361,7 +349,11 @@ const TWO_NADS: &str =
 
 #[test]
 fn shim_and_daemon_attach_a_pod_then_del_without_the_daemon() {
-    if !can_run() {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::GoPlugin("bridge"),
+        Need::GoPlugin("host-local"),
+    ]) {
         return;
     }
     let env = setup();
@@ -899,7 +891,11 @@ fn auto_configuration_follows_the_primary() {
 #[test]
 #[ignore]
 fn measure_add_shim_daemon_vs_thin() {
-    if !can_run() {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::GoPlugin("bridge"),
+        Need::GoPlugin("host-local"),
+    ]) {
         return;
     }
     let env = setup();
@@ -937,7 +933,11 @@ fn measure_add_shim_daemon_vs_thin() {
 fn chrooted_delegates() {
     use cni_exec::Exec;
     use cni_plugins::multus::thick::chroot::ChrootExec;
-    if !can_run() {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::GoPlugin("bridge"),
+        Need::GoPlugin("host-local"),
+    ]) {
         return;
     }
     let e = ChrootExec::new("/");

@@ -3,6 +3,7 @@
 //! netns, masquerade in nftables with GC, STATUS.
 
 use crate::ptp_common::*;
+use cni_testkit::premise::{self, Need};
 use serde_json::{json, Value};
 
 fn conf(version: &str, extra: Value) -> Value {
@@ -30,7 +31,7 @@ fn sc(conf: Value) -> Scenario<'static> {
 
 #[test]
 fn ptp_matches_go_in_every_version() {
-    if !root() || !have_go("ptp") {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("ptp")]) {
         return;
     }
     for v in ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0"] {
@@ -61,7 +62,7 @@ fn ptp_matches_go_in_every_version() {
 
 #[test]
 fn ptp_options_match_go() {
-    if !root() || !have_go("ptp") {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("ptp")]) {
         return;
     }
     let run = differential(&sc(conf(
@@ -81,7 +82,7 @@ fn ptp_options_match_go() {
 
 #[test]
 fn ptp_dual_stack_matches_go() {
-    if !root() || !have_go("ptp") {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("ptp")]) {
         return;
     }
     let c = json!({
@@ -105,7 +106,7 @@ fn nft_ruleset(node: &Node) -> String {
 
 #[test]
 fn ptp_masquerade_is_removed_by_del_and_gc() {
-    if !root() {
+    if !premise::require_root() {
         return;
     }
     let mut node = Node::new();
@@ -195,7 +196,7 @@ fn allocated(node: &Node, network: &str) -> Vec<String> {
 
 #[test]
 fn ptp_failed_add_leaves_nothing_and_del_survives_a_vanished_netns() {
-    if !root() {
+    if !premise::require_root() {
         return;
     }
     let mut node = Node::new();
@@ -234,7 +235,7 @@ fn ptp_failed_add_leaves_nothing_and_del_survives_a_vanished_netns() {
 
 #[test]
 fn ptp_gc_and_status_reach_our_host_local_in_1_1_0() {
-    if !root() {
+    if !premise::require_root() {
         return;
     }
     let Some(host_local) = option_env!("CARGO_BIN_EXE_host-local") else {

@@ -58,10 +58,6 @@ fn env_usize(key: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-fn can_run() -> bool {
-    cni_testkit::premise::require_root()
-}
-
 // ---- measurements ----------------------------------------------------
 
 /// Latencies in seconds.
@@ -497,7 +493,7 @@ fn bridge_conflist(network: &str, bridge: &str, subnet: &str, ipam: &Path) -> Ne
 
 #[test]
 fn two_runtimes_race_on_one_network_without_duplicates_or_leaks() {
-    if !can_run() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let _serial = serial();
@@ -683,7 +679,7 @@ impl Sample {
 
 #[test]
 fn multus_daemon_serves_many_cycles_with_flat_rss_and_fds() {
-    if !can_run() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let _serial = serial();
@@ -920,7 +916,7 @@ fn multus_daemon_serves_many_cycles_with_flat_rss_and_fds() {
 /// them must succeed, and the DELs leave nothing.
 #[test]
 fn first_adds_on_a_fresh_node_race_without_failures() {
-    if !can_run() {
+    if !cni_testkit::premise::require_root() {
         return;
     }
     let _serial = serial();

@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::nodenet::{is_root, sh, sh_ok, suffix, wait_until, Ns, PluginDir};
+use crate::nodenet::{sh, sh_ok, suffix, wait_until, Ns, PluginDir};
 use cni_exec::{CniConfig, RuntimeConf};
 use cni_types::NetworkConfigList;
 use serde_json::{json, Map, Value};
@@ -189,7 +189,7 @@ fn ip_of(result: &Value) -> String {
 
 macro_rules! need_root {
     () => {
-        if !cni_testkit::premise::require(is_root(), "needs root") {
+        if !cni_testkit::premise::require_root() {
             return;
         }
     };

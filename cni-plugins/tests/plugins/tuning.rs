@@ -8,16 +8,10 @@ use std::path::Path;
 use crate::tuning_bandwidth_common::*;
 use cni_exec::{dispatch, Env};
 use cni_plugins::tuning::Tuning;
+use cni_testkit::premise;
 use serde_json::{json, Value};
 
 const OURS: &str = env!("CARGO_BIN_EXE_tuning");
-
-fn skip() -> bool {
-    if !cni_testkit::premise::require(is_root(), "needs root") {
-        return true;
-    }
-    false
-}
 
 fn prev(version: &str, topo: &Topo) -> Value {
     if version.starts_with("0.1") || version.starts_with("0.2") {
@@ -119,7 +113,7 @@ fn differential_against_go() {
         return;
     }
     let Some(go) = go else { return };
-    if skip() {
+    if !premise::require_root() {
         return;
     }
     type Case = (&'static str, Value, Vec<(&'static str, &'static str)>);
@@ -214,7 +208,7 @@ fn errors_match_go() {
     let Some(go) = go_bin("tuning") else {
         return;
     };
-    if skip() {
+    if !premise::require_root() {
         return;
     }
     let topo = Topo::new("tue");
@@ -259,7 +253,7 @@ fn errors_match_go() {
 
 #[test]
 fn sysctls_mac_and_txqlen_are_restored_after_del() {
-    if skip() {
+    if !premise::require_root() {
         return;
     }
     let topo = Topo::new("tur");
@@ -302,7 +296,7 @@ fn go_restores_our_backup_and_we_restore_gos() {
     let Some(go) = go_bin("tuning") else {
         return;
     };
-    if skip() {
+    if !premise::require_root() {
         return;
     }
     for (adder, deleter) in [(go.as_str(), OURS), (OURS, go.as_str())] {
@@ -325,7 +319,7 @@ fn go_restores_our_backup_and_we_restore_gos() {
 
 #[test]
 fn failed_add_rolls_back() {
-    if skip() {
+    if !premise::require_root() {
         return;
     }
     let topo = Topo::new("tub");
@@ -357,7 +351,7 @@ fn failed_add_rolls_back() {
 
 #[test]
 fn duplicated_sysctls_and_bad_ifnames_are_refused() {
-    if skip() {
+    if !premise::require_root() {
         return;
     }
     let topo = Topo::new("tuq");
@@ -390,7 +384,7 @@ fn duplicated_sysctls_and_bad_ifnames_are_refused() {
 
 #[test]
 fn allowlist_is_enforced() {
-    if skip() {
+    if !premise::require_root() {
         return;
     }
     let topo = Topo::new("tua");
@@ -445,7 +439,7 @@ fn allowlist_is_enforced() {
 
 #[test]
 fn del_with_a_vanished_netns_drops_the_backup() {
-    if skip() {
+    if !premise::require_root() {
         return;
     }
     let topo = Topo::new("tuv");

@@ -8,6 +8,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use cni_testkit::premise::{self, Need};
 use cni_types::{CniResult, Version};
 
 const GO_HOST_LOCAL: &str = "/usr/lib/cni/host-local";
@@ -59,13 +60,6 @@ fn go_add(version: &str, dir: &Path) -> Vec<u8> {
     out.stdout
 }
 
-fn have_go() -> bool {
-    cni_testkit::premise::require(
-        Path::new(GO_HOST_LOCAL).exists(),
-        &format!("needs {GO_HOST_LOCAL} (apt-get install containernetworking-plugins)"),
-    )
-}
-
 const GO_VERSIONS: [Version; 6] = [
     Version::V0_1_0,
     Version::V0_2_0,
@@ -77,7 +71,7 @@ const GO_VERSIONS: [Version; 6] = [
 
 #[test]
 fn go_results_reprint_byte_for_byte() {
-    if !have_go() {
+    if !premise::require_all(&[Need::GoPlugin("host-local")]) {
         return;
     }
     for v in GO_VERSIONS {
@@ -97,7 +91,7 @@ fn go_results_reprint_byte_for_byte() {
 
 #[test]
 fn our_down_conversions_equal_go_output() {
-    if !have_go() {
+    if !premise::require_all(&[Need::GoPlugin("host-local")]) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

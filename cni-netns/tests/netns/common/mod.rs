@@ -7,11 +7,6 @@ use std::process::Command;
 use cni_netns::{Handle, OwnedNetns};
 use serde_json::Value;
 
-/// Returns false (and says why on stderr) when the test cannot run here.
-pub(crate) fn root() -> bool {
-    cni_testkit::premise::require_root()
-}
-
 /// A fresh namespace with a unique name, deleted on drop, and a handle in it.
 pub(crate) fn netns() -> (OwnedNetns, Handle) {
     let ns = OwnedNetns::new("cnitest").expect("create test netns");

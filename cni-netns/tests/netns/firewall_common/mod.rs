@@ -14,15 +14,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-pub fn is_root() -> bool {
-    cni_testkit::premise::is_root()
-}
-
 /// Skips (returns true) when not root, so `cargo test` as a user still
 /// passes; without an `nft` binary it checks the clean error path instead
 /// and skips the rest.
 pub fn skip_unless_root() -> bool {
-    if !cni_testkit::premise::require(is_root(), "needs root") {
+    if !cni_testkit::premise::require_root() {
         return true;
     }
     if !have("nft") {

@@ -11,18 +11,7 @@ use cni_netns::OwnedNetns;
 use serde_json::Value;
 
 /// Where Debian's containernetworking-plugins installs the Go reference.
-pub(crate) const GO_PLUGINS: &str = "/usr/lib/cni";
-
-/// False (with the reason on stderr) when the test cannot run here: it
-/// needs root and the Go plugins.
-pub(crate) fn usable() -> bool {
-    let root = cni_testkit::premise::is_root();
-    let go = Path::new(GO_PLUGINS).join("host-local").is_file();
-    cni_testkit::premise::require(
-        root && go,
-        &format!("needs root and the Go plugins in {GO_PLUGINS}"),
-    )
-}
+pub(crate) use cni_testkit::premise::GO_PLUGINS;
 
 /// Six random hex digits.
 pub(crate) fn hex6() -> String {

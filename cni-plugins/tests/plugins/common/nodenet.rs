@@ -26,11 +26,6 @@ pub fn suffix() -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// Whether the tests that need root can run.
-pub fn is_root() -> bool {
-    cni_testkit::premise::is_root()
-}
-
 /// Runs a command, returns its output.
 pub fn sh(args: &[&str]) -> Output {
     Command::new(args[0])

@@ -1,5 +1,6 @@
 //! `cni-install` on real files in temp dirs.
 
+use cni_testkit::premise;
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -145,7 +146,7 @@ fn installs_then_reports_unchanged_as_0755() {
 #[test]
 fn set_id_bits_are_never_installed() {
     use std::os::unix::fs::MetadataExt;
-    if !super::is_root() && super::skip("needs root (a file owned by nobody)") {
+    if !premise::require(premise::is_root(), "needs root (a file owned by nobody)") {
         return;
     }
     let src = tempfile::tempdir().unwrap();
@@ -350,7 +351,7 @@ fn sh(args: &[&str]) {
 /// which refuses root too.
 #[test]
 fn a_read_only_target_is_a_clear_error_and_nothing_changes() {
-    if !super::is_root() && super::skip("mounting a tmpfs needs root") {
+    if !premise::require(premise::is_root(), "mounting a tmpfs needs root") {
         return;
     }
     let src = source(1);
@@ -362,7 +363,7 @@ fn a_read_only_target_is_a_clear_error_and_nothing_changes() {
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(
-        err.contains("create temp file") && err.contains("Read-only file system"),
+        err.contains("create temporary file") && err.contains("Read-only file system"),
         "{err}"
     );
     assert!(

@@ -25,17 +25,6 @@ pub(crate) fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
-/// True when running as root (the installer tests mount a tmpfs).
-pub(crate) fn is_root() -> bool {
-    cni_testkit::premise::is_root()
-}
-
-/// A premise that cannot be established: fails, or prints SKIP when
-/// `CNI_TEST_ALLOW_SKIP=1`. Returns true when the test should stop.
-pub(crate) fn skip(reason: &str) -> bool {
-    !cni_testkit::premise::require(false, reason)
-}
-
 /// cni-plugins as cargo sees it (`cargo metadata`): its binaries, which of
 /// them need the `multus` feature, and the programs among them that are not
 /// plugins (`[package.metadata.cni-rs] programs` in its Cargo.toml). That is

@@ -13,15 +13,7 @@ use cni_netns::OwnedNetns;
 use serde_json::{json, Value};
 
 /// Go reference plugins.
-pub(crate) const GO_DIR: &str = "/usr/lib/cni";
-
-pub(crate) fn root() -> bool {
-    cni_testkit::premise::require(nix_is_root(), "needs root")
-}
-
-fn nix_is_root() -> bool {
-    cni_testkit::premise::is_root()
-}
+pub(crate) use cni_testkit::premise::GO_PLUGINS as GO_DIR;
 
 /// Which implementation runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,13 +33,6 @@ pub(crate) fn plugin_path(imp: Impl, plugin: &str) -> PathBuf {
             other => panic!("no binary {other}"),
         }),
     }
-}
-
-pub(crate) fn have_go(plugin: &str) -> bool {
-    cni_testkit::premise::require(
-        Path::new(GO_DIR).join(plugin).exists(),
-        &format!("needs the Go reference {GO_DIR}/{plugin}"),
-    )
 }
 
 /// The outcome of one plugin run.

@@ -7,9 +7,10 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use cni_testkit::premise::{self, Need};
 use serde_json::{json, Value};
 
-use super::{can_run, normalized, plugin_cmd, premise, reply};
+use super::{normalized, plugin_cmd, reply};
 use crate::nodenet::{Ns, TcpServer};
 
 const OURS: &str = env!("CARGO_BIN_EXE_firewall");
@@ -161,9 +162,11 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
 /// Real traffic through FORWARD policy DROP, then the differential run
 /// against Go, for one iptables variant.
 fn iptables_variant(name: &'static str) {
-    if !(can_run("firewall")
-        && premise(&format!("needs iptables-{name}"), Variant::available(name)))
-    {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::GoPlugin("firewall"),
+        Need::That(Variant::available(name), &format!("iptables-{name}")),
+    ]) {
         return;
     }
     let v = Variant::new(name);
@@ -259,7 +262,11 @@ fn firewall_iptables_legacy_traffic_and_go_parity() {
 
 #[test]
 fn firewall_same_bridge_isolates_bridges() {
-    if !(can_run("firewall") && premise("needs iptables-nft", Variant::available("nft"))) {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::GoPlugin("firewall"),
+        Need::That(Variant::available("nft"), "iptables-nft"),
+    ]) {
         return;
     }
     let v = Variant::new("nft");
@@ -314,9 +321,11 @@ fn firewall_same_bridge_isolates_bridges() {
 /// forward chain of policy drop.
 #[test]
 fn firewall_nftables_backend_opens_foreign_table() {
-    if !(can_run("firewall")
-        && premise("needs nft", std::path::Path::new("/usr/sbin/nft").exists()))
-    {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::GoPlugin("firewall"),
+        Need::File("/usr/sbin/nft"),
+    ]) {
         return;
     }
     let lab = Lab::new(&[("fwbr0", 3), ("fwbr0", 3)]);
@@ -410,7 +419,11 @@ fn firewall_nftables_backend_opens_foreign_table() {
 
 #[test]
 fn firewall_iptables_gc_and_bad_input() {
-    if !(can_run("firewall") && premise("needs iptables-nft", Variant::available("nft"))) {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::GoPlugin("firewall"),
+        Need::That(Variant::available("nft"), "iptables-nft"),
+    ]) {
         return;
     }
     let v = Variant::new("nft");
@@ -566,7 +579,11 @@ fn firewall_iptables_gc_and_bad_input() {
 /// `isolated` (Go v1.7.0): the intra-bridge drop above the stage-2 jump.
 #[test]
 fn firewall_isolated_policy_rules() {
-    if !(can_run("firewall") && premise("needs iptables-nft", Variant::available("nft"))) {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::GoPlugin("firewall"),
+        Need::That(Variant::available("nft"), "iptables-nft"),
+    ]) {
         return;
     }
     let v = Variant::new("nft");
@@ -603,9 +620,11 @@ fn firewall_isolated_policy_rules() {
 /// pod's rules, and nothing left after the last DEL.
 #[test]
 fn firewall_nftables_concurrent_attachments() {
-    if !(can_run("firewall")
-        && premise("needs nft", std::path::Path::new("/usr/sbin/nft").exists()))
-    {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::GoPlugin("firewall"),
+        Need::File("/usr/sbin/nft"),
+    ]) {
         return;
     }
     let node = Ns::new("fwpar");

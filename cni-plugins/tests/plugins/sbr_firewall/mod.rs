@@ -2,29 +2,12 @@
 //! namespaces, real rules, real traffic, and differential runs against the
 //! Go reference plugins in /usr/lib/cni.
 
-use crate::nodenet;
-
 mod firewall;
 mod sbr;
 
 use std::process::{Command, Output};
 
 use serde_json::Value;
-
-/// Whether the test can establish its premise (root, the Go plugins, the
-/// tools); otherwise it fails, or prints SKIP when `CNI_TEST_ALLOW_SKIP=1`.
-pub(crate) fn premise(what: &str, ok: bool) -> bool {
-    cni_testkit::premise::require(ok, what)
-}
-
-/// Root and the Go reference plugin `name`.
-pub(crate) fn can_run(name: &str) -> bool {
-    premise("needs root", nodenet::is_root())
-        && premise(
-            &format!("needs the Go reference /usr/lib/cni/{name}"),
-            std::path::Path::new("/usr/lib/cni").join(name).is_file(),
-        )
-}
 
 /// One plugin invocation.
 pub(crate) fn plugin_cmd(

@@ -1,9 +1,10 @@
 //! sbr: differential runs against Go's sbr on twin namespaces, table-ID
 //! mode, the VRF error path, bad input and undo.
 
+use cni_testkit::premise::{self, Need};
 use serde_json::{json, Value};
 
-use super::{can_run, normalized, plugin_cmd, reply, run};
+use super::{normalized, plugin_cmd, reply, run};
 use crate::nodenet::Ns;
 
 const OURS: &str = env!("CARGO_BIN_EXE_sbr");
@@ -157,7 +158,7 @@ fn differential(version: &str, ips: Value, before: impl Fn(&Ns)) {
 
 #[test]
 fn sbr_matches_go_dual_stack() {
-    if !can_run("sbr") {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("sbr")]) {
         return;
     }
     for version in ["0.3.1", "0.4.0", "1.0.0"] {
@@ -175,7 +176,7 @@ fn sbr_matches_go_dual_stack() {
 
 #[test]
 fn sbr_matches_go_multiple_ips_and_busy_tables() {
-    if !can_run("sbr") {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("sbr")]) {
         return;
     }
     // Tables 100 and 102 are taken: the first IP gets 101, the next 103.
@@ -195,7 +196,7 @@ fn sbr_matches_go_multiple_ips_and_busy_tables() {
 
 #[test]
 fn sbr_table_mode_adds_rules_only() {
-    if !can_run("sbr") {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("sbr")]) {
         return;
     }
     let ns = pod("sbrtbl");
@@ -236,7 +237,7 @@ fn sbr_table_mode_adds_rules_only() {
 
 #[test]
 fn sbr_vrfname_error_path() {
-    if !can_run("sbr") {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("sbr")]) {
         return;
     }
     let ns = pod("sbrvrf");
@@ -274,7 +275,7 @@ fn sbr_vrfname_error_path() {
 
 #[test]
 fn sbr_bad_input_and_undo() {
-    if !can_run("sbr") {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("sbr")]) {
         return;
     }
     let ns = pod("sbrbad");
@@ -317,7 +318,7 @@ fn sbr_bad_input_and_undo() {
 /// Go's unreleased `gateways` and `addSourceHints` (upstream test vectors).
 #[test]
 fn sbr_static_gateways_and_source_hints() {
-    if !can_run("sbr") {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("sbr")]) {
         return;
     }
     let ns = pod("sbrgw");

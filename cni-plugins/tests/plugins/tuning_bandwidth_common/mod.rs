@@ -24,10 +24,6 @@ pub fn go_bin(name: &str) -> Option<String> {
     .then_some(p)
 }
 
-pub fn is_root() -> bool {
-    cni_testkit::premise::is_root()
-}
-
 /// Runs a command, panicking with its stderr on failure; returns stdout.
 pub fn sh(args: &[&str]) -> String {
     let out = Command::new(args[0])
