@@ -286,17 +286,8 @@ pub fn plan(obs: &Observation, min_age: Duration) -> Result<Plan, Error> {
             );
             continue;
         }
-        if let Some(ns) = starting {
-            skip(
-                what,
-                format!(
-                    "network namespace {} is younger than {min_age:?} and nothing is cached for \
-                     it: a sandbox may be starting (postponed)",
-                    ns.display()
-                ),
-            );
-            continue;
-        }
+        // The network's own reason first (it lasts until the file is
+        // mended), then the node-wide, passing one.
         let prefix = format!("{name}-");
         if let Some(f) = obs.cache.iter().find(|f| {
             f.attachment.is_err()
@@ -310,6 +301,17 @@ pub fn plan(obs: &Observation, min_age: Duration) -> Result<Plan, Error> {
                 format!(
                     "cache file {} is unreadable and may be a live attachment (postponed)",
                     f.path.display()
+                ),
+            );
+            continue;
+        }
+        if let Some(ns) = starting {
+            skip(
+                what,
+                format!(
+                    "network namespace {} is younger than {min_age:?} and nothing is cached for \
+                     it: a sandbox may be starting (postponed)",
+                    ns.display()
                 ),
             );
             continue;

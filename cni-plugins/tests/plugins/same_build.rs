@@ -132,6 +132,9 @@ fn features() -> Vec<String> {
     if cfg!(feature = "multus") {
         f.push("multus".to_string());
     }
+    if cfg!(feature = "gc") {
+        f.push("gc".to_string());
+    }
     f
 }
 
@@ -149,6 +152,23 @@ fn identity(root: &Path) -> String {
 #[test]
 fn the_build_identity_is_the_sources() {
     let root = crate::operator::workspace();
+    // features() names each feature of the crate (cfg! takes literal names):
+    // one it missed would make the identities differ in a build with it.
+    let toml = std::fs::read_to_string(root.join("cni-plugins/Cargo.toml")).unwrap();
+    let declared: Vec<&str> = toml
+        .split("\n[features]\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n[").next())
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once(" = ").map(|(k, _)| k.trim()))
+        .filter(|k| !k.starts_with('#'))
+        .collect();
+    assert_eq!(
+        declared,
+        ["default", "multus", "gc"],
+        "features() must name each of them"
+    );
     assert_eq!(identity(&root), cni_plugins::binary::BUILD);
     let copy = tempfile::tempdir().unwrap();
     for c in source_id::CRATES {
