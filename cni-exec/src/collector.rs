@@ -842,11 +842,15 @@ mod tests {
         use std::sync::atomic::{AtomicUsize, Ordering};
         use std::sync::Arc;
 
-        /// A plugin whose DEL takes a while and counts the DELs at once.
+        /// A plugin whose DELs count how many run at once; with `meet`, the
+        /// first `meet` DELs wait for each other (a rendezvous, bounded by
+        /// 30 s: no timing window decides the count on busy cores).
         #[derive(Default)]
         struct Slow {
             now: AtomicUsize,
             most: AtomicUsize,
+            started: AtomicUsize,
+            meet: AtomicUsize,
         }
         impl crate::Plugin for Slow {
             type Error = cni_types::CniError;
@@ -859,12 +863,22 @@ mod tests {
             fn del(&self, _: &crate::Request) -> Result<(), Self::Error> {
                 let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
                 self.most.fetch_max(n, Ordering::SeqCst);
-                std::thread::sleep(Duration::from_millis(30));
+                let meet = self.meet.load(Ordering::SeqCst);
+                if self.started.fetch_add(1, Ordering::SeqCst) < meet {
+                    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+                    while self.most.load(Ordering::SeqCst) < meet
+                        && std::time::Instant::now() < deadline
+                    {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(2));
                 self.now.fetch_sub(1, Ordering::SeqCst);
                 Ok(())
             }
         }
         let slow = Arc::new(Slow::default());
+        slow.meet.store(4, Ordering::SeqCst);
         let exec = crate::InProcessExec::builder()
             .register("slow", slow.clone())
             .netns_guard(Arc::new(crate::NoNetnsGuard))
