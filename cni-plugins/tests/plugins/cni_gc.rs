@@ -45,10 +45,10 @@ use serde_json::{json, Value};
 use crate::census_support::{Census, Change};
 use crate::common::{hex6, reserved_ips, sh, CniPath};
 use crate::containerd_cri::{
-    host_port, in_netns, needs, nft_maps_port, run_sandbox, tcp_get, wait_until, Listener, Sandbox,
-    PATIENCE, POD_PORT,
+    host_port, in_netns, needs, nft_maps_port, run_sandbox, tcp_get, wait_until, Sandbox, PATIENCE,
+    POD_PORT,
 };
-use crate::nodenet::Ns;
+use crate::nodenet::{Ns, TcpServer};
 
 const CNI_GC: &str = env!("CARGO_BIN_EXE_cni-gc");
 /// libcni's cache as containerd 1.6 writes it (not configurable there).
@@ -567,7 +567,7 @@ fn leaked_sandboxes_are_reclaimed_and_live_ones_keep_their_network() {
             );
         }
     }
-    let _srv = Listener::start(
+    let _srv = TcpServer::answering(
         &a.netns,
         SocketAddr::new("0.0.0.0".parse().unwrap(), POD_PORT),
         "still here",

@@ -18,12 +18,9 @@
 //! (a missing one fails the test, or SKIPs under `CNI_TEST_ALLOW_SKIP=1`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::io::Read;
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use cni_exec::cri::{PortMapping, Protocol, RuntimeClient};
@@ -34,6 +31,7 @@ use ipnetwork::IpNetwork;
 use serde_json::{json, Value};
 
 use crate::common::{hex6, ip, reserved_ips, sh};
+use crate::nodenet::TcpServer;
 
 /// The port the sandboxes' test listener binds.
 pub(crate) const POD_PORT: u16 = 8080;
@@ -439,50 +437,6 @@ pub(crate) fn wait_until(mut f: impl FnMut() -> bool) -> bool {
     f()
 }
 
-/// A TCP listener inside a namespace answering each connection with
-/// `reply`; stops on drop.
-pub(crate) struct Listener {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Listener {
-    pub(crate) fn start(netns: &Path, addr: SocketAddr, reply: &str) -> Listener {
-        let listener = Netns::open(netns)
-            .expect("open netns")
-            .run(move || TcpListener::bind(addr))
-            .expect("enter netns")
-            .expect("bind listener");
-        listener.set_nonblocking(true).expect("nonblocking");
-        let stop = Arc::new(AtomicBool::new(false));
-        let (s, reply) = (stop.clone(), reply.to_string());
-        let thread = std::thread::spawn(move || {
-            while !s.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((mut c, _)) => {
-                        let _ = c.set_nonblocking(false);
-                        let _ = c.write_all(reply.as_bytes());
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
-                }
-            }
-        });
-        Listener {
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Listener {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// Connects to `addr` from inside the namespace at `netns`; what the
 /// server sent.
 pub(crate) fn tcp_get(netns: &Path, addr: SocketAddr) -> Result<String, String> {
@@ -612,7 +566,7 @@ fn sandboxes_reach_each_other_over_both_families() {
                 "ping {dst} from {}: {last:?}",
                 from.id
             );
-            let _srv = Listener::start(
+            let _srv = TcpServer::answering(
                 &to.netns,
                 SocketAddr::new(to.ip(v6), POD_PORT),
                 &format!("hello from {}", to.id),
@@ -632,7 +586,7 @@ fn host_port_reaches_a_listener_in_the_sandbox() {
     let mut cri = node.cri();
     let port = host_port();
     let sb = node.sandbox(&mut cri, "web", &[(port, POD_PORT)]);
-    let _srv = Listener::start(
+    let _srv = TcpServer::answering(
         &sb.netns,
         SocketAddr::new("0.0.0.0".parse().unwrap(), POD_PORT),
         "pod says hi",

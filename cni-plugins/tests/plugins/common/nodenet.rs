@@ -179,24 +179,41 @@ pub struct TcpServer {
 }
 
 impl TcpServer {
-    /// Listens on `addr` inside `ns`.
+    /// Listens on `addr` inside `ns`; each connection gets `reply`, a space,
+    /// the peer's address and a newline.
     pub fn start(ns: &Ns, addr: &str, reply: &str) -> TcpServer {
         let addr: SocketAddr = addr.parse().expect("addr");
-        let listener = ns
-            .netns()
+        let reply = reply.to_string();
+        TcpServer::serve(&ns.netns(), addr, move |peer| format!("{reply} {peer}\n"))
+    }
+
+    /// Listens on `addr` inside the namespace at `netns`; each connection
+    /// gets exactly `reply`.
+    pub fn answering(netns: &Path, addr: SocketAddr, reply: &str) -> TcpServer {
+        let reply = reply.to_string();
+        TcpServer::serve(&Netns::open(netns).expect("open netns"), addr, move |_| {
+            reply.clone()
+        })
+    }
+
+    fn serve(
+        netns: &Netns,
+        addr: SocketAddr,
+        reply: impl Fn(SocketAddr) -> String + Send + 'static,
+    ) -> TcpServer {
+        let listener = netns
             .run(move || TcpListener::bind(addr))
             .expect("enter")
             .expect("bind");
         listener.set_nonblocking(true).expect("nonblocking");
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
-        let reply = reply.to_string();
         let thread = std::thread::spawn(move || {
             while !s.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((mut c, peer)) => {
                         let _ = c.set_nonblocking(false);
-                        let _ = c.write_all(format!("{reply} {peer}\n").as_bytes());
+                        let _ = c.write_all(reply(peer).as_bytes());
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(5)),
                 }
