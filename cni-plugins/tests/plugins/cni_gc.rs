@@ -45,8 +45,8 @@ use serde_json::{json, Value};
 use crate::census_support::{Census, Change};
 use crate::common::{hex6, reserved_ips, sh, CniPath};
 use crate::containerd_cri::{
-    host_port, in_netns, needs, nft_maps_port, run_sandbox, tcp_get, wait_until, Sandbox, PATIENCE,
-    POD_PORT,
+    assert_pings, host_port, needs, nft_maps_port, run_sandbox, tcp_get, wait_until, Sandbox,
+    PATIENCE, POD_PORT,
 };
 use crate::nodenet::{Ns, TcpServer};
 
@@ -556,15 +556,7 @@ fn leaked_sandboxes_are_reclaimed_and_live_ones_keep_their_network() {
     assert!(v4.contains(a.ip(false)) && v6.is_some_and(|n| n.contains(a.ip(true))));
     for v6 in [false, true] {
         for (from, to) in [(&a, &b), (&b, &a)] {
-            let dst = to.ip(v6).to_string();
-            let mut last = (false, String::new(), String::new());
-            assert!(
-                wait_until(|| {
-                    last = in_netns(&from.netns, &["ping", "-c", "1", "-W", "2", &dst]);
-                    last.0
-                }),
-                "ping {dst}: {last:?}"
-            );
+            assert_pings(&from.netns, to.ip(v6));
         }
     }
     let _srv = TcpServer::answering(

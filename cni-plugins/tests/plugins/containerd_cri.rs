@@ -426,6 +426,21 @@ fn shim_processes(id: &str) -> Vec<u32> {
         .collect()
 }
 
+/// `dst` answers a ping from the namespace at `from` within [`PATIENCE`]
+/// (an address may still be tentative a moment: DAD).
+pub(crate) fn assert_pings(from: &Path, dst: IpAddr) {
+    let dst = dst.to_string();
+    let mut last = (false, String::new(), String::new());
+    assert!(
+        wait_until(|| {
+            last = in_netns(from, &["ping", "-c", "1", "-W", "2", &dst]);
+            last.0
+        }),
+        "ping {dst} from {}: {last:?}",
+        from.display()
+    );
+}
+
 pub(crate) fn wait_until(mut f: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
     while start.elapsed() < PATIENCE {
@@ -555,17 +570,7 @@ fn sandboxes_reach_each_other_over_both_families() {
     let b = node.sandbox(&mut cri, "b", &[]);
     for v6 in [false, true] {
         for (from, to) in [(&a, &b), (&b, &a)] {
-            let dst = to.ip(v6).to_string();
-            // An address may still be tentative a moment (DAD): retry.
-            let mut last = (false, String::new(), String::new());
-            assert!(
-                wait_until(|| {
-                    last = in_netns(&from.netns, &["ping", "-c", "1", "-W", "2", &dst]);
-                    last.0
-                }),
-                "ping {dst} from {}: {last:?}",
-                from.id
-            );
+            assert_pings(&from.netns, to.ip(v6));
             let _srv = TcpServer::answering(
                 &to.netns,
                 SocketAddr::new(to.ip(v6), POD_PORT),
