@@ -251,6 +251,15 @@ impl Lab {
     }
 }
 
+/// Root and a DHCP server (dnsmasq) to run in the lab: false (SKIP
+/// printed) when missing and skips are allowed, a panic otherwise.
+fn dhcp_premises() -> bool {
+    premise::require_all(&[
+        Need::Root,
+        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
+    ])
+}
+
 fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
     while !f() {
@@ -416,10 +425,7 @@ fn ping_server(lab: &Lab, pod: usize) -> bool {
 
 #[test]
 fn add_check_del_releases_the_lease() {
-    if !premise::require_all(&[
-        Need::Root,
-        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
-    ]) {
+    if !dhcp_premises() {
         return;
     }
     let mut lab = Lab::new();
@@ -494,10 +500,7 @@ fn add_check_del_releases_the_lease() {
 
 #[test]
 fn restarted_daemon_resumes_renews_and_releases() {
-    if !premise::require_all(&[
-        Need::Root,
-        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
-    ]) {
+    if !dhcp_premises() {
         return;
     }
     let mut lab = Lab::new();
@@ -587,10 +590,7 @@ fn restarted_daemon_resumes_renews_and_releases() {
 
 #[test]
 fn two_pods_at_once_get_two_leases() {
-    if !premise::require_all(&[
-        Need::Root,
-        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
-    ]) {
+    if !dhcp_premises() {
         return;
     }
     let mut lab = Lab::new();
@@ -636,10 +636,7 @@ fn two_pods_at_once_get_two_leases() {
 
 #[test]
 fn server_down_is_a_timeout_error_within_the_deadline() {
-    if !premise::require_all(&[
-        Need::Root,
-        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
-    ]) {
+    if !dhcp_premises() {
         return;
     }
     let mut lab = Lab::new();
@@ -672,10 +669,7 @@ fn server_down_is_a_timeout_error_within_the_deadline() {
 
 #[test]
 fn gc_releases_leases_of_vanished_attachments() {
-    if !premise::require_all(&[
-        Need::Root,
-        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
-    ]) {
+    if !dhcp_premises() {
         return;
     }
     let mut lab = Lab::new();
@@ -716,10 +710,7 @@ fn gc_releases_leases_of_vanished_attachments() {
 
 #[test]
 fn bridge_and_macvlan_delegate_to_our_dhcp() {
-    if !premise::require_all(&[
-        Need::Root,
-        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
-    ]) {
+    if !dhcp_premises() {
         return;
     }
     let mut lab = Lab::new();
@@ -868,10 +859,7 @@ fn go_dhcp_differential() {
 
 #[test]
 fn bad_input_gives_clear_errors_without_hanging() {
-    if !premise::require_all(&[
-        Need::Root,
-        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
-    ]) {
+    if !dhcp_premises() {
         return;
     }
     let mut lab = Lab::new();
@@ -943,10 +931,7 @@ fn bad_input_gives_clear_errors_without_hanging() {
 
 #[test]
 fn a_nak_on_renewal_loses_the_lease() {
-    if !premise::require_all(&[
-        Need::Root,
-        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
-    ]) {
+    if !dhcp_premises() {
         return;
     }
     let mut lab = Lab::with_probe(false);
@@ -1008,10 +993,7 @@ fn a_nak_on_renewal_loses_the_lease() {
 
 #[test]
 fn del_after_the_pod_is_gone_forgets_the_lease() {
-    if !premise::require_all(&[
-        Need::Root,
-        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
-    ]) {
+    if !dhcp_premises() {
         return;
     }
     let mut lab = Lab::with_probe(false);
@@ -1375,10 +1357,7 @@ fn release_without_ipv4_configuration_in_the_pod() {
 }
 
 fn release_without_ipv4(address_without_route: bool) {
-    if !premise::require_all(&[
-        Need::Root,
-        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
-    ]) {
+    if !dhcp_premises() {
         return;
     }
     let mut lab = Lab::with_probe(false);
@@ -1487,10 +1466,7 @@ fn bridge_ports(lab: &Lab) -> usize {
 /// namespace (and the pod's veth) is really gone.
 #[test]
 fn del_and_gc_release_after_the_pod_netns_is_gone() {
-    if !premise::require_all(&[
-        Need::Root,
-        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
-    ]) {
+    if !dhcp_premises() {
         return;
     }
     let mut lab = Lab::with_probe(false);
@@ -1562,10 +1538,7 @@ fn acks_dropped(lab: &Lab) -> bool {
 /// Before: the failed ADD sent nothing and the lease stayed on the server.
 #[test]
 fn an_add_whose_ack_is_lost_releases_what_it_requested() {
-    if !premise::require_all(&[
-        Need::Root,
-        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
-    ]) {
+    if !dhcp_premises() {
         return;
     }
     let mut lab = Lab::with_probe(false);
@@ -1618,10 +1591,7 @@ fn an_add_whose_ack_is_lost_releases_what_it_requested() {
 /// nobody runs.
 #[test]
 fn a_lease_granted_as_the_daemon_dies_is_released_at_restart() {
-    if !premise::require_all(&[
-        Need::Root,
-        Need::That(which("dnsmasq").is_some(), "dnsmasq (Debian dnsmasq-base)"),
-    ]) {
+    if !dhcp_premises() {
         return;
     }
     let mut lab = Lab::with_probe(false);
