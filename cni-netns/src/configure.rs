@@ -6,7 +6,7 @@ use ipnetwork::IpNetwork;
 
 use crate::addr::{AddressOptions, DAD_TIMEOUT};
 use crate::error::{Error, Result};
-use crate::handle::Handle;
+use crate::kernel::NetnsHandle;
 use crate::link::Link;
 use crate::route::KernelRoute;
 use crate::sysctl;
@@ -22,7 +22,7 @@ use crate::sysctl;
 ///    family;
 /// 3. the link is set up;
 /// 4. if there is an IPv6 gateway, waits for DAD of the IPv6 addresses it
-///    added ([`Handle::settle_addresses`], [`DAD_TIMEOUT`]);
+///    added ([`Handle::settle_addresses`](crate::Handle::settle_addresses), [`DAD_TIMEOUT`]);
 /// 5. every route is added ECMP-style (`Handle::add_route_ecmp`) on
 ///    `ifname`, its gateway defaulting to the first gateway of the same
 ///    family; `priority`, `table` and `scope` are applied, and like Go the
@@ -30,8 +30,8 @@ use crate::sysctl;
 ///
 /// `addresses` holds the IPs whose result `interface` names `ifname` (the
 /// caller filters, as the bridge plugin does when mapping a CNI result).
-pub fn configure_interface(
-    handle: &Handle,
+pub fn configure_interface<H: NetnsHandle + ?Sized>(
+    handle: &H,
     ifname: &str,
     addresses: &[(IpNetwork, Option<IpAddr>)],
     routes: &[KernelRoute],
@@ -88,7 +88,12 @@ pub fn configure_interface(
 /// `e`, the kernel's refusal of IPv6 address `addr` on `link`, named for
 /// what it is when the link has no IPv6: the kernel answers only "invalid
 /// argument" or "permission denied".
-fn ipv6_unavailable(handle: &Handle, link: &Link, addr: IpNetwork, e: Error) -> Error {
+fn ipv6_unavailable<H: NetnsHandle + ?Sized>(
+    handle: &H,
+    link: &Link,
+    addr: IpNetwork,
+    e: Error,
+) -> Error {
     use nix::errno::Errno;
     if !matches!(
         e.errno(),
@@ -96,17 +101,16 @@ fn ipv6_unavailable(handle: &Handle, link: &Link, addr: IpNetwork, e: Error) -> 
     ) {
         return e;
     }
-    let conf = format!("/proc/sys/net/ipv6/conf/{}", link.name);
-    let (ipv6, iface, disabled) = match handle.run(|| {
-        (
-            std::path::Path::new("/proc/sys/net/ipv6").is_dir(),
-            std::path::Path::new(&conf).is_dir(),
-            std::fs::read_to_string(format!("{conf}/disable_ipv6")).ok(),
-        )
-    }) {
-        Ok(found) => found,
-        Err(_) => return e,
+    // Whether IPv6 is on, the link has IPv6 state, and its disable_ipv6.
+    let conf = format!("net/ipv6/conf/{}/disable_ipv6", link.name);
+    let (ipv6, disabled) = match (
+        handle.sysctl_get("net/ipv6/conf/all/disable_ipv6"),
+        handle.sysctl_get(&conf),
+    ) {
+        (Ok(all), Ok(disabled)) => (all.is_some(), disabled),
+        _ => return e,
     };
+    let iface = disabled.is_some();
     let reason = if !ipv6 {
         "IPv6 is off in the kernel (booted with ipv6.disable=1, or built without IPv6)".to_owned()
     } else if !iface && link.mtu < IPV6_MIN_MTU {
@@ -132,7 +136,7 @@ fn ipv6_unavailable(handle: &Handle, link: &Link, addr: IpNetwork, e: Error) -> 
 /// The smallest MTU on which Linux keeps IPv6 (`IPV6_MIN_MTU`).
 const IPV6_MIN_MTU: u32 = 1280;
 
-fn enable_ipv6(handle: &Handle, ifname: &str) -> Result<()> {
+fn enable_ipv6<H: NetnsHandle + ?Sized>(handle: &H, ifname: &str) -> Result<()> {
     for iface in ["lo", ifname] {
         // Go only logs a sysctl it cannot read (IPv6 compiled out, or the
         // interface vanished) and carries on; a failed write fails.

@@ -18,6 +18,10 @@
 //!   IPv4 per-link settings and the forwarding switches over netlink, in
 //!   constant time.
 //! * [`configure_interface`] is Go's `ipam.ConfigureIface`.
+//! * [`kernel`]: the operations the interface plugins do, behind a trait
+//!   ([`kernel::NetKernel`], [`kernel::NetnsHandle`]) with the real
+//!   implementation ([`kernel::LinuxKernel`]) and an in-memory recording
+//!   one for tests without root ([`kernel::FakeKernel`]).
 //! * [`tc`] programs traffic control (TBF and ingress qdiscs, mirred
 //!   redirect filters, IFB devices) for the bandwidth plugin.
 //! * [`firewall`] programs masquerade, port mappings and the bridge MAC
@@ -107,6 +111,7 @@ mod error;
 pub mod firewall;
 mod handle;
 mod iptables;
+pub mod kernel;
 mod link;
 mod neigh;
 mod netlink;

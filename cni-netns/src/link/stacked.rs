@@ -49,8 +49,11 @@ impl FromStr for MacvlanMode {
 }
 
 /// A macvlan to create with [`Handle::add_macvlan`].
-#[derive(Debug, Clone, Default)]
-pub struct MacvlanSpec<'a> {
+///
+/// `N` is what names the target namespace: a [`Netns`] for [`Handle`];
+/// another [`NetnsHandle`](crate::kernel::NetnsHandle) has its own.
+#[derive(Debug)]
+pub struct MacvlanSpec<'a, N = Netns> {
     /// Name of the new link.
     pub name: String,
     /// Index of the parent (master) link, in the handle's namespace.
@@ -63,7 +66,33 @@ pub struct MacvlanSpec<'a> {
     pub mac: Option<MacAddr>,
     /// Namespace the link is created in directly (by fd); `None` keeps it
     /// in the handle's namespace.
-    pub netns: Option<&'a Netns>,
+    pub netns: Option<&'a N>,
+}
+
+impl<N> Clone for MacvlanSpec<'_, N> {
+    fn clone(&self) -> Self {
+        MacvlanSpec {
+            name: self.name.clone(),
+            parent: self.parent,
+            mode: self.mode,
+            mtu: self.mtu,
+            mac: self.mac,
+            netns: self.netns,
+        }
+    }
+}
+
+impl<N> Default for MacvlanSpec<'_, N> {
+    fn default() -> Self {
+        MacvlanSpec {
+            name: Default::default(),
+            parent: Default::default(),
+            mode: Default::default(),
+            mtu: Default::default(),
+            mac: Default::default(),
+            netns: None,
+        }
+    }
 }
 
 /// The attributes every link stacked on a parent starts with, in the order
@@ -203,8 +232,11 @@ impl fmt::Display for MacvlanMode {
 }
 
 /// An ipvlan to create with [`Handle::add_ipvlan`].
-#[derive(Debug, Clone, Default)]
-pub struct IpvlanSpec<'a> {
+///
+/// `N` is what names the target namespace: a [`Netns`] for [`Handle`];
+/// another [`NetnsHandle`](crate::kernel::NetnsHandle) has its own.
+#[derive(Debug)]
+pub struct IpvlanSpec<'a, N = Netns> {
     /// Name of the new link.
     pub name: String,
     /// Index of the parent (master) link, in the handle's namespace.
@@ -215,7 +247,31 @@ pub struct IpvlanSpec<'a> {
     pub mtu: Option<u32>,
     /// Namespace the link is created in directly (by fd); `None` keeps it
     /// in the handle's namespace.
-    pub netns: Option<&'a Netns>,
+    pub netns: Option<&'a N>,
+}
+
+impl<N> Clone for IpvlanSpec<'_, N> {
+    fn clone(&self) -> Self {
+        IpvlanSpec {
+            name: self.name.clone(),
+            parent: self.parent,
+            mode: self.mode,
+            mtu: self.mtu,
+            netns: self.netns,
+        }
+    }
+}
+
+impl<N> Default for IpvlanSpec<'_, N> {
+    fn default() -> Self {
+        IpvlanSpec {
+            name: Default::default(),
+            parent: Default::default(),
+            mode: Default::default(),
+            mtu: Default::default(),
+            netns: None,
+        }
+    }
 }
 
 pub(crate) fn ipvlan_message(spec: &IpvlanSpec<'_>) -> LinkMessage {

@@ -18,15 +18,18 @@ use super::*;
 pub const VETH_NAME_ATTEMPTS: u32 = 10;
 
 /// A veth pair to create with [`Handle::add_veth`].
-#[derive(Debug, Clone, Default)]
-pub struct VethSpec<'a> {
+///
+/// `N` is what names the target namespace: a [`Netns`] for [`Handle`];
+/// another [`NetnsHandle`](crate::kernel::NetnsHandle) has its own.
+#[derive(Debug)]
+pub struct VethSpec<'a, N = Netns> {
     /// Name of the end created in the handle's namespace.
     pub name: String,
     /// Name of the peer end.
     pub peer_name: String,
     /// Namespace the peer is created in directly (by fd); `None` keeps it
     /// next to the first end.
-    pub peer_netns: Option<&'a Netns>,
+    pub peer_netns: Option<&'a N>,
     /// MTU for both ends.
     pub mtu: Option<u32>,
     /// MAC of the first end.
@@ -37,6 +40,36 @@ pub struct VethSpec<'a> {
     pub up: bool,
     /// Enslave the first end to this bridge at creation (`IFLA_MASTER`).
     pub master: Option<u32>,
+}
+
+impl<N> Clone for VethSpec<'_, N> {
+    fn clone(&self) -> Self {
+        VethSpec {
+            name: self.name.clone(),
+            peer_name: self.peer_name.clone(),
+            peer_netns: self.peer_netns,
+            mtu: self.mtu,
+            mac: self.mac,
+            peer_mac: self.peer_mac,
+            up: self.up,
+            master: self.master,
+        }
+    }
+}
+
+impl<N> Default for VethSpec<'_, N> {
+    fn default() -> Self {
+        VethSpec {
+            name: Default::default(),
+            peer_name: Default::default(),
+            peer_netns: None,
+            mtu: Default::default(),
+            mac: Default::default(),
+            peer_mac: Default::default(),
+            up: Default::default(),
+            master: Default::default(),
+        }
+    }
 }
 
 pub(crate) fn veth_message(spec: &VethSpec<'_>) -> LinkMessage {

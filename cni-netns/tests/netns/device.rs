@@ -25,7 +25,7 @@ fn ipvlan_is_created_in_the_target_netns_or_refused_cleanly() {
     let (host_ns, host) = netns();
     let (pod_ns, pod) = netns();
     let parent = local_veth(&host, "up0", "up0p");
-    let spec = IpvlanSpec {
+    let spec: IpvlanSpec<'_> = IpvlanSpec {
         name: "ipv0".into(),
         parent,
         mode: IpvlanMode::L3,

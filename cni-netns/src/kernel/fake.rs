@@ -1,0 +1,1158 @@
+//! [`FakeKernel`]: namespaces, links, addresses, routes and sysctls in
+//! memory, for tests of a plugin's algorithm without root.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use ipnetwork::IpNetwork;
+use nix::errno::Errno;
+
+use super::{NetKernel, NetnsHandle};
+use crate::addr::{Address, AddressOptions};
+use crate::devconf::Ipv4Conf;
+use crate::error::{Error, Result};
+use crate::link::{
+    BridgePortOptions, BridgeSpec, BridgeVlan, IpvlanMode, IpvlanSpec, Link, LinkDetails, MacAddr,
+    MacvlanMode, MacvlanSpec, OperState, VethSpec,
+};
+use crate::route::{KernelRoute, SCOPE_HOST, SCOPE_LINK, SCOPE_UNIVERSE, TABLE_MAIN};
+use crate::Family;
+
+/// The namespace [`FakeKernel::current`](NetKernel::current) opens.
+const NODE: &str = "node";
+
+/// A change [`FakeKernel`] records (reads are not recorded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KernelOp {
+    /// A link created (veth pair, bridge, macvlan, ipvlan).
+    AddLink,
+    /// A link deleted (with a veth, its peer too).
+    DeleteLink,
+    /// A link set up.
+    SetUp,
+    /// A link renamed.
+    Rename,
+    /// A link's MAC set.
+    SetMac,
+    /// A link's bridge port options or VLANs, or a macvlan's broadcast
+    /// queue, changed.
+    SetLinkOption,
+    /// An address added.
+    AddAddress,
+    /// An address deleted.
+    DelAddress,
+    /// A route added.
+    AddRoute,
+    /// A route deleted.
+    DelRoute,
+    /// A sysctl (or an IPv4 per-link setting) written.
+    WriteSysctl,
+}
+
+/// One recorded change: its namespace (the path it was opened by, `node`
+/// for the caller's), its kind and a description of its object
+/// (`"veth vethXXXXXXXX peer eth0 in /run/netns/pod"`, `"10.1.0.2/24 on
+/// eth0"`, `"10.1.0.0/24 dev eth0"`, `"net/ipv4/ip_forward=1"`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KernelCall {
+    /// The namespace.
+    pub netns: String,
+    /// What was done.
+    pub op: KernelOp,
+    /// To what.
+    pub object: String,
+}
+
+impl fmt::Display for KernelCall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {:?} {}", self.netns, self.op, self.object)
+    }
+}
+
+/// A link of the model, with what [`LinkDetails`] reports.
+#[derive(Debug, Clone)]
+struct FakeLink {
+    link: Link,
+    /// For a veth: the peer's namespace and index.
+    peer: Option<(String, u32)>,
+    macvlan_mode: Option<MacvlanMode>,
+    bc_queue_len: Option<u32>,
+    ipvlan_mode: Option<IpvlanMode>,
+}
+
+#[derive(Debug, Default)]
+struct Namespace {
+    links: Vec<FakeLink>,
+    addresses: Vec<Address>,
+    routes: Vec<KernelRoute>,
+    sysctls: BTreeMap<String, String>,
+}
+
+#[derive(Debug)]
+struct Fault {
+    op: KernelOp,
+    netns: String,
+    errno: Errno,
+}
+
+#[derive(Debug)]
+struct World {
+    namespaces: BTreeMap<String, Namespace>,
+    next_index: u32,
+    next_mac: u32,
+    calls: Vec<KernelCall>,
+    faults: Vec<Fault>,
+}
+
+/// An in-memory kernel: each namespace's links, addresses, routes and
+/// sysctls, changed by the [`NetnsHandle`] calls as the kernel would
+/// (deleting a veth deletes its peer, a link's addresses and routes go
+/// with it, an address adds its prefix route, a route's gateway must be
+/// reachable, names are unique per namespace), every change recorded in
+/// order ([`FakeKernel::calls`]), and failures injected on request
+/// ([`FakeKernel::fail_next`]) with the error the real kernel gives
+/// ([`Error::Netlink`] with the errno asked for).
+///
+/// The caller's namespace is `node` (with `lo`); others are made with
+/// [`FakeKernel::add_netns`] and opened by that path. Clones share the
+/// model. Not modelled: operational state beyond "up" (a veth end is
+/// operationally up when both ends are up), DAD (addresses settle at
+/// once), VLAN tables, sysctls that do not exist (every write succeeds).
+///
+/// ```
+/// use cni_netns::kernel::{FakeKernel, KernelOp, NetKernel, NetnsHandle};
+///
+/// let kernel = FakeKernel::new();
+/// kernel.add_netns("/run/netns/pod");
+/// let host = kernel.current()?;
+/// let pod = kernel.open("/run/netns/pod")?;
+/// let veth = host.setup_veth("eth0", pod.netns(), None, None)?;
+/// host.delete_link(veth.index)?;
+/// // Deleting one end deleted the pair.
+/// assert!(pod.link_by_name("eth0").unwrap_err().is_not_found());
+/// let ops: Vec<KernelOp> = kernel.calls().iter().map(|c| c.op).collect();
+/// assert_eq!(ops, [KernelOp::AddLink, KernelOp::WriteSysctl, KernelOp::DeleteLink]);
+/// // A namespace that was never made is gone, as for a DEL after the pod.
+/// assert!(kernel.open("/run/netns/other").unwrap_err().is_netns_gone());
+/// # Ok::<(), cni_netns::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct FakeKernel {
+    world: Arc<Mutex<World>>,
+}
+
+impl Default for FakeKernel {
+    fn default() -> Self {
+        FakeKernel::new()
+    }
+}
+
+impl FakeKernel {
+    /// A kernel with the caller's namespace (`node`) alone.
+    pub fn new() -> FakeKernel {
+        let kernel = FakeKernel {
+            world: Arc::new(Mutex::new(World {
+                namespaces: BTreeMap::new(),
+                next_index: 2,
+                next_mac: 1,
+                calls: Vec::new(),
+                faults: Vec::new(),
+            })),
+        };
+        kernel.add_netns(NODE);
+        kernel
+    }
+
+    fn world(&self) -> MutexGuard<'_, World> {
+        self.world.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Makes namespace `path` (with `lo`, index 1, down); an existing one
+    /// is kept.
+    pub fn add_netns(&self, path: &str) {
+        let mut w = self.world();
+        if w.namespaces.contains_key(path) {
+            return;
+        }
+        let mut ns = Namespace::default();
+        ns.links.push(FakeLink {
+            link: Link {
+                index: 1,
+                name: "lo".into(),
+                kind: None,
+                mtu: 65536,
+                mac: Some(MacAddr([0; 6])),
+                master: None,
+                oper_state: OperState::Unknown,
+                flags: libc::IFF_LOOPBACK as u32,
+                parent_index: None,
+                link_netnsid: None,
+                vlan_filtering: None,
+            },
+            peer: None,
+            macvlan_mode: None,
+            bc_queue_len: None,
+            ipvlan_mode: None,
+        });
+        w.namespaces.insert(path.to_owned(), ns);
+    }
+
+    /// Removes namespace `path` and its links (a veth's peer elsewhere
+    /// goes too), as when a pod's namespace is deleted before its DEL.
+    pub fn remove_netns(&self, path: &str) {
+        let mut w = self.world();
+        let links: Vec<u32> = w
+            .namespaces
+            .get(path)
+            .map(|ns| ns.links.iter().map(|l| l.link.index).collect())
+            .unwrap_or_default();
+        for index in links {
+            w.remove_link(path, index);
+        }
+        w.namespaces.remove(path);
+    }
+
+    /// Adds a plain device (an uplink, a master) to namespace `path`, up,
+    /// with MTU 1500; returns its index.
+    pub fn add_device(&self, path: &str, name: &str) -> u32 {
+        let mut w = self.world();
+        let link = w.new_link(name, None, None, None);
+        let index = link.link.index;
+        if let Some(ns) = w.namespaces.get_mut(path) {
+            ns.links.push(link);
+            if let Some(l) = ns.links.last_mut() {
+                l.link.flags |= libc::IFF_UP as u32;
+            }
+        }
+        index
+    }
+
+    /// Every change so far, in order.
+    pub fn calls(&self) -> Vec<KernelCall> {
+        self.world().calls.clone()
+    }
+
+    /// The next call of kind `op` in namespace `netns` (`node` for the
+    /// caller's) fails with `errno`, changing nothing.
+    pub fn fail_next(&self, op: KernelOp, netns: &str, errno: Errno) {
+        self.world().faults.push(Fault {
+            op,
+            netns: netns.to_owned(),
+            errno,
+        });
+    }
+
+    /// The names of namespace `path`'s links, in creation order (empty
+    /// when it does not exist).
+    pub fn link_names(&self, path: &str) -> Vec<String> {
+        self.world()
+            .namespaces
+            .get(path)
+            .map(|ns| ns.links.iter().map(|l| l.link.name.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Namespace `path`'s addresses, as `address on link`.
+    pub fn address_list(&self, path: &str) -> Vec<String> {
+        let w = self.world();
+        let Some(ns) = w.namespaces.get(path) else {
+            return Vec::new();
+        };
+        ns.addresses
+            .iter()
+            .map(|a| format!("{} on {}", a.address, ns.name_of(a.index)))
+            .collect()
+    }
+
+    /// Namespace `path`'s routes, as `dst [via gw] dev link`.
+    pub fn route_list(&self, path: &str) -> Vec<String> {
+        let w = self.world();
+        let Some(ns) = w.namespaces.get(path) else {
+            return Vec::new();
+        };
+        ns.routes.iter().map(|r| ns.describe_route(r)).collect()
+    }
+
+    /// A sysctl's value in namespace `path`, when written.
+    pub fn sysctl(&self, path: &str, key: &str) -> Option<String> {
+        self.world()
+            .namespaces
+            .get(path)
+            .and_then(|ns| ns.sysctls.get(&slash(key)).cloned())
+    }
+}
+
+fn slash(key: &str) -> String {
+    key.replace('.', "/")
+}
+
+impl Namespace {
+    fn link(&self, index: u32) -> Option<&FakeLink> {
+        self.links.iter().find(|l| l.link.index == index)
+    }
+
+    fn link_mut(&mut self, index: u32) -> Option<&mut FakeLink> {
+        self.links.iter_mut().find(|l| l.link.index == index)
+    }
+
+    fn by_name(&self, name: &str) -> Option<&FakeLink> {
+        self.links.iter().find(|l| l.link.name == name)
+    }
+
+    fn name_of(&self, index: u32) -> String {
+        self.link(index)
+            .map(|l| l.link.name.clone())
+            .unwrap_or_else(|| format!("#{index}"))
+    }
+
+    fn describe_route(&self, r: &KernelRoute) -> String {
+        let mut s = r.dst.to_string();
+        if let Some(gw) = r.gateway {
+            s.push_str(&format!(" via {gw}"));
+        }
+        if let Some(oif) = r.oif {
+            s.push_str(&format!(" dev {}", self.name_of(oif)));
+        }
+        if let Some(src) = r.src {
+            s.push_str(&format!(" src {src}"));
+        }
+        s
+    }
+
+    /// Whether `gw` is on a connected (gateway-less) route, out of `oif`
+    /// when given.
+    fn reachable(&self, gw: IpAddr, oif: Option<u32>) -> bool {
+        self.routes.iter().any(|r| {
+            r.gateway.is_none()
+                && r.dst.contains(gw)
+                && (oif.is_none() || r.oif == oif)
+                && r.dst.is_ipv4() == gw.is_ipv4()
+        })
+    }
+}
+
+impl World {
+    fn new_link(
+        &mut self,
+        name: &str,
+        kind: Option<&str>,
+        mtu: Option<u32>,
+        mac: Option<MacAddr>,
+    ) -> FakeLink {
+        let index = self.next_index;
+        self.next_index += 1;
+        let n = self.next_mac;
+        self.next_mac += 1;
+        let [_, a, b, c] = n.to_be_bytes();
+        FakeLink {
+            link: Link {
+                index,
+                name: name.to_owned(),
+                kind: kind.map(str::to_owned),
+                mtu: mtu.unwrap_or(1500),
+                mac: Some(mac.unwrap_or(MacAddr([0x02, 0xfa, 0x4e, a, b, c]))),
+                master: None,
+                oper_state: OperState::Down,
+                flags: 0,
+                parent_index: None,
+                link_netnsid: None,
+                vlan_filtering: None,
+            },
+            peer: None,
+            macvlan_mode: None,
+            bc_queue_len: None,
+            ipvlan_mode: None,
+        }
+    }
+
+    /// Removes link `index` of `netns` with its addresses and routes (and
+    /// a veth's peer).
+    fn remove_link(&mut self, netns: &str, index: u32) {
+        let Some(ns) = self.namespaces.get_mut(netns) else {
+            return;
+        };
+        let Some(pos) = ns.links.iter().position(|l| l.link.index == index) else {
+            return;
+        };
+        let link = ns.links.remove(pos);
+        ns.addresses.retain(|a| a.index != index);
+        ns.routes.retain(|r| r.oif != Some(index));
+        for l in &mut ns.links {
+            if l.link.master == Some(index) {
+                l.link.master = None;
+            }
+        }
+        if let Some((peer_ns, peer)) = link.peer {
+            self.remove_link(&peer_ns, peer);
+        }
+    }
+
+    /// An injected fault for `op` in `netns`, consumed.
+    fn fault(&mut self, op: KernelOp, netns: &str) -> Option<Errno> {
+        let pos = self
+            .faults
+            .iter()
+            .position(|f| f.op == op && f.netns == netns)?;
+        Some(self.faults.remove(pos).errno)
+    }
+}
+
+/// A namespace of a [`FakeKernel`], as the target of a link created from
+/// another one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FakeNetns(String);
+
+impl FakeNetns {
+    /// The path the namespace was made with.
+    pub fn path(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A handle on one namespace of a [`FakeKernel`].
+#[derive(Debug, Clone)]
+pub struct FakeHandle {
+    kernel: FakeKernel,
+    netns: FakeNetns,
+}
+
+impl NetKernel for FakeKernel {
+    type Handle = FakeHandle;
+
+    fn current(&self) -> Result<FakeHandle> {
+        self.open(NODE)
+    }
+
+    fn open(&self, path: &str) -> Result<FakeHandle> {
+        if !self.world().namespaces.contains_key(path) {
+            return Err(Error::NetnsNotFound {
+                path: PathBuf::from(path),
+            });
+        }
+        Ok(FakeHandle {
+            kernel: self.clone(),
+            netns: FakeNetns(path.to_owned()),
+        })
+    }
+}
+
+impl FakeHandle {
+    fn name(&self) -> &str {
+        &self.netns.0
+    }
+
+    fn netlink_error(&self, op: String, errno: Errno) -> Error {
+        Error::Netlink {
+            op,
+            netns: self.name().to_owned(),
+            errno,
+            message: None,
+        }
+    }
+
+    /// Runs change `op` (described by `what`, `object` for the record) on
+    /// the model: fails with an injected fault, else applies `change` and
+    /// records it when it succeeds.
+    fn change<T>(
+        &self,
+        op: KernelOp,
+        what: impl Fn(&Namespace) -> (String, String),
+        change: impl FnOnce(&mut World, &str) -> std::result::Result<T, Errno>,
+    ) -> Result<T> {
+        let mut w = self.kernel.world();
+        let netns = self.name().to_owned();
+        let Some(ns) = w.namespaces.get(&netns) else {
+            return Err(Error::NetnsNotFound {
+                path: PathBuf::from(netns),
+            });
+        };
+        let (description, object) = what(ns);
+        if let Some(errno) = w.fault(op, &netns) {
+            return Err(self.netlink_error(description, errno));
+        }
+        match change(&mut w, &netns) {
+            Ok(t) => {
+                w.calls.push(KernelCall { netns, op, object });
+                Ok(t)
+            }
+            Err(errno) => Err(self.netlink_error(description, errno)),
+        }
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&Namespace) -> Result<T>) -> Result<T> {
+        let w = self.kernel.world();
+        match w.namespaces.get(self.name()) {
+            Some(ns) => f(ns),
+            None => Err(Error::NetnsNotFound {
+                path: PathBuf::from(self.name()),
+            }),
+        }
+    }
+
+    fn not_found(&self, op: String, name: &str) -> Error {
+        Error::LinkNotFound {
+            op,
+            name: name.to_owned(),
+            netns: self.name().to_owned(),
+        }
+    }
+
+    /// The link as the kernel reports it: a veth is operationally up when
+    /// both its ends are up.
+    fn reported(&self, w: &World, l: &FakeLink) -> Link {
+        let mut link = l.link.clone();
+        let up = link.flags & libc::IFF_UP as u32 != 0;
+        let peer_up = match &l.peer {
+            Some((ns, index)) => w
+                .namespaces
+                .get(ns)
+                .and_then(|ns| ns.link(*index))
+                .is_some_and(|p| p.link.flags & libc::IFF_UP as u32 != 0),
+            None => true,
+        };
+        if l.link.index != 1 {
+            link.oper_state = match (up, peer_up) {
+                (true, true) => OperState::Up,
+                (true, false) => OperState::LowerLayerDown,
+                _ => OperState::Down,
+            };
+        }
+        link
+    }
+
+    fn find(&self, f: impl Fn(&FakeLink) -> bool, op: String, name: &str) -> Result<Link> {
+        let w = self.kernel.world();
+        let ns = w
+            .namespaces
+            .get(self.name())
+            .ok_or_else(|| Error::NetnsNotFound {
+                path: PathBuf::from(self.name()),
+            })?;
+        match ns.links.iter().find(|l| f(l)) {
+            Some(l) => Ok(self.reported(&w, l)),
+            None => Err(self.not_found(op, name)),
+        }
+    }
+
+    /// Creates a link stacked on `parent` (in this namespace) in `target`.
+    fn add_on_parent(
+        &self,
+        kind: &'static str,
+        name: &str,
+        parent: u32,
+        target: Option<&FakeNetns>,
+        (mtu, mac): (Option<u32>, Option<MacAddr>),
+        set: impl FnOnce(&mut FakeLink),
+    ) -> Result<()> {
+        let into = target.map_or(self.name(), |t| t.path()).to_owned();
+        let what = |ns: &Namespace| {
+            let d = format!("add {kind} {name} on {} in {into}", ns.name_of(parent));
+            (
+                d.clone(),
+                format!("{kind} {name} on {} in {into}", ns.name_of(parent)),
+            )
+        };
+        self.change(KernelOp::AddLink, what, |w, here| {
+            let parent_link = w
+                .namespaces
+                .get(here)
+                .and_then(|ns| ns.link(parent))
+                .map(|l| l.link.clone())
+                .ok_or(Errno::ENODEV)?;
+            let target_ns = w.namespaces.get(&into).ok_or(Errno::EINVAL)?;
+            if target_ns.by_name(name).is_some() {
+                return Err(Errno::EEXIST);
+            }
+            let mut link = w.new_link(name, Some(kind), Some(mtu.unwrap_or(parent_link.mtu)), mac);
+            link.link.parent_index = Some(parent);
+            set(&mut link);
+            w.namespaces
+                .get_mut(&into)
+                .ok_or(Errno::EINVAL)?
+                .links
+                .push(link);
+            Ok(())
+        })
+    }
+
+    fn set_link(
+        &self,
+        op: KernelOp,
+        index: u32,
+        what: &str,
+        f: impl FnOnce(&mut FakeLink) -> std::result::Result<(), Errno>,
+    ) -> Result<()> {
+        let describe = |ns: &Namespace| {
+            let name = ns.name_of(index);
+            (format!("set {what} on {name}"), format!("{what} on {name}"))
+        };
+        self.change(op, describe, |w, here| {
+            let link = w
+                .namespaces
+                .get_mut(here)
+                .and_then(|ns| ns.link_mut(index))
+                .ok_or(Errno::ENODEV)?;
+            f(link)
+        })
+    }
+
+    fn write_sysctl(&self, key: &str, value: &str) -> Result<bool> {
+        let key = slash(key);
+        let what = |_: &Namespace| (format!("write sysctl {key}"), format!("{key}={value}"));
+        self.change(KernelOp::WriteSysctl, what, |w, here| {
+            let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
+            let old = ns.sysctls.insert(key.clone(), value.to_owned());
+            Ok(old.as_deref() != Some(value))
+        })
+        .map_err(|e| match e {
+            Error::Netlink { errno, .. } => Error::Sysctl {
+                op: "write",
+                key: key.clone(),
+                source: std::io::Error::from_raw_os_error(errno as i32),
+            },
+            other => other,
+        })
+    }
+
+    fn route_change(&self, r: &KernelRoute, exclusive: bool) -> Result<()> {
+        let r = KernelRoute {
+            table: Some(r.table.unwrap_or(TABLE_MAIN)),
+            scope: Some(r.scope.unwrap_or(SCOPE_UNIVERSE)),
+            ..r.clone()
+        };
+        let what = |ns: &Namespace| {
+            let d = ns.describe_route(&r);
+            (format!("add route {d}"), d)
+        };
+        self.change(KernelOp::AddRoute, what, |w, here| {
+            let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
+            if let Some(oif) = r.oif {
+                ns.link(oif).ok_or(Errno::ENODEV)?;
+            }
+            if let Some(gw) = r.gateway {
+                if !ns.reachable(gw, r.oif) {
+                    return Err(Errno::ENETUNREACH);
+                }
+            }
+            let same =
+                |k: &KernelRoute| k.dst == r.dst && k.table == r.table && k.priority == r.priority;
+            if ns
+                .routes
+                .iter()
+                .any(|k| same(k) && (exclusive || (k.gateway == r.gateway && k.oif == r.oif)))
+            {
+                return Err(Errno::EEXIST);
+            }
+            ns.routes.push(r.clone());
+            Ok(())
+        })
+    }
+}
+
+fn full_prefix(addr: IpNetwork) -> bool {
+    addr.prefix() == if addr.is_ipv4() { 32 } else { 128 }
+}
+
+impl NetnsHandle for FakeHandle {
+    type Netns = FakeNetns;
+
+    fn netns(&self) -> &FakeNetns {
+        &self.netns
+    }
+
+    fn netns_name(&self) -> &str {
+        self.name()
+    }
+
+    fn link_by_name(&self, name: &str) -> Result<Link> {
+        self.find(|l| l.link.name == name, format!("get link {name}"), name)
+    }
+
+    fn link_by_index(&self, index: u32) -> Result<Link> {
+        let op = format!("get link #{index}");
+        self.find(|l| l.link.index == index, op.clone(), &format!("#{index}"))
+            .map_err(|e| match e {
+                Error::LinkNotFound { .. } => self.netlink_error(op, Errno::ENODEV),
+                other => other,
+            })
+    }
+
+    fn link_details(&self, name: &str) -> Result<LinkDetails> {
+        let link = self.link_by_name(name)?;
+        self.read(|ns| {
+            let l = ns
+                .by_name(name)
+                .ok_or_else(|| self.not_found(format!("get link {name}"), name))?;
+            Ok(LinkDetails {
+                link,
+                alias: None,
+                macvlan_mode: l.macvlan_mode,
+                bc_queue_len: l.bc_queue_len,
+                ipvlan_mode: l.ipvlan_mode,
+            })
+        })
+    }
+
+    fn default_route_link(&self) -> Result<Option<Link>> {
+        let oif = self.read(|ns| {
+            Ok(ns
+                .routes
+                .iter()
+                .filter(|r| r.is_default() && r.table == Some(TABLE_MAIN))
+                .find_map(|r| r.oif))
+        })?;
+        oif.map(|i| self.link_by_index(i)).transpose()
+    }
+
+    fn setup_veth_with(&self, spec: &VethSpec<'_, FakeNetns>) -> Result<Link> {
+        let name = format!("veth{:08x}", crate::random_u32());
+        let peer_ns = spec.peer_netns.map_or(self.name(), |n| n.path()).to_owned();
+        let peer_name = spec.peer_name.clone();
+        let object = format!("veth {name} peer {peer_name} in {peer_ns}");
+        let what = |_: &Namespace| (format!("add {object}"), object.clone());
+        let index = self.change(KernelOp::AddLink, what, |w, here| {
+            let target = w.namespaces.get(&peer_ns).ok_or(Errno::EINVAL)?;
+            if target.by_name(&peer_name).is_some() {
+                return Err(Errno::EEXIST);
+            }
+            if let Some(master) = spec.master {
+                w.namespaces
+                    .get(here)
+                    .and_then(|ns| ns.link(master))
+                    .ok_or(Errno::ENODEV)?;
+            }
+            let mut host = w.new_link(&name, Some("veth"), spec.mtu, spec.mac);
+            let mut peer = w.new_link(&peer_name, Some("veth"), spec.mtu, spec.peer_mac);
+            host.link.master = spec.master;
+            if spec.up {
+                host.link.flags |= libc::IFF_UP as u32;
+            }
+            host.link.parent_index = Some(peer.link.index);
+            peer.link.parent_index = Some(host.link.index);
+            host.peer = Some((peer_ns.clone(), peer.link.index));
+            peer.peer = Some((here.to_owned(), host.link.index));
+            let index = host.link.index;
+            w.namespaces
+                .get_mut(here)
+                .ok_or(Errno::ENOENT)?
+                .links
+                .push(host);
+            w.namespaces
+                .get_mut(&peer_ns)
+                .ok_or(Errno::EINVAL)?
+                .links
+                .push(peer);
+            Ok(index)
+        });
+        let index = match index {
+            Err(e) if e.is_exists() => {
+                return Err(Error::VethPeerExists {
+                    name: spec.peer_name.clone(),
+                    netns: self.name().to_owned(),
+                })
+            }
+            other => other?,
+        };
+        // As the real one: the host end's accept_ra is 0, failures ignored.
+        let _ = self.write_sysctl(&format!("net/ipv6/conf/{name}/accept_ra"), "0");
+        self.link_by_index(index)
+    }
+
+    fn ensure_bridge(&self, spec: &BridgeSpec) -> Result<Link> {
+        let name = &spec.name;
+        let link = match self.link_by_name(name) {
+            Ok(link) => link,
+            Err(e) if e.is_not_found() => {
+                let object = format!("bridge {name}");
+                let what = |_: &Namespace| (format!("add {object}"), object.clone());
+                self.change(KernelOp::AddLink, what, |w, here| {
+                    let mut link = w.new_link(name, Some("bridge"), spec.mtu, None);
+                    link.link.vlan_filtering = Some(spec.vlan_filtering);
+                    w.namespaces
+                        .get_mut(here)
+                        .ok_or(Errno::ENOENT)?
+                        .links
+                        .push(link);
+                    Ok(())
+                })?;
+                self.link_by_name(name)?
+            }
+            Err(e) => return Err(e),
+        };
+        if link.kind.as_deref() != Some("bridge") {
+            return Err(Error::WrongLinkKind {
+                op: format!("add bridge {name}"),
+                name: name.clone(),
+                found: link.kind.unwrap_or_else(|| "device".into()),
+                expected: "bridge",
+                netns: self.name().to_owned(),
+            });
+        }
+        if !link.is_up() {
+            self.set_up(link.index)?;
+        }
+        self.link_by_index(link.index)
+    }
+
+    fn add_macvlan(&self, spec: &MacvlanSpec<'_, FakeNetns>) -> Result<()> {
+        let mode = spec.mode;
+        self.add_on_parent(
+            "macvlan",
+            &spec.name,
+            spec.parent,
+            spec.netns,
+            (spec.mtu, spec.mac),
+            |l| l.macvlan_mode = Some(mode),
+        )
+    }
+
+    fn add_ipvlan(&self, spec: &IpvlanSpec<'_, FakeNetns>) -> Result<()> {
+        let mode = spec.mode;
+        self.add_on_parent(
+            "ipvlan",
+            &spec.name,
+            spec.parent,
+            spec.netns,
+            (spec.mtu, None),
+            |l| l.ipvlan_mode = Some(mode),
+        )
+    }
+
+    fn set_macvlan_bc_queue_len(&self, index: u32, len: u32) -> Result<()> {
+        let what = format!("macvlan bcqueuelen {len}");
+        self.set_link(KernelOp::SetLinkOption, index, &what, |l| {
+            l.bc_queue_len = Some(len);
+            Ok(())
+        })
+    }
+
+    fn set_up(&self, index: u32) -> Result<()> {
+        self.set_link(KernelOp::SetUp, index, "up", |l| {
+            l.link.flags |= libc::IFF_UP as u32;
+            Ok(())
+        })
+    }
+
+    fn set_mac(&self, index: u32, mac: MacAddr) -> Result<()> {
+        self.set_link(KernelOp::SetMac, index, &format!("address {mac}"), |l| {
+            l.link.mac = Some(mac);
+            Ok(())
+        })
+    }
+
+    fn rename(&self, index: u32, new_name: &str) -> Result<()> {
+        let taken = self.read(|ns| Ok(ns.by_name(new_name).is_some()))?;
+        self.set_link(KernelOp::Rename, index, &format!("name {new_name}"), |l| {
+            if taken {
+                return Err(Errno::EEXIST);
+            }
+            l.link.name = new_name.to_owned();
+            Ok(())
+        })
+    }
+
+    fn delete_link(&self, index: u32) -> Result<()> {
+        let what = |ns: &Namespace| {
+            let name = ns.name_of(index);
+            (format!("delete link {name}"), name)
+        };
+        self.change(KernelOp::DeleteLink, what, |w, here| {
+            w.namespaces
+                .get(here)
+                .and_then(|ns| ns.link(index))
+                .ok_or(Errno::ENODEV)?;
+            w.remove_link(here, index);
+            Ok(())
+        })
+    }
+
+    fn delete_link_by_name(&self, name: &str) -> Result<bool> {
+        match self.link_by_name(name) {
+            Ok(link) => self.delete_link(link.index).map(|()| true),
+            Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn wait_oper_up(&self, index: u32, _timeout: Duration) -> Result<Link> {
+        self.link_by_index(index)
+    }
+
+    fn set_bridge_port(&self, index: u32, opts: &BridgePortOptions) -> Result<()> {
+        let what = format!("bridge port options {opts}");
+        self.set_link(KernelOp::SetLinkOption, index, &what, |_| Ok(()))
+    }
+
+    fn add_bridge_vlans(&self, index: u32, vlans: &[BridgeVlan], _on_bridge: bool) -> Result<()> {
+        let what = format!("bridge vlans +{vlans:?}");
+        self.set_link(KernelOp::SetLinkOption, index, &what, |_| Ok(()))
+    }
+
+    fn del_bridge_vlans(&self, index: u32, vlans: &[BridgeVlan], _on_bridge: bool) -> Result<()> {
+        let what = format!("bridge vlans -{vlans:?}");
+        self.set_link(KernelOp::SetLinkOption, index, &what, |_| Ok(()))
+    }
+
+    fn addresses(&self, index: Option<u32>, family: Family) -> Result<Vec<Address>> {
+        self.read(|ns| {
+            Ok(ns
+                .addresses
+                .iter()
+                .filter(|a| index.is_none_or(|i| a.index == i) && family.matches(a.address.ip()))
+                .cloned()
+                .collect())
+        })
+    }
+
+    fn add_address(&self, index: u32, addr: IpNetwork, opts: AddressOptions) -> Result<()> {
+        let what = |ns: &Namespace| {
+            let name = ns.name_of(index);
+            (
+                format!("add address {addr} to {name}"),
+                format!("{addr} on {name}"),
+            )
+        };
+        self.change(KernelOp::AddAddress, what, |w, here| {
+            let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
+            ns.link(index).ok_or(Errno::ENODEV)?;
+            if ns
+                .addresses
+                .iter()
+                .any(|a| a.index == index && a.address.ip() == addr.ip())
+            {
+                return Err(Errno::EEXIST);
+            }
+            ns.addresses.push(Address {
+                index,
+                address: addr,
+                flags: 0,
+                scope: if addr.ip().is_loopback() {
+                    SCOPE_HOST
+                } else {
+                    SCOPE_UNIVERSE
+                },
+                label: None,
+            });
+            if !opts.noprefixroute && !full_prefix(addr) {
+                // The prefix route the kernel adds with the address.
+                if let Ok(subnet) = IpNetwork::new(addr.network(), addr.prefix()) {
+                    ns.routes.push(KernelRoute {
+                        oif: Some(index),
+                        src: Some(addr.ip()).filter(|_| addr.is_ipv4()),
+                        table: Some(TABLE_MAIN),
+                        scope: Some(SCOPE_LINK),
+                        ..KernelRoute::new(subnet)
+                    });
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn del_address(&self, index: u32, addr: IpNetwork) -> Result<()> {
+        let what = |ns: &Namespace| {
+            let name = ns.name_of(index);
+            (
+                format!("delete address {addr} from {name}"),
+                format!("{addr} on {name}"),
+            )
+        };
+        self.change(KernelOp::DelAddress, what, |w, here| {
+            let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
+            let pos = ns
+                .addresses
+                .iter()
+                .position(|a| a.index == index && a.address == addr)
+                .ok_or(Errno::EADDRNOTAVAIL)?;
+            ns.addresses.remove(pos);
+            ns.routes.retain(|r| {
+                !(r.oif == Some(index) && r.gateway.is_none() && r.src == Some(addr.ip()))
+            });
+            Ok(())
+        })
+    }
+
+    fn settle_addresses(
+        &self,
+        _index: u32,
+        _addresses: &[IpAddr],
+        _timeout: Duration,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    fn routes(&self, family: Family) -> Result<Vec<KernelRoute>> {
+        self.read(|ns| {
+            Ok(ns
+                .routes
+                .iter()
+                .filter(|r| family.matches(r.dst.ip()))
+                .cloned()
+                .collect())
+        })
+    }
+
+    fn add_route(&self, r: &KernelRoute) -> Result<()> {
+        self.route_change(r, true)
+    }
+
+    fn add_route_ecmp(&self, r: &KernelRoute) -> Result<()> {
+        self.route_change(r, false)
+    }
+
+    fn del_route(&self, r: &KernelRoute) -> Result<()> {
+        let what = |ns: &Namespace| {
+            let d = ns.describe_route(r);
+            (format!("delete route {d}"), d)
+        };
+        self.change(KernelOp::DelRoute, what, |w, here| {
+            let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
+            let table = r.table.unwrap_or(TABLE_MAIN);
+            let pos = ns
+                .routes
+                .iter()
+                .position(|k| {
+                    k.dst == r.dst
+                        && k.table == Some(table)
+                        && (r.oif.is_none() || k.oif == r.oif)
+                        && (r.gateway.is_none() || k.gateway == r.gateway)
+                        && (r.scope.is_none() || k.scope == r.scope)
+                        && (r.priority.is_none() || k.priority == r.priority)
+                })
+                .ok_or(Errno::ESRCH)?;
+            ns.routes.remove(pos);
+            Ok(())
+        })
+    }
+
+    fn sysctl_get(&self, key: &str) -> Result<Option<String>> {
+        self.read(|ns| Ok(ns.sysctls.get(&slash(key)).cloned()))
+    }
+
+    fn sysctl_set(&self, key: &str, value: &str) -> Result<bool> {
+        self.write_sysctl(key, value)
+    }
+
+    fn sysctl_set_in(&self, dir: &str, entries: &[(&str, &str)]) -> Result<Vec<Result<bool>>> {
+        Ok(entries
+            .iter()
+            .map(|(leaf, value)| self.write_sysctl(&format!("{dir}/{leaf}"), value))
+            .collect())
+    }
+
+    fn set_ipv4_conf(&self, index: u32, settings: &[(Ipv4Conf, u32)]) -> Result<()> {
+        let name = self
+            .link_by_index(index)
+            .map_err(|_| self.netlink_error(format!("set ipv4 conf of #{index}"), Errno::ENODEV))?
+            .name;
+        for (conf, value) in settings {
+            self.write_sysctl(
+                &format!("net/ipv4/conf/{name}/{}", conf.name()),
+                &value.to_string(),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn enable_forwarding(&self, ipv4: bool, ipv6: bool) -> Result<()> {
+        if ipv4 {
+            self.write_sysctl("net/ipv4/ip_forward", "1")?;
+        }
+        if ipv6 {
+            self.write_sysctl("net/ipv6/conf/all/forwarding", "1")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod() -> (FakeKernel, FakeHandle, FakeHandle) {
+        let k = FakeKernel::new();
+        k.add_netns("pod");
+        let (host, pod) = (k.current().unwrap(), k.open("pod").unwrap());
+        (k, host, pod)
+    }
+
+    #[test]
+    fn an_address_brings_its_prefix_route_and_gateways_must_be_reachable() {
+        let (k, _, pod) = pod();
+        let idx = k.add_device("pod", "eth0");
+        let off_link = KernelRoute {
+            gateway: Some("192.0.2.1".parse().unwrap()),
+            oif: Some(idx),
+            ..KernelRoute::new("10.200.0.0/16".parse().unwrap())
+        };
+        let e = pod.add_route(&off_link).unwrap_err();
+        assert_eq!(e.errno(), Some(Errno::ENETUNREACH), "{e}");
+        pod.add_address(idx, "192.0.2.5/24".parse().unwrap(), Default::default())
+            .unwrap();
+        pod.add_route(&off_link).unwrap();
+        assert_eq!(
+            k.route_list("pod"),
+            [
+                "192.0.2.0/24 dev eth0 src 192.0.2.5",
+                "10.200.0.0/16 via 192.0.2.1 dev eth0"
+            ]
+        );
+        assert!(pod.add_route(&off_link).unwrap_err().is_exists());
+        pod.delete_link(idx).unwrap();
+        assert!(k.route_list("pod").is_empty() && k.address_list("pod").is_empty());
+    }
+
+    #[test]
+    fn an_injected_fault_fails_once_and_changes_nothing() {
+        let (k, host, pod) = pod();
+        k.fail_next(KernelOp::AddLink, NODE, Errno::ENOMEM);
+        let e = host
+            .setup_veth("eth0", pod.netns(), None, None)
+            .unwrap_err();
+        assert_eq!(e.errno(), Some(Errno::ENOMEM));
+        assert!(e.to_string().contains("add veth"), "{e}");
+        assert_eq!(k.link_names("pod"), ["lo"]);
+        assert!(k.calls().is_empty());
+        host.setup_veth("eth0", pod.netns(), None, None).unwrap();
+        assert_eq!(k.link_names("pod"), ["lo", "eth0"]);
+    }
+
+    #[test]
+    fn veth_ends_are_up_together_and_a_taken_peer_name_is_named() {
+        let (_, host, pod) = pod();
+        let veth = host
+            .setup_veth("eth0", pod.netns(), Some(1400), None)
+            .unwrap();
+        assert_eq!(veth.oper_state, OperState::LowerLayerDown);
+        let peer = pod.link_by_name("eth0").unwrap();
+        assert_eq!((peer.mtu, peer.parent_index), (1400, Some(veth.index)));
+        pod.set_up(peer.index).unwrap();
+        assert_eq!(
+            host.wait_oper_up(veth.index, Duration::ZERO)
+                .unwrap()
+                .oper_state,
+            OperState::Up
+        );
+        let e = host
+            .setup_veth("eth0", pod.netns(), None, None)
+            .unwrap_err();
+        assert!(matches!(e, Error::VethPeerExists { .. }), "{e}");
+    }
+
+    #[test]
+    fn a_removed_namespace_takes_its_veth_peers_along() {
+        let (k, host, pod) = pod();
+        host.setup_veth("eth0", pod.netns(), None, None).unwrap();
+        assert_eq!(k.link_names(NODE).len(), 2);
+        k.remove_netns("pod");
+        assert_eq!(k.link_names(NODE), ["lo"]);
+        assert!(k.open("pod").unwrap_err().is_netns_gone());
+        assert!(pod.link_by_name("eth0").is_err());
+    }
+}

@@ -1,0 +1,353 @@
+//! The kernel a plugin's ADD and DEL work on, behind two traits, so that a
+//! plugin's algorithm runs on the real kernel in production and on an
+//! in-memory one in tests that need no root:
+//!
+//! * [`NetKernel`] opens namespaces: the caller's ([`NetKernel::current`])
+//!   and a pod's by path ([`NetKernel::open`], `CNI_NETNS`);
+//! * [`NetnsHandle`] is what a plugin does inside one namespace: links
+//!   (veth, bridge, macvlan, ipvlan; look up, set up, rename, delete),
+//!   addresses, routes and sysctls.
+//!
+//! [`LinuxKernel`] is the real one: its handle is [`Handle`] (rtnetlink),
+//! the trait's methods are `Handle`'s own. [`FakeKernel`] keeps a model of
+//! each namespace's links, addresses, routes and sysctls in memory, records
+//! every change in order ([`FakeKernel::calls`]) and fails the calls a test
+//! asks it to ([`FakeKernel::fail_next`]), so that rollback paths can be
+//! driven. The firewall has its own trait,
+//! [`Firewall`](crate::firewall::Firewall), and its own recording double,
+//! [`RecordingFirewall`](crate::firewall::RecordingFirewall).
+//!
+//! A step written once over the traits:
+//!
+//! ```
+//! use cni_netns::kernel::{FakeKernel, KernelOp, NetKernel, NetnsHandle};
+//! use cni_netns::VethSpec;
+//!
+//! /// A veth whose peer `eth0` is in the pod, with an address on it.
+//! fn connect<K: NetKernel>(kernel: &K, pod_path: &str) -> cni_netns::Result<()> {
+//!     let (host, pod) = (kernel.current()?, kernel.open(pod_path)?);
+//!     host.setup_veth_with(&VethSpec {
+//!         peer_name: "eth0".into(),
+//!         peer_netns: Some(pod.netns()),
+//!         up: true,
+//!         ..Default::default()
+//!     })?;
+//!     let eth0 = pod.link_by_name("eth0")?;
+//!     pod.add_address(eth0.index, "10.1.0.2/24".parse().unwrap(), Default::default())?;
+//!     pod.set_up(eth0.index)
+//! }
+//!
+//! let kernel = FakeKernel::new();
+//! kernel.add_netns("/run/netns/pod");
+//! connect(&kernel, "/run/netns/pod")?;
+//! assert!(kernel.link_names("/run/netns/pod").contains(&"eth0".to_owned()));
+//!
+//! // The same step with a failing address: the caller sees the kernel's error.
+//! let kernel = FakeKernel::new();
+//! kernel.add_netns("/run/netns/pod");
+//! kernel.fail_next(KernelOp::AddAddress, "/run/netns/pod", nix::errno::Errno::EACCES);
+//! let e = connect(&kernel, "/run/netns/pod").unwrap_err();
+//! assert!(e.to_string().contains("Permission denied"), "{e}");
+//! # Ok::<(), cni_netns::Error>(())
+//! ```
+
+mod fake;
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use ipnetwork::IpNetwork;
+
+use crate::addr::{Address, AddressOptions};
+use crate::devconf::Ipv4Conf;
+use crate::error::Result;
+use crate::handle::Handle;
+use crate::link::{
+    BridgePortOptions, BridgeSpec, BridgeVlan, IpvlanSpec, Link, LinkDetails, MacAddr, MacvlanSpec,
+    VethSpec,
+};
+use crate::netns::Netns;
+use crate::route::KernelRoute;
+use crate::Family;
+
+pub use fake::{FakeHandle, FakeKernel, FakeNetns, KernelCall, KernelOp};
+
+/// Opens network namespaces: the entry point of a plugin's kernel work.
+pub trait NetKernel: Send + Sync {
+    /// A handle on one namespace.
+    type Handle: NetnsHandle;
+
+    /// The caller's namespace (the node's, for a plugin).
+    fn current(&self) -> Result<Self::Handle>;
+
+    /// The namespace at `path` (`CNI_NETNS`). A path that does not exist
+    /// gives an error whose [`Error::is_netns_gone`](crate::Error::is_netns_gone)
+    /// is true.
+    fn open(&self, path: &str) -> Result<Self::Handle>;
+}
+
+/// The operations the interface plugins do inside one namespace: the
+/// methods of [`Handle`] of the same names, with the same meaning and
+/// errors.
+pub trait NetnsHandle: Send + Sync {
+    /// What names this namespace as the target of a link created from
+    /// another one (a veth's peer, a macvlan made straight into the pod).
+    type Netns: Sync;
+
+    /// This namespace, as a target for links created elsewhere.
+    fn netns(&self) -> &Self::Netns;
+
+    /// The namespace's path, as used in error messages.
+    fn netns_name(&self) -> &str;
+
+    // ---- links ----
+
+    /// [`Handle::link_by_name`].
+    fn link_by_name(&self, name: &str) -> Result<Link>;
+
+    /// [`Handle::link_by_index`].
+    fn link_by_index(&self, index: u32) -> Result<Link>;
+
+    /// [`Handle::link_details`].
+    fn link_details(&self, name: &str) -> Result<LinkDetails>;
+
+    /// [`Handle::default_route_link`].
+    fn default_route_link(&self) -> Result<Option<Link>>;
+
+    /// [`Handle::setup_veth_with`]: a veth whose end here has a random
+    /// `veth%08x` name; returns that end.
+    fn setup_veth_with(&self, spec: &VethSpec<'_, Self::Netns>) -> Result<Link>;
+
+    /// [`Handle::setup_veth`]: [`NetnsHandle::setup_veth_with`] with the
+    /// peer `peer_name` in `peer_netns`, the host end up.
+    fn setup_veth(
+        &self,
+        peer_name: &str,
+        peer_netns: &Self::Netns,
+        mtu: Option<u32>,
+        peer_mac: Option<MacAddr>,
+    ) -> Result<Link> {
+        self.setup_veth_with(&VethSpec {
+            peer_name: peer_name.to_owned(),
+            peer_netns: Some(peer_netns),
+            mtu,
+            peer_mac,
+            up: true,
+            ..Default::default()
+        })
+    }
+
+    /// [`Handle::ensure_bridge`].
+    fn ensure_bridge(&self, spec: &BridgeSpec) -> Result<Link>;
+
+    /// [`Handle::add_macvlan`].
+    fn add_macvlan(&self, spec: &MacvlanSpec<'_, Self::Netns>) -> Result<()>;
+
+    /// [`Handle::add_ipvlan`].
+    fn add_ipvlan(&self, spec: &IpvlanSpec<'_, Self::Netns>) -> Result<()>;
+
+    /// [`Handle::set_macvlan_bc_queue_len`].
+    fn set_macvlan_bc_queue_len(&self, index: u32, len: u32) -> Result<()>;
+
+    /// [`Handle::set_up`].
+    fn set_up(&self, index: u32) -> Result<()>;
+
+    /// [`Handle::set_mac`].
+    fn set_mac(&self, index: u32, mac: MacAddr) -> Result<()>;
+
+    /// [`Handle::rename`].
+    fn rename(&self, index: u32, new_name: &str) -> Result<()>;
+
+    /// [`Handle::delete_link`].
+    fn delete_link(&self, index: u32) -> Result<()>;
+
+    /// [`Handle::delete_link_by_name`]: `false` when there was none.
+    fn delete_link_by_name(&self, name: &str) -> Result<bool>;
+
+    /// [`Handle::wait_oper_up`].
+    fn wait_oper_up(&self, index: u32, timeout: Duration) -> Result<Link>;
+
+    /// [`Handle::set_bridge_port`].
+    fn set_bridge_port(&self, index: u32, opts: &BridgePortOptions) -> Result<()>;
+
+    /// [`Handle::add_bridge_vlans`].
+    fn add_bridge_vlans(&self, index: u32, vlans: &[BridgeVlan], on_bridge: bool) -> Result<()>;
+
+    /// [`Handle::del_bridge_vlans`].
+    fn del_bridge_vlans(&self, index: u32, vlans: &[BridgeVlan], on_bridge: bool) -> Result<()>;
+
+    // ---- addresses ----
+
+    /// [`Handle::addresses`].
+    fn addresses(&self, index: Option<u32>, family: Family) -> Result<Vec<Address>>;
+
+    /// [`Handle::add_address`].
+    fn add_address(&self, index: u32, addr: IpNetwork, opts: AddressOptions) -> Result<()>;
+
+    /// [`Handle::del_address`].
+    fn del_address(&self, index: u32, addr: IpNetwork) -> Result<()>;
+
+    /// [`Handle::settle_addresses`].
+    fn settle_addresses(&self, index: u32, addresses: &[IpAddr], timeout: Duration) -> Result<()>;
+
+    // ---- routes ----
+
+    /// [`Handle::routes`].
+    fn routes(&self, family: Family) -> Result<Vec<KernelRoute>>;
+
+    /// [`Handle::add_route`].
+    fn add_route(&self, r: &KernelRoute) -> Result<()>;
+
+    /// [`Handle::add_route_ecmp`].
+    fn add_route_ecmp(&self, r: &KernelRoute) -> Result<()>;
+
+    /// [`Handle::del_route`].
+    fn del_route(&self, r: &KernelRoute) -> Result<()>;
+
+    // ---- sysctls ----
+
+    /// [`crate::sysctl::get_opt`] in this namespace: `None` when the
+    /// sysctl does not exist.
+    fn sysctl_get(&self, key: &str) -> Result<Option<String>>;
+
+    /// [`Handle::sysctl_set`].
+    fn sysctl_set(&self, key: &str, value: &str) -> Result<bool>;
+
+    /// [`Handle::sysctl_set_in`].
+    fn sysctl_set_in(&self, dir: &str, entries: &[(&str, &str)]) -> Result<Vec<Result<bool>>>;
+
+    /// [`Handle::set_ipv4_conf`].
+    fn set_ipv4_conf(&self, index: u32, settings: &[(Ipv4Conf, u32)]) -> Result<()>;
+
+    /// [`Handle::enable_forwarding`].
+    fn enable_forwarding(&self, ipv4: bool, ipv6: bool) -> Result<()>;
+}
+
+/// The real kernel: rtnetlink [`Handle`]s on real namespaces.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LinuxKernel;
+
+impl NetKernel for LinuxKernel {
+    type Handle = Handle;
+
+    fn current(&self) -> Result<Handle> {
+        Handle::current()
+    }
+
+    fn open(&self, path: &str) -> Result<Handle> {
+        Handle::in_netns(&Netns::open(path)?)
+    }
+}
+
+impl NetnsHandle for Handle {
+    type Netns = Netns;
+
+    fn netns(&self) -> &Netns {
+        Handle::netns(self)
+    }
+    fn netns_name(&self) -> &str {
+        Handle::netns_name(self)
+    }
+    fn link_by_name(&self, name: &str) -> Result<Link> {
+        Handle::link_by_name(self, name)
+    }
+    fn link_by_index(&self, index: u32) -> Result<Link> {
+        Handle::link_by_index(self, index)
+    }
+    fn link_details(&self, name: &str) -> Result<LinkDetails> {
+        Handle::link_details(self, name)
+    }
+    fn default_route_link(&self) -> Result<Option<Link>> {
+        Handle::default_route_link(self)
+    }
+    fn setup_veth_with(&self, spec: &VethSpec<'_>) -> Result<Link> {
+        Handle::setup_veth_with(self, spec)
+    }
+    fn setup_veth(
+        &self,
+        peer_name: &str,
+        peer_netns: &Netns,
+        mtu: Option<u32>,
+        peer_mac: Option<MacAddr>,
+    ) -> Result<Link> {
+        Handle::setup_veth(self, peer_name, peer_netns, mtu, peer_mac)
+    }
+    fn ensure_bridge(&self, spec: &BridgeSpec) -> Result<Link> {
+        Handle::ensure_bridge(self, spec)
+    }
+    fn add_macvlan(&self, spec: &MacvlanSpec<'_>) -> Result<()> {
+        Handle::add_macvlan(self, spec)
+    }
+    fn add_ipvlan(&self, spec: &IpvlanSpec<'_>) -> Result<()> {
+        Handle::add_ipvlan(self, spec)
+    }
+    fn set_macvlan_bc_queue_len(&self, index: u32, len: u32) -> Result<()> {
+        Handle::set_macvlan_bc_queue_len(self, index, len)
+    }
+    fn set_up(&self, index: u32) -> Result<()> {
+        Handle::set_up(self, index)
+    }
+    fn set_mac(&self, index: u32, mac: MacAddr) -> Result<()> {
+        Handle::set_mac(self, index, mac)
+    }
+    fn rename(&self, index: u32, new_name: &str) -> Result<()> {
+        Handle::rename(self, index, new_name)
+    }
+    fn delete_link(&self, index: u32) -> Result<()> {
+        Handle::delete_link(self, index)
+    }
+    fn delete_link_by_name(&self, name: &str) -> Result<bool> {
+        Handle::delete_link_by_name(self, name)
+    }
+    fn wait_oper_up(&self, index: u32, timeout: Duration) -> Result<Link> {
+        Handle::wait_oper_up(self, index, timeout)
+    }
+    fn set_bridge_port(&self, index: u32, opts: &BridgePortOptions) -> Result<()> {
+        Handle::set_bridge_port(self, index, opts)
+    }
+    fn add_bridge_vlans(&self, index: u32, vlans: &[BridgeVlan], on_bridge: bool) -> Result<()> {
+        Handle::add_bridge_vlans(self, index, vlans, on_bridge)
+    }
+    fn del_bridge_vlans(&self, index: u32, vlans: &[BridgeVlan], on_bridge: bool) -> Result<()> {
+        Handle::del_bridge_vlans(self, index, vlans, on_bridge)
+    }
+    fn addresses(&self, index: Option<u32>, family: Family) -> Result<Vec<Address>> {
+        Handle::addresses(self, index, family)
+    }
+    fn add_address(&self, index: u32, addr: IpNetwork, opts: AddressOptions) -> Result<()> {
+        Handle::add_address(self, index, addr, opts)
+    }
+    fn del_address(&self, index: u32, addr: IpNetwork) -> Result<()> {
+        Handle::del_address(self, index, addr)
+    }
+    fn settle_addresses(&self, index: u32, addresses: &[IpAddr], timeout: Duration) -> Result<()> {
+        Handle::settle_addresses(self, index, addresses, timeout)
+    }
+    fn routes(&self, family: Family) -> Result<Vec<KernelRoute>> {
+        Handle::routes(self, family)
+    }
+    fn add_route(&self, r: &KernelRoute) -> Result<()> {
+        Handle::add_route(self, r)
+    }
+    fn add_route_ecmp(&self, r: &KernelRoute) -> Result<()> {
+        Handle::add_route_ecmp(self, r)
+    }
+    fn del_route(&self, r: &KernelRoute) -> Result<()> {
+        Handle::del_route(self, r)
+    }
+    fn sysctl_get(&self, key: &str) -> Result<Option<String>> {
+        self.run(|| crate::sysctl::get_opt(key))?
+    }
+    fn sysctl_set(&self, key: &str, value: &str) -> Result<bool> {
+        Handle::sysctl_set(self, key, value)
+    }
+    fn sysctl_set_in(&self, dir: &str, entries: &[(&str, &str)]) -> Result<Vec<Result<bool>>> {
+        Handle::sysctl_set_in(self, dir, entries)
+    }
+    fn set_ipv4_conf(&self, index: u32, settings: &[(Ipv4Conf, u32)]) -> Result<()> {
+        Handle::set_ipv4_conf(self, index, settings)
+    }
+    fn enable_forwarding(&self, ipv4: bool, ipv6: bool) -> Result<()> {
+        Handle::enable_forwarding(self, ipv4, ipv6)
+    }
+}
