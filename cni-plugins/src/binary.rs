@@ -73,8 +73,8 @@ pub fn all_delegates() -> SameBuildExec {
         .register("ptp", || {
             Arc::new(crate::ptp::Ptp::with_backend(firewall_backend()))
         })
-        .register("macvlan", || Arc::new(crate::macvlan::Macvlan))
-        .register("ipvlan", || Arc::new(crate::ipvlan::Ipvlan))
+        .register("macvlan", || Arc::new(crate::macvlan::Macvlan::new()))
+        .register("ipvlan", || Arc::new(crate::ipvlan::Ipvlan::new()))
         .register("host-device", || Arc::new(crate::host_device::HostDevice))
         .register("loopback", || Arc::new(crate::loopback::Loopback))
         .register("tuning", || Arc::new(crate::tuning::Tuning::new()))

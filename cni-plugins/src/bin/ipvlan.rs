@@ -2,6 +2,6 @@
 
 cni_plugins::plugin_main!(
     "ipvlan",
-    cni_plugins::ipvlan::Ipvlan,
+    cni_plugins::ipvlan::Ipvlan::new(),
     cni_plugins::binary::ipam_delegates
 );

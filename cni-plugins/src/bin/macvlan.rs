@@ -2,6 +2,6 @@
 
 cni_plugins::plugin_main!(
     "macvlan",
-    cni_plugins::macvlan::Macvlan,
+    cni_plugins::macvlan::Macvlan::new(),
     cni_plugins::binary::ipam_delegates
 );

@@ -4,20 +4,20 @@
 
 use cni_exec::Request;
 use cni_netns::firewall::Firewall;
-use cni_netns::{Handle, Link, Netns};
+use cni_netns::kernel::{NetKernel, NetnsHandle};
+use cni_netns::Link;
 use cni_types::Interface;
 
 use super::{spoof_check, BridgeConf};
 use crate::steps::{addresses, attachment, check, fail, ipam, masquerade};
 use crate::Result;
 
-pub(crate) fn check(firewall: &dyn Firewall, req: &Request) -> Result<()> {
+pub(crate) fn check(kernel: &impl NetKernel, firewall: &dyn Firewall, req: &Request) -> Result<()> {
     let conf = BridgeConf::load(&req.config, &req.args_raw)?;
-    let netns = Netns::open(&req.netns)?;
+    let pod = kernel.open(&req.netns)?;
     ipam::check(req)?;
     let prev = check::prev_result(req)?;
-    let host = Handle::current()?;
-    let pod = Handle::in_netns(&netns)?;
+    let host = kernel.current()?;
 
     let bridge_if = prev.interfaces.iter().find(|i| i.name == conf.bridge);
     let bridge = check_bridge(&host, bridge_if, &conf)?;
@@ -54,7 +54,11 @@ fn mac_matches(want: &str, link: &Link) -> bool {
     want.is_empty() || link.mac.map(|m| m.to_string()).as_deref() == Some(want)
 }
 
-fn check_bridge(host: &Handle, intf: Option<&Interface>, conf: &BridgeConf) -> Result<Link> {
+fn check_bridge(
+    host: &impl NetnsHandle,
+    intf: Option<&Interface>,
+    conf: &BridgeConf,
+) -> Result<Link> {
     let intf = intf.ok_or_else(|| fail("Interface name missing ".into()))?;
     let link = host
         .link_by_name(&intf.name)
@@ -91,7 +95,7 @@ fn check_bridge(host: &Handle, intf: Option<&Interface>, conf: &BridgeConf) -> R
 /// The host veth `intf` if it is the container's peer and a port of the
 /// bridge; `None` for anything else in the result.
 fn host_peer(
-    host: &Handle,
+    host: &impl NetnsHandle,
     intf: &Interface,
     bridge: &Link,
     container: &Link,

@@ -2,7 +2,8 @@
 
 use std::net::IpAddr;
 
-use cni_netns::{Family, Handle, IpNetwork, Link};
+use cni_netns::kernel::NetnsHandle;
+use cni_netns::{Family, IpNetwork, Link};
 use cni_types::{CniResult, Route};
 
 use super::BridgeConf;
@@ -76,7 +77,12 @@ fn first_address(net: IpNetwork) -> Option<IpAddr> {
 /// overlapping IPv6 one, is replaced with `force`, an error otherwise;
 /// then the link's MAC is set to itself so that it stays put when ports
 /// come and go.
-pub(crate) fn ensure_address(host: &Handle, link: &Link, gw: IpNetwork, force: bool) -> Result<()> {
+pub(crate) fn ensure_address(
+    host: &impl NetnsHandle,
+    link: &Link,
+    gw: IpNetwork,
+    force: bool,
+) -> Result<()> {
     let family = if gw.is_ipv4() { Family::V4 } else { Family::V6 };
     for a in host.addresses(Some(link.index), family)? {
         let a = a.address;

@@ -33,9 +33,10 @@ use std::time::Duration;
 
 use cni_exec::{Plugin, Request};
 use cni_netns::firewall::{AttachmentId, Backend, Firewall, MacSpoofCheckSpec, RuleKind, RuleSpec};
+use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
 use cni_netns::{
-    sysctl, BridgePortOptions, BridgeSpec, BridgeVlan, Family, Handle, IpNetwork, Ipv4Conf, Link,
-    MacAddr, Netns, OperState, VethSpec, SCOPE_UNIVERSE,
+    sysctl, BridgePortOptions, BridgeSpec, BridgeVlan, Family, IpNetwork, Ipv4Conf, Link, MacAddr,
+    OperState, VethSpec, SCOPE_UNIVERSE,
 };
 use cni_types::CniResult;
 
@@ -51,15 +52,19 @@ use crate::{Error, Result};
 /// looks: Go sleeps 0, 50, 500, 1000, 1000 ms; looking more often ends the
 /// wait as soon as the kernel reports the port up. The kernel's linkwatch
 /// work that sets the port up takes 0.1-2 ms here and grows with the
-/// node's ports (BENCHMARKS.md, "Node scale"): [`Handle::wait_oper_up`]
+/// node's ports (BENCHMARKS.md, "Node scale"): [`Handle::wait_oper_up`](cni_netns::Handle::wait_oper_up)
 /// looks every 0.2 ms first, then less often (a look is one RTM_GETLINK,
 /// about 20 µs), so the wait ends within 0.2 ms of the port coming up.
 const PORT_UP_TIMEOUT: Duration = Duration::from_millis(2550);
 
-/// The bridge plugin. Its firewall is nftables by default; tests may pass
-/// another [`Firewall`].
+/// The bridge plugin. Its kernel is the real one ([`LinuxKernel`]) and its
+/// firewall nftables by default; tests may pass others
+/// ([`Bridge::with_kernel`]: a [`FakeKernel`](cni_netns::kernel::FakeKernel)
+/// and a [`RecordingFirewall`](cni_netns::firewall::RecordingFirewall)
+/// run its ADD and DEL without root).
 #[derive(Debug, Clone)]
-pub struct Bridge {
+pub struct Bridge<K = LinuxKernel> {
+    kernel: K,
     firewall: Arc<dyn Firewall>,
 }
 
@@ -85,11 +90,18 @@ impl Bridge {
     /// The plugin with another firewall (a test double, or nftables in
     /// another namespace).
     pub fn with_firewall(firewall: Arc<dyn Firewall>) -> Bridge {
-        Bridge { firewall }
+        Bridge::with_kernel(LinuxKernel, firewall)
     }
 }
 
-impl Plugin for Bridge {
+impl<K: NetKernel> Bridge<K> {
+    /// The plugin on another kernel and firewall (test doubles).
+    pub fn with_kernel(kernel: K, firewall: Arc<dyn Firewall>) -> Bridge<K> {
+        Bridge { kernel, firewall }
+    }
+}
+
+impl<K: NetKernel> Plugin for Bridge<K> {
     type Error = crate::Error;
 
     fn name(&self) -> &str {
@@ -105,7 +117,7 @@ impl Plugin for Bridge {
         // they run, or after them when the IPAM plugin uses the pod link
         // (dhcp), as `IpamStart` decides from the config.
         let start = IpamStart::of(req);
-        let (connected, allocated) = start.run(req, || connect(req, &conf));
+        let (connected, allocated) = start.run(req, || connect(&self.kernel, req, &conf));
         // A failed connect drops the allocation: its addresses are released.
         let (host, bridge, pod, host_veth) = connected?;
         // Made after the handles its steps borrow, so it drops before them.
@@ -181,7 +193,7 @@ impl Plugin for Bridge {
     fn del(&self, req: &Request) -> Result<()> {
         let conf = BridgeConf::load(&req.config, &req.args_raw)?;
         let id = attachment(req);
-        let pod = iface::pod_for_del(req)?;
+        let pod = iface::pod_for_del_in(&self.kernel, req)?;
         let addresses = match &pod {
             Some(pod) => global_addresses(pod, &req.ifname)?,
             None => Vec::new(),
@@ -207,7 +219,7 @@ impl Plugin for Bridge {
     }
 
     fn check(&self, req: &Request) -> Result<()> {
-        check::check(self.firewall.as_ref(), req)
+        check::check(&self.kernel, self.firewall.as_ref(), req)
     }
 
     fn status(&self, req: &Request) -> Result<()> {
@@ -238,14 +250,18 @@ impl Plugin for Bridge {
 /// pod end is named `CNI_IFNAME` and made in the pod directly, its host end
 /// is a port of the bridge. Returns the node's handle, the bridge, the
 /// pod's handle and the host end.
-fn connect(req: &Request, conf: &BridgeConf) -> Result<(Handle, Link, Handle, Link)> {
-    let host = Handle::current()?;
+#[allow(clippy::type_complexity)]
+fn connect<K: NetKernel>(
+    kernel: &K,
+    req: &Request,
+    conf: &BridgeConf,
+) -> Result<(K::Handle, Link, K::Handle, Link)> {
+    let host = kernel.current()?;
     let bridge = ensure_bridge(&host, conf)?;
-    let netns = Netns::open(&req.netns)?;
-    let pod = Handle::in_netns(&netns)?;
+    let pod = kernel.open(&req.netns)?;
     let host_veth = host.setup_veth_with(&VethSpec {
         peer_name: req.ifname.clone(),
-        peer_netns: Some(&netns),
+        peer_netns: Some(pod.netns()),
         mtu: conf.mtu(),
         peer_mac: conf.mac,
         up: true,
@@ -296,7 +312,7 @@ fn spoof_check(id: &AttachmentId, host_veth: &Link, container: &Link) -> RuleSpe
 
 /// The pod interface's global addresses (what its masquerade is keyed by);
 /// none when it is gone.
-fn global_addresses(pod: &Handle, ifname: &str) -> Result<Vec<IpNetwork>> {
+fn global_addresses(pod: &impl NetnsHandle, ifname: &str) -> Result<Vec<IpNetwork>> {
     let link = match pod.link_by_name(ifname) {
         Ok(link) => link,
         Err(e) if e.is_not_found() => return Ok(Vec::new()),
@@ -314,7 +330,7 @@ fn global_addresses(pod: &Handle, ifname: &str) -> Result<Vec<IpNetwork>> {
 /// VLAN, on the `<bridge>.<vlan>` gateway veth, listed in the result), and
 /// forwarding is enabled for each family that has one.
 fn configure_gateways(
-    host: &Handle,
+    host: &impl NetnsHandle,
     bridge: &Link,
     conf: &BridgeConf,
     gateways: &Gateways,
@@ -338,7 +354,7 @@ fn configure_gateways(
 
 /// Go's `ensureBridge`; the bridge's IPv6 routes are ours, not the
 /// router advertisements'.
-fn ensure_bridge(host: &Handle, conf: &BridgeConf) -> Result<Link> {
+fn ensure_bridge(host: &impl NetnsHandle, conf: &BridgeConf) -> Result<Link> {
     let bridge = host.ensure_bridge(&BridgeSpec {
         name: conf.bridge.clone(),
         mtu: conf.mtu(),
@@ -352,7 +368,7 @@ fn ensure_bridge(host: &Handle, conf: &BridgeConf) -> Result<Link> {
 
 /// The host port's bridge settings: hairpin, isolation, and its VLANs.
 fn configure_port(
-    host: &Handle,
+    host: &impl NetnsHandle,
     port: &Link,
     conf: &BridgeConf,
     native: Option<u16>,
@@ -394,7 +410,12 @@ fn port_vlans(native: Option<u16>, trunk: &[u16]) -> Vec<BridgeVlan> {
 
 /// Go's `ensureVlanInterface`: a veth whose `<bridge>.<vlan>` end stays on
 /// the node and whose other end is a port of the bridge in the VLAN.
-fn ensure_vlan_gateway(host: &Handle, bridge: &Link, conf: &BridgeConf, vlan: u16) -> Result<Link> {
+fn ensure_vlan_gateway(
+    host: &impl NetnsHandle,
+    bridge: &Link,
+    conf: &BridgeConf,
+    vlan: u16,
+) -> Result<Link> {
     let name = format!("{}.{vlan}", bridge.name);
     match host.link_by_name(&name) {
         Ok(link) => return Ok(link),
@@ -425,7 +446,7 @@ fn ensure_vlan_gateway(host: &Handle, bridge: &Link, conf: &BridgeConf, vlan: u1
 /// error. The IPv6 ones are sysctls (netlink cannot write them), the IPv4
 /// one a netlink request: every `/proc/sys/net/ipv{4,6}` lookup grows with
 /// the node's pods (see `Handle::sysctl_set`).
-fn pod_settings(pod: &Handle, ifname: &str, index: u32, conf: &BridgeConf) {
+fn pod_settings(pod: &impl NetnsHandle, ifname: &str, index: u32, conf: &BridgeConf) {
     let v6 = format!("net/ipv6/conf/{ifname}");
     let _ = if conf.enable_dad {
         pod.sysctl_set_in(&v6, &[("enhanced_dad", "1"), ("accept_dad", "1")])
@@ -436,7 +457,7 @@ fn pod_settings(pod: &Handle, ifname: &str, index: u32, conf: &BridgeConf) {
 }
 
 /// Go's port state wait: the host end must be operationally up.
-fn wait_port_up(host: &Handle, index: u32) -> Result<Link> {
+fn wait_port_up(host: &impl NetnsHandle, index: u32) -> Result<Link> {
     let link = host.wait_oper_up(index, PORT_UP_TIMEOUT)?;
     if link.oper_state != OperState::Up {
         return Err(Error::Internal(format!(

@@ -21,7 +21,8 @@
 //! ```
 
 use cni_exec::{Plugin, Request};
-use cni_netns::{Handle, IpvlanMode, IpvlanSpec, Link, Netns};
+use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
+use cni_netns::{IpvlanMode, IpvlanSpec, Link};
 use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
@@ -78,11 +79,29 @@ impl IpvlanConf {
     }
 }
 
-/// The ipvlan plugin.
+/// The ipvlan plugin, on the real kernel by default; on another one (a
+/// [`FakeKernel`](cni_netns::kernel::FakeKernel) in tests without root)
+/// with [`Ipvlan::with_kernel`].
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Ipvlan;
+pub struct Ipvlan<K = LinuxKernel> {
+    kernel: K,
+}
 
-impl Plugin for Ipvlan {
+impl Ipvlan {
+    /// The plugin on the real kernel.
+    pub fn new() -> Ipvlan {
+        Ipvlan::default()
+    }
+}
+
+impl<K: NetKernel> Ipvlan<K> {
+    /// The plugin on another kernel.
+    pub fn with_kernel(kernel: K) -> Ipvlan<K> {
+        Ipvlan { kernel }
+    }
+}
+
+impl<K: NetKernel> Plugin for Ipvlan<K> {
     type Error = crate::Error;
 
     fn name(&self) -> &str {
@@ -92,11 +111,11 @@ impl Plugin for Ipvlan {
     fn add(&self, req: &Request) -> Result<CniResult> {
         let conf = IpvlanConf::load(&req.config)?;
         let prev = req.config.prev_result()?;
-        let netns = Netns::open(&req.netns)?;
-        let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
+        let pod = self.kernel.open(&req.netns)?;
+        let host = self.kernel.current()?;
         let master = chained_master(&conf, prev.as_ref())?;
         let master = iface::find_master(&master, conf.link_in_container, &host, &pod)?;
-        let link = create_ipvlan(&conf, &master, &host, &netns, &pod, &req.ifname)?;
+        let link = create_ipvlan(&conf, &master, &host, &pod, &req.ifname)?;
         let mut undo = Undo::new();
         undo.push(|| pod.delete_link(link.index));
         // Chained without IPAM: the previous result's addresses.
@@ -117,16 +136,16 @@ impl Plugin for Ipvlan {
 
     fn del(&self, req: &Request) -> Result<()> {
         IpvlanConf::load(&req.config)?;
-        iface::del_link_and_lease(req)
+        iface::del_link_and_lease_in(&self.kernel, req)
     }
 
     fn check(&self, req: &Request) -> Result<()> {
         let conf = IpvlanConf::load(&req.config)?;
-        let netns = Netns::open(&req.netns)?;
+        let pod = self.kernel.open(&req.netns)?;
         ipam::check(req)?;
         let prev = check::prev_result(req)?;
         let intf = check::prev_container(req, &prev)?;
-        let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
+        let host = self.kernel.current()?;
         // As Go's CHECK: an empty master is looked up as such (and fails).
         if !conf.master.is_empty() {
             iface::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
@@ -168,18 +187,17 @@ fn chained_master(conf: &IpvlanConf, prev: Option<&CniResult>) -> Result<String>
 
 /// Creates the ipvlan under a temporary name directly in the pod (or, with
 /// `linkInContainer`, next to its master there) and renames it inside.
-fn create_ipvlan(
+fn create_ipvlan<H: NetnsHandle>(
     conf: &IpvlanConf,
     master: &Link,
-    host: &Handle,
-    netns: &Netns,
-    pod: &Handle,
+    host: &H,
+    pod: &H,
     ifname: &str,
 ) -> Result<Link> {
     iface::create_stacked_link(
         conf.link_in_container,
         host,
-        netns,
+        pod.netns(),
         pod,
         ifname,
         |creator, name, target| {

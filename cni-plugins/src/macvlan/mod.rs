@@ -20,7 +20,8 @@
 //! ```
 
 use cni_exec::{Plugin, Request};
-use cni_netns::{Handle, Link, MacAddr, MacvlanMode, MacvlanSpec, Netns};
+use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
+use cni_netns::{Link, MacAddr, MacvlanMode, MacvlanSpec};
 use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
@@ -89,11 +90,29 @@ impl MacvlanConf {
     }
 }
 
-/// The macvlan plugin.
+/// The macvlan plugin, on the real kernel by default; on another one (a
+/// [`FakeKernel`](cni_netns::kernel::FakeKernel) in tests without root)
+/// with [`Macvlan::with_kernel`].
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Macvlan;
+pub struct Macvlan<K = LinuxKernel> {
+    kernel: K,
+}
 
-impl Plugin for Macvlan {
+impl Macvlan {
+    /// The plugin on the real kernel.
+    pub fn new() -> Macvlan {
+        Macvlan::default()
+    }
+}
+
+impl<K: NetKernel> Macvlan<K> {
+    /// The plugin on another kernel.
+    pub fn with_kernel(kernel: K) -> Macvlan<K> {
+        Macvlan { kernel }
+    }
+}
+
+impl<K: NetKernel> Plugin for Macvlan<K> {
     type Error = crate::Error;
 
     fn name(&self) -> &str {
@@ -102,8 +121,8 @@ impl Plugin for Macvlan {
 
     fn add(&self, req: &Request) -> Result<CniResult> {
         let conf = MacvlanConf::load(&req.config, &req.args_raw)?;
-        let netns = Netns::open(&req.netns)?;
-        let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
+        let pod = self.kernel.open(&req.netns)?;
+        let host = self.kernel.current()?;
         let master = iface::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
         if conf.mtu > master.mtu {
             return Err(fail(format!(
@@ -111,7 +130,7 @@ impl Plugin for Macvlan {
                 conf.mtu, master.mtu
             )));
         }
-        let link = create_macvlan(&conf, &master, &host, &netns, &pod, &req.ifname)?;
+        let link = create_macvlan(&conf, &master, &host, &pod, &req.ifname)?;
         let mut undo = Undo::new();
         undo.push(|| pod.delete_link(link.index));
         if let Some(len) = conf.bc_queue_len {
@@ -138,16 +157,16 @@ impl Plugin for Macvlan {
     }
 
     fn del(&self, req: &Request) -> Result<()> {
-        iface::del_link_and_lease(req)
+        iface::del_link_and_lease_in(&self.kernel, req)
     }
 
     fn check(&self, req: &Request) -> Result<()> {
         let conf = MacvlanConf::load(&req.config, &req.args_raw)?;
-        let netns = Netns::open(&req.netns)?;
+        let pod = self.kernel.open(&req.netns)?;
         ipam::check(req)?;
         let prev = check::prev_result(req)?;
         let intf = check::prev_container(req, &prev)?;
-        let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
+        let host = self.kernel.current()?;
         iface::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
         let link = check::container_link(&pod, intf, Some("macvlan"))?;
         let mode = pod.link_details(&link.name)?.macvlan_mode;
@@ -172,18 +191,17 @@ impl Plugin for Macvlan {
 
 /// Creates the macvlan under a temporary name directly in the pod (or, with
 /// `linkInContainer`, next to its master there) and renames it inside.
-fn create_macvlan(
+fn create_macvlan<H: NetnsHandle>(
     conf: &MacvlanConf,
     master: &Link,
-    host: &Handle,
-    netns: &Netns,
-    pod: &Handle,
+    host: &H,
+    pod: &H,
     ifname: &str,
 ) -> Result<Link> {
     iface::create_stacked_link(
         conf.link_in_container,
         host,
-        netns,
+        pod.netns(),
         pod,
         ifname,
         |creator, name, target| {

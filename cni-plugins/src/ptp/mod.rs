@@ -26,7 +26,8 @@ use std::sync::Arc;
 
 use cni_exec::{Plugin, Request};
 use cni_netns::firewall::{Backend, Firewall, RuleKind};
-use cni_netns::{AddressOptions, Handle, IpNetwork, KernelRoute, Link, Netns, SCOPE_HOST};
+use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
+use cni_netns::{AddressOptions, IpNetwork, KernelRoute, Link, SCOPE_HOST};
 use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
@@ -67,9 +68,12 @@ impl PtpConf {
 }
 
 /// The ptp plugin. Its firewall is native nf_tables unless built
-/// [`Ptp::with_backend`] (the binary reads `CNI_FIREWALL_BACKEND`).
+/// [`Ptp::with_backend`] (the binary reads `CNI_FIREWALL_BACKEND`); its
+/// kernel the real one unless built [`Ptp::with_kernel`] (a
+/// [`FakeKernel`](cni_netns::kernel::FakeKernel) in tests without root).
 #[derive(Debug, Clone)]
-pub struct Ptp {
+pub struct Ptp<K = LinuxKernel> {
+    kernel: K,
     firewall: Arc<dyn Firewall>,
 }
 
@@ -88,11 +92,18 @@ impl Ptp {
     /// The plugin with another firewall (a test double, or nftables in
     /// another namespace).
     pub fn with_firewall(firewall: Arc<dyn Firewall>) -> Ptp {
-        Ptp { firewall }
+        Ptp::with_kernel(LinuxKernel, firewall)
     }
 }
 
-impl Plugin for Ptp {
+impl<K: NetKernel> Ptp<K> {
+    /// The plugin on another kernel and firewall (test doubles).
+    pub fn with_kernel(kernel: K, firewall: Arc<dyn Firewall>) -> Ptp<K> {
+        Ptp { kernel, firewall }
+    }
+}
+
+impl<K: NetKernel> Plugin for Ptp<K> {
     type Error = crate::Error;
 
     fn name(&self) -> &str {
@@ -101,8 +112,8 @@ impl Plugin for Ptp {
 
     fn add(&self, req: &Request) -> Result<CniResult> {
         let conf = PtpConf::load(&req.config)?;
-        let netns = Netns::open(&req.netns)?;
-        let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
+        let pod = self.kernel.open(&req.netns)?;
+        let host = self.kernel.current()?;
         let id = attachment(req);
         let mut undo = Undo::new();
         let mut result = ipam::add(req, &mut undo)?;
@@ -111,7 +122,7 @@ impl Plugin for Ptp {
         host.enable_forwarding(v4, v6)?;
 
         let mtu = (conf.mtu > 0).then_some(conf.mtu);
-        let host_veth = host.setup_veth(&req.ifname, &netns, mtu, None)?;
+        let host_veth = host.setup_veth(&req.ifname, pod.netns(), mtu, None)?;
         undo.push(|| pod.delete_link_by_name(&req.ifname));
         let container = pod.link_by_name(&req.ifname)?;
         for ip in &mut result.ips {
@@ -141,7 +152,7 @@ impl Plugin for Ptp {
 
     fn del(&self, req: &Request) -> Result<()> {
         let conf = PtpConf::load(&req.config)?;
-        let pod = iface::pod_for_del(req)?;
+        let pod = iface::pod_for_del_in(&self.kernel, req)?;
         // Deleting the pod end deletes the pair, and with it the node's
         // gateway address and host route. Meanwhile the rules, found by
         // their owner whether or not the pod's addresses can still be
@@ -161,11 +172,10 @@ impl Plugin for Ptp {
 
     fn check(&self, req: &Request) -> Result<()> {
         let conf = PtpConf::load(&req.config)?;
-        let netns = Netns::open(&req.netns)?;
+        let pod = self.kernel.open(&req.netns)?;
         ipam::check(req)?;
         let prev = check::prev_result(req)?;
         let intf = check::prev_container(req, &prev)?;
-        let pod = Handle::in_netns(&netns)?;
         let link = check::container_link(&pod, intf, Some("veth"))?;
         check::addresses_and_routes(&pod, &link, &prev)?;
         if conf.ip_masq {
@@ -205,7 +215,12 @@ fn host_prefix(ip: IpAddr) -> u8 {
 /// the kernel added with the address is replaced by a link route to the
 /// gateway alone and a route to the subnet through it, so that the pod
 /// ARPs only for the gateway.
-fn point_to_point(pod: &Handle, container: &Link, address: IpNetwork, gw: IpAddr) -> Result<()> {
+fn point_to_point(
+    pod: &impl NetnsHandle,
+    container: &Link,
+    address: IpNetwork,
+    gw: IpAddr,
+) -> Result<()> {
     let subnet = IpNetwork::new(address.network(), address.prefix())
         .map_err(|e| fail(format!("subnet of {address}: {e}")))?;
     pod.del_route(&KernelRoute {
@@ -231,7 +246,12 @@ fn point_to_point(pod: &Handle, container: &Link, address: IpNetwork, gw: IpAddr
 
 /// The node side: the gateway address on the host veth and a host route to
 /// the pod's address through it.
-fn gateway_on_host(host: &Handle, veth: &Link, address: IpNetwork, gw: IpAddr) -> Result<()> {
+fn gateway_on_host(
+    host: &impl NetnsHandle,
+    veth: &Link,
+    address: IpNetwork,
+    gw: IpAddr,
+) -> Result<()> {
     let prefix = host_prefix(gw);
     let gw_net =
         IpNetwork::new(gw, prefix).map_err(|e| fail(format!("gateway {gw}/{prefix}: {e}")))?;

@@ -3,7 +3,8 @@
 //! `ip.ValidateExpectedInterfaceIPs`, `ip.ValidateExpectedRoute`).
 
 use cni_exec::Request;
-use cni_netns::{Family, Handle, Link};
+use cni_netns::kernel::NetnsHandle;
+use cni_netns::{Family, Link};
 use cni_types::{CniResult, Interface};
 
 use super::fail;
@@ -32,7 +33,11 @@ pub(crate) fn prev_container<'a>(req: &Request, prev: &'a CniResult) -> Result<&
 
 /// Go's `validateCniContainerInterface`: the link exists in the pod, has
 /// the expected kind, and the MAC the result names.
-pub(crate) fn container_link(pod: &Handle, intf: &Interface, kind: Option<&str>) -> Result<Link> {
+pub(crate) fn container_link(
+    pod: &impl NetnsHandle,
+    intf: &Interface,
+    kind: Option<&str>,
+) -> Result<Link> {
     let link = pod.link_by_name(&intf.name).map_err(|_| {
         fail(format!(
             "Container Interface name in prevResult: {} not found",
@@ -65,7 +70,11 @@ pub(crate) fn container_matches(link: &Link, intf: &Interface, kind: Option<&str
 
 /// Go's `ip.ValidateExpectedInterfaceIPs` and `ip.ValidateExpectedRoute`
 /// for the pod interface `link`.
-pub(crate) fn addresses_and_routes(pod: &Handle, link: &Link, prev: &CniResult) -> Result<()> {
+pub(crate) fn addresses_and_routes(
+    pod: &impl NetnsHandle,
+    link: &Link,
+    prev: &CniResult,
+) -> Result<()> {
     let present = pod.addresses(Some(link.index), Family::All)?;
     for ip in &prev.ips {
         if !present.iter().any(|a| a.address == ip.address) {

@@ -6,7 +6,8 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 
 use cni_exec::Request;
-use cni_netns::{configure_interface, Handle, Ipv4Conf, Link, Netns};
+use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
+use cni_netns::{configure_interface, Handle, Ipv4Conf, Link};
 use cni_types::{CniResult, Interface};
 
 use super::{concurrently, fail, ipam};
@@ -25,7 +26,7 @@ pub(crate) fn interface(link: &Link, sandbox: &str) -> Interface {
 /// Go's `ipam.ConfigureIface` for a result whose addresses all belong to
 /// `ifname`: addresses, up, routes (a route's gateway defaults to its
 /// family's first gateway).
-pub(crate) fn configure(pod: &Handle, ifname: &str, result: &CniResult) -> Result<()> {
+pub(crate) fn configure(pod: &impl NetnsHandle, ifname: &str, result: &CniResult) -> Result<()> {
     let addresses: Vec<_> = result
         .ips
         .iter()
@@ -49,7 +50,11 @@ pub(crate) fn configure(pod: &Handle, ifname: &str, result: &CniResult) -> Resul
 /// macvlan's and ipvlan's pod side: announce the new address (ARP and
 /// unsolicited neighbour advertisements; either may be missing, as Go
 /// ignores), then [`configure`].
-pub(crate) fn configure_announced(pod: &Handle, ifname: &str, result: &CniResult) -> Result<()> {
+pub(crate) fn configure_announced(
+    pod: &impl NetnsHandle,
+    ifname: &str,
+    result: &CniResult,
+) -> Result<()> {
     if let Ok(link) = pod.link_by_name(ifname) {
         let _ = pod.set_ipv4_conf(link.index, &[(Ipv4Conf::ArpNotify, 1)]);
     }
@@ -77,13 +82,13 @@ fn temp_link_name() -> String {
 /// straight into the pod (`target` is the pod's namespace), or, with
 /// `linkInContainer`, inside the pod next to its master; then renamed to
 /// `ifname` inside the pod. A failed rename deletes the link.
-pub(crate) fn create_stacked_link(
+pub(crate) fn create_stacked_link<H: NetnsHandle>(
     link_in_container: bool,
-    host: &Handle,
-    netns: &Netns,
-    pod: &Handle,
+    host: &H,
+    netns: &H::Netns,
+    pod: &H,
     ifname: &str,
-    create: impl FnOnce(&Handle, String, Option<&Netns>) -> cni_netns::Result<()>,
+    create: impl FnOnce(&H, String, Option<&H::Netns>) -> cni_netns::Result<()>,
 ) -> Result<Link> {
     let tmp = temp_link_name();
     let (creator, target) = if link_in_container {
@@ -115,11 +120,11 @@ pub(crate) fn single_interface_result(ipam: CniResult, link: &Link, sandbox: &st
 
 /// The master link: named in the config, else the device of the default
 /// route; looked up in the pod's namespace with `linkInContainer`.
-pub(crate) fn find_master(
+pub(crate) fn find_master<H: NetnsHandle>(
     master: &str,
     in_container: bool,
-    host: &Handle,
-    pod: &Handle,
+    host: &H,
+    pod: &H,
 ) -> Result<Link> {
     let ns = if in_container { pod } else { host };
     if master.is_empty() {
@@ -138,23 +143,33 @@ pub(crate) fn find_master(
     })
 }
 
+/// The pod's namespace for DEL on the real kernel ([`pod_for_del_in`]).
+pub(crate) fn pod_for_del(req: &Request) -> Result<Option<Handle>> {
+    pod_for_del_in(&LinuxKernel, req)
+}
+
 /// The pod's namespace for DEL: `None` when `CNI_NETNS` is empty or the
 /// namespace is gone (nothing to remove inside it).
-pub(crate) fn pod_for_del(req: &Request) -> Result<Option<Handle>> {
+pub(crate) fn pod_for_del_in<K: NetKernel>(kernel: &K, req: &Request) -> Result<Option<K::Handle>> {
     if req.netns.is_empty() {
         return Ok(None);
     }
-    match Netns::open(&req.netns) {
-        Ok(netns) => Ok(Some(Handle::in_netns(&netns)?)),
+    match kernel.open(&req.netns) {
+        Ok(pod) => Ok(Some(pod)),
         Err(e) if e.is_netns_gone() => Ok(None),
         Err(e) => Err(e.into()),
     }
 }
 
+/// [`del_link_and_lease_in`] on the real kernel.
+pub(crate) fn del_link_and_lease(req: &Request) -> Result<()> {
+    del_link_and_lease_in(&LinuxKernel, req)
+}
+
 /// DEL of a plugin whose state is the pod link and the IPAM lease alone
 /// (macvlan, ipvlan, vlan, dummy, tap).
-pub(crate) fn del_link_and_lease(req: &Request) -> Result<()> {
-    let pod = pod_for_del(req)?;
+pub(crate) fn del_link_and_lease_in(kernel: &impl NetKernel, req: &Request) -> Result<()> {
+    let pod = pod_for_del_in(kernel, req)?;
     delete_pod_link_while(pod.as_ref(), req, || ipam::del(req))
 }
 
@@ -166,7 +181,7 @@ pub(crate) fn del_link_and_lease(req: &Request) -> Result<()> {
 /// the leased address on it), `release` runs first and the link is
 /// deleted after it.
 pub(crate) fn delete_pod_link_while(
-    pod: Option<&Handle>,
+    pod: Option<&impl NetnsHandle>,
     req: &Request,
     release: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
