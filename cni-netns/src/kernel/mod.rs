@@ -20,7 +20,7 @@
 //! A step written once over the traits:
 //!
 //! ```
-//! use cni_netns::kernel::{FakeKernel, KernelOp, NetKernel, NetnsHandle};
+//! use cni_netns::kernel::{Errno, FakeKernel, KernelOp, NetKernel, NetnsHandle};
 //! use cni_netns::VethSpec;
 //!
 //! /// A veth whose peer `eth0` is in the pod, with an address on it.
@@ -45,7 +45,7 @@
 //! // The same step with a failing address: the caller sees the kernel's error.
 //! let kernel = FakeKernel::new();
 //! kernel.add_netns("/run/netns/pod");
-//! kernel.fail_next(KernelOp::AddAddress, "/run/netns/pod", nix::errno::Errno::EACCES);
+//! kernel.fail_next(KernelOp::AddAddress, "/run/netns/pod", Errno::EACCES);
 //! let e = connect(&kernel, "/run/netns/pod").unwrap_err();
 //! assert!(e.to_string().contains("Permission denied"), "{e}");
 //! # Ok::<(), cni_netns::Error>(())
@@ -71,6 +71,9 @@ use crate::route::KernelRoute;
 use crate::Family;
 
 pub use fake::{FakeHandle, FakeKernel, FakeNetns, KernelCall, KernelOp};
+/// The errno [`FakeKernel::fail_next`] fails with (re-exported so callers
+/// match versions).
+pub use nix::errno::Errno;
 
 /// Opens network namespaces: the entry point of a plugin's kernel work.
 pub trait NetKernel: Send + Sync {

@@ -3,6 +3,7 @@
 
 mod census_support;
 mod common;
+mod fake_kernel_support;
 mod host_local_support;
 #[path = "common/nodenet.rs"]
 mod nodenet;
@@ -10,6 +11,7 @@ mod ptp_common;
 mod reliability_support;
 mod tuning_bandwidth_common;
 
+mod add_rollback;
 mod bandwidth;
 mod bridge_behaviour;
 mod bridge_differential;

@@ -1,144 +1,240 @@
-//! DEL and GC run every teardown step: a firewall that fails to remove
-//! the masquerade must not keep the pod's address reserved (the oracle is
-//! host-local's reservation files on disk, and the kernel's veth list).
+//! DEL and GC run every teardown step, in order, without root: the
+//! plugins run on a fake kernel (`fake_kernel_support`). A firewall that
+//! fails to remove the masquerade must not keep the pod's address
+//! reserved; the rules go before the address is released (a new pod given
+//! the same address must never lose its rules to this DEL); a DEL finds
+//! nothing to do the second time, and releases the address when the pod's
+//! namespace is already gone. The real-kernel oracle for the same paths:
+//! `bridge_behaviour::del_*`, `ptp::ptp_failed_add_leaves_nothing_and_del_survives_a_vanished_netns`,
+//! `macvlan::macvlan_failed_add_leaves_nothing_and_del_survives_a_vanished_netns`.
 
-use std::path::Path;
 use std::sync::Arc;
 
-use cni_exec::{Command, Plugin, ProcessExec, Request};
-use cni_netns::firewall::{
-    AttachmentId, Firewall, NativeFirewall, OwnedAttachment, RuleKind, RuleSpec,
-};
-use cni_netns::Netns;
+use cni_exec::{Command, Plugin};
+use cni_netns::firewall::{FirewallCall, RuleKind, RuleSpec};
+use cni_netns::kernel::KernelOp;
 use cni_plugins::bridge::Bridge;
+use cni_plugins::macvlan::Macvlan;
 use cni_plugins::ptp::Ptp;
-use cni_types::NetworkConfig;
-use serde_json::json;
+use serde_json::{json, Value};
 
-use crate::common::reserved_ips;
-use crate::nodenet::{suffix, Ns};
+use crate::fake_kernel_support::{FailingTeardown, FakeNode, NODE, POD};
 
-/// The real firewall, except that removing rules fails.
-#[derive(Debug)]
-struct FailingTeardown(NativeFirewall);
-
-fn refused() -> cni_netns::Error {
-    cni_netns::Error::FirewallTool {
-        op: "delete".into(),
-        command: "test".into(),
-        message: "refused by the test".into(),
-    }
-}
-
-impl Firewall for FailingTeardown {
-    fn add(&self, spec: &RuleSpec) -> cni_netns::Result<()> {
-        self.0.add(spec)
-    }
-    fn delete(&self, _: &RuleSpec) -> cni_netns::Result<()> {
-        Err(refused())
-    }
-    fn check(&self, spec: &RuleSpec) -> cni_netns::Result<()> {
-        self.0.check(spec)
-    }
-    fn delete_owned(&self, _: RuleKind, _: &AttachmentId) -> cni_netns::Result<()> {
-        Err(refused())
-    }
-    fn list(&self, kind: RuleKind) -> cni_netns::Result<Vec<OwnedAttachment>> {
-        self.0.list(kind)
-    }
-    fn gc(
-        &self,
-        _: RuleKind,
-        _: &str,
-        _: &[AttachmentId],
-    ) -> cni_netns::Result<Vec<OwnedAttachment>> {
-        Err(refused())
-    }
-}
-
-fn request(command: Command, conf: &serde_json::Value, pod: &Ns, bins: &Path) -> Request {
-    let config = NetworkConfig::from_slice(conf.to_string().as_bytes()).unwrap();
-    Request::builder(command, config)
-        .container_id("teardown-cid")
-        .netns(pod.path())
-        .ifname("eth0")
-        .path(bins.to_string_lossy())
-        .exec(Arc::new(ProcessExec::new()))
-        .build()
-        .unwrap()
-}
-
-/// ADD with the real firewall, then DEL with one whose removals fail: the
-/// DEL reports the failure, and the address and the veth are gone anyway.
-fn del_releases_despite_the_firewall<P: Plugin>(ours: P, failing: P, plugin: serde_json::Value)
+/// ADD with the recording firewall, then DEL with one whose removals
+/// fail: the DEL reports the failure, and the address and the pod link
+/// are gone anyway; then GC with the recording firewall asks it to
+/// collect the attachment.
+fn del_releases_despite_the_firewall<P: Plugin>(node: &FakeNode, ours: P, failing: P, plugin: Value)
 where
     P::Error: std::fmt::Debug,
 {
-    if !cni_testkit::premise::require_root() {
-        return;
-    }
-    let node = Ns::new("tdnode");
-    let pod = Ns::new("tdpod");
-    let data = tempfile::tempdir().unwrap();
-    let bins = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(
-        env!("CARGO_BIN_EXE_host-local"),
-        bins.path().join("host-local"),
-    )
-    .unwrap();
-    let network = format!("td-{}", &suffix()[..6]);
-    let mut conf = json!({
-        "cniVersion": "1.1.0", "name": network, "ipMasq": true,
-        "ipam": {"type": "host-local", "subnet": "10.231.0.0/24", "dataDir": data.path()},
-    });
-    conf.as_object_mut()
-        .unwrap()
-        .extend(plugin.as_object().unwrap().clone());
-    let node_ns = Netns::open(node.path()).unwrap();
-    node_ns
-        .run(|| {
-            let add = request(Command::Add, &conf, &pod, bins.path());
-            ours.add(&add).expect("ADD");
-            assert_eq!(reserved_ips(data.path(), &network).len(), 1);
-            let del = request(Command::Del, &conf, &pod, bins.path());
-            let e = failing
-                .del(&del)
-                .expect_err("DEL reports the firewall's failure");
-            assert!(format!("{e:?}").contains("refused by the test"), "{e:?}");
-        })
-        .unwrap();
-    assert_eq!(reserved_ips(data.path(), &network), Vec::<String>::new());
-    assert!(
-        !pod.ip(&["-br", "link"]).contains("eth0"),
-        "{}",
-        pod.ip(&["-br", "link"])
-    );
-    // The real firewall's GC clears what the failed DEL left.
+    let conf = node.conf(plugin);
+    ours.add(&node.request(Command::Add, &conf, "c1", POD))
+        .expect("ADD");
+    assert_eq!(node.leases(), ["c1"]);
+    let e = failing
+        .del(&node.request(Command::Del, &conf, "c1", POD))
+        .expect_err("DEL reports the firewall's failure");
+    assert!(format!("{e:?}").contains("refused by the test"), "{e:?}");
+    assert!(node.leases().is_empty());
+    assert_eq!(node.kernel.link_names(POD), ["lo"]);
+    assert!(node.node_veths().is_empty(), "{:?}", node.node_veths());
+
     let mut gc_conf = conf.clone();
     gc_conf["cni.dev/valid-attachments"] = json!([]);
-    node_ns
-        .run(|| {
-            ours.gc(&request(Command::Gc, &gc_conf, &pod, bins.path()))
-                .expect("GC");
-        })
-        .unwrap();
+    ours.gc(&node.request(Command::Gc, &gc_conf, "", ""))
+        .expect("GC");
+    let gc = node.firewall.calls();
+    assert!(
+        gc.iter()
+            .any(|c| matches!(c, FirewallCall::Gc(RuleKind::Masquerade, net, valid) if net == "fakenet" && valid.is_empty())),
+        "{gc:?}"
+    );
 }
 
 #[test]
 fn bridge_del_releases_the_address_when_the_firewall_fails() {
-    let bridge = format!("tdb{}", &suffix()[..6]);
+    let node = FakeNode::new();
+    let failing = Arc::new(FailingTeardown(node.firewall.clone()));
     del_releases_despite_the_firewall(
-        Bridge::new(),
-        Bridge::with_firewall(Arc::new(FailingTeardown(NativeFirewall::new()))),
-        json!({"type": "bridge", "bridge": bridge, "isGateway": true}),
+        &node,
+        Bridge::with_kernel(node.kernel.clone(), node.firewall.clone()),
+        Bridge::with_kernel(node.kernel.clone(), failing),
+        json!({"type": "bridge", "bridge": "fakebr0", "isGateway": true, "ipMasq": true}),
     );
 }
 
 #[test]
 fn ptp_del_releases_the_address_when_the_firewall_fails() {
+    let node = FakeNode::new();
+    let failing = Arc::new(FailingTeardown(node.firewall.clone()));
     del_releases_despite_the_firewall(
-        Ptp::default(),
-        Ptp::with_firewall(Arc::new(FailingTeardown(NativeFirewall::new()))),
-        json!({"type": "ptp"}),
+        &node,
+        Ptp::with_kernel(node.kernel.clone(), node.firewall.clone()),
+        Ptp::with_kernel(node.kernel.clone(), failing),
+        json!({"type": "ptp", "ipMasq": true}),
     );
+}
+
+/// The firewall calls that remove rules.
+fn removals(calls: &[FirewallCall]) -> Vec<FirewallCall> {
+    calls
+        .iter()
+        .filter(|c| matches!(c, FirewallCall::Delete(_) | FirewallCall::DeleteOwned(..)))
+        .cloned()
+        .collect()
+}
+
+/// DEL of an attachment made by ADD: what the IPAM plugin saw when asked
+/// to release, then DEL again and DEL without a netns succeed.
+fn del_twice_after_add<P: Plugin>(node: &FakeNode, plugin: &P, conf: &Value)
+where
+    P::Error: std::fmt::Debug,
+{
+    plugin
+        .add(&node.request(Command::Add, conf, "c1", POD))
+        .expect("ADD");
+    plugin
+        .del(&node.request(Command::Del, conf, "c1", POD))
+        .expect("DEL");
+    assert!(node.leases().is_empty());
+    assert_eq!(node.kernel.link_names(POD), ["lo"]);
+    plugin
+        .del(&node.request(Command::Del, conf, "c1", POD))
+        .expect("DEL again");
+    plugin
+        .del(&node.request(Command::Del, conf, "c1", ""))
+        .expect("DEL without a netns");
+}
+
+#[test]
+fn bridge_del_removes_the_rules_before_releasing_the_address() {
+    let node = FakeNode::new();
+    let conf = node.conf(json!({"type": "bridge", "bridge": "fakebr0",
+        "isGateway": true, "ipMasq": true, "macspoofchk": true}));
+    let bridge = Bridge::with_kernel(node.kernel.clone(), node.firewall.clone());
+    del_twice_after_add(&node, &bridge, &conf);
+    let del = node
+        .ipam_calls()
+        .into_iter()
+        .find(|c| c.command == "DEL")
+        .expect("IPAM DEL");
+    let removed = removals(&del.firewall);
+    assert!(
+        removed
+            .iter()
+            .any(|c| matches!(c, FirewallCall::DeleteOwned(RuleKind::MacSpoofCheck, _))),
+        "{removed:?}"
+    );
+    assert!(
+        removed
+            .iter()
+            .any(|c| matches!(c, FirewallCall::Delete(RuleSpec::Masquerade(m)) if m.addresses == ["10.231.0.2/24".parse().unwrap()])),
+        "the masquerade is removed by the pod's address, read before the link went: {removed:?}"
+    );
+    // The bridge stays for the node's other pods.
+    assert!(node.kernel.link_names(NODE).contains(&"fakebr0".to_owned()));
+    assert!(node.node_veths().is_empty());
+}
+
+#[test]
+fn ptp_del_removes_the_rules_before_releasing_the_address() {
+    let node = FakeNode::new();
+    let conf = node.conf(json!({"type": "ptp", "ipMasq": true}));
+    let ptp = Ptp::with_kernel(node.kernel.clone(), node.firewall.clone());
+    del_twice_after_add(&node, &ptp, &conf);
+    let del = node
+        .ipam_calls()
+        .into_iter()
+        .find(|c| c.command == "DEL")
+        .expect("IPAM DEL");
+    assert!(
+        removals(&del.firewall)
+            .iter()
+            .any(|c| matches!(c, FirewallCall::DeleteOwned(RuleKind::Masquerade, id) if id.container_id == "c1")),
+        "{:?}",
+        del.firewall
+    );
+    // The pair went with the pod end: nothing of it is left on the node.
+    assert!(node.node_veths().is_empty());
+}
+
+#[test]
+fn macvlan_del_deletes_the_link_and_releases_the_address() {
+    let node = FakeNode::new();
+    node.kernel.add_device(NODE, "uplink0");
+    let conf = node.conf(json!({"type": "macvlan", "master": "uplink0"}));
+    let macvlan = Macvlan::with_kernel(node.kernel.clone());
+    del_twice_after_add(&node, &macvlan, &conf);
+    let deleted: Vec<_> = node
+        .kernel
+        .calls()
+        .into_iter()
+        .filter(|c| c.op == KernelOp::DeleteLink)
+        .collect();
+    assert_eq!(deleted.len(), 1, "{deleted:?}");
+    assert_eq!(
+        (deleted[0].netns.as_str(), deleted[0].object.as_str()),
+        (POD, "eth0")
+    );
+    // The master is untouched.
+    assert_eq!(node.kernel.link_names(NODE), ["lo", "uplink0"]);
+}
+
+/// ADD, then the pod's namespace goes, then DEL: the address is released
+/// and the rules are removed by their owner.
+fn del_after_the_netns_is_gone<P: Plugin>(node: &FakeNode, plugin: &P, conf: &Value)
+where
+    P::Error: std::fmt::Debug,
+{
+    plugin
+        .add(&node.request(Command::Add, conf, "c1", POD))
+        .expect("ADD");
+    node.kernel.remove_netns(POD);
+    plugin
+        .del(&node.request(Command::Del, conf, "c1", POD))
+        .expect("DEL");
+    plugin
+        .del(&node.request(Command::Del, conf, "c1", POD))
+        .expect("DEL again");
+    assert!(node.leases().is_empty());
+    assert!(node.node_veths().is_empty());
+}
+
+#[test]
+fn bridge_del_after_the_netns_is_gone_releases_and_unmasquerades() {
+    let node = FakeNode::new();
+    let conf = node.conf(json!({"type": "bridge", "bridge": "fakebr0", "ipMasq": true}));
+    del_after_the_netns_is_gone(
+        &node,
+        &Bridge::with_kernel(node.kernel.clone(), node.firewall.clone()),
+        &conf,
+    );
+    assert!(node.firewall.calls().iter().any(
+        |c| matches!(c, FirewallCall::Delete(RuleSpec::Masquerade(m)) if m.addresses.is_empty())
+    ));
+}
+
+#[test]
+fn ptp_del_after_the_netns_is_gone_releases_and_unmasquerades() {
+    let node = FakeNode::new();
+    let conf = node.conf(json!({"type": "ptp", "ipMasq": true}));
+    del_after_the_netns_is_gone(
+        &node,
+        &Ptp::with_kernel(node.kernel.clone(), node.firewall.clone()),
+        &conf,
+    );
+    assert!(node
+        .firewall
+        .calls()
+        .iter()
+        .any(|c| matches!(c, FirewallCall::DeleteOwned(RuleKind::Masquerade, _))));
+}
+
+#[test]
+fn macvlan_del_after_the_netns_is_gone_releases() {
+    let node = FakeNode::new();
+    node.kernel.add_device(NODE, "uplink0");
+    let conf = node.conf(json!({"type": "macvlan", "master": "uplink0"}));
+    del_after_the_netns_is_gone(&node, &Macvlan::with_kernel(node.kernel.clone()), &conf);
 }
