@@ -9,8 +9,8 @@ use cni_netns::Link;
 use cni_types::Interface;
 
 use super::{spoof_check, BridgeConf};
-use crate::steps::{addresses, attachment, check, fail, ipam, masquerade};
-use crate::Result;
+use crate::steps::{addresses, attachment, check, ipam, masquerade};
+use crate::{Error, Result};
 
 pub(crate) fn check(kernel: &impl NetKernel, firewall: &dyn Firewall, req: &Request) -> Result<()> {
     let conf = BridgeConf::load(&req.config, &req.args_raw)?;
@@ -24,7 +24,9 @@ pub(crate) fn check(kernel: &impl NetKernel, firewall: &dyn Firewall, req: &Requ
     let container_if = check::prev_container(req, &prev)?;
     let container = pod
         .link_by_name(&container_if.name)
-        .map_err(|_| fail(format!("Interface name {} not found", container_if.name)))?;
+        .map_err(|_| Error::CheckLinkMissing {
+            name: container_if.name.clone(),
+        })?;
     check::container_matches(&container, container_if, Some("veth"))?;
     let host_veth = prev
         .interfaces
@@ -32,11 +34,8 @@ pub(crate) fn check(kernel: &impl NetKernel, firewall: &dyn Firewall, req: &Requ
         .filter(|i| i.name != conf.bridge && i.name != container_if.name)
         .find_map(|i| host_peer(&host, i, &bridge, &container).transpose())
         .transpose()?
-        .ok_or_else(|| {
-            fail(format!(
-                "CNI veth created for bridge {} was not found",
-                conf.bridge
-            ))
+        .ok_or_else(|| Error::CheckHostVethMissing {
+            bridge: conf.bridge.clone(),
         })?;
     check::addresses_and_routes(&pod, &container, &prev)?;
 
@@ -59,35 +58,34 @@ fn check_bridge(
     intf: Option<&Interface>,
     conf: &BridgeConf,
 ) -> Result<Link> {
-    let intf = intf.ok_or_else(|| fail("Interface name missing ".into()))?;
+    let intf = intf.ok_or(Error::CheckBridgeMissing)?;
     let link = host
         .link_by_name(&intf.name)
-        .map_err(|_| fail(format!("Interface name {} not found", intf.name)))?;
+        .map_err(|_| Error::CheckLinkMissing {
+            name: intf.name.clone(),
+        })?;
     if !intf.sandbox.is_empty() {
-        return Err(fail(format!(
-            "Interface {} should not be in sandbox",
-            intf.name
-        )));
+        return Err(Error::CheckLinkInSandbox {
+            name: intf.name.clone(),
+        });
     }
     if link.kind.as_deref() != Some("bridge") {
-        return Err(fail(format!(
-            "Interface {} does not have link type of bridge",
-            intf.name
-        )));
+        return Err(Error::CheckNotABridge {
+            name: intf.name.clone(),
+        });
     }
     if !mac_matches(&intf.mac, &link) {
-        return Err(fail(format!(
-            "Bridge interface {} Mac doesn't match: {}",
-            intf.name, intf.mac
-        )));
+        return Err(Error::CheckBridgeMac {
+            name: intf.name.clone(),
+            mac: intf.mac.clone(),
+        });
     }
     if link.is_promisc() != conf.promisc_mode {
-        return Err(fail(format!(
-            "Bridge interface {} configured Promisc Mode {} doesn't match current state: {} ",
-            intf.name,
-            conf.promisc_mode,
-            link.is_promisc()
-        )));
+        return Err(Error::CheckBridgePromisc {
+            name: intf.name.clone(),
+            configured: conf.promisc_mode,
+            current: link.is_promisc(),
+        });
     }
     Ok(link)
 }
@@ -101,14 +99,15 @@ fn host_peer(
     container: &Link,
 ) -> Result<Option<Link>> {
     if !intf.sandbox.is_empty() {
-        return Err(fail(format!(
-            "Interface {} should not be in sandbox",
-            intf.name
-        )));
+        return Err(Error::CheckLinkInSandbox {
+            name: intf.name.clone(),
+        });
     }
     let link = host
         .link_by_name(&intf.name)
-        .map_err(|_| fail(format!("Interface name {} not found", intf.name)))?;
+        .map_err(|_| Error::CheckLinkMissing {
+            name: intf.name.clone(),
+        })?;
     if link.kind.as_deref() != Some("veth") {
         return Ok(None);
     }
@@ -119,10 +118,10 @@ fn host_peer(
         return Ok(None);
     }
     if !mac_matches(&intf.mac, &link) {
-        return Err(fail(format!(
-            "Interface {} Mac doesn't match: {} not found",
-            intf.name, intf.mac
-        )));
+        return Err(Error::CheckHostVethMac {
+            name: intf.name.clone(),
+            mac: intf.mac.clone(),
+        });
     }
     Ok(Some(link))
 }

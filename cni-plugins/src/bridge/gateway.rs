@@ -91,10 +91,10 @@ pub(crate) fn ensure_address(
         }
         if gw.is_ipv4() || a.contains(gw.ip()) || gw.contains(a.ip()) {
             if !force {
-                return Err(Error::Internal(format!(
-                    "failed to set bridge addr: {:?} already has an IP address different from {gw}",
-                    link.name
-                )));
+                return Err(Error::BridgeAddressTaken {
+                    bridge: link.name.clone(),
+                    gateway: gw.to_string(),
+                });
             }
             host.del_address(link.index, a)?;
         }

@@ -460,10 +460,9 @@ fn pod_settings(pod: &impl NetnsHandle, ifname: &str, index: u32, conf: &BridgeC
 fn wait_port_up(host: &impl NetnsHandle, index: u32) -> Result<Link> {
     let link = host.wait_oper_up(index, PORT_UP_TIMEOUT)?;
     if link.oper_state != OperState::Up {
-        return Err(Error::Internal(format!(
-            "bridge port in error state: {}",
-            format!("{:?}", link.oper_state).to_lowercase()
-        )));
+        return Err(Error::BridgePortNotUp {
+            state: format!("{:?}", link.oper_state).to_lowercase(),
+        });
     }
     Ok(link)
 }

@@ -27,8 +27,8 @@ use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
 use crate::steps::iface::{self, interface};
-use crate::steps::{check, fail, ipam, Undo};
-use crate::Result;
+use crate::steps::{check, ipam, Undo};
+use crate::{Error, Result};
 
 /// The ipvlan plugin's configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,12 +63,11 @@ impl IpvlanConf {
     /// Reads the config (the master itself is resolved in ADD).
     pub fn load(config: &NetworkConfig) -> Result<IpvlanConf> {
         let raw: Raw = config.parse_as()?;
-        let mode = raw
-            .mode
-            .parse()
-            .map_err(|_| fail(format!("unknown ipvlan mode: {:?}", raw.mode)))?;
-        let mtu = u32::try_from(raw.mtu)
-            .map_err(|_| fail(format!("invalid MTU {}, must be >= 0", raw.mtu)))?;
+        let mode = raw.mode.parse().map_err(|_| Error::UnknownLinkMode {
+            kind: "ipvlan",
+            mode: raw.mode.clone(),
+        })?;
+        let mtu = u32::try_from(raw.mtu).map_err(|_| Error::NegativeMtu { mtu: raw.mtu })?;
         Ok(IpvlanConf {
             master: raw.master,
             mode,
@@ -153,11 +152,11 @@ impl<K: NetKernel> Plugin for Ipvlan<K> {
         let link = check::container_link(&pod, intf, Some("ipvlan"))?;
         let mode = pod.link_details(&link.name)?.ipvlan_mode;
         if mode != Some(conf.mode) {
-            return Err(fail(format!(
-                "Container IPVlan mode {} does not match expected value: {}",
-                mode.map(|m| m.to_string()).unwrap_or_default(),
-                conf.mode
-            )));
+            return Err(Error::CheckLinkMode {
+                prefix: "Container IPVlan",
+                found: mode.map(|m| m.to_string()).unwrap_or_default(),
+                expected: conf.mode.to_string(),
+            });
         }
         check::addresses_and_routes(&pod, &link, &prev)
     }
@@ -177,9 +176,7 @@ fn chained_master(conf: &IpvlanConf, prev: Option<&CniResult>) -> Result<String>
     match prev {
         Some(prev) if conf.master.is_empty() => match prev.interfaces.as_slice() {
             [only] if !only.name.is_empty() => Ok(only.name.clone()),
-            _ => Err(fail(
-                "chained master failure. PrevResult lacks a single named interface".into(),
-            )),
+            _ => Err(Error::ChainedMasterMissing),
         },
         _ => Ok(conf.master.clone()),
     }

@@ -26,8 +26,8 @@ use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
 use crate::steps::iface::{self, interface};
-use crate::steps::{check, conf, fail, ipam, Undo};
-use crate::Result;
+use crate::steps::{check, conf, ipam, Undo};
+use crate::{Error, Result};
 
 /// The macvlan plugin's configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,12 +71,11 @@ impl MacvlanConf {
     /// and MTU checks need the kernel and happen in ADD and CHECK).
     pub fn load(config: &NetworkConfig, cni_args: &str) -> Result<MacvlanConf> {
         let raw: Raw = config.parse_as()?;
-        let mode = raw
-            .mode
-            .parse()
-            .map_err(|_| fail(format!("unknown macvlan mode: {:?}", raw.mode)))?;
-        let mtu = u32::try_from(raw.mtu)
-            .map_err(|_| fail(format!("invalid MTU {}, must be >= 0", raw.mtu)))?;
+        let mode = raw.mode.parse().map_err(|_| Error::UnknownLinkMode {
+            kind: "macvlan",
+            mode: raw.mode.clone(),
+        })?;
+        let mtu = u32::try_from(raw.mtu).map_err(|_| Error::NegativeMtu { mtu: raw.mtu })?;
         let mac = conf::requested_mac(config, cni_args, raw.mac)?;
         Ok(MacvlanConf {
             master: raw.master,
@@ -125,10 +124,10 @@ impl<K: NetKernel> Plugin for Macvlan<K> {
         let host = self.kernel.current()?;
         let master = iface::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
         if conf.mtu > master.mtu {
-            return Err(fail(format!(
-                "invalid MTU {}, must be [0, master MTU({})]",
-                conf.mtu, master.mtu
-            )));
+            return Err(Error::MtuAboveMaster {
+                mtu: conf.mtu,
+                master: master.mtu,
+            });
         }
         let link = create_macvlan(&conf, &master, &host, &pod, &req.ifname)?;
         let mut undo = Undo::new();
@@ -171,11 +170,11 @@ impl<K: NetKernel> Plugin for Macvlan<K> {
         let link = check::container_link(&pod, intf, Some("macvlan"))?;
         let mode = pod.link_details(&link.name)?.macvlan_mode;
         if mode != Some(conf.mode) {
-            return Err(fail(format!(
-                "container macvlan mode {} does not match expected value: {}",
-                mode.map(|m| m.to_string()).unwrap_or_default(),
-                conf.mode
-            )));
+            return Err(Error::CheckLinkMode {
+                prefix: "container macvlan",
+                found: mode.map(|m| m.to_string()).unwrap_or_default(),
+                expected: conf.mode.to_string(),
+            });
         }
         check::addresses_and_routes(&pod, &link, &prev)
     }

@@ -32,7 +32,7 @@ use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
 use crate::steps::iface::{self, interface};
-use crate::steps::{self, addresses, attachment, check, fail, ipam, masquerade, Undo};
+use crate::steps::{self, addresses, attachment, check, ipam, masquerade, Undo};
 use crate::{Error, Result};
 
 /// The ptp plugin's configuration.
@@ -131,9 +131,9 @@ impl<K: NetKernel> Plugin for Ptp<K> {
         result.interfaces = vec![interface(&host_veth, ""), interface(&container, &req.netns)];
         iface::configure(&pod, &req.ifname, &result)?;
         for ip in &result.ips {
-            let gw = ip
-                .gateway
-                .ok_or_else(|| fail(format!("IPAM result for {} has no gateway", ip.address)))?;
+            let gw = ip.gateway.ok_or_else(|| Error::IpamNoGateway {
+                address: ip.address.to_string(),
+            })?;
             point_to_point(&pod, &container, ip.address, gw)?;
             gateway_on_host(&host, &host_veth, ip.address, gw)?;
         }
@@ -203,6 +203,14 @@ impl<K: NetKernel> Plugin for Ptp<K> {
     }
 }
 
+/// A prefix derived from an IPAM address that is not one.
+fn invalid_prefix(object: String, e: impl std::fmt::Display) -> Error {
+    Error::InvalidPrefix {
+        object,
+        reason: e.to_string(),
+    }
+}
+
 fn host_prefix(ip: IpAddr) -> u8 {
     if ip.is_ipv4() {
         32
@@ -222,13 +230,13 @@ fn point_to_point(
     gw: IpAddr,
 ) -> Result<()> {
     let subnet = IpNetwork::new(address.network(), address.prefix())
-        .map_err(|e| fail(format!("subnet of {address}: {e}")))?;
+        .map_err(|e| invalid_prefix(format!("subnet of {address}"), e))?;
     pod.del_route(&KernelRoute {
         oif: Some(container.index),
         ..KernelRoute::new(subnet)
     })?;
     let gw_net = IpNetwork::new(gw, host_prefix(gw))
-        .map_err(|e| fail(format!("host route to {gw}: {e}")))?;
+        .map_err(|e| invalid_prefix(format!("host route to {gw}"), e))?;
     pod.add_route(&KernelRoute {
         oif: Some(container.index),
         scope: Some(cni_netns::SCOPE_LINK),
@@ -253,11 +261,11 @@ fn gateway_on_host(
     gw: IpAddr,
 ) -> Result<()> {
     let prefix = host_prefix(gw);
-    let gw_net =
-        IpNetwork::new(gw, prefix).map_err(|e| fail(format!("gateway {gw}/{prefix}: {e}")))?;
+    let gw_net = IpNetwork::new(gw, prefix)
+        .map_err(|e| invalid_prefix(format!("gateway {gw}/{prefix}"), e))?;
     host.add_address(veth.index, gw_net, AddressOptions::default())?;
     let pod_net = IpNetwork::new(address.ip(), prefix)
-        .map_err(|e| fail(format!("host route to {}: {e}", address.ip())))?;
+        .map_err(|e| invalid_prefix(format!("host route to {}", address.ip()), e))?;
     match host.add_route(&KernelRoute {
         oif: Some(veth.index),
         scope: Some(SCOPE_HOST),

@@ -7,7 +7,6 @@ use cni_netns::kernel::NetnsHandle;
 use cni_netns::{Family, Link};
 use cni_types::{CniResult, Interface};
 
-use super::fail;
 use crate::{Error, Result};
 
 /// The previous result CHECK compares against; Go's message when missing.
@@ -23,11 +22,8 @@ pub(crate) fn prev_container<'a>(req: &Request, prev: &'a CniResult) -> Result<&
     prev.interfaces
         .iter()
         .find(|i| i.name == req.ifname && i.sandbox == req.netns)
-        .ok_or_else(|| {
-            fail(format!(
-                "Sandbox in prevResult  doesn't match configured netns: {}",
-                req.netns
-            ))
+        .ok_or_else(|| Error::CheckSandboxMismatch {
+            netns: req.netns.clone(),
         })
 }
 
@@ -38,12 +34,11 @@ pub(crate) fn container_link(
     intf: &Interface,
     kind: Option<&str>,
 ) -> Result<Link> {
-    let link = pod.link_by_name(&intf.name).map_err(|_| {
-        fail(format!(
-            "Container Interface name in prevResult: {} not found",
-            intf.name
-        ))
-    })?;
+    let link = pod
+        .link_by_name(&intf.name)
+        .map_err(|_| Error::CheckPodLinkMissing {
+            name: intf.name.clone(),
+        })?;
     container_matches(&link, intf, kind)?;
     Ok(link)
 }
@@ -52,18 +47,19 @@ pub(crate) fn container_link(
 pub(crate) fn container_matches(link: &Link, intf: &Interface, kind: Option<&str>) -> Result<()> {
     if let Some(kind) = kind {
         if link.kind.as_deref() != Some(kind) {
-            return Err(fail(format!(
-                "Error: Container interface {} not of type {kind}",
-                link.name
-            )));
+            return Err(Error::CheckPodLinkKind {
+                name: link.name.clone(),
+                kind: kind.to_owned(),
+            });
         }
     }
     let mac = link.mac.map(|m| m.to_string()).unwrap_or_default();
     if !intf.mac.is_empty() && intf.mac != mac {
-        return Err(fail(format!(
-            "Interface {} Mac {} doesn't match container Mac: {mac}",
-            intf.name, intf.mac
-        )));
+        return Err(Error::CheckPodLinkMac {
+            name: intf.name.clone(),
+            expected: intf.mac.clone(),
+            found: mac,
+        });
     }
     Ok(())
 }
@@ -78,10 +74,10 @@ pub(crate) fn addresses_and_routes(
     let present = pod.addresses(Some(link.index), Family::All)?;
     for ip in &prev.ips {
         if !present.iter().any(|a| a.address == ip.address) {
-            return Err(fail(format!(
-                "Failed to match addr {} on interface {}",
-                ip.address, link.name
-            )));
+            return Err(Error::CheckAddressMissing {
+                address: ip.address.to_string(),
+                ifname: link.name.clone(),
+            });
         }
     }
     if prev.routes.is_empty() {
@@ -93,12 +89,36 @@ pub(crate) fn addresses_and_routes(
             .iter()
             .any(|k| k.dst == r.dst && (r.gw.is_none() || k.gateway == r.gw));
         if !found {
-            return Err(fail(format!(
-                "Expected Route {{Dst: {} GW: {}}} not found in routing table",
-                r.dst,
-                r.gw.map(|g| g.to_string()).unwrap_or_default()
-            )));
+            return Err(Error::CheckRouteMissing {
+                dst: r.dst.to_string(),
+                gateway: r.gw.map(|g| g.to_string()).unwrap_or_default(),
+            });
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_go_s() {
+        let e = Error::CheckRouteMissing {
+            dst: "10.0.0.0/8".into(),
+            gateway: String::new(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "Expected Route {Dst: 10.0.0.0/8 GW: } not found in routing table"
+        );
+        let e = Error::CheckSandboxMismatch {
+            netns: "/run/netns/x".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "Sandbox in prevResult  doesn't match configured netns: /run/netns/x"
+        );
+        assert_eq!(e.code(), cni_types::ErrorCode::Internal);
+    }
 }

@@ -4,8 +4,7 @@
 
 use cni_types::NetworkConfig;
 
-use super::fail;
-use crate::Result;
+use crate::{Error, Result};
 
 /// The pod link's MAC as macvlan and tap pick it: the config's `mac`,
 /// overridden by `CNI_ARGS` `MAC`, overridden by `runtimeConfig.mac`.
@@ -27,10 +26,8 @@ pub(crate) fn requested_mac(
     }
     match mac.as_str() {
         "" => Ok(None),
-        m => Ok(Some(m.parse().map_err(|_| {
-            fail(format!(
-                "invalid args {m} for MAC addr: invalid MAC address"
-            ))
+        m => Ok(Some(m.parse().map_err(|_| Error::InvalidMacArg {
+            value: m.to_owned(),
         })?)),
     }
 }

@@ -10,8 +10,8 @@ use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
 use cni_netns::{configure_interface, Handle, Ipv4Conf, Link};
 use cni_types::{CniResult, Interface};
 
-use super::{concurrently, fail, ipam};
-use crate::Result;
+use super::{concurrently, ipam};
+use crate::{Error, Result};
 
 /// A result interface for `link` (`sandbox` empty on the node).
 pub(crate) fn interface(link: &Link, sandbox: &str) -> Interface {
@@ -128,15 +128,13 @@ pub(crate) fn find_master<H: NetnsHandle>(
 ) -> Result<Link> {
     let ns = if in_container { pod } else { host };
     if master.is_empty() {
-        return ns
-            .default_route_link()?
-            .ok_or_else(|| fail("no default route interface found".into()));
+        return ns.default_route_link()?.ok_or(Error::NoDefaultRouteLink);
     }
     ns.link_by_name(master).map_err(|e| {
         if e.is_not_found() {
-            fail(format!(
-                "failed to lookup master {master:?}: Link not found"
-            ))
+            Error::MasterNotFound {
+                master: master.to_owned(),
+            }
         } else {
             e.into()
         }

@@ -5,7 +5,7 @@
 use cni_exec::{delegate_add, delegate_check, delegate_del, delegate_gc, delegate_status, Request};
 use cni_types::CniResult;
 
-use super::{concurrently, fail, Undo};
+use super::{concurrently, Undo};
 use crate::{Error, Result};
 
 /// A delegated plugin's failure, passed on as its own error reply.
@@ -114,7 +114,7 @@ impl<'a> Allocation<'a> {
             result: Some(added.map_err(delegate)?),
         };
         if allocation.result.as_ref().is_some_and(|r| r.ips.is_empty()) {
-            return Err(fail("IPAM plugin returned missing IP config".into()));
+            return Err(Error::IpamNoAddresses);
         }
         Ok(allocation)
     }

@@ -52,10 +52,7 @@ pub(crate) fn concurrently<A: Send, B>(
     std::thread::scope(|s| {
         let background = background.map(|step| s.spawn(step));
         let foreground = foreground();
-        let background = background.map(|b| {
-            b.join()
-                .map_err(|_| fail("background step panicked".into()))
-        });
+        let background = background.map(|b| b.join().map_err(|_| Error::StepPanicked));
         (background, foreground)
     })
 }
