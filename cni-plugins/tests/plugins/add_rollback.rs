@@ -338,3 +338,61 @@ fn ipvlan_add_and_del_on_the_fake() {
         .expect("DEL");
     nothing_left(&node);
 }
+
+/// ADD, then CHECK with its result as `prevResult`: the plugin's CHECK
+/// finds what its ADD made, in the same fake kernel.
+fn check_after_add<P: Plugin>(node: &FakeNode, plugin: &P, mut conf: serde_json::Value)
+where
+    P::Error: std::fmt::Debug,
+{
+    let added = plugin
+        .add(&node.request(Command::Add, &conf, "c1", POD))
+        .expect("ADD");
+    conf["prevResult"] = serde_json::to_value(&added).unwrap();
+    plugin
+        .check(&node.request(Command::Check, &conf, "c1", POD))
+        .expect("CHECK");
+    // A pod interface gone: CHECK says so, as Go's.
+    let pod = node.kernel.open(POD).unwrap();
+    pod.delete_link_by_name("eth0").unwrap();
+    let e = plugin
+        .check(&node.request(Command::Check, &conf, "c1", POD))
+        .unwrap_err();
+    assert!(format!("{e:?}").contains("eth0"), "{e:?}");
+}
+
+#[test]
+fn bridge_ptp_macvlan_check_what_their_add_made() {
+    let node = FakeNode::new();
+    check_after_add(
+        &node,
+        &bridge(&node),
+        node.conf(json!({"type": "bridge", "bridge": "fakebr0",
+            "isGateway": true, "ipMasq": true, "macspoofchk": true})),
+    );
+    assert!(node
+        .firewall
+        .calls()
+        .iter()
+        .any(|c| matches!(c, FirewallCall::Check(RuleSpec::MacSpoofCheck(_)))));
+
+    let node = FakeNode::new();
+    check_after_add(
+        &node,
+        &Ptp::with_kernel(node.kernel.clone(), node.firewall.clone()),
+        node.conf(json!({"type": "ptp", "ipMasq": true})),
+    );
+    assert!(node
+        .firewall
+        .calls()
+        .iter()
+        .any(|c| matches!(c, FirewallCall::Check(RuleSpec::Masquerade(_)))));
+
+    let node = FakeNode::new();
+    node.kernel.add_device(NODE, "uplink0");
+    check_after_add(
+        &node,
+        &Macvlan::with_kernel(node.kernel.clone()),
+        node.conf(json!({"type": "macvlan", "master": "uplink0", "mode": "vepa"})),
+    );
+}
