@@ -250,7 +250,6 @@ impl<K: NetKernel> Plugin for Bridge<K> {
 /// pod end is named `CNI_IFNAME` and made in the pod directly, its host end
 /// is a port of the bridge. Returns the node's handle, the bridge, the
 /// pod's handle and the host end.
-#[allow(clippy::type_complexity)]
 fn connect<K: NetKernel>(
     kernel: &K,
     req: &Request,
