@@ -78,7 +78,10 @@ fn write_state(path: &Path, a: &Attachment) -> Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
     }
-    let data = serde_json::to_vec(a).map_err(|e| Error::Internal(e.to_string()))?;
+    let data = serde_json::to_vec(a).map_err(|source| Error::Serialize {
+        object: "attachment record",
+        source,
+    })?;
     cni_exec::atomic::AtomicWrite::new()
         .mode(0o600)
         .write(path, &data)
