@@ -84,10 +84,6 @@ pub struct BandwidthConf {
     pub limits: Option<BandwidthEntry>,
 }
 
-fn err(e: cni_netns::Error) -> Error {
-    Error::Internal(e.to_string())
-}
-
 /// Go's `validateRateAndBurst`, same messages.
 pub fn validate_rate_and_burst(rate: u64, burst: u64) -> Result<()> {
     let msg = if burst == 0 && rate != 0 {
@@ -189,10 +185,10 @@ impl Bandwidth {
 
     fn host(&self) -> Result<Handle> {
         match &self.host_netns {
-            Some(p) => Handle::in_netns(&Netns::open(p).map_err(err)?),
+            Some(p) => Handle::in_netns(&Netns::open(p)?),
             None => Handle::current(),
         }
-        .map_err(err)
+        .map_err(Error::from)
     }
 }
 
@@ -214,15 +210,17 @@ impl Plugin for Bandwidth {
         let mut result =
             prev.ok_or_else(|| Error::Config("must be called as chained plugin".into()))?;
         let host = &self.host()?;
-        let pod = Netns::open(&req.netns)
-            .map_err(|e| Error::Internal(format!("failed to open netns {:?}: {e}", req.netns)))?;
+        let pod = Netns::open(&req.netns).map_err(|source| Error::NetnsOpen {
+            path: req.netns.clone(),
+            source: source.into(),
+        })?;
         let veth = host_interface(host, &pod, &result, &req.ifname)?;
         let clock = PschedClock::read();
         let mut undo = Undo::new();
         if limits.ingress_rate > 0 && limits.ingress_burst > 0 {
             let tbf = Tbf::from_rate_and_burst(limits.ingress_rate, limits.ingress_burst, clock);
             host.add_tbf(veth.index, &tbf)
-                .map_err(|e| Error::Internal(format!("create qdisc: {e}")))?;
+                .map_err(tc_failed("create qdisc", &veth.name))?;
             undo.push(|| host.delete_qdisc(veth.index, tc::HANDLE_ROOT));
         }
         if limits.egress_rate > 0 && limits.egress_burst > 0 {
@@ -230,7 +228,10 @@ impl Plugin for Bandwidth {
             let alias = ifb_alias(&conf.network, &req.container_id);
             let ifb = host
                 .add_ifb(&name, veth.mtu, alias.as_deref())
-                .map_err(|e| Error::Internal(format!("adding link: {e}")))?;
+                .map_err(|source| Error::IfbCreate {
+                    ifname: name.clone(),
+                    source: source.into(),
+                })?;
             let ifb_index = ifb.index;
             undo.push(move || host.delete_link(ifb_index));
             result.interfaces.push(Interface {
@@ -239,13 +240,13 @@ impl Plugin for Bandwidth {
                 ..Interface::default()
             });
             host.add_ingress_qdisc(veth.index)
-                .map_err(|e| Error::Internal(format!("create ingress qdisc: {e}")))?;
+                .map_err(tc_failed("create ingress qdisc", &veth.name))?;
             undo.push(|| host.delete_qdisc(veth.index, tc::HANDLE_INGRESS));
             host.add_redirect_filter(veth.index, ifb.index, RedirectFilterKind::U32GoCompatible)
-                .map_err(|e| Error::Internal(format!("add filter: {e}")))?;
+                .map_err(tc_failed("add filter", &veth.name))?;
             let tbf = Tbf::from_rate_and_burst(limits.egress_rate, limits.egress_burst, clock);
             host.add_tbf(ifb.index, &tbf)
-                .map_err(|e| Error::Internal(format!("create ifb qdisc: create qdisc: {e}")))?;
+                .map_err(tc_failed("create ifb qdisc: create qdisc", &ifb.name))?;
         }
         undo.commit();
         Ok(result)
@@ -254,8 +255,7 @@ impl Plugin for Bandwidth {
     fn del(&self, req: &Request) -> Result<()> {
         let (conf, prev) = load(req)?;
         let host = self.host()?;
-        host.delete_link_by_name(&ifb_name(&conf.network, &req.container_id))
-            .map_err(err)?;
+        host.delete_link_by_name(&ifb_name(&conf.network, &req.container_id))?;
         // Beyond the reference: take our qdiscs off the host veth when it
         // is still there (the pod namespace is alive), so that DEL leaves
         // the veth as the main plugin made it.
@@ -270,18 +270,15 @@ impl Plugin for Bandwidth {
         };
         if limits.ingress_rate > 0 && limits.ingress_burst > 0 {
             let ours = host
-                .qdiscs(veth.index)
-                .map_err(err)?
+                .qdiscs(veth.index)?
                 .iter()
                 .any(|q| q.parent == tc::HANDLE_ROOT && q.kind == "tbf");
             if ours {
-                host.delete_qdisc(veth.index, tc::HANDLE_ROOT)
-                    .map_err(err)?;
+                host.delete_qdisc(veth.index, tc::HANDLE_ROOT)?;
             }
         }
         if limits.egress_rate > 0 && limits.egress_burst > 0 {
-            host.delete_qdisc(veth.index, tc::HANDLE_INGRESS)
-                .map_err(err)?;
+            host.delete_qdisc(veth.index, tc::HANDLE_INGRESS)?;
         }
         Ok(())
     }
@@ -294,8 +291,10 @@ impl Plugin for Bandwidth {
             return Ok(());
         };
         let host = self.host()?;
-        let pod = Netns::open(&req.netns)
-            .map_err(|e| Error::Internal(format!("failed to open netns {:?}: {e}", req.netns)))?;
+        let pod = Netns::open(&req.netns).map_err(|source| Error::NetnsOpen {
+            path: req.netns.clone(),
+            source: source.into(),
+        })?;
         let veth = host_interface(&host, &pod, &prev, &req.ifname)?;
         let clock = PschedClock::read();
         if limits.ingress_rate > 0 && limits.ingress_burst > 0 {
@@ -306,19 +305,21 @@ impl Plugin for Bandwidth {
             let name = ifb_name(&conf.network, &req.container_id);
             let ifb = host
                 .link_by_name(&name)
-                .map_err(|e| Error::Internal(format!("get ifb device: {e}")))?;
+                .map_err(|source| Error::IfbLookup {
+                    ifname: name.clone(),
+                    source: source.into(),
+                })?;
             let want = Tbf::from_rate_and_burst(limits.egress_rate, limits.egress_burst, clock);
             check_tbf(&host, ifb.index, &want)?;
             let redirected = host
-                .filters(veth.index, tc::INGRESS_QDISC_HANDLE)
-                .map_err(err)?
+                .filters(veth.index, tc::INGRESS_QDISC_HANDLE)?
                 .iter()
                 .any(|f| f.redirects.contains(&ifb.index));
             if !redirected {
-                return Err(Error::Internal(format!(
-                    "no filter redirects {} to {name}",
-                    veth.name
-                )));
+                return Err(Error::RedirectMissing {
+                    veth: veth.name,
+                    ifb: name,
+                });
             }
         }
         Ok(())
@@ -331,11 +332,11 @@ impl Plugin for Bandwidth {
         };
         let host = self.host()?;
         let prefix = format!("{ALIAS_PREFIX}/{}/", conf.network);
-        for link in host.links().map_err(err)? {
+        for link in host.links()? {
             if link.kind.as_deref() != Some("ifb") || !link.name.starts_with(IFB_PREFIX) {
                 continue;
             }
-            let Some(alias) = host.link_alias(link.index).map_err(err)? else {
+            let Some(alias) = host.link_alias(link.index)? else {
                 continue;
             };
             let Some(cid) = alias.strip_prefix(&prefix) else {
@@ -345,7 +346,7 @@ impl Plugin for Bandwidth {
                 continue;
             }
             tracing::info!("gc: deleting {} of container {cid}", link.name);
-            host.delete_link_by_name(&link.name).map_err(err)?;
+            host.delete_link_by_name(&link.name)?;
         }
         Ok(())
     }
@@ -365,20 +366,23 @@ impl Plugin for Bandwidth {
 /// veth peer of the container's `ifname`.
 fn host_interface(host: &Handle, pod: &Netns, result: &CniResult, ifname: &str) -> Result<Link> {
     if result.interfaces.is_empty() {
-        return Err(Error::Internal("no interfaces provided".into()));
+        return Err(Error::PrevResultNoInterfaces);
     }
-    let in_pod = Handle::in_netns(pod).map_err(err)?;
+    let in_pod = Handle::in_netns(pod)?;
     let peer = in_pod
         .link_by_name(ifname)
         .and_then(|l| in_pod.veth_peer_index(l.index))
-        .map_err(|e| {
-            Error::Internal(format!(
-                "container interface {ifname} has no veth peer: {e}"
-            ))
+        .map_err(|source| Error::VethPeerLookup {
+            ifname: ifname.to_owned(),
+            source: source.into(),
         })?;
     let link = host
         .link_by_index(peer)
-        .map_err(|_| Error::Internal(format!("veth peer with index {peer} is not in host ns")))?;
+        .map_err(|source| Error::VethPeerNotOnHost {
+            ifname: ifname.to_owned(),
+            index: peer,
+            source: source.into(),
+        })?;
     if result
         .interfaces
         .iter()
@@ -386,9 +390,19 @@ fn host_interface(host: &Handle, pod: &Netns, result: &CniResult, ifname: &str) 
     {
         Ok(link)
     } else {
-        Err(Error::Internal(
-            "no veth peer of container interface found in host ns".into(),
-        ))
+        Err(Error::VethPeerNotInResult {
+            ifname: ifname.to_owned(),
+            peer: link.name,
+        })
+    }
+}
+
+/// A failed traffic-control step on `link`, with Go's name for it.
+fn tc_failed<'a>(op: &'static str, link: &'a str) -> impl FnOnce(cni_netns::Error) -> Error + 'a {
+    move |source| Error::TrafficControl {
+        op,
+        link: link.to_owned(),
+        source: source.into(),
     }
 }
 
@@ -396,30 +410,28 @@ fn host_interface(host: &Handle, pod: &Netns, result: &CniResult, ifname: &str) 
 /// TBF with the expected rate, limit and buffer.
 fn check_tbf(host: &Handle, index: u32, want: &Tbf) -> Result<()> {
     let qdiscs: Vec<_> = host
-        .qdiscs(index)
-        .map_err(err)?
+        .qdiscs(index)?
         .into_iter()
         .filter(|q| q.kind != "pfifo_fast")
         .collect();
     let first = qdiscs
         .first()
-        .ok_or_else(|| Error::Internal("Failed to find qdisc".into()))?;
+        .ok_or(Error::TbfMissing { index, found: None })?;
     let Some(got) = first.tbf.filter(|_| first.kind == "tbf") else {
-        return Err(Error::Internal(format!(
-            "expected a tbf qdisc on link #{index}, found {}",
-            first.kind
-        )));
+        return Err(Error::TbfMissing {
+            index,
+            found: Some(first.kind.clone()),
+        });
     };
-    if got.rate != want.rate {
-        return Err(Error::Internal("Rate doesn't match".into()));
+    let differs = [
+        ("Rate", got.rate != want.rate),
+        ("Limit", got.limit != want.limit),
+        ("Buffer", got.buffer != want.buffer),
+    ];
+    match differs.into_iter().find(|(_, d)| *d) {
+        Some((field, _)) => Err(Error::TbfMismatch { index, field }),
+        None => Ok(()),
     }
-    if got.limit != want.limit {
-        return Err(Error::Internal("Limit doesn't match".into()));
-    }
-    if got.buffer != want.buffer {
-        return Err(Error::Internal("Buffer doesn't match".into()));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -63,7 +63,7 @@ pub fn run(opts: DaemonOptions) -> Result<()> {
         move |stream| daemon.serve(stream),
         busy,
     )
-    .map_err(|e| Error::Internal(e.to_string()))
+    .map_err(Error::exec)
 }
 
 /// The answer to a connection over the cap (or whose thread the system
@@ -407,7 +407,10 @@ impl Daemon {
     }
 
     fn network(req: &DaemonRequest) -> Result<(NetworkConfig, DhcpConfig)> {
-        let bytes = serde_json::to_vec(&req.config).map_err(|e| Error::Internal(e.to_string()))?;
+        let bytes = serde_json::to_vec(&req.config).map_err(|source| Error::Serialize {
+            object: "network configuration",
+            source,
+        })?;
         let net = NetworkConfig::from_slice(&bytes)?;
         let conf = DhcpConfig::from_network_config(&net)?;
         Ok((net, conf))
@@ -624,11 +627,12 @@ impl Daemon {
         let slot = lock(&slot);
         let active = slot
             .as_ref()
-            .ok_or_else(|| Error::Internal(format!("dhcp: no lease held for {key}")))?;
+            .ok_or_else(|| Error::DhcpLeaseMissing { key: key.clone() })?;
         if let Some(why) = active.lost() {
-            return Err(Error::Internal(format!(
-                "dhcp: lease for {key} lost: {why}"
-            )));
+            return Err(Error::DhcpLeaseLost {
+                key,
+                reason: why.to_string(),
+            });
         }
         let record = active.record();
         let handle = Handle::in_netns(&active.netns)?;
@@ -638,10 +642,11 @@ impl Daemon {
             .iter()
             .any(|a| matches!(a.address, IpNetwork::V4(n) if n.ip() == record.lease.address));
         if !held {
-            return Err(Error::Internal(format!(
-                "dhcp: leased address {} is not on {} in {}",
-                record.lease.address, record.ifname, record.netns
-            )));
+            return Err(Error::DhcpAddressMissing {
+                address: record.lease.address,
+                ifname: record.ifname.clone(),
+                netns: record.netns.clone(),
+            });
         }
         Ok(())
     }

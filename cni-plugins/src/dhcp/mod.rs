@@ -102,8 +102,7 @@ impl Plugin for Dhcp {
     /// ADD: the lease's result.
     fn add(&self, req: &Request) -> Result<CniResult> {
         let conf = DhcpConfig::from_network_config(&req.config)?;
-        let value = ask(req, DaemonOp::Add, &conf)?
-            .ok_or_else(|| Error::Internal("dhcp daemon answered ADD without a result".into()))?;
+        let value = ask(req, DaemonOp::Add, &conf)?.ok_or(Error::DhcpNoResult)?;
         Ok(CniResult::from_value_as(&value, Version::V1_1_0)?)
     }
 

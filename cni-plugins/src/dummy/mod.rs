@@ -29,8 +29,8 @@ use cni_exec::{Plugin, Request};
 use cni_netns::{Handle, Netns};
 use cni_types::CniResult;
 
-use crate::steps::{check, fail, iface, ipam, Undo};
-use crate::Result;
+use crate::steps::{check, iface, ipam, Undo};
+use crate::{Error, Result};
 
 /// The dummy plugin.
 #[derive(Debug, Clone, Copy, Default)]
@@ -39,9 +39,7 @@ pub struct Dummy;
 /// Go's refusal of a config without IPAM (ADD and CHECK).
 fn require_ipam(req: &Request) -> Result<()> {
     if req.config.ipam_type().is_empty() {
-        return Err(fail(
-            "dummy interface requires an IPAM configuration".into(),
-        ));
+        return Err(Error::IpamRequired { plugin: "dummy" });
     }
     Ok(())
 }
@@ -79,12 +77,12 @@ impl Plugin for Dummy {
         let mut prev = req
             .config
             .prev_result()?
-            .ok_or_else(|| fail("dummy: Required prevResult missing".into()))?;
+            .ok_or(Error::PrevResultMissing { plugin: "dummy" })?;
         let intf = check::prev_container(req, &prev)?.clone();
         let pod = Handle::in_netns(&netns)?;
         let link = check::container_link(&pod, &intf, Some("dummy"))?;
         if !link.is_up() {
-            return Err(fail(format!("Interface {} is down", intf.name)));
+            return Err(Error::LinkDown { ifname: intf.name });
         }
         // Go's dummy CHECK compares addresses only, not routes.
         prev.routes.clear();

@@ -121,23 +121,23 @@ pub(crate) fn check(ips: &[IpAddr], admin: &str) -> Result<()> {
         let t = ipt(v6);
         t.ensure_chain(FORWARD_CHAIN)?;
         t.ensure_chain(admin)?;
-        let missing = |chain: &str, rule: &[&str]| {
-            crate::Error::Internal(format!("expected {chain} rule {rule:?} not found"))
+        let missing = |chain: &str, jump: bool, rule: &[&str]| crate::Error::IptablesRuleMissing {
+            chain: chain.to_owned(),
+            jump_from: jump.then(|| chain.to_owned()),
+            rule: rule.iter().map(|a| a.to_string()).collect(),
         };
         let fwd = jump_rule(FILTER_COMMENT, FORWARD_CHAIN);
         if !t.exists("FORWARD", &fwd)? {
-            return Err(missing("FORWARD", &fwd));
+            return Err(missing("FORWARD", true, &fwd));
         }
         let adm = jump_rule(ADMIN_COMMENT, admin);
         if !t.exists(FORWARD_CHAIN, &adm)? {
-            return Err(missing(FORWARD_CHAIN, &adm));
+            return Err(missing(FORWARD_CHAIN, true, &adm));
         }
         for ip in ips.iter().filter(|ip| ip.is_ipv6() == v6) {
             for rule in pod_rules(*ip) {
                 if !t.exists(FORWARD_CHAIN, &refs(&rule))? {
-                    return Err(crate::Error::Internal(format!(
-                        "expected rule {rule:?} not found"
-                    )));
+                    return Err(missing(FORWARD_CHAIN, false, &refs(&rule)));
                 }
             }
         }

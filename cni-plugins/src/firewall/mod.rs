@@ -78,7 +78,10 @@ fn write_state(path: &Path, a: &Attachment) -> Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
     }
-    let data = serde_json::to_vec(a).map_err(|e| Error::Internal(e.to_string()))?;
+    let data = serde_json::to_vec(a).map_err(|source| Error::Serialize {
+        object: "attachment record",
+        source,
+    })?;
     cni_exec::atomic::AtomicWrite::new()
         .mode(0o600)
         .write(path, &data)
@@ -102,6 +105,40 @@ fn remove_state(path: &Path) {
         // Fails (and is meant to) while other attachments are recorded.
         let _ = std::fs::remove_dir(dir);
     }
+}
+
+/// The node firewall a request works on: the configured backend, with
+/// the nftables table resolved.
+enum Node {
+    Iptables,
+    /// Unreachable in this build.
+    Firewalld,
+    Nftables(nftables::NodeTable),
+}
+
+impl Node {
+    fn of(conf: &FirewallConf) -> Node {
+        match &conf.backend {
+            Backend::Iptables => Node::Iptables,
+            Backend::Firewalld => Node::Firewalld,
+            Backend::Nftables {
+                family,
+                table,
+                chain,
+            } => Node::Nftables(nftables::NodeTable::new(family, table, chain)),
+        }
+    }
+}
+
+/// The nftables comment of the request's attachment.
+fn attachment_tag(conf: &FirewallConf, req: &Request) -> String {
+    tag(&conf.network, &req.container_id, &req.ifname)
+}
+
+/// Removes the iptables rules of `ips` and the attachment's record.
+fn forget_iptables_attachment(record: &Path, ips: &[IpAddr]) {
+    iptables::del(ips);
+    remove_state(record);
 }
 
 fn addresses(prev: &CniResult) -> Vec<IpAddr> {
@@ -163,28 +200,19 @@ impl Firewall {
     /// The attachment's own rules go (Go's DEL); chains, jumps and
     /// isolation rules stay.
     fn remove(&self, conf: &FirewallConf, req: &Request, ips: &[IpAddr]) -> Result<()> {
-        match &conf.backend {
-            Backend::Iptables => {
+        match Node::of(conf) {
+            Node::Iptables => {
                 let state = state_path(conf, &req.container_id, &req.ifname);
                 let mut ips = ips.to_vec();
                 if ips.is_empty() {
                     ips = read_state(&state).map(|a| a.ips).unwrap_or_default();
                 }
-                iptables::del(&ips);
-                remove_state(&state);
+                forget_iptables_attachment(&state, &ips);
                 Ok(())
             }
             // Nothing of ours can be in a firewalld we cannot reach.
-            Backend::Firewalld => Ok(()),
-            Backend::Nftables {
-                family,
-                table,
-                chain,
-            } => nftables::NodeTable::new(family, table, chain).del(&tag(
-                &conf.network,
-                &req.container_id,
-                &req.ifname,
-            )),
+            Node::Firewalld => Ok(()),
+            Node::Nftables(t) => t.del(&attachment_tag(conf, req)),
         }
     }
 }
@@ -205,14 +233,9 @@ impl Plugin for Firewall {
             return Err(firewalld_unavailable());
         }
         let _lock = lock(&conf)?;
-        let opened = match &conf.backend {
-            Backend::Nftables {
-                family,
-                table,
-                chain,
-            } => nftables::NodeTable::new(family, table, chain)
-                .add(&tag(&conf.network, &req.container_id, &req.ifname), &ips),
-            _ => {
+        let opened = match Node::of(&conf) {
+            Node::Nftables(t) => t.add(&attachment_tag(&conf, req), &ips),
+            Node::Iptables | Node::Firewalld => {
                 let record = Attachment {
                     container_id: req.container_id.clone(),
                     ifname: req.ifname.clone(),
@@ -247,15 +270,10 @@ impl Plugin for Firewall {
         let conf = FirewallConf::parse(req)?;
         let prev = config::required_prev(req)?;
         let ips = addresses(&prev);
-        match &conf.backend {
-            Backend::Iptables => iptables::check(&ips, &conf.admin_chain),
-            Backend::Firewalld => Err(firewalld_unavailable()),
-            Backend::Nftables {
-                family,
-                table,
-                chain,
-            } => nftables::NodeTable::new(family, table, chain)
-                .check(&tag(&conf.network, &req.container_id, &req.ifname), &ips),
+        match Node::of(&conf) {
+            Node::Iptables => iptables::check(&ips, &conf.admin_chain),
+            Node::Firewalld => Err(firewalld_unavailable()),
+            Node::Nftables(t) => t.check(&attachment_tag(&conf, req), &ips),
         }
     }
 
@@ -275,8 +293,8 @@ impl Plugin for Firewall {
             .map(|a| (a.container_id, a.ifname))
             .collect();
         let _lock = lock(&conf)?;
-        match &conf.backend {
-            Backend::Iptables => {
+        match Node::of(&conf) {
+            Node::Iptables => {
                 let dir = Path::new(&conf.data_dir).join(&conf.network);
                 let Ok(entries) = std::fs::read_dir(&dir) else {
                     return Ok(());
@@ -301,17 +319,12 @@ impl Plugin for Firewall {
                 for (path, ips) in dead {
                     let ips: Vec<IpAddr> =
                         ips.into_iter().filter(|ip| !live.contains(ip)).collect();
-                    iptables::del(&ips);
-                    remove_state(&path);
+                    forget_iptables_attachment(&path, &ips);
                 }
                 Ok(())
             }
-            Backend::Firewalld => Ok(()),
-            Backend::Nftables {
-                family,
-                table,
-                chain,
-            } => nftables::NodeTable::new(family, table, chain).gc(&conf.network, &valid),
+            Node::Firewalld => Ok(()),
+            Node::Nftables(t) => t.gc(&conf.network, &valid),
         }
     }
 

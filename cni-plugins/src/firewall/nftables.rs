@@ -166,11 +166,11 @@ impl NodeTable {
             .iter()
             .any(|r| r.comment.as_deref() == Some(JUMP_COMMENT))
         {
-            return Err(Error::Internal(format!(
-                "expected jump to {OWN_CHAIN} in chain {} of table {} not found",
-                self.chain,
-                self.table.describe()
-            )));
+            return Err(Error::NftJumpMissing {
+                target: OWN_CHAIN,
+                chain: self.chain.clone(),
+                table: self.table.describe(),
+            });
         }
         let ours: Vec<NftListedRule> = self
             .own_rules()?
@@ -184,10 +184,11 @@ impl NodeTable {
             ];
             for w in want {
                 if !ours.iter().any(|r| same_rule(&r.expr, &w)) {
-                    return Err(Error::Internal(format!(
-                        "expected rule accepting {ip} in chain {OWN_CHAIN} of table {} not found",
-                        self.table.describe()
-                    )));
+                    return Err(Error::NftRuleMissing {
+                        address: ip,
+                        chain: OWN_CHAIN,
+                        table: self.table.describe(),
+                    });
                 }
             }
         }

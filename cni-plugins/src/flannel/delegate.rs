@@ -67,7 +67,10 @@ fn delegate_ipam(conf: &FlannelConf, env: &SubnetEnv) -> Result<Value> {
     ipam.remove("routes");
     let mut ipam = sorted(Value::Object(ipam));
     // Routes are Go structs (field order dst, gw, ...), not maps.
-    let routes = serde_json::to_value(routes).map_err(|e| Error::Internal(e.to_string()))?;
+    let routes = serde_json::to_value(routes).map_err(|source| Error::Serialize {
+        object: "IPAM routes",
+        source,
+    })?;
     if let Value::Object(m) = &mut ipam {
         insert_sorted(m, "routes", routes);
     }

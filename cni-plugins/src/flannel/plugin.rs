@@ -55,6 +55,13 @@ fn exec_err(e: cni_exec::Error) -> Error {
     Error::Delegate(e.to_cni_error())
 }
 
+fn serialize_err(source: serde_json::Error) -> Error {
+    Error::Serialize {
+        object: "delegate netconf",
+        source,
+    }
+}
+
 fn ensure_dir(dir: &Path) -> Result<()> {
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -196,10 +203,9 @@ impl Plugin for Flannel {
     fn add(&self, req: &Request) -> Result<CniResult> {
         let conf = load_conf(req)
             .map_err(|e| Error::Config(format!("failed to load flannel netconf file: {e}")))?;
-        let env = SubnetEnv::load(&conf.subnet_file).map_err(|e| {
-            Error::Internal(format!(
-                "failed to load flannel 'subnet.env' file: {e}. Check the flannel pod log for this node."
-            ))
+        let env = SubnetEnv::load(&conf.subnet_file).map_err(|e| Error::FlannelSubnetEnv {
+            path: conf.subnet_file.clone(),
+            source: Box::new(e),
         })?;
         let delegate = render(&conf, &env)?;
         let plugin_type = delegate
@@ -207,8 +213,7 @@ impl Plugin for Flannel {
             .and_then(Value::as_str)
             .unwrap_or("bridge")
             .to_string();
-        let bytes = serde_json::to_vec(&delegate)
-            .map_err(|e| Error::Internal(format!("error serializing delegate netconf: {e}")))?;
+        let bytes = serde_json::to_vec(&delegate).map_err(serialize_err)?;
         tracing::debug!(
             "delegateAdd: netconf sent to delegate plugin: {}",
             String::from_utf8_lossy(&bytes)
@@ -281,8 +286,7 @@ impl Plugin for Flannel {
             .and_then(Value::as_str)
             .unwrap_or("bridge")
             .to_string();
-        let bytes = serde_json::to_vec(&Value::Object(d))
-            .map_err(|e| Error::Internal(format!("error serializing delegate netconf: {e}")))?;
+        let bytes = serde_json::to_vec(&Value::Object(d)).map_err(serialize_err)?;
         delegate_gc(&plugin_type, &bytes, req).map_err(exec_err)?;
         if let Some(valid) = req.config.valid_attachments()? {
             self.gc_saved(&conf, &valid)?;

@@ -31,8 +31,8 @@ use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
 use crate::steps::iface::{self, interface};
-use crate::steps::{check, fail, ipam, Undo};
-use crate::Result;
+use crate::steps::{check, ipam, Undo};
+use crate::{Error, Result};
 
 /// Where PCI devices are listed (Go's `sysBusPCI`).
 pub const SYS_BUS_PCI: &str = "/sys/bus/pci/devices";
@@ -95,9 +95,7 @@ impl HostDeviceConf {
             Selector::Pci(pci)
         } else {
             // A plain error in Go (code 999), not a config error.
-            return Err(fail(
-                r#"specify either "device", "hwaddr", "kernelpath" or "pciBusID""#.into(),
-            ));
+            return Err(Error::HostDeviceUnspecified);
         };
         Ok(HostDeviceConf {
             selector,
@@ -111,8 +109,10 @@ impl HostDeviceConf {
             return Ok(false);
         };
         let driver = Path::new(SYS_BUS_PCI).join(pci).join("driver");
-        let target = std::fs::canonicalize(&driver)
-            .map_err(|e| fail(format!("error with host device: {}: {e}", driver.display())))?;
+        let target = std::fs::canonicalize(&driver).map_err(|source| Error::PciDriverLookup {
+            path: driver.clone(),
+            source,
+        })?;
         let name = target.file_name().and_then(|n| n.to_str()).unwrap_or("");
         Ok(USERSPACE_DRIVERS.contains(&name))
     }
@@ -139,8 +139,9 @@ impl Plugin for HostDevice {
         let moved = if dpdk {
             None
         } else {
-            let dev = find_link(&host, &conf.selector)
-                .map_err(|e| fail(format!("failed to find host device: {e}")))?;
+            let dev = find_link(&host, &conf.selector).map_err(|e| Error::HostDeviceLookup {
+                source: Box::new(e),
+            })?;
             let link = move_in(&host, &dev, &netns, &pod, &req.ifname)?;
             interfaces.push(interface(&link, &req.netns));
             Some(dev.name)
@@ -216,40 +217,40 @@ fn find_link(host: &Handle, selector: &Selector) -> Result<Link> {
     match selector {
         Selector::Device(name) => Ok(host.link_by_name(name)?),
         Selector::HwAddr(mac) => {
-            let mac: MacAddr = mac
+            let parsed: MacAddr = mac
                 .parse()
-                .map_err(|_| fail(format!("failed to parse MAC address {mac:?}")))?;
-            host.link_by_mac(mac)?
-                .ok_or_else(|| fail("failed to find physical interface".into()))
+                .map_err(|_| Error::HostDeviceMacInvalid { mac: mac.clone() })?;
+            host.link_by_mac(parsed)?
+                .ok_or_else(|| Error::PhysicalInterfaceNotFound {
+                    selector: format!("hwaddr {mac}"),
+                })
         }
         Selector::KernelPath(path) => {
             if !path.starts_with("/sys/devices/") {
-                return Err(fail(format!(
-                    "kernel device path {path:?} must be absolute and begin with /sys/devices/"
-                )));
+                return Err(Error::KernelPathInvalid { path: path.clone() });
             }
             let dir = Path::new(path).join("net");
-            let names = dir_entries(&dir)
-                .map_err(|_| fail(format!("failed to find network devices at {dir:?}")))?;
+            let names = dir_entries(&dir).map_err(|source| Error::KernelPathNetDir {
+                dir: dir.clone(),
+                source,
+            })?;
             let links = host.links()?;
             names
                 .iter()
                 .find_map(|n| links.iter().find(|l| &l.name == n).cloned())
-                .ok_or_else(|| fail("failed to find physical interface".into()))
+                .ok_or_else(|| Error::PhysicalInterfaceNotFound {
+                    selector: format!("kernelpath {path}"),
+                })
         }
         Selector::Pci(pci) => {
             let dir = pci_net_dir(pci)?;
-            let names = dir_entries(&dir).map_err(|e| {
-                fail(format!(
-                    "failed to read net directory {}: {e}",
-                    dir.display()
-                ))
+            let names = dir_entries(&dir).map_err(|source| Error::PciNetDirRead {
+                dir: dir.clone(),
+                source,
             })?;
             match names.first() {
                 Some(name) => Ok(host.link_by_name(name)?),
-                None => Err(fail(format!(
-                    "failed to find device name for pci address {pci}"
-                ))),
+                None => Err(Error::PciNetdevMissing { pci: pci.clone() }),
             }
         }
     }
@@ -262,7 +263,9 @@ fn pci_net_dir(pci: &str) -> Result<PathBuf> {
     if net.symlink_metadata().is_ok() {
         return Ok(net);
     }
-    let no_net = || fail(format!("no net directory under pci device {pci}"));
+    let no_net = || Error::PciNetDirMissing {
+        pci: pci.to_owned(),
+    };
     let mut virtio: Vec<PathBuf> = dir_entries(&dev)
         .map_err(|_| no_net())?
         .into_iter()
@@ -327,9 +330,11 @@ fn move_out(pod: &Handle, host: &Handle, ifname: &str) -> Result<()> {
         if dev.link.is_up() {
             let _ = pod.set_up(index);
         }
-        return Err(fail(format!(
-            "failed to move {ifname:?} to the host as {original:?}: {e}"
-        )));
+        return Err(Error::HostDeviceMoveOut {
+            ifname: ifname.to_owned(),
+            original,
+            source: e.into(),
+        });
     }
     Ok(())
 }

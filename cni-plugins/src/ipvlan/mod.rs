@@ -67,7 +67,10 @@ impl IpvlanConf {
             kind: "ipvlan",
             mode: raw.mode.clone(),
         })?;
-        let mtu = u32::try_from(raw.mtu).map_err(|_| Error::NegativeMtu { mtu: raw.mtu })?;
+        let mtu = u32::try_from(raw.mtu).map_err(|_| Error::InvalidMtu {
+            mtu: raw.mtu,
+            master_mtu: None,
+        })?;
         Ok(IpvlanConf {
             master: raw.master,
             mode,

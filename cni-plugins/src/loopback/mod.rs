@@ -47,10 +47,9 @@ impl Plugin for Loopback {
         for family in [Family::V4, Family::V6] {
             let addrs = pod.addresses(Some(lo.index), family)?;
             if let Some(bad) = addrs.iter().find(|a| !a.address.ip().is_loopback()) {
-                return Err(Error::Internal(format!(
-                    "loopback interface found with non-loopback address \"{}\"",
-                    bad.address.ip()
-                )));
+                return Err(Error::LoopbackForeignAddress {
+                    address: bad.address.ip(),
+                });
             }
             if let Some(first) = addrs.first() {
                 ips.push(IpConfig {
@@ -92,7 +91,7 @@ impl Plugin for Loopback {
     fn check(&self, req: &Request) -> Result<()> {
         let pod = Handle::in_netns(&Netns::open(&req.netns)?)?;
         if !pod.link_by_name(LO)?.is_up() {
-            return Err(Error::Internal("loopback interface is down".into()));
+            return Err(Error::LoopbackDown);
         }
         Ok(())
     }

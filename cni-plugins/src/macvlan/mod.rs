@@ -75,7 +75,10 @@ impl MacvlanConf {
             kind: "macvlan",
             mode: raw.mode.clone(),
         })?;
-        let mtu = u32::try_from(raw.mtu).map_err(|_| Error::NegativeMtu { mtu: raw.mtu })?;
+        let mtu = u32::try_from(raw.mtu).map_err(|_| Error::InvalidMtu {
+            mtu: raw.mtu,
+            master_mtu: None,
+        })?;
         let mac = conf::requested_mac(config, cni_args, raw.mac)?;
         Ok(MacvlanConf {
             master: raw.master,
@@ -124,9 +127,9 @@ impl<K: NetKernel> Plugin for Macvlan<K> {
         let host = self.kernel.current()?;
         let master = iface::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
         if conf.mtu > master.mtu {
-            return Err(Error::MtuAboveMaster {
-                mtu: conf.mtu,
-                master: master.mtu,
+            return Err(Error::InvalidMtu {
+                mtu: i64::from(conf.mtu),
+                master_mtu: Some(master.mtu),
             });
         }
         let link = create_macvlan(&conf, &master, &host, &pod, &req.ifname)?;

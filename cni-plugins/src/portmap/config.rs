@@ -284,44 +284,30 @@ mod tests {
 
     #[test]
     fn reference_port_messages() {
-        assert_eq!(
-            err(
-                "",
-                r#"[{"hostPort":0,"containerPort":80,"protocol":"tcp"}]"#
+        for (host, container, want) in [
+            (0, 80, "Invalid host port number: 0"),
+            (8080, 0, "Invalid container port number: 0"),
+            (-1, 80, "Invalid host port number: -1"),
+            (70000, 80, "Invalid host port number: 70000"),
+        ] {
+            let m =
+                format!(r#"[{{"hostPort":{host},"containerPort":{container},"protocol":"tcp"}}]"#);
+            assert_eq!(err("", &m), want);
+        }
+        // The text goes on to name the mapping.
+        for (mapping, want) in [
+            (
+                r#"{"hostPort":1,"containerPort":80,"protocol":"icmp"}"#,
+                "Invalid protocol \"icmp\"",
             ),
-            "Invalid host port number: 0"
-        );
-        assert_eq!(
-            err(
-                "",
-                r#"[{"hostPort":8080,"containerPort":0,"protocol":"tcp"}]"#
+            (
+                r#"{"hostPort":1,"containerPort":80,"protocol":"udp","hostIP":"x"}"#,
+                "Invalid hostIP \"x\"",
             ),
-            "Invalid container port number: 0"
-        );
-        assert_eq!(
-            err(
-                "",
-                r#"[{"hostPort":-1,"containerPort":80,"protocol":"tcp"}]"#
-            ),
-            "Invalid host port number: -1"
-        );
-        assert_eq!(
-            err(
-                "",
-                r#"[{"hostPort":70000,"containerPort":80,"protocol":"tcp"}]"#
-            ),
-            "Invalid host port number: 70000"
-        );
-        assert!(err(
-            "",
-            r#"[{"hostPort":1,"containerPort":80,"protocol":"icmp"}]"#
-        )
-        .starts_with("Invalid protocol \"icmp\""));
-        assert!(err(
-            "",
-            r#"[{"hostPort":1,"containerPort":80,"protocol":"udp","hostIP":"x"}]"#
-        )
-        .starts_with("Invalid hostIP \"x\""));
+        ] {
+            let e = err("", &format!("[{mapping}]"));
+            assert!(e.starts_with(want), "{e}");
+        }
     }
 
     #[test]

@@ -60,10 +60,6 @@ pub struct Portmap {
     firewall: Option<Arc<dyn Firewall>>,
 }
 
-fn netns_err(e: cni_netns::Error) -> Error {
-    Error::Internal(e.to_string())
-}
-
 impl Portmap {
     /// portmap acting on the current network namespace, with the native
     /// nf_tables backend.
@@ -140,8 +136,7 @@ impl Portmap {
         let handle = match &self.host_netns {
             Some(p) => Netns::open(p).and_then(|netns| Handle::in_netns(&netns)),
             None => Handle::current(),
-        }
-        .map_err(netns_err)?;
+        }?;
         let Some(link) = routable_host_if(&handle, ip)? else {
             return Ok(());
         };
@@ -149,7 +144,10 @@ impl Portmap {
         // the node's namespaces (see `Handle::sysctl_set`).
         handle
             .set_ipv4_conf(link.index, &[(Ipv4Conf::RouteLocalnet, 1)])
-            .map_err(|e| Error::Internal(format!("unable to enable route_localnet: {e}")))
+            .map_err(|source| Error::RouteLocalnet {
+                ifname: link.name.clone(),
+                source: source.into(),
+            })
     }
 }
 
@@ -158,7 +156,7 @@ impl Portmap {
 /// reference also skips silently.
 fn routable_host_if(handle: &Handle, ip: IpAddr) -> Result<Option<Link>> {
     let family = if ip.is_ipv4() { Family::V4 } else { Family::V6 };
-    let routes = handle.routes(family).map_err(netns_err)?;
+    let routes = handle.routes(family)?;
     let best = routes
         .iter()
         .filter(|r| r.table == Some(cni_netns::TABLE_MAIN) && r.dst.contains(ip))
@@ -237,8 +235,7 @@ impl Plugin for Portmap {
             return Ok(prev);
         }
         self.firewall(&conf)
-            .add(&RuleSpec::PortMappings(spec.clone()))
-            .map_err(netns_err)?;
+            .add(&RuleSpec::PortMappings(spec.clone()))?;
         self.flush_udp(&conf, &families(&spec));
         if let (true, Some(v4)) = (conf.snat, spec.container_v4) {
             self.enable_route_localnet(IpAddr::V4(v4.ip()))?;
@@ -255,8 +252,7 @@ impl Plugin for Portmap {
         // removes whatever the attachment owns, so DEL stays idempotent.
         let spec = spec(&conf, req, prev.as_ref());
         self.firewall(&conf)
-            .delete(&RuleSpec::PortMappings(spec.clone()))
-            .map_err(netns_err)?;
+            .delete(&RuleSpec::PortMappings(spec.clone()))?;
         // Beyond the reference: the pod's UDP flows die with it, so the
         // next owner of the host port is reached at once. Only the families
         // the pod had an address in can have flows (each flush is a dump of
@@ -281,7 +277,7 @@ impl Plugin for Portmap {
         }
         self.firewall(&conf)
             .check(&RuleSpec::PortMappings(spec))
-            .map_err(netns_err)
+            .map_err(Error::from)
     }
 
     fn gc(&self, req: &Request) -> Result<()> {
@@ -296,8 +292,7 @@ impl Plugin for Portmap {
             .collect();
         let removed = self
             .firewall(&conf)
-            .gc(RuleKind::PortMapping, &conf.network, &valid)
-            .map_err(netns_err)?;
+            .gc(RuleKind::PortMapping, &conf.network, &valid)?;
         for o in removed {
             tracing::info!("gc: removed port mappings of {}", o.attachment);
         }

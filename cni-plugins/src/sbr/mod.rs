@@ -154,8 +154,12 @@ fn add_rules_only(h: &Handle, link: &Link, ips: &[IpConfig], table: u32) -> Resu
     let mut undo = Undo::new();
     for ip in ips {
         let rule = RoutingRule::from_source(ip.address.ip(), table);
-        h.add_rule(&rule)
-            .map_err(|e| Error::Internal(format!("failed to add rule: {e}")))?;
+        h.add_rule(&rule).map_err(|source| Error::SbrRuleAdd {
+            src: ip.address.ip(),
+            table,
+            table_configured: true,
+            source: source.into(),
+        })?;
         undo.push(move || h.del_rule(&rule));
     }
     undo.commit();
@@ -181,8 +185,12 @@ fn add_with_tables(h: &Handle, conf: &SbrConf, link: &Link, ips: &[IpConfig]) ->
             table += 1;
         }
         let rule = RoutingRule::from_source(ip.address.ip(), table);
-        h.add_rule(&rule)
-            .map_err(|e| Error::Internal(format!("Failed to add rule: {e}")))?;
+        h.add_rule(&rule).map_err(|source| Error::SbrRuleAdd {
+            src: ip.address.ip(),
+            table,
+            table_configured: false,
+            source: source.into(),
+        })?;
         undo.push(move || h.del_rule(&rule));
         let created = table;
         undo.push(move || -> Result<()> {
@@ -195,13 +203,20 @@ fn add_with_tables(h: &Handle, conf: &SbrConf, link: &Link, ips: &[IpConfig]) ->
                 table: Some(table),
                 ..KernelRoute::default_via(gw)
             };
-            h.add_route(&default).map_err(|e| {
-                Error::Internal(format!("Failed to add default route to {gw}: {e}"))
-            })?;
+            h.add_route(&default)
+                .map_err(|source| Error::SbrDefaultRoute {
+                    gateway: gw,
+                    table,
+                    source: source.into(),
+                })?;
         }
         for r in main.iter().filter(|r| belongs_to(r, ip)) {
             h.copy_route_to_table(r, table)
-                .map_err(|e| Error::Internal(format!("Failed to readd route: {e}")))?;
+                .map_err(|source| Error::SbrRouteCopy {
+                    dst: r.dst.to_string(),
+                    table,
+                    source: source.into(),
+                })?;
         }
         table += 1;
     }
@@ -219,8 +234,10 @@ fn add_with_tables(h: &Handle, conf: &SbrConf, link: &Link, ips: &[IpConfig]) ->
         }
     } else {
         for r in &main {
-            h.del_route(r)
-                .map_err(|e| Error::Internal(format!("Failed to delete route: {e}")))?;
+            h.del_route(r).map_err(|source| Error::SbrRouteDelete {
+                dst: r.dst.to_string(),
+                source: source.into(),
+            })?;
             undo.push(|| h.copy_route_to_table(r, TABLE_MAIN));
         }
     }
@@ -272,7 +289,13 @@ fn del_rules(h: &Handle, link: &Link, extra: &[IpAddr], fixed: Option<u32>) -> R
         match h.del_rule(r) {
             Ok(()) => tables.push(r.table),
             Err(e) if e.is_not_found() => {}
-            Err(e) => last = Some(Error::Internal(format!("Failed to delete rule {e}"))),
+            Err(source) => {
+                last = Some(Error::SbrRuleDelete {
+                    src: src.ip(),
+                    table: r.table,
+                    source: source.into(),
+                })
+            }
         }
     }
     if fixed.is_none() {
@@ -295,9 +318,12 @@ impl Plugin for Sbr {
         let prev = conf.prev_result(req)?;
         let ips = addresses_of(&prev, &req.ifname)?;
         let done = in_pod(&req.netns, |h| {
-            let link = h.link_by_name(&req.ifname).map_err(|e| {
-                Error::Internal(format!("Cannot find network interface {}: {e}", req.ifname))
-            })?;
+            let link = h
+                .link_by_name(&req.ifname)
+                .map_err(|source| Error::SbrLinkLookup {
+                    ifname: req.ifname.clone(),
+                    source: source.into(),
+                })?;
             let table = match &conf.vrfname {
                 Some(vrf) => Some(conf.vrf_table(h, vrf)?),
                 None => conf.table,
@@ -309,10 +335,9 @@ impl Plugin for Sbr {
         })?;
         match done {
             Some(()) => Ok(prev),
-            None => Err(Error::Internal(format!(
-                "network namespace {} does not exist",
-                req.netns
-            ))),
+            None => Err(Error::NetnsMissing {
+                path: req.netns.clone(),
+            }),
         }
     }
 
@@ -357,17 +382,16 @@ impl Plugin for Sbr {
                     .iter()
                     .any(|r| r.src == want && table.is_none_or(|t| r.table == t))
                 {
-                    return Err(Error::Internal(format!(
-                        "sbr: no rule from {} (interface {})",
-                        ip.address.ip(),
-                        req.ifname
-                    )));
+                    return Err(Error::SbrRuleMissing {
+                        src: ip.address.ip(),
+                        ifname: req.ifname.clone(),
+                    });
                 }
             }
             Ok(())
         })?;
-        found.ok_or_else(|| {
-            Error::Internal(format!("network namespace {} does not exist", req.netns))
+        found.ok_or_else(|| Error::NetnsMissing {
+            path: req.netns.clone(),
         })
     }
 }

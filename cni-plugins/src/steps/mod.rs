@@ -21,11 +21,6 @@ use cni_types::CniResult;
 
 use crate::{Error, Result};
 
-/// A plain failure (code 999, as the Go plugins' `fmt.Errorf`).
-pub(crate) fn fail(msg: String) -> Error {
-    Error::Internal(msg)
-}
-
 /// The outcome of teardown steps that all ran (a DEL or GC that stopped at
 /// its first failure would leak what the later steps clean up, e.g. an
 /// address when a firewall step fails): the first error, the later ones

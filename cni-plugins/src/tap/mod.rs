@@ -40,8 +40,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::steps::iface::{self, interface};
-use crate::steps::{check, conf, fail, ipam, Undo};
-use crate::Result;
+use crate::steps::{check, conf, ipam, Undo};
+use crate::{Error, Result};
 
 /// The tap plugin's configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,7 +105,7 @@ fn go_u32(field: &str, v: Option<&Value>) -> Result<Option<u32>> {
             .map(Some)
             .ok_or_else(|| {
                 // Go's text; code 7 (a wrong type is a config error here).
-                crate::Error::Config(format!(
+                Error::Config(format!(
                     "failed to load netconf: json: cannot unmarshal {} into Go struct field NetConf.{field} of type uint32",
                     match v {
                         Value::Number(n) => format!("number {n}"),
@@ -124,8 +124,10 @@ impl TapConf {
     /// `runtimeConfig`.
     pub fn load(config: &NetworkConfig, cni_args: &str) -> Result<TapConf> {
         let raw: Raw = config.parse_specific_as_go(KEYS)?;
-        let mtu = u32::try_from(raw.mtu)
-            .map_err(|_| fail(format!("invalid MTU {}, must be >= 0", raw.mtu)))?;
+        let mtu = u32::try_from(raw.mtu).map_err(|_| Error::InvalidMtu {
+            mtu: raw.mtu,
+            master_mtu: None,
+        })?;
         Ok(TapConf {
             multi_queue: raw.multi_queue,
             mtu,
@@ -184,7 +186,10 @@ impl Plugin for Tap {
         if let Some(bridge) = &conf.bridge {
             let br = pod
                 .link_by_name(bridge)
-                .map_err(|e| fail(format!("failed to get bridge {bridge}: {e}")))?;
+                .map_err(|source| Error::TapBridgeLookup {
+                    bridge: bridge.clone(),
+                    source: source.into(),
+                })?;
             pod.set_master(link.index, br.index)?;
         }
         pod.set_up(link.index)?;
@@ -222,7 +227,10 @@ impl Plugin for Tap {
         // As Go: the device's own attributes are not compared.
         let link = pod
             .link_by_name(&req.ifname)
-            .map_err(|_| fail(format!("Failed to find interface {}", req.ifname)))?;
+            .map_err(|source| Error::TapLinkLookup {
+                ifname: req.ifname.clone(),
+                source: source.into(),
+            })?;
         check::addresses_and_routes(&pod, &link, &prev)
     }
     fn status(&self, req: &Request) -> Result<()> {

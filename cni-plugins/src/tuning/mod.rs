@@ -114,21 +114,12 @@ mod pairs {
     }
 }
 
-fn netns_err(e: cni_netns::Error) -> Error {
-    Error::Internal(e.to_string())
-}
-
 /// Runs `f` on one thread inside the pod namespace with a handle opened
 /// there: one thread and one socket for the whole command, where separate
 /// entries per step cost a thread each.
 fn in_pod<T: Send>(path: &str, f: impl FnOnce(&Handle) -> Result<T> + Send) -> Result<T> {
-    let netns = Netns::open(path).map_err(netns_err)?;
-    netns
-        .run(|| {
-            let handle = Handle::current().map_err(netns_err)?;
-            f(&handle)
-        })
-        .map_err(netns_err)?
+    let netns = Netns::open(path)?;
+    netns.run(|| f(&Handle::current()?))?
 }
 
 fn backup_path(data_dir: &str, container_id: &str, ifname: &str) -> PathBuf {
@@ -140,8 +131,10 @@ fn encode_backup(b: &Backup) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     let fmt = serde_json::ser::PrettyFormatter::with_indent(b" ");
     let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
-    b.serialize(&mut ser)
-        .map_err(|e| Error::Internal(format!("failed to marshal backup: {e}")))?;
+    b.serialize(&mut ser).map_err(|source| Error::Serialize {
+        object: "backup",
+        source,
+    })?;
     Ok(out)
 }
 
@@ -184,7 +177,10 @@ fn parse_mac(s: &str) -> Result<MacAddr> {
 fn snapshot(handle: &Handle, ifname: &str, conf: &TuningConf) -> Result<(u32, Backup)> {
     let link = handle
         .link_by_name(ifname)
-        .map_err(|e| Error::Internal(format!("failed to get {ifname:?}: {e}")))?;
+        .map_err(|source| Error::TuningLinkLookup {
+            ifname: ifname.to_owned(),
+            source: source.into(),
+        })?;
     let mut b = Backup::default();
     if !conf.mac.is_empty() {
         b.mac = mac_str(link.mac);
@@ -199,7 +195,7 @@ fn snapshot(handle: &Handle, ifname: &str, conf: &TuningConf) -> Result<(u32, Ba
         b.allmulti = Some(link.is_allmulti());
     }
     if conf.txqlen.is_some() {
-        b.txqlen = Some(handle.link_txqlen(link.index).map_err(netns_err)? as i64);
+        b.txqlen = Some(handle.link_txqlen(link.index)? as i64);
     }
     Ok((link.index, b))
 }
@@ -212,25 +208,19 @@ fn to_u32(what: &str, v: i64) -> Result<u32> {
 /// allmulti, txQLen).
 fn apply_link(handle: &Handle, index: u32, conf: &TuningConf) -> Result<()> {
     if !conf.mac.is_empty() {
-        handle
-            .set_mac(index, parse_mac(&conf.mac)?)
-            .map_err(netns_err)?;
+        handle.set_mac(index, parse_mac(&conf.mac)?)?;
     }
     if conf.promisc {
-        handle.set_promisc(index, true).map_err(netns_err)?;
+        handle.set_promisc(index, true)?;
     }
     if conf.mtu != 0 {
-        handle
-            .set_mtu(index, to_u32("mtu", conf.mtu)?)
-            .map_err(netns_err)?;
+        handle.set_mtu(index, to_u32("mtu", conf.mtu)?)?;
     }
     if let Some(on) = conf.allmulti {
-        handle.set_allmulti(index, on).map_err(netns_err)?;
+        handle.set_allmulti(index, on)?;
     }
     if let Some(q) = conf.txqlen {
-        handle
-            .set_txqlen(index, to_u32("txQLen", q)?)
-            .map_err(netns_err)?;
+        handle.set_txqlen(index, to_u32("txQLen", q)?)?;
     }
     Ok(())
 }
@@ -247,31 +237,31 @@ fn restore(handle: &Handle, index: u32, b: &Backup) -> Vec<String> {
     if b.mtu != 0 {
         note(
             "MTU",
-            to_u32("mtu", b.mtu).and_then(|m| handle.set_mtu(index, m).map_err(netns_err)),
+            to_u32("mtu", b.mtu).and_then(|m| handle.set_mtu(index, m).map_err(Error::from)),
         );
     }
     if !b.mac.is_empty() {
         note(
             "MAC address",
-            parse_mac(&b.mac).and_then(|m| handle.set_mac(index, m).map_err(netns_err)),
+            parse_mac(&b.mac).and_then(|m| handle.set_mac(index, m).map_err(Error::from)),
         );
     }
     if let Some(on) = b.promisc {
         note(
             "promiscuous mode",
-            handle.set_promisc(index, on).map_err(netns_err),
+            handle.set_promisc(index, on).map_err(Error::from),
         );
     }
     if let Some(on) = b.allmulti {
         note(
             "all-multicast mode",
-            handle.set_allmulti(index, on).map_err(netns_err),
+            handle.set_allmulti(index, on).map_err(Error::from),
         );
     }
     if let Some(q) = b.txqlen {
         note(
             "transmit queue length",
-            to_u32("txQLen", q).and_then(|q| handle.set_txqlen(index, q).map_err(netns_err)),
+            to_u32("txQLen", q).and_then(|q| handle.set_txqlen(index, q).map_err(Error::from)),
         );
     }
     if !b.sysctl.is_empty() {
@@ -291,7 +281,7 @@ fn restore(handle: &Handle, index: u32, b: &Backup) -> Vec<String> {
                 }
                 errs
             })
-            .map_err(netns_err);
+            .map_err(Error::from);
         match r {
             Ok(e) => errs.extend(
                 e.into_iter()
@@ -355,22 +345,25 @@ impl Tuning {
 
         // Sysctls: originals read, then written, on a thread in the pod.
         let to_write = files.clone();
-        let (originals, write_err) = handle
-            .run(move || {
-                let mut originals = Vec::new();
-                for (file, value) in &to_write {
-                    if let Ok(old) = std::fs::read_to_string(file) {
-                        originals.push((file.clone(), old.trim_end_matches('\n').to_owned()));
-                    }
-                    if let Err(e) = std::fs::write(file, value) {
-                        return (originals, Some(format!("open {file}: {e}")));
-                    }
+        let (originals, write_err) = handle.run(move || {
+            let mut originals = Vec::new();
+            for (file, value) in &to_write {
+                if let Ok(old) = std::fs::read_to_string(file) {
+                    originals.push((file.clone(), old.trim_end_matches('\n').to_owned()));
                 }
-                (originals, None)
-            })
-            .map_err(netns_err)?;
+                if let Err(source) = std::fs::write(file, value) {
+                    let e = Error::SysctlAccess {
+                        op: "write",
+                        file: file.clone(),
+                        source,
+                    };
+                    return (originals, Some(e));
+                }
+            }
+            (originals, None)
+        })?;
         backup.sysctl = originals;
-        let fail = |backup: &Backup, e: Error| -> Error {
+        let rolled_back = |backup: &Backup, e: Error| -> Error {
             for msg in restore(handle, index, backup) {
                 tracing::warn!("rollback: {msg}");
             }
@@ -378,15 +371,15 @@ impl Tuning {
             e
         };
         if let Some(e) = write_err {
-            return Err(fail(&backup, Error::Internal(e)));
+            return Err(rolled_back(&backup, e));
         }
         if touches_link || !backup.sysctl.is_empty() {
             if let Err(e) = write_backup(&path, &backup) {
-                return Err(fail(&backup, e));
+                return Err(rolled_back(&backup, e));
             }
         }
         if let Err(e) = apply_link(handle, index, conf) {
-            return Err(fail(&backup, e));
+            return Err(rolled_back(&backup, e));
         }
         if !conf.mac.is_empty() {
             // Go writes the configured string, not a normalised one.
@@ -448,14 +441,12 @@ impl Plugin for Tuning {
             // Beyond Go: with the namespace gone there is nothing to
             // restore, and the backup would leak.
             Err(e) if e.is_not_found() || req.netns.is_empty() => return remove_backup(&path),
-            Err(e) => return Err(netns_err(e)),
+            Err(e) => return Err(e.into()),
         };
-        netns
-            .run(|| {
-                let handle = Handle::current().map_err(netns_err)?;
-                restore_in_pod(&handle, &req.ifname, backup, &path)
-            })
-            .map_err(netns_err)?
+        netns.run(|| {
+            let handle = Handle::current()?;
+            restore_in_pod(&handle, &req.ifname, backup, &path)
+        })?
     }
 
     fn check(&self, req: &Request) -> Result<()> {
@@ -480,7 +471,7 @@ fn restore_in_pod(handle: &Handle, ifname: &str, backup: Backup, path: &Path) ->
             }
             return remove_backup(path);
         }
-        Err(e) => return Err(netns_err(e)),
+        Err(e) => return Err(e.into()),
     };
     let errs = restore(handle, index, &backup);
     if errs.is_empty() {
@@ -492,6 +483,21 @@ fn restore_in_pod(handle: &Handle, ifname: &str, backup: Backup, path: &Path) ->
     }
 }
 
+/// CHECK's finding that `attribute` of `object` is not as configured.
+fn mismatch(
+    object: &str,
+    attribute: &'static str,
+    configured: impl ToString,
+    current: impl ToString,
+) -> Error {
+    Error::TuningMismatch {
+        object: object.to_owned(),
+        attribute,
+        configured: configured.to_string(),
+        current: current.to_string(),
+    }
+}
+
 /// CHECK's work inside the pod namespace.
 fn check_in_pod(handle: &Handle, req: &Request, conf: &TuningConf) -> Result<()> {
     let files: Vec<(String, String)> = conf
@@ -499,66 +505,54 @@ fn check_in_pod(handle: &Handle, req: &Request, conf: &TuningConf) -> Result<()>
         .iter()
         .map(|(k, v)| Ok((sysctl_file_name(k, &req.ifname)?, v.clone())))
         .collect::<Result<_>>()?;
-    let mismatch = handle
-        .run(move || {
-            for (file, want) in &files {
-                let cur = match std::fs::read_to_string(file) {
-                    Ok(c) => c,
-                    Err(e) => return Some(format!("open {file}: {e}")),
-                };
-                let cur = cur.strip_suffix('\n').unwrap_or(&cur);
-                if cur != want {
-                    return Some(format!(
-                        "Error: Tuning configured value of {file} is {want}, current value is {cur}"
-                    ));
-                }
+    handle.run(move || -> Result<()> {
+        for (file, want) in &files {
+            let cur = std::fs::read_to_string(file).map_err(|source| Error::SysctlAccess {
+                op: "read",
+                file: file.clone(),
+                source,
+            })?;
+            let cur = cur.strip_suffix('\n').unwrap_or(&cur);
+            if cur != want {
+                return Err(mismatch(file, "value", want, cur));
             }
-            None
-        })
-        .map_err(netns_err)?;
-    if let Some(m) = mismatch {
-        return Err(Error::Internal(m));
-    }
+        }
+        Ok(())
+    })??;
     let ifname = &req.ifname;
     let link = handle
         .link_by_name(ifname)
-        .map_err(|_| Error::Internal(format!("Cannot find container link {ifname}")))?;
+        .map_err(|source| Error::TuningLinkMissing {
+            ifname: ifname.clone(),
+            source: source.into(),
+        })?;
     if !conf.mac.is_empty() {
         let cur = mac_str(link.mac);
         if parse_mac(&conf.mac)?.to_string() != cur {
-            return Err(Error::Internal(format!(
-                "Error: Tuning configured Ethernet of {ifname} is {}, current value is {cur}",
-                conf.mac
-            )));
+            return Err(mismatch(ifname, "Ethernet", &conf.mac, &cur));
         }
     }
     if conf.promisc != link.is_promisc() {
-        return Err(Error::Internal(format!(
-            "Error: Tuning link {ifname} configured promisc is {}, current value is {}",
-            conf.promisc,
-            u8::from(link.is_promisc())
-        )));
+        let cur = u8::from(link.is_promisc());
+        return Err(mismatch(ifname, "promisc", conf.promisc, cur));
     }
     if conf.mtu != 0 && conf.mtu != link.mtu as i64 {
-        return Err(Error::Internal(format!(
-            "Error: Tuning configured MTU of {ifname} is {}, current value is {}",
-            conf.mtu, link.mtu
-        )));
+        return Err(mismatch(ifname, "MTU", conf.mtu, link.mtu));
     }
     if let Some(want) = conf.allmulti {
         if want != link.is_allmulti() {
-            return Err(Error::Internal(format!(
-                "Error: Tuning configured all-multicast mode of {ifname} is {want}, current value is {}",
-                link.is_allmulti()
-            )));
+            return Err(mismatch(
+                ifname,
+                "all-multicast mode",
+                want,
+                link.is_allmulti(),
+            ));
         }
     }
     if let Some(want) = conf.txqlen {
-        let cur = handle.link_txqlen(link.index).map_err(netns_err)?;
+        let cur = handle.link_txqlen(link.index)?;
         if want != cur as i64 {
-            return Err(Error::Internal(format!(
-                "Error: Tuning configured Transmit Queue Length of {ifname} is {want}, current value is {cur}"
-            )));
+            return Err(mismatch(ifname, "Transmit Queue Length", want, cur));
         }
     }
     Ok(())

@@ -25,8 +25,8 @@ use cni_netns::{Handle, Link, Netns, VlanSpec, VLAN_ID_MAX};
 use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
-use crate::steps::{check, fail, iface, ipam, Undo};
-use crate::Result;
+use crate::steps::{check, iface, ipam, Undo};
+use crate::{Error, Result};
 
 /// The vlan plugin's configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,20 +67,13 @@ impl VlanConf {
     pub fn load(config: &NetworkConfig) -> Result<VlanConf> {
         let raw: Raw = config.parse_specific_as_go(KEYS)?;
         if raw.master.is_empty() {
-            return Err(fail(
-                "\"master\" field is required. It specifies the host interface name to create the VLAN for".into(),
-            ));
+            return Err(Error::VlanMasterMissing);
         }
         // Go's message says 4095 although it refuses 4095 (the kernel does).
         let vlan_id = u16::try_from(raw.vlan_id)
             .ok()
             .filter(|id| *id <= VLAN_ID_MAX)
-            .ok_or_else(|| {
-                fail(format!(
-                    "invalid VLAN ID {} (must be between 0 and 4095 inclusive)",
-                    raw.vlan_id
-                ))
-            })?;
+            .ok_or(Error::VlanIdInvalid { id: raw.vlan_id })?;
         Ok(VlanConf {
             master: raw.master,
             vlan_id,
@@ -105,9 +98,7 @@ impl Plugin for Vlan {
     fn add(&self, req: &Request) -> Result<CniResult> {
         let conf = VlanConf::load(&req.config)?;
         if req.config.ipam_type().is_empty() {
-            return Err(fail(
-                "vlan requires an IPAM configuration (\"ipam\")".into(),
-            ));
+            return Err(Error::IpamRequired { plugin: "vlan" });
         }
         let netns = Netns::open(&req.netns)?;
         let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
@@ -154,25 +145,25 @@ impl Plugin for Vlan {
         let prev = req
             .config
             .prev_result()?
-            .ok_or_else(|| fail("vlan: Required prevResult missing".into()))?;
+            .ok_or(Error::PrevResultMissing { plugin: "vlan" })?;
         let intf = check::prev_container(req, &prev)?;
         let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
         iface::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
         let link = check::container_link(&pod, intf, Some("vlan"))?;
         let id = pod.vlan_id(&link.name)?;
         if id != Some(conf.vlan_id) {
-            return Err(fail(format!(
-                "Error: link {} configured vlanId is {}, current value is {}",
-                link.name,
-                conf.vlan_id,
-                id.map(|i| i.to_string()).unwrap_or_default()
-            )));
+            return Err(Error::VlanIdMismatch {
+                ifname: link.name,
+                configured: conf.vlan_id,
+                current: id,
+            });
         }
         if conf.mtu != 0 && conf.mtu != i64::from(link.mtu) {
-            return Err(fail(format!(
-                "Error: configured MTU of {} is {}, current value is {}",
-                link.name, conf.mtu, link.mtu
-            )));
+            return Err(Error::MtuMismatch {
+                ifname: link.name,
+                configured: conf.mtu,
+                current: link.mtu,
+            });
         }
         check::addresses_and_routes(&pod, &link, &prev)
     }
@@ -190,11 +181,9 @@ fn check_mtu(conf: &VlanConf, master: &Link) -> Result<u32> {
     u32::try_from(conf.mtu)
         .ok()
         .filter(|m| *m <= master.mtu)
-        .ok_or_else(|| {
-            fail(format!(
-                "invalid MTU {}, must be [0, master MTU({})]",
-                conf.mtu, master.mtu
-            ))
+        .ok_or(Error::InvalidMtu {
+            mtu: conf.mtu,
+            master_mtu: Some(master.mtu),
         })
 }
 

@@ -28,7 +28,7 @@ use cni_netns::{free_vrf_table, AddressOptions, Family, Handle, KernelRoute, Lin
 use cni_types::{CniResult, NetworkConfig, Version};
 use serde::Deserialize;
 
-use crate::steps::{fail, iface};
+use crate::steps::iface;
 use crate::{Error, Result};
 
 /// The vrf plugin's configuration.
@@ -57,9 +57,7 @@ impl VrfConf {
     pub fn load(config: &NetworkConfig) -> Result<VrfConf> {
         let raw: Raw = config.parse_specific_as_go(KEYS)?;
         if raw.vrfname.is_empty() {
-            return Err(fail(
-                "configuration is expected to have a valid vrf name".into(),
-            ));
+            return Err(Error::VrfNameMissing);
         }
         Ok(VrfConf {
             vrf_name: raw.vrfname,
@@ -73,10 +71,11 @@ impl VrfConf {
 pub struct VrfPlugin;
 
 /// Go's messages wrap every failure inside the namespace this way.
-fn add_failed(e: Error) -> Error {
-    match e {
-        Error::Internal(m) => fail(format!("cmdAdd failed: {m}")),
-        other => fail(format!("cmdAdd failed: {other}")),
+fn add_failed<'a>(conf: &'a VrfConf, ifname: &'a str) -> impl FnOnce(Error) -> Error + 'a {
+    move |e| Error::VrfAdd {
+        vrf: conf.vrf_name.clone(),
+        ifname: ifname.to_owned(),
+        source: Box::new(e),
     }
 }
 
@@ -92,10 +91,10 @@ impl Plugin for VrfPlugin {
         let prev = req
             .config
             .prev_result()?
-            .ok_or_else(|| fail("missing prevResult from earlier plugin".into()))?;
+            .ok_or(Error::PrevResultMissing { plugin: "vrf" })?;
         let pod = Handle::in_netns(&Netns::open(&req.netns)?)?;
-        let vrf = ensure_vrf(&pod, &conf).map_err(add_failed)?;
-        add_interface(&pod, &vrf, &req.ifname).map_err(add_failed)?;
+        let vrf = ensure_vrf(&pod, &conf).map_err(add_failed(&conf, &req.ifname))?;
+        add_interface(&pod, &vrf, &req.ifname).map_err(add_failed(&conf, &req.ifname))?;
         Ok(prev)
     }
 
@@ -128,20 +127,17 @@ impl Plugin for VrfPlugin {
         let conf = VrfConf::load(&req.config)?;
         req.config
             .prev_result()?
-            .ok_or_else(|| fail("missing prevResult from earlier plugin".into()))?;
+            .ok_or(Error::PrevResultMissing { plugin: "vrf" })?;
         let pod = Handle::in_netns(&Netns::open(&req.netns)?)?;
-        let vrf = find_vrf(&pod, &conf.vrf_name)?.ok_or_else(|| {
-            fail(format!(
-                "Link not found: vrf {} does not exist",
-                conf.vrf_name
-            ))
+        let vrf = find_vrf(&pod, &conf.vrf_name)?.ok_or_else(|| Error::VrfNotFound {
+            vrf: conf.vrf_name.clone(),
         })?;
         let members = pod.links_with_master(vrf.link.index)?;
         if !members.iter().any(|l| l.name == req.ifname) {
-            return Err(fail(format!(
-                "failed to find {} associated to vrf {}",
-                req.ifname, conf.vrf_name
-            )));
+            return Err(Error::VrfMemberMissing {
+                ifname: req.ifname.clone(),
+                vrf: conf.vrf_name,
+            });
         }
         Ok(())
     }
@@ -157,7 +153,9 @@ impl Plugin for VrfPlugin {
 /// link is not a VRF.
 fn find_vrf(pod: &Handle, name: &str) -> Result<Option<Vrf>> {
     pod.vrf_by_name(name).map_err(|e| match e {
-        cni_netns::Error::WrongLinkKind { .. } => fail(format!("Netlink {name} is not a VRF")),
+        cni_netns::Error::WrongLinkKind { .. } => Error::NotAVrf {
+            name: name.to_owned(),
+        },
         other => other.into(),
     })
 }
@@ -167,18 +165,19 @@ fn find_vrf(pod: &Handle, name: &str) -> Result<Option<Vrf>> {
 fn ensure_vrf(pod: &Handle, conf: &VrfConf) -> Result<Vrf> {
     if let Some(vrf) = find_vrf(pod, &conf.vrf_name)? {
         if conf.table != 0 && vrf.table != conf.table {
-            return Err(fail(format!(
-                "VRF {} already exist with different routing table {}",
-                conf.vrf_name, vrf.table
-            )));
+            return Err(Error::VrfTableMismatch {
+                vrf: conf.vrf_name.clone(),
+                table: vrf.table,
+                configured: conf.table,
+            });
         }
         return Ok(vrf);
     }
     let table = match conf.table {
         0 => {
             let used: Vec<u32> = pod.vrfs()?.iter().map(|v| v.table).collect();
-            free_vrf_table(&used).ok_or_else(|| {
-                fail("findFreeRoutingTableID: Failed to find an available routing id".into())
+            free_vrf_table(&used).ok_or_else(|| Error::VrfTablesExhausted {
+                vrf: conf.vrf_name.clone(),
             })?
         }
         t => t,
@@ -192,15 +191,19 @@ fn ensure_vrf(pod: &Handle, conf: &VrfConf) -> Result<Vrf> {
 fn add_interface(pod: &Handle, vrf: &Vrf, ifname: &str) -> Result<()> {
     let link = pod
         .link_by_name(ifname)
-        .map_err(|_| fail(format!("could not get link by name {ifname}")))?;
+        .map_err(|source| Error::VrfMemberLookup {
+            ifname: ifname.to_owned(),
+            source: source.into(),
+        })?;
     if let Some(master) = link.master {
         let name = pod
             .link_by_index(master)
             .map(|m| m.name)
             .unwrap_or_else(|_| format!("#{master}"));
-        return Err(fail(format!(
-            "interface {ifname} has already a master set: {name}"
-        )));
+        return Err(Error::MasterAlreadySet {
+            ifname: ifname.to_owned(),
+            master: name,
+        });
     }
     let v6_before = global_addresses(pod, &link)?;
     let routes = movable_routes(pod, &link)?;
@@ -276,8 +279,9 @@ fn wait_for_local_route(pod: &Handle, vrf: &Vrf, link: &Link, ip: std::net::IpAd
             std::thread::sleep(Duration::from_millis(10 << attempt));
         }
     }
-    Err(fail(format!(
-        "failed getting local/host addresses for {} in table {} with dst {ip}",
-        link.name, vrf.table
-    )))
+    Err(Error::VrfLocalRouteMissing {
+        ifname: link.name.clone(),
+        table: vrf.table,
+        address: ip,
+    })
 }
