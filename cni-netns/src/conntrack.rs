@@ -17,7 +17,6 @@
 //! # Ok::<(), cni_netns::Error>(())
 //! ```
 
-use std::fs::File;
 use std::io;
 use std::path::Path;
 
@@ -74,10 +73,7 @@ pub struct Conntrack {
 impl Conntrack {
     /// Opens a socket in the calling thread's network namespace.
     pub fn open() -> Result<Self> {
-        open_socket().map_err(|source| Error::ConntrackOpen {
-            netns: "the current network namespace".into(),
-            source,
-        })
+        Self::open_at(None)
     }
 
     /// Opens a socket in the network namespace at `netns`. The socket is
@@ -85,20 +81,12 @@ impl Conntrack {
     /// stays in the namespace it was created in), so the caller's thread
     /// never changes namespace.
     pub fn open_in(netns: impl AsRef<Path>) -> Result<Self> {
-        let path = netns.as_ref().to_path_buf();
-        let ns = File::open(&path).map_err(|source| Error::FirewallNetns {
-            path: path.clone(),
-            source,
-        })?;
-        let opened = std::thread::spawn(move || -> io::Result<Conntrack> {
-            nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET)
-                .map_err(io::Error::from)?;
-            open_socket()
-        })
-        .join()
-        .unwrap_or_else(|_| Err(io::Error::other("namespace thread panicked")));
-        opened.map_err(|source| Error::ConntrackOpen {
-            netns: path.display().to_string(),
+        Self::open_at(Some(netns.as_ref()))
+    }
+
+    fn open_at(netns: Option<&Path>) -> Result<Self> {
+        crate::netns::run_at(netns, open_socket)?.map_err(|source| Error::ConntrackOpen {
+            netns: crate::netns::label(netns),
             source,
         })
     }

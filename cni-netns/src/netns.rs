@@ -247,6 +247,30 @@ impl Netns {
     }
 }
 
+/// Runs `f` on a fresh thread inside the network namespace at `path` (see
+/// [`Netns::run`]), or on the calling thread when `path` is `None`: how the
+/// crate opens a socket or starts a tool in a namespace it was given by
+/// path (a socket stays in the namespace it was created in, a child
+/// process starts in its parent thread's).
+pub(crate) fn run_at<T, F>(path: Option<&Path>, f: F) -> Result<T>
+where
+    F: FnOnce() -> T + Send,
+    T: Send,
+{
+    match path {
+        Some(path) => Netns::open(path)?.run(f),
+        None => Ok(f()),
+    }
+}
+
+/// How errors name the namespace [`run_at`] was given.
+pub(crate) fn label(path: Option<&Path>) -> String {
+    path.map_or_else(
+        || "the current network namespace".into(),
+        |p| p.display().to_string(),
+    )
+}
+
 impl AsFd for Netns {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.file.as_fd()

@@ -4,7 +4,6 @@
 //! (`nft -f -`): nft 1.0's JSON cannot declare a map with concatenated data
 //! (`ipv4_addr . inet_service`, the DNAT maps).
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value as Json};
@@ -105,22 +104,15 @@ impl NftFirewall {
         args: &[&str],
         stdin: Option<&[u8]>,
     ) -> Result<std::result::Result<Vec<u8>, String>> {
-        let netns = match &self.netns {
-            Some(path) => Some(File::open(path).map_err(|source| Error::FirewallNetns {
-                path: path.clone(),
-                source,
-            })?),
-            None => None,
-        };
-        let out =
-            crate::tool::run(&self.program, args, stdin, netns.as_ref()).map_err(|source| {
-                Error::NftSpawn {
-                    op,
-                    attachment: who.to_owned(),
-                    program: self.program.clone(),
-                    source,
-                }
-            })?;
+        let out = crate::netns::run_at(self.netns.as_deref(), || {
+            crate::tool::run(&self.program, args, stdin)
+        })?
+        .map_err(|source| Error::NftSpawn {
+            op,
+            attachment: who.to_owned(),
+            program: self.program.clone(),
+            source,
+        })?;
         if out.status.success() {
             Ok(Ok(out.stdout))
         } else {

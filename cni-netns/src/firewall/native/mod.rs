@@ -141,16 +141,15 @@ impl NativeFirewall {
     ) -> Result<std::result::Result<T, Failure>> {
         let mut guard = self.socket.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
-            let s =
-                NfSocket::open(self.netns.as_deref()).map_err(|source| Error::NftNetlinkOpen {
+            let netns = self.netns.as_deref();
+            let s = crate::netns::run_at(netns, NfSocket::open)?.map_err(|source| {
+                Error::NftNetlinkOpen {
                     op,
                     attachment: who.to_owned(),
-                    netns: self.netns.as_ref().map_or_else(
-                        || "the current network namespace".into(),
-                        |p| p.display().to_string(),
-                    ),
+                    netns: crate::netns::label(netns),
                     source,
-                })?;
+                }
+            })?;
             *guard = Some(s);
         }
         match guard.as_mut() {

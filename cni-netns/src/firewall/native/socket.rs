@@ -1,9 +1,7 @@
 //! A synchronous `NETLINK_NETFILTER` socket for nf_tables batches and dumps.
 
-use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::path::Path;
 
 use netlink_sys::{protocols::NETLINK_NETFILTER, Socket};
 
@@ -26,24 +24,9 @@ pub(crate) struct NfSocket {
 }
 
 impl NfSocket {
-    pub(crate) fn open(netns: Option<&Path>) -> io::Result<Self> {
-        let Some(path) = netns else {
-            return Self::open_here();
-        };
-        let ns = File::open(path)?;
-        // A socket stays in the namespace it was created in: create it on a
-        // short-lived thread that entered the namespace, so the caller's
-        // threads never change namespace.
-        std::thread::spawn(move || -> io::Result<NfSocket> {
-            nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET)
-                .map_err(io::Error::from)?;
-            Self::open_here()
-        })
-        .join()
-        .unwrap_or_else(|_| Err(io::Error::other("namespace thread panicked")))
-    }
-
-    fn open_here() -> io::Result<Self> {
+    /// Opens a socket in the calling thread's network namespace (the
+    /// firewall opens it through `netns::run_at` for another namespace).
+    pub(crate) fn open() -> io::Result<Self> {
         let mut socket = Socket::new(NETLINK_NETFILTER)?;
         socket.bind_auto()?;
         socket.connect(&netlink_sys::SocketAddr::new(0, 0))?;
