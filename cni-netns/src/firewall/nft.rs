@@ -138,40 +138,6 @@ impl NftFirewall {
             message,
         }
     }
-
-    /// Reads `table` (or only its conditions chain); `None` if missing.
-    fn list(
-        &self,
-        op: FirewallOp,
-        who: &str,
-        table: &Table,
-        rules_only: bool,
-    ) -> Result<Option<Listing>> {
-        let fam = table.family.as_str();
-        let args: Vec<&str> = match (rules_only, table.conditions_chain) {
-            (true, Some(chain)) => vec!["-j", "list", "chain", fam, table.name, chain],
-            (true, None) => return Ok(Some(Listing::default())),
-            (false, _) => vec!["-j", "list", "table", fam, table.name],
-        };
-        let out = self.run(op, who, &args, None)?;
-        match out {
-            Ok(stdout) => {
-                parse_listing(&stdout, table)
-                    .map(Some)
-                    .map_err(|message| Error::NftOutput {
-                        op,
-                        attachment: who.to_owned(),
-                        message,
-                    })
-            }
-            Err(msg) if msg.contains("No such file or directory") => Ok(None),
-            Err(message) => Err(Error::Nft {
-                op,
-                attachment: who.to_owned(),
-                message,
-            }),
-        }
-    }
 }
 
 impl Driver for NftFirewall {
@@ -240,7 +206,30 @@ impl Driver for NftFirewall {
         table: &Table,
         rules_only: bool,
     ) -> Result<Option<Listing>> {
-        self.list(op, who, table, rules_only)
+        let fam = table.family.as_str();
+        let args: Vec<&str> = match (rules_only, table.conditions_chain) {
+            (true, Some(chain)) => vec!["-j", "list", "chain", fam, table.name, chain],
+            (true, None) => return Ok(Some(Listing::default())),
+            (false, _) => vec!["-j", "list", "table", fam, table.name],
+        };
+        let out = self.run(op, who, &args, None)?;
+        match out {
+            Ok(stdout) => {
+                parse_listing(&stdout, table)
+                    .map(Some)
+                    .map_err(|message| Error::NftOutput {
+                        op,
+                        attachment: who.to_owned(),
+                        message,
+                    })
+            }
+            Err(msg) if msg.contains("No such file or directory") => Ok(None),
+            Err(message) => Err(Error::Nft {
+                op,
+                attachment: who.to_owned(),
+                message,
+            }),
+        }
     }
 
     fn key_id(&self, _map: &Map, key: &[Value]) -> Option<String> {
