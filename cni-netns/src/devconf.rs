@@ -122,11 +122,12 @@ impl Handle {
             }) if ipv6 => return Ok(None),
             Err(e) => return Err(self.error(e, op)),
         };
-        for raw in replies {
-            if raw.len() < 20 || u16::from_ne_bytes([raw[4], raw[5]]) != RTM_NEWNETCONF {
+        for (ty, body) in replies {
+            // After the netconfmsg (family and padding, 4 bytes).
+            let Some(attrs) = body.get(4..).filter(|_| ty == RTM_NEWNETCONF) else {
                 continue;
-            }
-            if let Some(v) = attr(&raw[20..], NETCONFA_FORWARDING) {
+            };
+            if let Some(v) = attr(attrs, NETCONFA_FORWARDING) {
                 let v: [u8; 4] = v
                     .get(..4)
                     .and_then(|b| b.try_into().ok())

@@ -117,7 +117,7 @@ impl Handle {
         &self,
         msg_type: u16,
         payload: &[u8],
-    ) -> std::result::Result<Vec<Vec<u8>>, NlError> {
+    ) -> std::result::Result<Vec<(u16, Vec<u8>)>, NlError> {
         self.sock.request_raw(msg_type, 0, payload)
     }
 

@@ -451,14 +451,14 @@ impl Socket {
 
     /// Sends a message the route crate has no type for (`msg_type`, its
     /// `payload` after the netlink header) with `NLM_F_REQUEST | NLM_F_ACK
-    /// | flags`, and returns the answers (whole messages, header included)
-    /// before the ack.
+    /// | flags`, and returns the answers before the ack: each one's type
+    /// and what follows its header.
     pub(crate) fn request_raw(
         &self,
         msg_type: u16,
         flags: u16,
         payload: &[u8],
-    ) -> Result<Vec<Vec<u8>>, NlError> {
+    ) -> Result<Vec<(u16, Vec<u8>)>, NlError> {
         let mut conn = self.conn();
         let seq = conn.next_seq();
         let len = NLMSG_HDRLEN + payload.len();
@@ -476,7 +476,7 @@ impl Socket {
         conn.send(&buf)?;
         let mut out = Vec::new();
         conn.receive(seq, |m| {
-            out.push(m.raw.to_vec());
+            out.push((m.ty, m.body().to_vec()));
             Ok(())
         })
         .map(|_| out)
