@@ -332,8 +332,8 @@ impl Conn {
     }
 
     /// The socket, for options.
-    pub(crate) fn socket_mut(&mut self) -> &mut NlSocket {
-        &mut self.sock
+    pub(crate) fn socket(&self) -> &NlSocket {
+        &self.sock
     }
 
     /// Starts the sequence numbers after `seq`.

@@ -1,9 +1,10 @@
 //! A synchronous `NETLINK_NETFILTER` socket for nf_tables batches and dumps.
 
 use std::io;
-use std::os::fd::AsRawFd;
 
 use netlink_sys::protocols::NETLINK_NETFILTER;
+use nix::sys::socket::{setsockopt, sockopt};
+use nix::sys::time::TimeVal;
 
 use super::encode::Msg;
 use super::wire::*;
@@ -34,37 +35,13 @@ impl NfSocket {
     /// firewall opens it through `netns::run_at` for another namespace).
     pub(crate) fn open() -> io::Result<Self> {
         let mut conn = Conn::open(NETLINK_NETFILTER, 1 << 17)?;
-        // Large batches (GC of many attachments) and dumps of big tables.
-        let size: libc::c_int = 4 << 20;
-        let fd = conn.socket_mut().as_raw_fd();
-        for opt in [libc::SO_SNDBUFFORCE, libc::SO_RCVBUFFORCE] {
-            // SAFETY: setsockopt reads `size` for its declared length; a
-            // failure (no CAP_NET_ADMIN) keeps the default sizes.
-            unsafe {
-                libc::setsockopt(
-                    fd,
-                    libc::SOL_SOCKET,
-                    opt,
-                    (&size as *const libc::c_int).cast(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                );
-            }
-        }
+        // Large batches (GC of many attachments) and dumps of big tables;
+        // without CAP_NET_ADMIN the default sizes stay.
+        let sock = conn.socket();
+        let _ = setsockopt(sock, sockopt::SndBufForce, &(4 << 20));
+        let _ = setsockopt(sock, sockopt::RcvBufForce, &(4 << 20));
         // A reply that never comes must not hang a CNI call forever.
-        let tv = libc::timeval {
-            tv_sec: 10,
-            tv_usec: 0,
-        };
-        // SAFETY: as above, for a timeval.
-        unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&tv as *const libc::timeval).cast(),
-                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-            );
-        }
+        let _ = setsockopt(sock, sockopt::ReceiveTimeout, &TimeVal::new(10, 0));
         conn.set_seq(
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -217,5 +194,28 @@ impl NfSocket {
             }) => Ok(None),
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::sys::socket::getsockopt;
+
+    /// As root the socket gets its 4 MiB buffers (the kernel reports
+    /// twice what was set) and its 10 s receive timeout.
+    #[test]
+    fn open_sets_buffers_and_timeout() {
+        if !cni_testkit::premise::require_root() {
+            return;
+        }
+        let s = NfSocket::open().unwrap();
+        let sock = s.conn.socket();
+        assert!(getsockopt(sock, sockopt::SndBuf).unwrap() >= 4 << 20);
+        assert!(getsockopt(sock, sockopt::RcvBuf).unwrap() >= 4 << 20);
+        assert_eq!(
+            getsockopt(sock, sockopt::ReceiveTimeout).unwrap(),
+            TimeVal::new(10, 0)
+        );
     }
 }
