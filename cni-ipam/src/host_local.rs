@@ -13,10 +13,7 @@ use serde_json::Value;
 use crate::allocator::{release_owner, Allocator};
 use crate::dns::parse_resolv_conf;
 use crate::error::{Error, Result};
-use crate::parse::{
-    canonical_array, canonical_object, load_args, parse_ip_or_cidr, version_at_least_0_3_0,
-    ArgsConf, ROUTE_KEYS,
-};
+use crate::parse::{self, canonical_array, load_args, parse_ip_or_cidr, ROUTE_KEYS};
 use crate::range::{Range, RangeConfig, RangeSet};
 use crate::result::{CniResult, Route};
 use crate::store::{DiskStore, LockedStore, Owner, Store, DEFAULT_DATA_DIR};
@@ -46,20 +43,8 @@ pub struct HostLocalConfig {
     pub durable: bool,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct NetConf {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    cni_version: String,
-    #[serde(default)]
-    ipam: Option<IpamConf>,
-    #[serde(default)]
-    runtime_config: Option<RuntimeConf>,
-    #[serde(default)]
-    args: Option<ArgsConf>,
-}
+/// host-local's configuration as parsed.
+type NetConf = parse::NetConf<IpamConf, RuntimeConf>;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -128,7 +113,7 @@ impl HostLocalConfig {
         Self::load_value(Value::Object(config.to_map()), cni_args)
     }
 
-    fn load_value(mut value: Value, cni_args: &str) -> Result<HostLocalConfig> {
+    fn load_value(value: Value, cni_args: &str) -> Result<HostLocalConfig> {
         const RANGE_KEYS: &[&str] = &["subnet", "rangeStart", "rangeEnd", "gateway"];
         let canonical_sets = |sets: Option<&mut Value>| {
             if let Some(sets) = sets.and_then(Value::as_array_mut) {
@@ -137,36 +122,30 @@ impl HostLocalConfig {
                 }
             }
         };
-        if let Some(root) = canonical_object(
-            Some(&mut value),
-            &["cniVersion", "name", "ipam", "runtimeConfig", "args"],
-        ) {
-            if let Some(ipam) = canonical_object(
-                root.get_mut("ipam"),
-                &[
-                    "type",
-                    "subnet",
-                    "rangeStart",
-                    "rangeEnd",
-                    "gateway",
-                    "routes",
-                    "dataDir",
-                    "resolvConf",
-                    "ranges",
-                ],
-            ) {
-                canonical_sets(ipam.get_mut("ranges"));
-                canonical_array(ipam.get_mut("routes"), ROUTE_KEYS);
-            }
-            if let Some(rc) = canonical_object(root.get_mut("runtimeConfig"), &["ipRanges", "ips"])
-            {
-                canonical_sets(rc.get_mut("ipRanges"));
-            }
-            if let Some(args) = canonical_object(root.get_mut("args"), &["cni"]) {
-                canonical_object(args.get_mut("cni"), &["ips"]);
-            }
-        }
-        let net: NetConf = cni_types::json::from_value_naming_key(value).map_err(Error::KeyType)?;
+        let net = NetConf::decode(
+            value,
+            &[
+                "type",
+                "subnet",
+                "rangeStart",
+                "rangeEnd",
+                "gateway",
+                "routes",
+                "dataDir",
+                "resolvConf",
+                "ranges",
+            ],
+            &["ipRanges", "ips"],
+            |ipam, rc| {
+                if let Some(ipam) = ipam {
+                    canonical_sets(ipam.get_mut("ranges"));
+                    canonical_array(ipam.get_mut("routes"), ROUTE_KEYS);
+                }
+                if let Some(rc) = rc {
+                    canonical_sets(rc.get_mut("ipRanges"));
+                }
+            },
+        )?;
         let runtime = net.runtime_config.unwrap_or_default();
         let arg_ips = net.args.and_then(|a| a.cni).and_then(|c| c.ips);
         // Go decodes these with the JSON, before anything else is checked.
@@ -222,14 +201,7 @@ impl HostLocalConfig {
                 .map_err(|e| Error::InvalidConfig(format!("invalid range set {i}: {e}")))?;
             range_sets.push(set);
         }
-        let v4 = range_sets.iter().filter(|s| s.is_ipv4()).count();
-        let v6 = range_sets.len() - v4;
-        if (v4 > 1 || v6 > 1) && !version_at_least_0_3_0(&net.cni_version) {
-            return Err(Error::InvalidConfig(format!(
-                "CNI version {} does not support more than 1 address per family",
-                net.cni_version
-            )));
-        }
+        parse::check_one_per_family(&net.cni_version, range_sets.iter().map(RangeSet::is_ipv4))?;
         for (i, a) in range_sets.iter().enumerate() {
             for (j, b) in range_sets.iter().enumerate().skip(i + 1) {
                 if a.overlaps(b) {

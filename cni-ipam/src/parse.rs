@@ -11,6 +11,7 @@ use cni_types::{CniArgs, Version};
 use ipnetwork::IpNetwork;
 use serde_json::{Map, Value};
 
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
@@ -28,6 +29,86 @@ pub(crate) struct ArgsConf {
 pub(crate) struct CniArgsConf {
     #[serde(default)]
     pub(crate) ips: Option<Vec<String>>,
+}
+
+/// The configuration envelope host-local and static share: `name`,
+/// `cniVersion`, the plugin's `ipam` (`I`), its `runtimeConfig` (`R`) and
+/// `args` (the `args.cni.ips` convention).
+#[derive(Deserialize)]
+#[serde(
+    rename_all = "camelCase",
+    bound(deserialize = "I: Deserialize<'de>, R: Deserialize<'de>")
+)]
+pub(crate) struct NetConf<I, R> {
+    #[serde(default)]
+    pub(crate) name: String,
+    #[serde(default)]
+    pub(crate) cni_version: String,
+    #[serde(default)]
+    pub(crate) ipam: Option<I>,
+    #[serde(default)]
+    pub(crate) runtime_config: Option<R>,
+    #[serde(default)]
+    pub(crate) args: Option<ArgsConf>,
+}
+
+impl<I: DeserializeOwned, R: DeserializeOwned> NetConf<I, R> {
+    /// Decodes `value` as Go does, keys matched case-insensitively: the
+    /// envelope's, `ipam_keys` in `ipam`, `runtime_keys` in
+    /// `runtimeConfig`, `args.cni.ips`; `nested` renames what lies deeper
+    /// in `ipam` and `runtimeConfig` (when they are objects).
+    pub(crate) fn decode(
+        mut value: Value,
+        ipam_keys: &[&str],
+        runtime_keys: &[&str],
+        nested: impl FnOnce(Option<&mut Map<String, Value>>, Option<&mut Map<String, Value>>),
+    ) -> Result<Self> {
+        if let Some(root) = canonical_object(
+            Some(&mut value),
+            &["cniVersion", "name", "ipam", "runtimeConfig", "args"],
+        ) {
+            let (mut ipam, mut runtime) = (None, None);
+            for (key, v) in root.iter_mut() {
+                match key.as_str() {
+                    "ipam" => ipam = canonical_object(Some(v), ipam_keys),
+                    "runtimeConfig" => runtime = canonical_object(Some(v), runtime_keys),
+                    "args" => {
+                        if let Some(args) = canonical_object(Some(v), &["cni"]) {
+                            canonical_object(args.get_mut("cni"), &["ips"]);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            nested(ipam, runtime);
+        }
+        cni_types::json::from_value_naming_key(value).map_err(Error::KeyType)
+    }
+}
+
+/// Go's check that a configuration of `cni_version` older than 0.3.0 asks
+/// for at most one address (or range set) per family: `ipv4` tells each
+/// one's.
+pub(crate) fn check_one_per_family(
+    cni_version: &str,
+    ipv4: impl Iterator<Item = bool>,
+) -> Result<()> {
+    let (v4, v6) = ipv4.fold(
+        (0, 0),
+        |(v4, v6), is_v4| {
+            if is_v4 {
+                (v4 + 1, v6)
+            } else {
+                (v4, v6 + 1)
+            }
+        },
+    );
+    if (v4 > 1 || v6 > 1) && !version_at_least_0_3_0(cni_version) {
+        return Err(Error::InvalidConfig(format!(
+            "CNI version {cni_version} does not support more than 1 address per family"
+        )));
+    }
+    Ok(())
 }
 
 /// Parses `CNI_ARGS` (`K=V;K=V`) like Go's `types.LoadArgs` into a struct with

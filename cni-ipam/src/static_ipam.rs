@@ -10,10 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::parse::{
-    canonical_array, canonical_object, load_args, parse_cidr, version_at_least_0_3_0, ArgsConf,
-    ROUTE_KEYS,
-};
+use crate::parse::{self, canonical_array, canonical_object, load_args, parse_cidr, ROUTE_KEYS};
 use crate::result::{CniResult, Dns, IpConfig, Route};
 
 /// A validated static configuration.
@@ -40,20 +37,8 @@ pub struct StaticAddress {
     pub gateway: Option<IpAddr>,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct NetConf {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    cni_version: String,
-    #[serde(default)]
-    ipam: Option<IpamConf>,
-    #[serde(default)]
-    runtime_config: Option<RuntimeConf>,
-    #[serde(default)]
-    args: Option<ArgsConf>,
-}
+/// static's configuration as parsed.
+type NetConf = parse::NetConf<IpamConf, RuntimeConf>;
 
 #[derive(Deserialize)]
 struct IpamConf {
@@ -127,28 +112,22 @@ impl StaticConfig {
         Self::load_value(Value::Object(config.to_map()), cni_args)
     }
 
-    fn load_value(mut value: Value, cni_args: &str) -> Result<StaticConfig> {
-        if let Some(root) = canonical_object(
-            Some(&mut value),
-            &["cniVersion", "name", "ipam", "runtimeConfig", "args"],
-        ) {
-            if let Some(ipam) = canonical_object(
-                root.get_mut("ipam"),
-                &["type", "routes", "addresses", "dns"],
-            ) {
-                canonical_array(ipam.get_mut("addresses"), &["address", "gateway"]);
-                canonical_array(ipam.get_mut("routes"), ROUTE_KEYS);
-                canonical_object(
-                    ipam.get_mut("dns"),
-                    &["nameservers", "domain", "search", "options"],
-                );
-            }
-            canonical_object(root.get_mut("runtimeConfig"), &["ips"]);
-            if let Some(args) = canonical_object(root.get_mut("args"), &["cni"]) {
-                canonical_object(args.get_mut("cni"), &["ips"]);
-            }
-        }
-        let net: NetConf = cni_types::json::from_value_naming_key(value).map_err(Error::KeyType)?;
+    fn load_value(value: Value, cni_args: &str) -> Result<StaticConfig> {
+        let net = NetConf::decode(
+            value,
+            &["type", "routes", "addresses", "dns"],
+            &["ips"],
+            |ipam, _| {
+                if let Some(ipam) = ipam {
+                    canonical_array(ipam.get_mut("addresses"), &["address", "gateway"]);
+                    canonical_array(ipam.get_mut("routes"), ROUTE_KEYS);
+                    canonical_object(
+                        ipam.get_mut("dns"),
+                        &["nameservers", "domain", "search", "options"],
+                    );
+                }
+            },
+        )?;
         let ipam = net
             .ipam
             .ok_or_else(|| Error::InvalidConfig("IPAM config missing 'ipam' key".to_string()))?;
@@ -243,14 +222,7 @@ impl StaticConfig {
             });
         }
 
-        let v4 = out.iter().filter(|a| a.address.is_ipv4()).count();
-        let v6 = out.len() - v4;
-        if (v4 > 1 || v6 > 1) && !version_at_least_0_3_0(&net.cni_version) {
-            return Err(Error::InvalidConfig(format!(
-                "CNI version {} does not support more than 1 address per family",
-                net.cni_version
-            )));
-        }
+        parse::check_one_per_family(&net.cni_version, out.iter().map(|a| a.address.is_ipv4()))?;
 
         Ok(StaticConfig {
             name: net.name,

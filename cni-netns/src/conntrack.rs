@@ -17,15 +17,15 @@
 //! # Ok::<(), cni_netns::Error>(())
 //! ```
 
-use std::fs::File;
 use std::io;
 use std::path::Path;
 
-use netlink_sys::{protocols::NETLINK_NETFILTER, Socket};
+use netlink_sys::protocols::NETLINK_NETFILTER;
 
-use crate::nfnetlink::{
-    self, align4, NLMSG_DONE, NLMSG_ERROR, NLMSG_HDRLEN, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST,
+use crate::netlink::{
+    attr, attrs, attrs_full, Conn, NLA_TYPE_MASK, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST,
 };
+use crate::nfnetlink;
 use crate::{Error, Result};
 
 /// An IP family of conntrack entries.
@@ -67,17 +67,13 @@ const NFGENMSG_LEN: usize = 4;
 /// A ctnetlink socket bound to one network namespace.
 #[derive(Debug)]
 pub struct Conntrack {
-    socket: Socket,
-    seq: u32,
+    conn: Conn,
 }
 
 impl Conntrack {
     /// Opens a socket in the calling thread's network namespace.
     pub fn open() -> Result<Self> {
-        open_socket().map_err(|source| Error::ConntrackOpen {
-            netns: "the current network namespace".into(),
-            source,
-        })
+        Self::open_at(None)
     }
 
     /// Opens a socket in the network namespace at `netns`. The socket is
@@ -85,20 +81,12 @@ impl Conntrack {
     /// stays in the namespace it was created in), so the caller's thread
     /// never changes namespace.
     pub fn open_in(netns: impl AsRef<Path>) -> Result<Self> {
-        let path = netns.as_ref().to_path_buf();
-        let ns = File::open(&path).map_err(|source| Error::FirewallNetns {
-            path: path.clone(),
-            source,
-        })?;
-        let opened = std::thread::spawn(move || -> io::Result<Conntrack> {
-            nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET)
-                .map_err(io::Error::from)?;
-            open_socket()
-        })
-        .join()
-        .unwrap_or_else(|_| Err(io::Error::other("namespace thread panicked")));
-        opened.map_err(|source| Error::ConntrackOpen {
-            netns: path.display().to_string(),
+        Self::open_at(Some(netns.as_ref()))
+    }
+
+    fn open_at(netns: Option<&Path>) -> Result<Self> {
+        crate::netns::run_at(netns, open_socket)?.map_err(|source| Error::ConntrackOpen {
+            netns: crate::netns::label(netns),
             source,
         })
     }
@@ -140,13 +128,8 @@ impl Conntrack {
         Ok(deleted)
     }
 
-    fn next_seq(&mut self) -> u32 {
-        self.seq = self.seq.wrapping_add(1);
-        self.seq
-    }
-
     fn dump(&mut self, family: IpFamily) -> io::Result<Vec<Entry>> {
-        let seq = self.next_seq();
+        let seq = self.conn.next_seq();
         let msg = message(
             IPCTNL_MSG_CT_GET,
             NLM_F_REQUEST | NLM_F_DUMP,
@@ -154,47 +137,23 @@ impl Conntrack {
             family,
             &[],
         );
-        self.socket.send(&msg, 0)?;
+        self.conn.send(&msg)?;
         let mut entries = Vec::new();
-        let mut buf = vec![0u8; 1 << 16];
-        loop {
-            let n = self.socket.recv(&mut &mut buf[..], 0)?;
-            let mut rest = &buf[..n];
-            while rest.len() >= NLMSG_HDRLEN {
-                let len = u32::from_ne_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
-                if len < NLMSG_HDRLEN || len > rest.len() {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        "truncated netlink message",
-                    ));
-                }
-                let ty = u16::from_ne_bytes([rest[4], rest[5]]);
-                let body = &rest[NLMSG_HDRLEN..len];
-                rest = &rest[align4(len).min(rest.len())..];
-                match ty {
-                    NLMSG_DONE => return Ok(entries),
-                    NLMSG_ERROR => {
-                        let code = error_code(body);
-                        if code != 0 {
-                            return Err(io::Error::from_raw_os_error(code));
-                        }
-                    }
-                    _ if body.len() >= NFGENMSG_LEN => {
-                        if body[0] != family.af() {
-                            continue;
-                        }
-                        if let Some(entry) = parse_entry(&body[NFGENMSG_LEN..]) {
-                            entries.push(entry);
-                        }
-                    }
-                    _ => {}
-                }
+        // An interrupted dump (an entry came or went meanwhile) still
+        // holds every entry that was there throughout: good enough for a
+        // flush, as for the `conntrack` tool.
+        self.conn.receive(seq, |m| {
+            let body = m.body();
+            if body.len() >= NFGENMSG_LEN && body[0] == family.af() {
+                entries.extend(parse_entry(&body[NFGENMSG_LEN..]));
             }
-        }
+            Ok(())
+        })?;
+        Ok(entries)
     }
 
     fn delete(&mut self, family: IpFamily, entry: &Entry) -> io::Result<()> {
-        let seq = self.next_seq();
+        let seq = self.conn.next_seq();
         let mut attrs = entry.tuple_orig_raw.clone();
         if let Some(zone) = &entry.zone_raw {
             attrs.extend_from_slice(zone);
@@ -206,39 +165,16 @@ impl Conntrack {
             family,
             &attrs,
         );
-        self.socket.send(&msg, 0)?;
-        let mut buf = vec![0u8; 8192];
-        loop {
-            let n = self.socket.recv(&mut &mut buf[..], 0)?;
-            let mut rest = &buf[..n];
-            while rest.len() >= NLMSG_HDRLEN {
-                let len = u32::from_ne_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
-                if len < NLMSG_HDRLEN || len > rest.len() {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        "truncated netlink message",
-                    ));
-                }
-                let ty = u16::from_ne_bytes([rest[4], rest[5]]);
-                let msg_seq = u32::from_ne_bytes([rest[8], rest[9], rest[10], rest[11]]);
-                let body = &rest[NLMSG_HDRLEN..len];
-                rest = &rest[align4(len).min(rest.len())..];
-                if ty == NLMSG_ERROR && msg_seq == seq {
-                    return match error_code(body) {
-                        0 => Ok(()),
-                        code => Err(io::Error::from_raw_os_error(code)),
-                    };
-                }
-            }
-        }
+        self.conn.send(&msg)?;
+        self.conn.receive(seq, |_| Ok(()))?;
+        Ok(())
     }
 }
 
 fn open_socket() -> io::Result<Conntrack> {
-    let mut socket = Socket::new(NETLINK_NETFILTER)?;
-    socket.bind_auto()?;
-    socket.connect(&netlink_sys::SocketAddr::new(0, 0))?;
-    Ok(Conntrack { socket, seq: 0 })
+    Ok(Conntrack {
+        conn: Conn::open(NETLINK_NETFILTER, 1 << 16)?,
+    })
 }
 
 /// One entry as needed to delete it: its original tuple (raw attribute, sent
@@ -250,24 +186,11 @@ struct Entry {
     zone_raw: Option<Vec<u8>>,
 }
 
-fn error_code(body: &[u8]) -> i32 {
-    match body.get(..4) {
-        Some(b) => -i32::from_ne_bytes([b[0], b[1], b[2], b[3]]),
-        None => libc::EPROTO,
-    }
-}
-
-/// The attributes of `buf`: (type without flags, payload, raw attribute).
-fn attrs(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8], &[u8])> {
-    nfnetlink::attrs_full(buf)
-        .map(|(ty, payload, raw)| (ty & nfnetlink::NLA_TYPE_MASK, payload, raw))
-}
-
 fn parse_entry(attributes: &[u8]) -> Option<Entry> {
     let mut tuple = None;
     let mut zone = None;
-    for (ty, payload, raw) in attrs(attributes) {
-        match ty {
+    for (ty, payload, raw) in attrs_full(attributes) {
+        match ty & NLA_TYPE_MASK {
             CTA_TUPLE_ORIG => tuple = Some((raw.to_vec(), payload.to_vec())),
             CTA_ZONE => zone = Some(raw.to_vec()),
             _ => {}
@@ -282,12 +205,12 @@ fn parse_entry(attributes: &[u8]) -> Option<Entry> {
 }
 
 fn udp_dst_port_matches(tuple: &[u8], port: u16) -> bool {
-    let Some((_, proto, _)) = attrs(tuple).find(|(t, _, _)| *t == CTA_TUPLE_PROTO) else {
+    let Some(proto) = attr(tuple, CTA_TUPLE_PROTO) else {
         return false;
     };
     let mut num = None;
     let mut dport = None;
-    for (ty, payload, _) in attrs(proto) {
+    for (ty, payload) in attrs(proto) {
         match (ty, payload) {
             (CTA_PROTO_NUM, [n, ..]) => num = Some(*n),
             (CTA_PROTO_DST_PORT, [a, b, ..]) => dport = Some(u16::from_be_bytes([*a, *b])),

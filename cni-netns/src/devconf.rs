@@ -15,7 +15,7 @@ use nix::errno::Errno;
 use crate::error::Result;
 use crate::handle::Handle;
 use crate::link::link_msg;
-use crate::netlink::{attribute, NlError};
+use crate::netlink::{attr, NlError};
 
 /// An IPv4 per-interface setting (`net.ipv4.conf.<if>.<name>`) that
 /// [`Handle::set_ipv4_conf`] writes over netlink. The value is the
@@ -122,11 +122,12 @@ impl Handle {
             }) if ipv6 => return Ok(None),
             Err(e) => return Err(self.error(e, op)),
         };
-        for raw in replies {
-            if raw.len() < 20 || u16::from_ne_bytes([raw[4], raw[5]]) != RTM_NEWNETCONF {
+        for (ty, body) in replies {
+            // After the netconfmsg (family and padding, 4 bytes).
+            let Some(attrs) = body.get(4..).filter(|_| ty == RTM_NEWNETCONF) else {
                 continue;
-            }
-            if let Some(v) = attribute(&raw[20..], NETCONFA_FORWARDING) {
+            };
+            if let Some(v) = attr(attrs, NETCONFA_FORWARDING) {
                 let v: [u8; 4] = v
                     .get(..4)
                     .and_then(|b| b.try_into().ok())
@@ -161,12 +162,12 @@ mod tests {
     fn inet_conf_nest_is_one_u32_attribute_per_setting() {
         let nest = inet_conf_nest(&[(Ipv4Conf::ArpNotify, 1), (Ipv4Conf::RouteLocalnet, 0)]);
         assert_eq!(nest.len(), 16);
-        assert_eq!(attribute(&nest, 22), Some(&1u32.to_ne_bytes()[..]));
-        assert_eq!(attribute(&nest, 26), Some(&0u32.to_ne_bytes()[..]));
-        assert_eq!(attribute(&nest, 8), None);
+        assert_eq!(attr(&nest, 22), Some(&1u32.to_ne_bytes()[..]));
+        assert_eq!(attr(&nest, 26), Some(&0u32.to_ne_bytes()[..]));
+        assert_eq!(attr(&nest, 8), None);
         // Truncated or malformed attributes end the walk, never panic.
-        assert_eq!(attribute(&nest[..6], 26), None);
-        assert_eq!(attribute(&[0, 0, 22, 0], 22), None);
+        assert_eq!(attr(&nest[..6], 26), None);
+        assert_eq!(attr(&[0, 0, 22, 0], 22), None);
     }
 
     #[test]

@@ -289,15 +289,6 @@ pub enum Error {
         /// Why it was rejected.
         reason: String,
     },
-    /// Entering the network namespace given for nft or conntrack failed.
-    #[error("open network namespace {path}: {source}")]
-    FirewallNetns {
-        /// The namespace path.
-        path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: io::Error,
-    },
     /// A conntrack netlink request failed.
     #[error("conntrack {op} ({family} UDP, destination ports {ports:?}): {source}")]
     Conntrack {

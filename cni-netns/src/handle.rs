@@ -32,8 +32,20 @@ impl Handle {
     /// A handle on the calling thread's namespace.
     pub fn current() -> Result<Handle> {
         let netns = Netns::current()?;
+        let sock = Socket::open();
+        Handle::with_socket(netns, sock)
+    }
+
+    /// A handle on `netns`, opened from a fresh thread inside it.
+    pub fn in_netns(netns: &Netns) -> Result<Handle> {
+        let sock = netns.run(Socket::open)?;
+        Handle::with_socket(netns.try_clone()?, sock)
+    }
+
+    /// The handle on `netns` over `sock`, a socket opened inside it.
+    fn with_socket(netns: Netns, sock: std::io::Result<Socket>) -> Result<Handle> {
         let name = netns.path().display().to_string();
-        let sock = Socket::open().map_err(|source| Error::Socket {
+        let sock = sock.map_err(|source| Error::Socket {
             op: "open rtnetlink socket".into(),
             netns: name.clone(),
             source,
@@ -41,22 +53,6 @@ impl Handle {
         Ok(Handle {
             sock,
             netns,
-            name,
-            sysctl_roots: Default::default(),
-        })
-    }
-
-    /// A handle on `netns`, opened from a fresh thread inside it.
-    pub fn in_netns(netns: &Netns) -> Result<Handle> {
-        let name = netns.path().display().to_string();
-        let sock = netns.run(Socket::open)?.map_err(|source| Error::Socket {
-            op: "open rtnetlink socket".into(),
-            netns: name.clone(),
-            source,
-        })?;
-        Ok(Handle {
-            sock,
-            netns: netns.try_clone()?,
             name,
             sysctl_roots: Default::default(),
         })
@@ -121,7 +117,7 @@ impl Handle {
         &self,
         msg_type: u16,
         payload: &[u8],
-    ) -> std::result::Result<Vec<Vec<u8>>, NlError> {
+    ) -> std::result::Result<Vec<(u16, Vec<u8>)>, NlError> {
         self.sock.request_raw(msg_type, 0, payload)
     }
 

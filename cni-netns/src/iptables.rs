@@ -83,13 +83,12 @@ impl Iptables {
     fn run(&self, op: &str, args: &[&str]) -> Result<Outcome> {
         let mut full = vec!["-w", "-t", self.table.as_str()];
         full.extend_from_slice(args);
-        let out = crate::tool::run(&self.program, &full, None, None).map_err(|source| {
-            Error::ToolSpawn {
+        let out =
+            crate::tool::run(&self.program, &full, None).map_err(|source| Error::ToolSpawn {
                 op: op.to_owned(),
                 program: self.program.clone(),
                 source,
-            }
-        })?;
+            })?;
         let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
         match out.status.code() {
             Some(0) => Ok(Outcome::Ok(

@@ -116,24 +116,20 @@ impl Netns {
             .create_new(true)
             .open(&path)
             .map_err(|e| fail(io_errno(&e)))?;
-        let mounted = std::thread::scope(|s| {
-            std::thread::Builder::new()
-                .name("cni-netns-create".into())
-                .spawn_scoped(s, || -> std::result::Result<(), Errno> {
-                    // This thread is ours and dies right after, so leaving it
-                    // in the new namespace is harmless.
-                    unshare(CloneFlags::CLONE_NEWNET)?;
-                    mount(
-                        Some("/proc/thread-self/ns/net"),
-                        &path,
-                        None::<&str>,
-                        MsFlags::MS_BIND,
-                        None::<&str>,
-                    )
-                })
-                .map_err(|e| io_errno(&e))
-                .and_then(|h| h.join().unwrap_or(Err(Errno::EINTR)))
-        });
+        let mounted = on_own_thread("cni-netns-create", || {
+            // This thread is ours and dies right after, so leaving it in the
+            // new namespace is harmless.
+            unshare(CloneFlags::CLONE_NEWNET)?;
+            mount(
+                Some("/proc/thread-self/ns/net"),
+                &path,
+                None::<&str>,
+                MsFlags::MS_BIND,
+                None::<&str>,
+            )
+        })
+        .map_err(|e| io_errno(&e))
+        .and_then(|r| r);
         if let Err(errno) = mounted {
             let _ = std::fs::remove_file(&path);
             return Err(fail(errno));
@@ -224,27 +220,62 @@ impl Netns {
         F: FnOnce() -> T + Send,
         T: Send,
     {
-        std::thread::scope(|s| {
-            let handle = std::thread::Builder::new()
-                .name("cni-netns".into())
-                .spawn_scoped(s, || -> Result<T> {
-                    setns(&self.file, CloneFlags::CLONE_NEWNET).map_err(|errno| Error::Netns {
-                        op: "enter",
-                        path: self.path.clone(),
-                        errno,
-                    })?;
-                    Ok(f())
-                })
-                .map_err(|source| Error::Thread {
-                    op: format!("enter network namespace {}", self.path.display()),
-                    source,
-                })?;
-            match handle.join() {
-                Ok(r) => r,
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
+        on_own_thread("cni-netns", || {
+            setns(&self.file, CloneFlags::CLONE_NEWNET).map_err(|errno| Error::Netns {
+                op: "enter",
+                path: self.path.clone(),
+                errno,
+            })?;
+            Ok(f())
         })
+        .map_err(|source| Error::Thread {
+            op: format!("enter network namespace {}", self.path.display()),
+            source,
+        })?
     }
+}
+
+/// Runs `f` on a fresh thread named `name` that ends with it (the only
+/// kind of thread the crate moves into a namespace) and returns its value;
+/// a panic in `f` is propagated. `Err` when no thread could be started.
+fn on_own_thread<T, F>(name: &str, f: F) -> std::io::Result<T>
+where
+    F: FnOnce() -> T + Send,
+    T: Send,
+{
+    std::thread::scope(|s| {
+        let handle = std::thread::Builder::new()
+            .name(name.into())
+            .spawn_scoped(s, f)?;
+        match handle.join() {
+            Ok(v) => Ok(v),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
+/// Runs `f` on a fresh thread inside the network namespace at `path` (see
+/// [`Netns::run`]), or on the calling thread when `path` is `None`: how the
+/// crate opens a socket or starts a tool in a namespace it was given by
+/// path (a socket stays in the namespace it was created in, a child
+/// process starts in its parent thread's).
+pub(crate) fn run_at<T, F>(path: Option<&Path>, f: F) -> Result<T>
+where
+    F: FnOnce() -> T + Send,
+    T: Send,
+{
+    match path {
+        Some(path) => Netns::open(path)?.run(f),
+        None => Ok(f()),
+    }
+}
+
+/// How errors name the namespace [`run_at`] was given.
+pub(crate) fn label(path: Option<&Path>) -> String {
+    path.map_or_else(
+        || "the current network namespace".into(),
+        |p| p.display().to_string(),
+    )
 }
 
 impl AsFd for Netns {

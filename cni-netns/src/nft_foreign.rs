@@ -69,13 +69,12 @@ impl NftForeignTable {
     }
 
     fn nft(&self, op: &str, args: &[&str], stdin: Option<&[u8]>) -> Result<Result<String, String>> {
-        let out = crate::tool::run(&self.program, args, stdin, None).map_err(|source| {
-            Error::ToolSpawn {
+        let out =
+            crate::tool::run(&self.program, args, stdin).map_err(|source| Error::ToolSpawn {
                 op: op.to_owned(),
                 program: self.program.clone(),
                 source,
-            }
-        })?;
+            })?;
         if out.status.success() {
             Ok(Ok(String::from_utf8_lossy(&out.stdout).into_owned()))
         } else {

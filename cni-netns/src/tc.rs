@@ -11,7 +11,7 @@
 //! second, the limit in bytes and the bucket size (`buffer`) in scheduler
 //! ticks, which [`PschedClock`] converts from microseconds.
 
-use netlink_packet_core::{DefaultNla, Nla, NlaBuffer, NlasIterator, NLM_F_CREATE, NLM_F_EXCL};
+use netlink_packet_core::{DefaultNla, Nla, NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
 use netlink_packet_route::tc::{
     TcAction, TcActionAttribute, TcActionGeneric, TcActionMirrorOption, TcActionOption,
@@ -162,10 +162,8 @@ impl Tbf {
     fn parse(nested: &[u8]) -> Option<Tbf> {
         let mut tbf = None;
         let mut rate64 = None;
-        for nla in NlasIterator::new(nested) {
-            let nla: NlaBuffer<&[u8]> = nla.ok()?;
-            let v = nla.value();
-            match nla.kind() {
+        for (kind, v) in crate::netlink::attrs(nested) {
+            match kind {
                 TCA_TBF_PARMS if v.len() >= TBF_QOPT_LEN => {
                     let u32_at =
                         |o: usize| u32::from_ne_bytes([v[o], v[o + 1], v[o + 2], v[o + 3]]);

@@ -16,7 +16,7 @@ use crate::*;
 /// Walks a run of netlink attributes with the crate's one walker: (type
 /// without flags, nested flag, value).
 fn nlas(buf: &[u8]) -> Vec<(u16, bool, Vec<u8>)> {
-    crate::nfnetlink::attrs_full(buf)
+    crate::netlink::attrs_full(buf)
         .map(|(ty, v, _)| (ty & 0x3fff, ty & 0x8000 != 0, v.to_vec()))
         .collect()
 }

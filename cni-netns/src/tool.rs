@@ -1,25 +1,17 @@
-//! Running a system tool (`nft`, `iptables`): arguments, optional stdin,
-//! optionally inside a network namespace, output captured. One runner for
-//! the `nft` firewall backend, the node-table rules of the firewall plugin
-//! and the iptables wrapper.
+//! Running a system tool (`nft`, `iptables`, `ip`): arguments, optional
+//! stdin, output captured. One runner for the `nft` firewall backend, the
+//! node-table rules of the firewall plugin, the iptables wrapper and the
+//! tap device's `ip tuntap`; a tool for another network namespace is
+//! started from a thread inside it (`netns::run_at`).
 
-use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-/// Runs `program args…`, feeding `stdin` when given, inside the network
-/// namespace `netns` when given (entered by `setns` between fork and exec).
-/// Spawn and I/O failures are the `Err`; the tool's own failure is in the
-/// returned status.
-pub(crate) fn run(
-    program: &Path,
-    args: &[&str],
-    stdin: Option<&[u8]>,
-    netns: Option<&File>,
-) -> io::Result<Output> {
+/// Runs `program args…` (looked up on `PATH` when it has no slash),
+/// feeding `stdin` when given. Spawn and I/O failures are the `Err`; the
+/// tool's own failure is in the returned status.
+pub(crate) fn run(program: &Path, args: &[&str], stdin: Option<&[u8]>) -> io::Result<Output> {
     let mut cmd = Command::new(program);
     cmd.args(args)
         .stdin(if stdin.is_some() {
@@ -29,18 +21,6 @@ pub(crate) fn run(
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    if let Some(ns) = netns {
-        let fd = ns.as_raw_fd();
-        // SAFETY: between fork and exec only the async-signal-safe setns
-        // syscall runs; `fd` stays open in the child until exec (the caller
-        // owns `netns` for the whole call).
-        unsafe {
-            cmd.pre_exec(move || {
-                let ns = std::os::fd::BorrowedFd::borrow_raw(fd);
-                nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET).map_err(io::Error::from)
-            });
-        }
-    }
     let mut child = cmd.spawn()?;
     if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
         pipe.write_all(input)?;

@@ -205,18 +205,15 @@ const TYPED_CONFIG_KEYS: [&str; 9] = [
 
 /// Keys matched case-insensitively as Go's `NetConf` does (the typed keys
 /// and `capabilities`, which stays a plugin-specific key here).
-const NETWORK_CONFIG_KEYS: &[&str] = &[
-    "cniVersion",
-    "name",
-    "type",
-    "args",
-    "ipMasq",
-    "ipam",
-    "dns",
-    "runtimeConfig",
-    "prevResult",
-    "capabilities",
-];
+const NETWORK_CONFIG_KEYS: [&str; 10] = {
+    let mut keys = ["capabilities"; 10];
+    let mut i = 0;
+    while i < TYPED_CONFIG_KEYS.len() {
+        keys[i] = TYPED_CONFIG_KEYS[i];
+        i += 1;
+    }
+    keys
+};
 
 /// What a parsed config or conflist remembers of its input, so that keys the
 /// user did not touch print in their original order with their original
@@ -411,7 +408,7 @@ impl NetworkConfig {
 
     /// Decodes a plugin config from a JSON object.
     pub fn from_map(mut map: Map<String, Value>) -> Result<Self, Error> {
-        canonicalize_keys(&mut map, NETWORK_CONFIG_KEYS);
+        canonicalize_keys(&mut map, &NETWORK_CONFIG_KEYS);
         let order: Vec<String> = map.keys().cloned().collect();
         let mut raw = Map::new();
         for key in TYPED_CONFIG_KEYS {
@@ -1102,7 +1099,7 @@ impl NetworkConfigList {
     pub fn from_single_conf(bytes: &[u8]) -> Result<Self, Error> {
         let mut conf: Map<String, Value> =
             serde_json::from_slice(bytes).map_err(|e| decode("network configuration", e))?;
-        canonicalize_keys(&mut conf, NETWORK_CONFIG_KEYS);
+        canonicalize_keys(&mut conf, &NETWORK_CONFIG_KEYS);
         check_plugin_type(&conf, 0)?;
         let mut list = Map::new();
         if let Some(v) = conf.get("cniVersion") {

@@ -205,11 +205,7 @@ impl Client<'_> {
     pub fn acquire(&self, before_request: &mut dyn FnMut(&Lease) -> Result<()>) -> Result<Lease> {
         let start = Instant::now();
         let deadline = start + self.config.resend_timeout;
-        let xid = random_u32();
-        let sock = self
-            .sockets
-            .packet(xid)
-            .map_err(self.socket_error("open packet socket on"))?;
+        let (xid, sock) = self.transaction()?;
         let mut discover = self.message(MessageType::Discover, xid);
         if self.config.broadcast {
             discover.flags = FLAG_BROADCAST;
@@ -288,11 +284,7 @@ impl Client<'_> {
     /// server broadcasts (a socket bound to the leased address would not).
     /// `Ok(None)` when the server did not answer in `timeout`.
     pub fn renew(&self, lease: &Lease) -> Result<Option<Renewal>> {
-        let xid = random_u32();
-        let listen = self
-            .sockets
-            .packet(xid)
-            .map_err(self.socket_error("open packet socket on"))?;
+        let (xid, listen) = self.transaction()?;
         let sock = self
             .sockets
             .udp(lease.address)
@@ -301,29 +293,17 @@ impl Client<'_> {
         request.ciaddr = lease.address;
         sock.send_to(&request.encode(), server_addr(lease.server))
             .map_err(self.socket_error("send DHCPREQUEST (renew) on"))?;
-        let deadline = Instant::now() + self.config.timeout;
-        let reply = self.receive(&listen, xid, deadline, |m| {
-            matches!(m.message_type(), Some(MessageType::Ack | MessageType::Nak))
-        })?;
-        Ok(reply.and_then(|(m, src)| self.renewal(&m, src)))
+        self.await_renewal(&listen, xid)
     }
 
     /// Rebinding: the same REQUEST broadcast from the leased address to
     /// any server. `Ok(None)` when nobody answered in `timeout`.
     pub fn rebind(&self, lease: &Lease) -> Result<Option<Renewal>> {
-        let xid = random_u32();
-        let sock = self
-            .sockets
-            .packet(xid)
-            .map_err(self.socket_error("open packet socket on"))?;
+        let (xid, sock) = self.transaction()?;
         let mut request = self.message(MessageType::Request, xid);
         request.ciaddr = lease.address;
         self.broadcast(&sock, &request, lease.address)?;
-        let deadline = Instant::now() + self.config.timeout;
-        let reply = self.receive(&sock, xid, deadline, |m| {
-            matches!(m.message_type(), Some(MessageType::Ack | MessageType::Nak))
-        })?;
-        Ok(reply.and_then(|(m, src)| self.renewal(&m, src)))
+        self.await_renewal(&sock, xid)
     }
 
     /// INIT-REBOOT (RFC 2131 4.3.2): a REQUEST broadcast from 0.0.0.0
@@ -331,16 +311,28 @@ impl Client<'_> {
     /// identifier; for a lease that expired while the daemon was down.
     /// `Ok(None)` when nobody answered in `timeout`.
     pub fn reboot(&self, lease: &Lease) -> Result<Option<Renewal>> {
+        let (xid, sock) = self.transaction()?;
+        let mut request = self.message(MessageType::Request, xid);
+        request.set_option(opt::REQUESTED_IP, lease.address.octets().to_vec());
+        self.broadcast(&sock, &request, Ipv4Addr::UNSPECIFIED)?;
+        self.await_renewal(&sock, xid)
+    }
+
+    /// A fresh transaction: its id and a packet socket filtered to it.
+    fn transaction(&self) -> Result<(u32, PacketSocket)> {
         let xid = random_u32();
         let sock = self
             .sockets
             .packet(xid)
             .map_err(self.socket_error("open packet socket on"))?;
-        let mut request = self.message(MessageType::Request, xid);
-        request.set_option(opt::REQUESTED_IP, lease.address.octets().to_vec());
-        self.broadcast(&sock, &request, Ipv4Addr::UNSPECIFIED)?;
+        Ok((xid, sock))
+    }
+
+    /// The ACK or NAK of renewal transaction `xid` on `sock`; `None` when
+    /// none came in `timeout`.
+    fn await_renewal(&self, sock: &PacketSocket, xid: u32) -> Result<Option<Renewal>> {
         let deadline = Instant::now() + self.config.timeout;
-        let reply = self.receive(&sock, xid, deadline, |m| {
+        let reply = self.receive(sock, xid, deadline, |m| {
             matches!(m.message_type(), Some(MessageType::Ack | MessageType::Nak))
         })?;
         Ok(reply.and_then(|(m, src)| self.renewal(&m, src)))

@@ -77,22 +77,7 @@ fn owned(comment: &Option<String>, owner_hash: &str) -> bool {
 impl Listing {
     /// The elements and rules owned by `owner_hash`.
     pub(crate) fn owned_by(&self, owner_hash: &str) -> (Vec<(String, Vec<Value>)>, Vec<RuleRef>) {
-        let elements = self
-            .elements
-            .iter()
-            .filter(|e| !e.expiring && owned(&e.comment, owner_hash))
-            .map(|e| (e.map.clone(), e.key.clone()))
-            .collect();
-        let rules = self
-            .rules
-            .iter()
-            .filter(|r| owned(&r.comment, owner_hash))
-            .map(|r| RuleRef {
-                chain: r.chain.clone(),
-                handle: r.handle,
-            })
-            .collect();
-        (elements, rules)
+        self.owned_where(|h| h == owner_hash)
     }
 
     /// The elements and rules owned by any of `owner_hashes`, in one pass.
@@ -100,21 +85,29 @@ impl Listing {
         &self,
         owner_hashes: &HashSet<&str>,
     ) -> (Vec<(String, Vec<Value>)>, Vec<RuleRef>) {
-        let owned_by_any = |c: &Option<String>| {
+        self.owned_where(|h| owner_hashes.contains(h))
+    }
+
+    /// The (not expiring) elements and rules whose owner hash `is_owner`.
+    fn owned_where(
+        &self,
+        is_owner: impl Fn(&str) -> bool,
+    ) -> (Vec<(String, Vec<Value>)>, Vec<RuleRef>) {
+        let mine = |c: &Option<String>| {
             c.as_deref()
                 .and_then(owner_of_comment)
-                .is_some_and(|h| owner_hashes.contains(h))
+                .is_some_and(&is_owner)
         };
         let elements = self
             .elements
             .iter()
-            .filter(|e| !e.expiring && owned_by_any(&e.comment))
+            .filter(|e| !e.expiring && mine(&e.comment))
             .map(|e| (e.map.clone(), e.key.clone()))
             .collect();
         let rules = self
             .rules
             .iter()
-            .filter(|r| owned_by_any(&r.comment))
+            .filter(|r| mine(&r.comment))
             .map(|r| RuleRef {
                 chain: r.chain.clone(),
                 handle: r.handle,
@@ -400,6 +393,20 @@ fn del_rules<B: Driver + ?Sized>(
     }
 }
 
+/// Removes `elements` and rules `handles` of `table`, found in a listing;
+/// a refusal is the error.
+fn remove_listed<B: Driver + ?Sized>(
+    b: &B,
+    op: FirewallOp,
+    who: &str,
+    table: &Table,
+    elements: &[(String, Vec<Value>)],
+    handles: &[RuleRef],
+) -> Result<()> {
+    b.send(op, who, table, &batch::remove(table, elements, handles))?
+        .map_err(|r| r.error)
+}
+
 /// Removes whatever `id` owns of `kind`, found by reading the table; true
 /// when something was removed.
 fn remove_owner<B: Driver + ?Sized>(b: &B, kind: RuleKind, id: &AttachmentId) -> Result<bool> {
@@ -413,13 +420,7 @@ fn remove_owner<B: Driver + ?Sized>(b: &B, kind: RuleKind, id: &AttachmentId) ->
     if elements.is_empty() && handles.is_empty() {
         return Ok(false);
     }
-    b.send(
-        op,
-        &who,
-        &table,
-        &batch::remove(&table, &elements, &handles),
-    )?
-    .map_err(|r| r.error)?;
+    remove_listed(b, op, &who, &table, &elements, &handles)?;
     Ok(true)
 }
 
@@ -531,13 +532,7 @@ fn gc_owners<B: Driver + ?Sized>(
     // attachments would read 1000 times through every element).
     let dead_hashes: HashSet<&str> = dead.iter().map(|o| o.owner_hash.as_str()).collect();
     let (elements, handles) = listing.owned_by_any(&dead_hashes);
-    b.send(
-        op,
-        &who,
-        &table,
-        &batch::remove(&table, &elements, &handles),
-    )?
-    .map_err(|r| r.error)?;
+    remove_listed(b, op, &who, &table, &elements, &handles)?;
     if kind == RuleKind::Masquerade {
         release_subnets(b, op, &who, network)?;
     }

@@ -4,7 +4,6 @@
 //! (`nft -f -`): nft 1.0's JSON cannot declare a map with concatenated data
 //! (`ipv4_addr . inet_service`, the DNAT maps).
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value as Json};
@@ -105,22 +104,15 @@ impl NftFirewall {
         args: &[&str],
         stdin: Option<&[u8]>,
     ) -> Result<std::result::Result<Vec<u8>, String>> {
-        let netns = match &self.netns {
-            Some(path) => Some(File::open(path).map_err(|source| Error::FirewallNetns {
-                path: path.clone(),
-                source,
-            })?),
-            None => None,
-        };
-        let out =
-            crate::tool::run(&self.program, args, stdin, netns.as_ref()).map_err(|source| {
-                Error::NftSpawn {
-                    op,
-                    attachment: who.to_owned(),
-                    program: self.program.clone(),
-                    source,
-                }
-            })?;
+        let out = crate::netns::run_at(self.netns.as_deref(), || {
+            crate::tool::run(&self.program, args, stdin)
+        })?
+        .map_err(|source| Error::NftSpawn {
+            op,
+            attachment: who.to_owned(),
+            program: self.program.clone(),
+            source,
+        })?;
         if out.status.success() {
             Ok(Ok(out.stdout))
         } else {
@@ -144,40 +136,6 @@ impl NftFirewall {
                 message: message.clone(),
             },
             message,
-        }
-    }
-
-    /// Reads `table` (or only its conditions chain); `None` if missing.
-    fn list(
-        &self,
-        op: FirewallOp,
-        who: &str,
-        table: &Table,
-        rules_only: bool,
-    ) -> Result<Option<Listing>> {
-        let fam = table.family.as_str();
-        let args: Vec<&str> = match (rules_only, table.conditions_chain) {
-            (true, Some(chain)) => vec!["-j", "list", "chain", fam, table.name, chain],
-            (true, None) => return Ok(Some(Listing::default())),
-            (false, _) => vec!["-j", "list", "table", fam, table.name],
-        };
-        let out = self.run(op, who, &args, None)?;
-        match out {
-            Ok(stdout) => {
-                parse_listing(&stdout, table)
-                    .map(Some)
-                    .map_err(|message| Error::NftOutput {
-                        op,
-                        attachment: who.to_owned(),
-                        message,
-                    })
-            }
-            Err(msg) if msg.contains("No such file or directory") => Ok(None),
-            Err(message) => Err(Error::Nft {
-                op,
-                attachment: who.to_owned(),
-                message,
-            }),
         }
     }
 }
@@ -248,7 +206,30 @@ impl Driver for NftFirewall {
         table: &Table,
         rules_only: bool,
     ) -> Result<Option<Listing>> {
-        self.list(op, who, table, rules_only)
+        let fam = table.family.as_str();
+        let args: Vec<&str> = match (rules_only, table.conditions_chain) {
+            (true, Some(chain)) => vec!["-j", "list", "chain", fam, table.name, chain],
+            (true, None) => return Ok(Some(Listing::default())),
+            (false, _) => vec!["-j", "list", "table", fam, table.name],
+        };
+        let out = self.run(op, who, &args, None)?;
+        match out {
+            Ok(stdout) => {
+                parse_listing(&stdout, table)
+                    .map(Some)
+                    .map_err(|message| Error::NftOutput {
+                        op,
+                        attachment: who.to_owned(),
+                        message,
+                    })
+            }
+            Err(msg) if msg.contains("No such file or directory") => Ok(None),
+            Err(message) => Err(Error::Nft {
+                op,
+                attachment: who.to_owned(),
+                message,
+            }),
+        }
     }
 
     fn key_id(&self, _map: &Map, key: &[Value]) -> Option<String> {

@@ -314,15 +314,7 @@ impl Handle {
         vlans: &[BridgeVlan],
         on_bridge: bool,
     ) -> Result<()> {
-        let op = || {
-            format!(
-                "add bridge vlans {} to {}",
-                fmt_vlans(vlans),
-                self.ifname_for(index)
-            )
-        };
-        self.set_link(bridge_vlan_message(index, vlans, on_bridge), op)
-            .map_err(|e| self.unsupported(op(), "bridge vlan filtering", e))
+        self.bridge_vlans(index, vlans, on_bridge, true)
     }
 
     /// Removes VLANs from a bridge port (`bridge vlan del`), e.g. the
@@ -333,19 +325,37 @@ impl Handle {
         vlans: &[BridgeVlan],
         on_bridge: bool,
     ) -> Result<()> {
+        self.bridge_vlans(index, vlans, on_bridge, false)
+    }
+
+    /// `bridge vlan add` (a SETLINK) or `bridge vlan del` (a DELLINK).
+    fn bridge_vlans(
+        &self,
+        index: u32,
+        vlans: &[BridgeVlan],
+        on_bridge: bool,
+        add: bool,
+    ) -> Result<()> {
         let op = || {
+            let (verb, prep) = if add {
+                ("add", "to")
+            } else {
+                ("delete", "from")
+            };
             format!(
-                "delete bridge vlans {} from {}",
+                "{verb} bridge vlans {} {prep} {}",
                 fmt_vlans(vlans),
                 self.ifname_for(index)
             )
         };
-        self.request(
-            RouteNetlinkMessage::DelLink(bridge_vlan_message(index, vlans, on_bridge)),
-            0,
-            op,
-        )
-        .map(drop)
-        .map_err(|e| self.unsupported(op(), "bridge vlan filtering", e))
+        let m = bridge_vlan_message(index, vlans, on_bridge);
+        let m = if add {
+            RouteNetlinkMessage::SetLink(m)
+        } else {
+            RouteNetlinkMessage::DelLink(m)
+        };
+        self.request(m, 0, op)
+            .map(drop)
+            .map_err(|e| self.unsupported(op(), "bridge vlan filtering", e))
     }
 }

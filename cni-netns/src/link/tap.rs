@@ -9,7 +9,7 @@
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::fd::AsRawFd;
-use std::process::Command;
+use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::handle::Handle;
@@ -165,9 +165,8 @@ fn ip_under_selinux_context(context: &str, args: &[String]) -> std::result::Resu
                 format!("set SELinux exec context {context:?} in {attr}: {e}")
             }
         })?;
-    let out = Command::new("ip")
-        .args(args)
-        .output()
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = crate::tool::run(Path::new("ip"), &args, None)
         .map_err(|e| format!("run ip {}: {e}", args.join(" ")))?;
     if out.status.success() {
         Ok(())

@@ -491,7 +491,7 @@ fn errors_name_the_operation() {
     let e = fw
         .add(&RuleSpec::Masquerade(masq("n", "c", "10.0.0.2/24")))
         .unwrap_err();
-    assert!(matches!(e, Error::FirewallNetns { .. }), "{e}");
+    assert!(matches!(e, Error::NetnsNotFound { .. }), "{e}");
 
     let ns = TestNs::new("fwerr");
     let fw = NftFirewall::in_netns(ns.path()).with_program("/nonexistent/nft");

@@ -106,7 +106,7 @@ fn stale_udp_entry_is_flushed_by_host_port() {
 #[test]
 fn open_in_missing_namespace_is_a_typed_error() {
     let e = Conntrack::open_in("/run/netns/does-not-exist-ct").unwrap_err();
-    assert!(matches!(e, cni_netns::Error::FirewallNetns { .. }), "{e}");
+    assert!(matches!(e, cni_netns::Error::NetnsNotFound { .. }), "{e}");
 }
 
 #[test]

@@ -3,11 +3,11 @@
 
 use std::io;
 use std::net::{Ipv4Addr, UdpSocket};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cni_ipam::dhcp::client::{ClientLink, Sockets};
 use cni_ipam::dhcp::socket::{bound_udp, PacketSocket};
-use cni_netns::{Handle, Netns, OperState};
+use cni_netns::{Handle, Netns};
 
 use crate::{Error, Result};
 
@@ -31,13 +31,9 @@ pub(crate) fn pod_link(ns: &Netns, ifname: &str, set_up: bool) -> Result<ClientL
         }
         // A DISCOVER sent before the carrier is up is lost and costs a
         // whole retry period: give the link a moment (a veth whose peer is
-        // down stays lower-layer-down: then go on and let retries work).
-        let until = Instant::now() + CARRIER_WAIT;
-        while Instant::now() < until
-            && handle.link_by_index(link.index)?.oper_state != OperState::Up
-        {
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        // down stays lower-layer-down: then go on and let retries work, so
+        // the state after the wait is not checked).
+        handle.wait_oper_up(link.index, CARRIER_WAIT)?;
     }
     Ok(ClientLink {
         ifindex: link.index,

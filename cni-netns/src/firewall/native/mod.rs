@@ -141,43 +141,21 @@ impl NativeFirewall {
     ) -> Result<std::result::Result<T, Failure>> {
         let mut guard = self.socket.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
-            let s =
-                NfSocket::open(self.netns.as_deref()).map_err(|source| Error::NftNetlinkOpen {
+            let netns = self.netns.as_deref();
+            let s = crate::netns::run_at(netns, NfSocket::open)?.map_err(|source| {
+                Error::NftNetlinkOpen {
                     op,
                     attachment: who.to_owned(),
-                    netns: self.netns.as_ref().map_or_else(
-                        || "the current network namespace".into(),
-                        |p| p.display().to_string(),
-                    ),
+                    netns: crate::netns::label(netns),
                     source,
-                })?;
+                }
+            })?;
             *guard = Some(s);
         }
         match guard.as_mut() {
             Some(s) => Ok(f(s)),
             None => Ok(Err(Failure::Io(io::Error::other("no socket")))),
         }
-    }
-
-    /// Sends `batch` as one atomic nf_tables batch; with `generation`, only
-    /// if the ruleset is still at it.
-    fn apply(
-        &self,
-        op: FirewallOp,
-        who: &str,
-        table: &Table,
-        batch: &Batch,
-        generation: Option<u32>,
-    ) -> Result<std::result::Result<(), Failure>> {
-        if batch.commands.is_empty() {
-            return Ok(Ok(()));
-        }
-        let msgs = encode::encode_batch(table, batch).map_err(|u| Error::NftUnsupported {
-            op,
-            attachment: who.to_owned(),
-            what: u.0,
-        })?;
-        self.send(op, who, family_byte(batch.family), &msgs, generation)
     }
 
     fn send(
@@ -213,8 +191,8 @@ impl NativeFirewall {
         })
     }
 
-    /// [`Driver::send`], bound to `generation` if given: the kernel's
-    /// refusal as a [`Refusal`].
+    /// [`Driver::send`]: `batch` as one atomic nf_tables batch, bound to
+    /// `generation` if given; the kernel's refusal as a [`Refusal`].
     pub(crate) fn commit(
         &self,
         op: FirewallOp,
@@ -223,7 +201,16 @@ impl NativeFirewall {
         batch: &Batch,
         generation: Option<u32>,
     ) -> Result<std::result::Result<(), Refusal>> {
-        Ok(self.apply(op, who, table, batch, generation)?.map_err(|f| {
+        if batch.commands.is_empty() {
+            return Ok(Ok(()));
+        }
+        let msgs = encode::encode_batch(table, batch).map_err(|u| Error::NftUnsupported {
+            op,
+            attachment: who.to_owned(),
+            what: u.0,
+        })?;
+        let sent = self.send(op, who, family_byte(batch.family), &msgs, generation)?;
+        Ok(sent.map_err(|f| {
             let kind = match f.errno() {
                 Some(libc::ENOENT) => RefusalKind::NotFound,
                 Some(libc::EEXIST) => RefusalKind::Exists,
@@ -262,29 +249,6 @@ impl NativeFirewall {
                 object: "netlink socket".into(),
                 source,
             },
-        }
-    }
-
-    /// Reads `table` (or only its conditions chain); `None` if missing.
-    fn list(
-        &self,
-        op: FirewallOp,
-        who: &str,
-        table: &Table,
-        rules_only: bool,
-    ) -> Result<Option<Listing>> {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let res = self.with_socket(op, who, |s| {
-                read_table(s, table, rules_only).map_err(Failure::Io)
-            })?;
-            match res {
-                Ok(l) => return Ok(l),
-                // A dump interrupted by a concurrent commit: read again.
-                Err(f) if f.errno() == Some(libc::EINTR) && attempt < RETRIES => continue,
-                Err(f) => return Err(Self::fail(op, who, f)),
-            }
         }
     }
 }
@@ -327,7 +291,19 @@ impl Driver for NativeFirewall {
         table: &Table,
         rules_only: bool,
     ) -> Result<Option<Listing>> {
-        self.list(op, who, table, rules_only)
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let res = self.with_socket(op, who, |s| {
+                read_table(s, table, rules_only).map_err(Failure::Io)
+            })?;
+            match res {
+                Ok(l) => return Ok(l),
+                // A dump interrupted by a concurrent commit: read again.
+                Err(f) if f.errno() == Some(libc::EINTR) && attempt < RETRIES => continue,
+                Err(f) => return Err(Self::fail(op, who, f)),
+            }
+        }
     }
 
     fn expire_on_delete(&self) -> bool {
@@ -356,21 +332,17 @@ impl Driver for NativeFirewall {
         let fam = family_byte(table.family);
         // A get of one element answers ENOENT once it has expired. Bounded:
         // a jiffy is at most 10 ms (HZ=100).
-        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(50);
-        loop {
+        let (gone, ()) = crate::poll::until(std::time::Duration::from_millis(50), || {
             let res = self.with_socket(op, who, |s| {
                 s.get(NFT_MSG_GETSETELEM, fam, &req.0, false)
                     .map_err(Failure::Io)
             })?;
             match res {
-                Ok(None) => return Ok(true),
-                Ok(Some(_)) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(std::time::Duration::from_micros(500));
-                }
-                Ok(Some(_)) => return Ok(false),
-                Err(f) => return Err(Self::fail(op, who, f)),
+                Ok(found) => Ok((found.is_none(), ())),
+                Err(f) => Err(Self::fail(op, who, f)),
             }
-        }
+        })?;
+        Ok(gone)
     }
 
     fn key_id(&self, map: &Map, key: &[Value]) -> Option<String> {

@@ -1,14 +1,14 @@
 //! A synchronous `NETLINK_NETFILTER` socket for nf_tables batches and dumps.
 
-use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
-use std::path::Path;
 
-use netlink_sys::{protocols::NETLINK_NETFILTER, Socket};
+use netlink_sys::protocols::NETLINK_NETFILTER;
+use nix::sys::socket::{setsockopt, sockopt};
+use nix::sys::time::TimeVal;
 
 use super::encode::Msg;
 use super::wire::*;
+use crate::netlink::{messages, refusal, Conn, NlError};
 
 /// A batch failed: the index of the first refused message and its errno.
 #[derive(Debug)]
@@ -21,73 +21,34 @@ pub(crate) enum BatchError {
 
 #[derive(Debug)]
 pub(crate) struct NfSocket {
-    socket: Socket,
-    seq: u32,
+    conn: Conn,
+}
+
+impl From<NlError> for BatchError {
+    fn from(e: NlError) -> BatchError {
+        BatchError::Io(e.into())
+    }
 }
 
 impl NfSocket {
-    pub(crate) fn open(netns: Option<&Path>) -> io::Result<Self> {
-        let Some(path) = netns else {
-            return Self::open_here();
-        };
-        let ns = File::open(path)?;
-        // A socket stays in the namespace it was created in: create it on a
-        // short-lived thread that entered the namespace, so the caller's
-        // threads never change namespace.
-        std::thread::spawn(move || -> io::Result<NfSocket> {
-            nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET)
-                .map_err(io::Error::from)?;
-            Self::open_here()
-        })
-        .join()
-        .unwrap_or_else(|_| Err(io::Error::other("namespace thread panicked")))
-    }
-
-    fn open_here() -> io::Result<Self> {
-        let mut socket = Socket::new(NETLINK_NETFILTER)?;
-        socket.bind_auto()?;
-        socket.connect(&netlink_sys::SocketAddr::new(0, 0))?;
-        // Large batches (GC of many attachments) and dumps of big tables.
-        let size: libc::c_int = 4 << 20;
-        let fd = socket.as_raw_fd();
-        for opt in [libc::SO_SNDBUFFORCE, libc::SO_RCVBUFFORCE] {
-            // SAFETY: setsockopt reads `size` for its declared length; a
-            // failure (no CAP_NET_ADMIN) keeps the default sizes.
-            unsafe {
-                libc::setsockopt(
-                    fd,
-                    libc::SOL_SOCKET,
-                    opt,
-                    (&size as *const libc::c_int).cast(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                );
-            }
-        }
+    /// Opens a socket in the calling thread's network namespace (the
+    /// firewall opens it through `netns::run_at` for another namespace).
+    pub(crate) fn open() -> io::Result<Self> {
+        let mut conn = Conn::open(NETLINK_NETFILTER, 1 << 17)?;
+        // Large batches (GC of many attachments) and dumps of big tables;
+        // without CAP_NET_ADMIN the default sizes stay.
+        let sock = conn.socket();
+        let _ = setsockopt(sock, sockopt::SndBufForce, &(4 << 20));
+        let _ = setsockopt(sock, sockopt::RcvBufForce, &(4 << 20));
         // A reply that never comes must not hang a CNI call forever.
-        let tv = libc::timeval {
-            tv_sec: 10,
-            tv_usec: 0,
-        };
-        // SAFETY: as above, for a timeval.
-        unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&tv as *const libc::timeval).cast(),
-                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-            );
-        }
-        let seq = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(1);
-        Ok(NfSocket { socket, seq })
-    }
-
-    fn next_seq(&mut self) -> u32 {
-        self.seq = self.seq.wrapping_add(1);
-        self.seq
+        let _ = setsockopt(sock, sockopt::ReceiveTimeout, &TimeVal::new(10, 0));
+        conn.set_seq(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(1),
+        );
+        Ok(NfSocket { conn })
     }
 
     /// Sends `msgs` as one atomic batch and waits for the kernel's verdict.
@@ -110,13 +71,10 @@ impl NfSocket {
             return Ok(());
         }
         let mut buf = Vec::new();
-        let begin = self.next_seq();
-        let mut begin_attrs = Vec::new();
+        let begin = self.conn.next_seq();
+        let mut begin_attrs = Attrs::new();
         if let Some(g) = generation {
-            // struct nlattr: length, type, then the value (4 bytes, no pad).
-            begin_attrs.extend(8u16.to_ne_bytes());
-            begin_attrs.extend(NFNL_BATCH_GENID.to_ne_bytes());
-            begin_attrs.extend(g.to_be_bytes());
+            begin_attrs.u32(NFNL_BATCH_GENID, g);
         }
         buf.extend(message(
             NFNL_MSG_BATCH_BEGIN,
@@ -124,11 +82,11 @@ impl NfSocket {
             begin,
             0,
             NFNL_SUBSYS_NFTABLES,
-            &begin_attrs,
+            &begin_attrs.0,
         ));
         let first = begin.wrapping_add(1);
         for (i, m) in msgs.iter().enumerate() {
-            let seq = self.next_seq();
+            let seq = self.conn.next_seq();
             let ack = if i + 1 == msgs.len() { NLM_F_ACK } else { 0 };
             buf.extend(message(
                 nft_type(m.kind),
@@ -139,8 +97,8 @@ impl NfSocket {
                 &m.attrs,
             ));
         }
-        let last = self.seq;
-        let end = self.next_seq();
+        let last = self.conn.last_seq();
+        let end = self.conn.next_seq();
         buf.extend(message(
             NFNL_MSG_BATCH_END,
             NLM_F_REQUEST,
@@ -149,41 +107,39 @@ impl NfSocket {
             NFNL_SUBSYS_NFTABLES,
             &[],
         ));
-        self.socket.send(&buf, 0).map_err(BatchError::Io)?;
+        self.conn.send(&buf)?;
 
         let mut first_error: Option<(usize, i32)> = None;
-        let mut rbuf = vec![0u8; 1 << 16];
         loop {
-            let n = self
-                .socket
-                .recv(&mut &mut rbuf[..], 0)
-                .map_err(BatchError::Io)?;
-            for (ty, _, seq, body) in messages(&rbuf[..n]) {
-                if ty != NLMSG_ERROR {
+            for m in messages(self.conn.recv()?) {
+                let m = m?;
+                if m.ty != NLMSG_ERROR {
                     continue;
                 }
-                let code = error_code(body);
+                let refused = refusal(&m)?;
                 // An error on the batch itself (no permission, a failed
                 // commit) comes on BATCH_BEGIN's sequence number, and then
                 // no message of the batch is answered.
-                if seq == begin || seq == end {
-                    if code != 0 {
+                if m.seq == begin || m.seq == end {
+                    if let Some(errno) = refused {
                         return Err(BatchError::Refused {
                             index: msgs.len(),
-                            errno: code,
+                            errno,
                         });
                     }
                     continue;
                 }
-                let index = seq.wrapping_sub(first) as usize;
+                let index = m.seq.wrapping_sub(first) as usize;
                 if index >= msgs.len() {
                     // A late reply to an earlier request.
                     continue;
                 }
-                if code != 0 && first_error.is_none_or(|(i, _)| index < i) {
-                    first_error = Some((index, code));
+                if let Some(errno) = refused {
+                    if first_error.is_none_or(|(i, _)| index < i) {
+                        first_error = Some((index, errno));
+                    }
                 }
-                if seq == last {
+                if m.seq == last {
                     return match first_error {
                         Some((index, errno)) => Err(BatchError::Refused { index, errno }),
                         None => Ok(()),
@@ -207,8 +163,10 @@ impl NfSocket {
             .ok_or_else(|| io::Error::other("no NFTA_GEN_ID in the NFT_MSG_NEWGEN answer"))
     }
 
-    /// A `GET` request: with `dump` all matching objects, else the one named.
-    /// `Ok(None)` when the kernel says the object does not exist.
+    /// A `GET` request: with `dump` all matching objects (their attributes,
+    /// after the nfgenmsg), else the one named. `Ok(None)` when the kernel
+    /// says the object does not exist; a dump that raced a commit is
+    /// `EINTR` (the caller reads again).
     pub(crate) fn get(
         &mut self,
         kind: u16,
@@ -216,44 +174,48 @@ impl NfSocket {
         attrs: &[u8],
         dump: bool,
     ) -> io::Result<Option<Vec<Vec<u8>>>> {
-        let seq = self.next_seq();
+        let seq = self.conn.next_seq();
         let flags = NLM_F_REQUEST | if dump { NLM_F_DUMP } else { NLM_F_ACK };
-        let msg = message(nft_type(kind), flags, seq, family, 0, attrs);
-        self.socket.send(&msg, 0)?;
+        self.conn
+            .send(&message(nft_type(kind), flags, seq, family, 0, attrs))?;
         let mut out = Vec::new();
-        let mut rbuf = vec![0u8; 1 << 17];
-        loop {
-            let n = self.socket.recv(&mut &mut rbuf[..], 0)?;
-            for (ty, flags, s, body) in messages(&rbuf[..n]) {
-                if s != seq {
-                    continue;
-                }
-                match ty {
-                    NLMSG_DONE => return Ok(Some(out)),
-                    NLMSG_ERROR => {
-                        let code = error_code(body);
-                        return match code {
-                            0 => Ok(Some(out)),
-                            libc::ENOENT => Ok(None),
-                            // A dump interrupted by a concurrent change.
-                            c => Err(io::Error::from_raw_os_error(c)),
-                        };
-                    }
-                    // The dump raced a commit: the caller reads again.
-                    _ if flags & NLM_F_DUMP_INTR != 0 => {
-                        return Err(io::Error::from_raw_os_error(libc::EINTR))
-                    }
-                    _ if body.len() >= 4 => out.push(body[4..].to_vec()),
-                    _ => {}
-                }
+        let received = self.conn.receive(seq, |m| {
+            if let Some(attrs) = m.body().get(4..) {
+                out.push(attrs.to_vec());
             }
+            Ok(())
+        });
+        match received {
+            Ok(false) => Ok(Some(out)),
+            Ok(true) => Err(io::Error::from_raw_os_error(libc::EINTR)),
+            Err(NlError::Kernel {
+                errno: nix::errno::Errno::ENOENT,
+                ..
+            }) => Ok(None),
+            Err(e) => Err(e.into()),
         }
     }
 }
 
-fn error_code(body: &[u8]) -> i32 {
-    match body.get(..4) {
-        Some(b) => -i32::from_ne_bytes([b[0], b[1], b[2], b[3]]),
-        None => libc::EPROTO,
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::sys::socket::getsockopt;
+
+    /// As root the socket gets its 4 MiB buffers (the kernel reports
+    /// twice what was set) and its 10 s receive timeout.
+    #[test]
+    fn open_sets_buffers_and_timeout() {
+        if !cni_testkit::premise::require_root() {
+            return;
+        }
+        let s = NfSocket::open().unwrap();
+        let sock = s.conn.socket();
+        assert!(getsockopt(sock, sockopt::SndBuf).unwrap() >= 4 << 20);
+        assert!(getsockopt(sock, sockopt::RcvBuf).unwrap() >= 4 << 20);
+        assert_eq!(
+            getsockopt(sock, sockopt::ReceiveTimeout).unwrap(),
+            TimeVal::new(10, 0)
+        );
     }
 }

@@ -28,20 +28,16 @@ enum Node {
     Nest(u16, Vec<Node>),
 }
 
-fn parse(mut buf: &[u8]) -> Vec<Node> {
-    let mut out = Vec::new();
-    while buf.len() >= 4 {
-        let len = u16::from_ne_bytes([buf[0], buf[1]]) as usize;
-        let ty = u16::from_ne_bytes([buf[2], buf[3]]);
-        let payload = &buf[4..len];
-        out.push(if ty & NLA_F_NESTED != 0 {
-            Node::Nest(ty & 0x3fff, parse(payload))
-        } else {
-            Node::Leaf(ty, payload.to_vec())
-        });
-        buf = &buf[align4(len).min(buf.len())..];
-    }
-    out
+fn parse(buf: &[u8]) -> Vec<Node> {
+    crate::netlink::attrs_full(buf)
+        .map(|(ty, payload, _)| {
+            if ty & crate::netlink::NLA_F_NESTED != 0 {
+                Node::Nest(ty & 0x3fff, parse(payload))
+            } else {
+                Node::Leaf(ty, payload.to_vec())
+            }
+        })
+        .collect()
 }
 
 /// Drops set ids: NEWSET's NFTA_SET_ID, NEWSETELEM's
@@ -690,9 +686,11 @@ fn batch_framing() {
     // nfgenmsg of a batch: family 0, version 0, res_id 10 big endian.
     assert_eq!(&begin[16..], &[0, 0, 0, 10]);
     let both = [begin.clone(), msg].concat();
-    let parsed: Vec<_> = messages(&both).collect();
+    let parsed: Vec<_> = crate::netlink::messages(&both)
+        .collect::<Result<_, _>>()
+        .unwrap();
     assert_eq!(parsed.len(), 2);
-    assert_eq!(parsed[1].2, 7);
+    assert_eq!(parsed[1].seq, 7);
 }
 
 /// The kernel's side of a decision made on a listing: a batch bound to the
