@@ -655,6 +655,23 @@ impl FakeHandle {
     }
 }
 
+/// What an address change is described and recorded as: `"{verb} address
+/// {addr} {prep} {link}"`, and `"{addr} on {link}"`.
+fn address_change(
+    verb: &'static str,
+    prep: &'static str,
+    index: u32,
+    addr: IpNetwork,
+) -> impl Fn(&Namespace) -> (String, String) {
+    move |ns| {
+        let name = ns.name_of(index);
+        (
+            format!("{verb} address {addr} {prep} {name}"),
+            format!("{addr} on {name}"),
+        )
+    }
+}
+
 fn full_prefix(addr: IpNetwork) -> bool {
     addr.prefix() == if addr.is_ipv4() { 32 } else { 128 }
 }
@@ -911,13 +928,7 @@ impl NetnsHandle for FakeHandle {
     }
 
     fn add_address(&self, index: u32, addr: IpNetwork, opts: AddressOptions) -> Result<()> {
-        let what = |ns: &Namespace| {
-            let name = ns.name_of(index);
-            (
-                format!("add address {addr} to {name}"),
-                format!("{addr} on {name}"),
-            )
-        };
+        let what = address_change("add", "to", index, addr);
         self.change(KernelOp::AddAddress, what, |w, here| {
             let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
             ns.link(index).ok_or(Errno::ENODEV)?;
@@ -956,13 +967,7 @@ impl NetnsHandle for FakeHandle {
     }
 
     fn del_address(&self, index: u32, addr: IpNetwork) -> Result<()> {
-        let what = |ns: &Namespace| {
-            let name = ns.name_of(index);
-            (
-                format!("delete address {addr} from {name}"),
-                format!("{addr} on {name}"),
-            )
-        };
+        let what = address_change("delete", "from", index, addr);
         self.change(KernelOp::DelAddress, what, |w, here| {
             let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
             let pos = ns

@@ -130,14 +130,7 @@ pub trait NetnsHandle: Send + Sync {
         mtu: Option<u32>,
         peer_mac: Option<MacAddr>,
     ) -> Result<Link> {
-        self.setup_veth_with(&VethSpec {
-            peer_name: peer_name.to_owned(),
-            peer_netns: Some(peer_netns),
-            mtu,
-            peer_mac,
-            up: true,
-            ..Default::default()
-        })
+        self.setup_veth_with(&VethSpec::setup(peer_name, peer_netns, mtu, peer_mac))
     }
 
     /// [`Handle::ensure_bridge`].

@@ -57,6 +57,26 @@ impl<N> Clone for VethSpec<'_, N> {
     }
 }
 
+impl<'a, N> VethSpec<'a, N> {
+    /// The spec of Go's `ip.SetupVeth` ([`Handle::setup_veth`]): the peer
+    /// `peer_name` created directly in `peer_netns`, the end here up.
+    pub fn setup(
+        peer_name: &str,
+        peer_netns: &'a N,
+        mtu: Option<u32>,
+        peer_mac: Option<MacAddr>,
+    ) -> Self {
+        VethSpec {
+            peer_name: peer_name.to_owned(),
+            peer_netns: Some(peer_netns),
+            mtu,
+            peer_mac,
+            up: true,
+            ..Default::default()
+        }
+    }
+}
+
 impl<N> Default for VethSpec<'_, N> {
     fn default() -> Self {
         VethSpec {
@@ -151,14 +171,7 @@ impl Handle {
         mtu: Option<u32>,
         peer_mac: Option<MacAddr>,
     ) -> Result<Link> {
-        self.setup_veth_with(&VethSpec {
-            peer_name: peer_name.to_owned(),
-            peer_netns: Some(peer_netns),
-            mtu,
-            peer_mac,
-            up: true,
-            ..Default::default()
-        })
+        self.setup_veth_with(&VethSpec::setup(peer_name, peer_netns, mtu, peer_mac))
     }
 
     /// [`Handle::setup_veth`] with every [`VethSpec`] option (e.g. `master`
