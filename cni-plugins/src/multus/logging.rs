@@ -2,7 +2,7 @@
 //! `<RFC 3339 time> [<level>] <message>`, written to stderr when
 //! `logToStderr` and to `logFile` when set — both when both are asked
 //! for — filtered by one level mapping, rotated while the process runs
-//! (lumberjack, [`cni_exec::logging::RotatingFile`]).
+//! (lumberjack, [`RotatingFile`]).
 //!
 //! Levels, from quietest: `panic` (the default: only panics are logged),
 //! `error` (errors and warnings: Go's `Errorf` and `Warningf`), `verbose`
@@ -31,7 +31,6 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
-use cni_exec::logging::{rfc3339_utc, RotatingFile, Rotation};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
@@ -40,6 +39,7 @@ use tracing::{Event, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
 use super::conf::{LogConfig, LogLevel, LogOptions};
+use super::rotate::{rfc3339_utc, RotatingFile, Rotation};
 use super::thick::DaemonConfig;
 
 /// Multus's name of a level (Go's `Level.String`).
@@ -65,11 +65,14 @@ pub fn level_of(l: &tracing::Level) -> LogLevel {
 /// absent (see the module documentation).
 pub fn rotation(options: Option<&LogOptions>) -> Rotation {
     let o = options.copied().unwrap_or_default();
+    let d = Rotation::default();
     Rotation {
-        max_size: u64::from(o.max_size.unwrap_or(100)) << 20,
-        max_backups: o.max_backups.unwrap_or(5) as usize,
-        max_age: Duration::from_secs(u64::from(o.max_age.unwrap_or(5)) * 86_400),
-        compress: o.compress.unwrap_or(true),
+        max_size: o.max_size.map_or(d.max_size, |mb| u64::from(mb) << 20),
+        max_backups: o.max_backups.map_or(d.max_backups, |n| n as usize),
+        max_age: o.max_age.map_or(d.max_age, |days| {
+            Duration::from_secs(u64::from(days) * 86_400)
+        }),
+        compress: o.compress.unwrap_or(d.compress),
     }
 }
 

@@ -62,6 +62,7 @@ pub mod lookup;
 mod plugin;
 pub mod podnet;
 pub mod podresources;
+pub mod rotate;
 pub mod runtime;
 pub mod selection;
 pub mod status;
