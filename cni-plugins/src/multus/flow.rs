@@ -111,6 +111,33 @@ pub fn get_pod(
     Ok(Some(pod))
 }
 
+/// The `AddedInterface` event of one attachment made outside an ADD of
+/// the pod's networks (the thick daemon's `/delegate`, Go's
+/// `cmdDelegateAdd` → `DelegateAdd`): reads the pod (a failure is logged
+/// and no event is posted) and posts the event within [`POST_BUDGET`].
+pub fn announce_attachment(
+    client: &dyn KubeClient,
+    req: &PodRequest,
+    api_timeout: Duration,
+    network: &str,
+    result: &CniResult,
+) {
+    if !req.has_pod() {
+        return;
+    }
+    let recorder = EventRecorder::new(client);
+    match get_pod(&recorder, req, api_timeout, false) {
+        Ok(Some(pod)) => recorder.set_pod(&pod),
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!("no AddedInterface event for {}: {e}", req.ifname);
+            return;
+        }
+    }
+    recorder.added_interface(&req.ifname, network, result);
+    recorder.post(POST_BUDGET);
+}
+
 /// The delegates of a pod: cluster network (or inline delegates), default
 /// networks, then the pod's annotations, then the auxiliary chain.
 pub fn pod_delegates(

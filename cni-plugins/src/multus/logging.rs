@@ -31,7 +31,6 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
-use serde::Deserialize;
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::subscriber::Interest;
@@ -40,7 +39,6 @@ use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
 use super::conf::{LogConfig, LogLevel, LogOptions};
 use super::rotate::{rfc3339_utc, RotatingFile, Rotation};
-use super::thick::DaemonConfig;
 
 /// Multus's name of a level (Go's `Level.String`).
 pub fn level_name(l: LogLevel) -> &'static str {
@@ -76,23 +74,6 @@ pub fn rotation(options: Option<&LogOptions>) -> Rotation {
     }
 }
 
-/// The daemon's logging (Go's `LoadDaemonNetConf`): `logFile`,
-/// `logLevel` (an unknown one keeps `panic`, as Go), `logToStderr`
-/// (default off), and `logOptions`, which Go applies once requests have
-/// overlaid the daemon file (we apply them from the start).
-pub fn daemon_log_config(c: &DaemonConfig) -> LogConfig {
-    LogConfig {
-        file: c.log_file.clone(),
-        level: c
-            .log_level
-            .as_deref()
-            .and_then(LogLevel::parse)
-            .unwrap_or_default(),
-        to_stderr: c.log_to_stderr,
-        options: options_of(&c.netconf_overrides),
-    }
-}
-
 /// The shim's logging (Go's `shimConfig`): `logFile`, `logLevel`,
 /// `logToStderr` (default off); rotation with Go's defaults.
 pub fn shim_log_config(stdin: &[u8]) -> LogConfig {
@@ -104,11 +85,6 @@ pub fn shim_log_config(stdin: &[u8]) -> LogConfig {
         to_stderr: m.get("logToStderr").and_then(Value::as_bool) == Some(true),
         options: None,
     }
-}
-
-fn options_of(m: &Map<String, Value>) -> Option<LogOptions> {
-    m.get("logOptions")
-        .and_then(|v| LogOptions::deserialize(v).ok())
 }
 
 /// The process's log sinks: stderr and a rotating file, and the level.

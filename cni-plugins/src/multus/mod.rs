@@ -49,6 +49,7 @@
 //! ```
 
 pub mod cache;
+pub mod capabilities;
 pub mod conf;
 pub mod delegate;
 pub mod devices;

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::conf::RuntimeConfig;
+use super::capabilities::RuntimeConfig;
 use super::delegate::Delegate;
 use crate::multus::Error;
 

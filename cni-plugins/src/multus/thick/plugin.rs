@@ -10,7 +10,7 @@ use cni_types::CniResult;
 use serde_json::{Map, Value};
 
 use crate::multus::delegate::Delegate;
-use crate::multus::events::announce_attachment;
+use crate::multus::flow::announce_attachment;
 use crate::multus::k8s::KubeClient;
 use crate::multus::runtime::{delegate_runtime, PodRequest};
 use crate::multus::{
