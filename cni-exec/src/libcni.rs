@@ -190,6 +190,29 @@ impl CniConfig {
             .map(|_| ())
     }
 
+    /// Runs `command` (CHECK, DEL) on `plugins` in turn, each with the same
+    /// `prevResult`; the first failure stops the chain, naming its plugin
+    /// and `op`.
+    fn run_each<'a>(
+        &self,
+        command: Command,
+        op: &'static str,
+        list: &NetworkConfigList,
+        plugins: impl Iterator<Item = &'a Map<String, Value>>,
+        prev: Option<&Value>,
+        rt: &RuntimeConf,
+    ) -> Result<(), Error> {
+        for plugin in plugins {
+            self.run_one(command, &list.name, &list.cni_version, plugin, prev, rt)
+                .map_err(|e| Error::Chain {
+                    plugin: describe(plugin),
+                    op,
+                    source: Box::new(e),
+                })?;
+        }
+        Ok(())
+    }
+
     /// ADD: runs the plugins in order, each getting the previous one's
     /// result as `prevResult`; caches the final result. No rollback on
     /// failure (as libcni: the runtime issues DEL).
@@ -235,22 +258,14 @@ impl CniConfig {
             return Ok(());
         }
         let cached = self.cache.result(&list.name, &list.cni_version, rt)?;
-        for plugin in &list.plugins {
-            self.run_one(
-                Command::Check,
-                &list.name,
-                &list.cni_version,
-                plugin,
-                cached.as_ref(),
-                rt,
-            )
-            .map_err(|e| Error::Chain {
-                plugin: describe(plugin),
-                op: "check",
-                source: Box::new(e),
-            })?;
-        }
-        Ok(())
+        self.run_each(
+            Command::Check,
+            "check",
+            list,
+            list.plugins.iter(),
+            cached.as_ref(),
+            rt,
+        )
     }
 
     /// DEL: plugins in reverse order, with the cached result as
@@ -272,21 +287,14 @@ impl CniConfig {
                 }
             }
         }
-        for plugin in list.plugins.iter().rev() {
-            self.run_one(
-                Command::Del,
-                &list.name,
-                &list.cni_version,
-                plugin,
-                cached.as_ref(),
-                rt,
-            )
-            .map_err(|e| Error::Chain {
-                plugin: describe(plugin),
-                op: "delete",
-                source: Box::new(e),
-            })?;
-        }
+        self.run_each(
+            Command::Del,
+            "delete",
+            list,
+            list.plugins.iter().rev(),
+            cached.as_ref(),
+            rt,
+        )?;
         let _ = self.cache.remove(&list.name, rt);
         Ok(())
     }
