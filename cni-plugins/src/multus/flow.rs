@@ -175,7 +175,7 @@ fn auxiliary_chain(conf: &NetConf, aux: &str, cluster: &str) -> Result<Option<De
         .unwrap_or(Path::new("/"))
         .join(aux);
     let mut plugins = vec![json!({"type": "passthru", "name": "passthru-cni"})];
-    for f in conf_files(&dir, &["conf"])? {
+    for f in conf_files(&dir, &[".conf"])? {
         let bytes = cni_exec::capped::read_file(&f, cni_exec::capped::MAX_ADMIN_FILE).map_err(
             |source| Error::Io {
                 op: "read auxiliary chain plugin",
