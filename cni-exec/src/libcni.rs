@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cni_types::{
-    Attachment, NetworkConfig, NetworkConfigList, VersionedResult, LEGACY_ATTACHMENTS_KEY,
+    GcAttachment, NetworkConfig, NetworkConfigList, VersionedResult, LEGACY_ATTACHMENTS_KEY,
     VALID_ATTACHMENTS_KEY,
 };
 use serde_json::{Map, Value};
 
-use crate::cache::{NetworkAttachment, ResultCache, RuntimeConf};
+use crate::cache::{CachedAttachment, ResultCache, RuntimeConf};
 use crate::exec::Command;
 use crate::invoke::{exec_plugin_with_result, get_version_info, Exec, PluginEnv};
 use crate::Error;
@@ -322,7 +322,7 @@ impl CniConfig {
     pub fn gc_network_list(
         &self,
         list: &NetworkConfigList,
-        valid: Option<&[Attachment]>,
+        valid: Option<&[GcAttachment]>,
     ) -> Result<(), Error> {
         if list.disable_gc {
             return Ok(());
@@ -360,7 +360,7 @@ impl CniConfig {
     pub fn gc_plugins(
         &self,
         list: &NetworkConfigList,
-        valid: Option<&[Attachment]>,
+        valid: Option<&[GcAttachment]>,
     ) -> Result<(), Error> {
         if !list.version().is_ok_and(|v| v.supports_status_and_gc()) {
             return Ok(());
@@ -458,7 +458,7 @@ impl CniConfig {
     }
 
     /// The cached attachments, optionally of one container.
-    pub fn cached_attachments(&self, container_id: &str) -> Result<Vec<NetworkAttachment>, Error> {
+    pub fn cached_attachments(&self, container_id: &str) -> Result<Vec<CachedAttachment>, Error> {
         self.cache.attachments(container_id)
     }
 

@@ -2,7 +2,7 @@
 
 use std::net::IpAddr;
 
-use cni_netns::{Family, Handle, IpNetwork, Link};
+use cni_netns::{AddressFamilyFilter, Handle, IpNetwork, Link};
 use cni_types::{CniResult, Route};
 
 use super::BridgeConf;
@@ -77,7 +77,11 @@ fn first_address(net: IpNetwork) -> Option<IpAddr> {
 /// then the link's MAC is set to itself so that it stays put when ports
 /// come and go.
 pub(crate) fn ensure_address(host: &Handle, link: &Link, gw: IpNetwork, force: bool) -> Result<()> {
-    let family = if gw.is_ipv4() { Family::V4 } else { Family::V6 };
+    let family = if gw.is_ipv4() {
+        AddressFamilyFilter::V4
+    } else {
+        AddressFamilyFilter::V6
+    };
     for a in host.addresses(Some(link.index), family)? {
         let a = a.address;
         if a == gw {

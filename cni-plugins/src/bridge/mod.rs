@@ -34,8 +34,8 @@ use std::time::Duration;
 use cni_exec::{Plugin, Request};
 use cni_netns::firewall::{AttachmentId, Backend, Firewall, MacSpoofCheckSpec, RuleKind, RuleSpec};
 use cni_netns::{
-    sysctl, BridgePortOptions, BridgeSpec, BridgeVlan, Family, Handle, IpNetwork, Ipv4Conf, Link,
-    MacAddr, Netns, OperState, VethSpec, SCOPE_UNIVERSE,
+    sysctl, AddressFamilyFilter, BridgePortOptions, BridgeSpec, BridgeVlan, Handle, IpNetwork,
+    Ipv4Conf, Link, MacAddr, Netns, OperState, VethSpec, SCOPE_UNIVERSE,
 };
 use cni_types::CniResult;
 
@@ -303,7 +303,7 @@ fn global_addresses(pod: &Handle, ifname: &str) -> Result<Vec<IpNetwork>> {
         Err(e) => return Err(e.into()),
     };
     Ok(pod
-        .addresses(Some(link.index), Family::All)?
+        .addresses(Some(link.index), AddressFamilyFilter::All)?
         .into_iter()
         .filter(|a| a.scope == SCOPE_UNIVERSE)
         .map(|a| a.address)

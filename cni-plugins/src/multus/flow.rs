@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cni_types::{Attachment, CniResult, Interface, IpConfig};
+use cni_types::{CniResult, GcAttachment, Interface, IpConfig};
 use ipnetwork::IpNetwork;
 use serde_json::{json, Value};
 
@@ -37,7 +37,7 @@ pub trait DelegateExec {
     /// STATUS of a delegate (the cluster network).
     fn status(&self, delegate: &Delegate) -> Result<(), Error>;
     /// GC of a delegate with the attachments still in use.
-    fn gc(&self, delegate: &Delegate, valid: &[Attachment]) -> Result<(), Error>;
+    fn gc(&self, delegate: &Delegate, valid: &[GcAttachment]) -> Result<(), Error>;
     /// Makes `gateways` the default routes of `ifname` after removing the
     /// delegate's own default routes of the families marked (the
     /// `default-route` selection key). The default does nothing: it needs
@@ -504,18 +504,18 @@ pub fn cmd_status(
 /// The attachments recorded in libcni's result cache under `cniDir`
 /// (`results/*`, each with `containerId` and `ifName`); unreadable entries
 /// are skipped.
-pub fn cached_attachments(cni_dir: &Path) -> Vec<Attachment> {
+pub fn cached_attachments(cni_dir: &Path) -> Vec<GcAttachment> {
     let Ok(entries) = std::fs::read_dir(cni_dir.join("results")) else {
         return Vec::new();
     };
-    let mut out: Vec<Attachment> = entries
+    let mut out: Vec<GcAttachment> = entries
         .filter_map(Result::ok)
         .filter_map(|e| std::fs::read(e.path()).ok())
         .filter_map(|b| serde_json::from_slice::<Value>(&b).ok())
         .filter_map(|v| {
             let cid = v.get("containerId")?.as_str()?.to_string();
             let ifname = v.get("ifName")?.as_str()?.to_string();
-            (!cid.is_empty() && !ifname.is_empty()).then_some(Attachment {
+            (!cid.is_empty() && !ifname.is_empty()).then_some(GcAttachment {
                 container_id: cid,
                 ifname,
             })

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use cni_exec::{CniConfig, Exec, RuntimeConf};
-use cni_types::{Attachment, CniResult, NetworkConfig, NetworkConfigList};
+use cni_types::{CniResult, GcAttachment, NetworkConfig, NetworkConfigList};
 
 use super::conf::NetConf;
 use super::delegate::Delegate;
@@ -119,7 +119,7 @@ impl DelegateExec for LibcniDelegates {
             .map_err(|e| failed(d, "", e))
     }
 
-    fn gc(&self, d: &Delegate, valid: &[Attachment]) -> Result<(), Error> {
+    fn gc(&self, d: &Delegate, valid: &[GcAttachment]) -> Result<(), Error> {
         self.cni
             .gc_network_list(&list(d)?, Some(valid))
             .map_err(|e| failed(d, "", e))

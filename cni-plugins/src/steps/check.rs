@@ -3,7 +3,7 @@
 //! `ip.ValidateExpectedInterfaceIPs`, `ip.ValidateExpectedRoute`).
 
 use cni_exec::Request;
-use cni_netns::{Family, Handle, Link};
+use cni_netns::{AddressFamilyFilter, Handle, Link};
 use cni_types::{CniResult, Interface};
 
 use super::fail;
@@ -66,7 +66,7 @@ pub(crate) fn container_matches(link: &Link, intf: &Interface, kind: Option<&str
 /// Go's `ip.ValidateExpectedInterfaceIPs` and `ip.ValidateExpectedRoute`
 /// for the pod interface `link`.
 pub(crate) fn addresses_and_routes(pod: &Handle, link: &Link, prev: &CniResult) -> Result<()> {
-    let present = pod.addresses(Some(link.index), Family::All)?;
+    let present = pod.addresses(Some(link.index), AddressFamilyFilter::All)?;
     for ip in &prev.ips {
         if !present.iter().any(|a| a.address == ip.address) {
             return Err(fail(format!(
@@ -78,7 +78,7 @@ pub(crate) fn addresses_and_routes(pod: &Handle, link: &Link, prev: &CniResult) 
     if prev.routes.is_empty() {
         return Ok(());
     }
-    let routes = pod.routes(Family::All)?;
+    let routes = pod.routes(AddressFamilyFilter::All)?;
     for r in &prev.routes {
         let found = routes
             .iter()
