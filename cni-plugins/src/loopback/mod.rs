@@ -19,7 +19,7 @@
 //! ```
 
 use cni_exec::{Plugin, Request};
-use cni_netns::{Family, Handle, Netns};
+use cni_netns::{AddressFamilyFilter, Handle, Netns};
 use cni_types::{CniResult, Interface, IpConfig};
 
 use crate::{Error, Result};
@@ -44,7 +44,7 @@ impl Plugin for Loopback {
         let lo = pod.link_by_name(LO)?;
         pod.set_up(lo.index)?;
         let mut ips = Vec::new();
-        for family in [Family::V4, Family::V6] {
+        for family in [AddressFamilyFilter::V4, AddressFamilyFilter::V6] {
             let addrs = pod.addresses(Some(lo.index), family)?;
             if let Some(bad) = addrs.iter().find(|a| !a.address.ip().is_loopback()) {
                 return Err(Error::LoopbackForeignAddress {

@@ -24,7 +24,9 @@
 use std::time::Duration;
 
 use cni_exec::{Plugin, Request};
-use cni_netns::{free_vrf_table, AddressOptions, Family, Handle, KernelRoute, Link, Netns, Vrf};
+use cni_netns::{
+    free_vrf_table, AddressFamilyFilter, AddressOptions, Handle, KernelRoute, Link, Netns, Vrf,
+};
 use cni_types::{CniResult, NetworkConfig, Version};
 use serde::Deserialize;
 
@@ -235,7 +237,7 @@ fn global_addresses(pod: &Handle, link: &Link) -> Result<Vec<SavedAddress>> {
     const IFA_F_NODAD: u32 = 0x02; // linux/if_addr.h
     const IFA_F_NOPREFIXROUTE: u32 = 0x200; // linux/if_addr.h
     Ok(pod
-        .addresses(Some(link.index), Family::V6)?
+        .addresses(Some(link.index), AddressFamilyFilter::V6)?
         .into_iter()
         .filter(|a| a.scope == cni_netns::SCOPE_UNIVERSE)
         .map(|a| SavedAddress {
@@ -252,7 +254,7 @@ fn global_addresses(pod: &Handle, link: &Link) -> Result<Vec<SavedAddress>> {
 /// and local ones (scope universe), as Go lists them before enslaving.
 fn movable_routes(pod: &Handle, link: &Link) -> Result<Vec<KernelRoute>> {
     Ok(pod
-        .routes(Family::All)?
+        .routes(AddressFamilyFilter::All)?
         .into_iter()
         .filter(|r| {
             r.oif == Some(link.index)
@@ -266,7 +268,7 @@ fn movable_routes(pod: &Handle, link: &Link) -> Result<Vec<KernelRoute>> {
 /// restored IPv6 address's /128 route in the VRF's table.
 fn wait_for_local_route(pod: &Handle, vrf: &Vrf, link: &Link, ip: std::net::IpAddr) -> Result<()> {
     for attempt in 0..=8u32 {
-        let present = pod.routes(Family::V6)?.into_iter().any(|r| {
+        let present = pod.routes(AddressFamilyFilter::V6)?.into_iter().any(|r| {
             r.table == Some(vrf.table)
                 && r.oif == Some(link.index)
                 && r.dst.ip() == ip
