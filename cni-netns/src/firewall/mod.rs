@@ -29,6 +29,7 @@ mod macspoof;
 mod masquerade;
 pub mod model;
 mod native;
+mod nfconn;
 mod nft;
 mod recording;
 

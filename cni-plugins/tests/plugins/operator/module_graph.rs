@@ -538,18 +538,6 @@ struct Cycle {
     text: String,
 }
 
-/// The cycles known and left for now, each with why: a cycle listed here
-/// must still be found (the test fails once it is broken, so the entry is
-/// removed), and no other cycle may appear.
-///
-/// * `cni-netns::firewall` `native`/`nft`: each backend runs through the
-///   other for what it cannot do (native hands an ADD with conditions its
-///   encoder does not know to `nft`; `nft` commits conditionally through
-///   native netlink). Breaking it means splitting the native backend's
-///   netlink session and the `nft` process runner into modules below both:
-///   work inside the firewall backends, left to their owners (issue 32).
-const KNOWN: &[(&str, &[&str])] = &[("cni-netns::firewall", &["native", "nft"])];
-
 /// Parses a `use` tree (the tokens after `use`), pushing each path with the
 /// name it binds (`None` for a glob or `_`).
 fn use_tree(
@@ -705,26 +693,13 @@ fn module_graphs_have_no_cycles() {
         .iter()
         .flat_map(|name| Crate::read(name).cycles())
         .collect();
-    let known = |c: &Cycle| KNOWN.iter().any(|(s, m)| c.scope == *s && c.members == *m);
-    let new: Vec<&str> = cycles
-        .iter()
-        .filter(|c| !known(c))
-        .map(|c| c.text.as_str())
-        .collect();
+    let found: Vec<&str> = cycles.iter().map(|c| c.text.as_str()).collect();
     assert!(
-        new.is_empty(),
+        found.is_empty(),
         "module cycles (move the shared items to the module they belong to, or \
          to a new lower one):\n{}",
-        new.join("\n")
+        found.join("\n")
     );
-    for (scope, members) in KNOWN {
-        assert!(
-            cycles
-                .iter()
-                .any(|c| c.scope == *scope && c.members == *members),
-            "the known cycle {scope}: {members:?} is gone: remove it from KNOWN"
-        );
-    }
 }
 
 /// The reader sees a cycle that goes through a `lib.rs` re-export and a
@@ -766,6 +741,7 @@ fn module_graph_reader_sees_cycles_through_re_exports() {
     let cycles = c.cycles();
     assert_eq!(cycles.len(), 1, "{cycles:?}");
     assert_eq!(cycles[0].scope, "demo::outer");
+    assert_eq!(cycles[0].members, ["x", "y"]);
     assert!(
         cycles[0].text.starts_with("demo::outer: x -> y -> x"),
         "{cycles:?}"
