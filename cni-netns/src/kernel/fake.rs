@@ -181,25 +181,10 @@ impl FakeKernel {
             return;
         }
         let mut ns = Namespace::default();
-        ns.links.push(FakeLink {
-            link: Link {
-                index: 1,
-                name: "lo".into(),
-                kind: None,
-                mtu: 65536,
-                mac: Some(MacAddr([0; 6])),
-                master: None,
-                oper_state: OperState::Unknown,
-                flags: libc::IFF_LOOPBACK as u32,
-                parent_index: None,
-                link_netnsid: None,
-                vlan_filtering: None,
-            },
-            peer: None,
-            macvlan_mode: None,
-            bc_queue_len: None,
-            ipvlan_mode: None,
-        });
+        let mut lo = FakeLink::new(1, "lo", None, 65536, MacAddr([0; 6]));
+        lo.link.oper_state = OperState::Unknown;
+        lo.link.flags = libc::IFF_LOOPBACK as u32;
+        ns.links.push(lo);
         w.namespaces.insert(path.to_owned(), ns);
     }
 
@@ -337,6 +322,31 @@ impl Namespace {
     }
 }
 
+impl FakeLink {
+    /// A link as the kernel makes it: down, no master, no peer.
+    fn new(index: u32, name: &str, kind: Option<&str>, mtu: u32, mac: MacAddr) -> FakeLink {
+        FakeLink {
+            link: Link {
+                index,
+                name: name.to_owned(),
+                kind: kind.map(str::to_owned),
+                mtu,
+                mac: Some(mac),
+                master: None,
+                oper_state: OperState::Down,
+                flags: 0,
+                parent_index: None,
+                link_netnsid: None,
+                vlan_filtering: None,
+            },
+            peer: None,
+            macvlan_mode: None,
+            bc_queue_len: None,
+            ipvlan_mode: None,
+        }
+    }
+}
+
 impl World {
     fn new_link(
         &mut self,
@@ -350,25 +360,13 @@ impl World {
         let n = self.next_mac;
         self.next_mac += 1;
         let [_, a, b, c] = n.to_be_bytes();
-        FakeLink {
-            link: Link {
-                index,
-                name: name.to_owned(),
-                kind: kind.map(str::to_owned),
-                mtu: mtu.unwrap_or(1500),
-                mac: Some(mac.unwrap_or(MacAddr([0x02, 0xfa, 0x4e, a, b, c]))),
-                master: None,
-                oper_state: OperState::Down,
-                flags: 0,
-                parent_index: None,
-                link_netnsid: None,
-                vlan_filtering: None,
-            },
-            peer: None,
-            macvlan_mode: None,
-            bc_queue_len: None,
-            ipvlan_mode: None,
-        }
+        FakeLink::new(
+            index,
+            name,
+            kind,
+            mtu.unwrap_or(1500),
+            mac.unwrap_or(MacAddr([0x02, 0xfa, 0x4e, a, b, c])),
+        )
     }
 
     /// Removes link `index` of `netns` with its addresses and routes (and

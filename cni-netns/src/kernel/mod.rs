@@ -259,15 +259,6 @@ impl NetnsHandle for Handle {
     fn setup_veth_with(&self, spec: &VethSpec<'_>) -> Result<Link> {
         Handle::setup_veth_with(self, spec)
     }
-    fn setup_veth(
-        &self,
-        peer_name: &str,
-        peer_netns: &Netns,
-        mtu: Option<u32>,
-        peer_mac: Option<MacAddr>,
-    ) -> Result<Link> {
-        Handle::setup_veth(self, peer_name, peer_netns, mtu, peer_mac)
-    }
     fn ensure_bridge(&self, spec: &BridgeSpec) -> Result<Link> {
         Handle::ensure_bridge(self, spec)
     }
