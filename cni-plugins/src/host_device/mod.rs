@@ -26,7 +26,8 @@
 use std::path::{Path, PathBuf};
 
 use cni_exec::{Plugin, Request};
-use cni_netns::{Handle, Link, MacAddr, Netns};
+use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
+use cni_netns::{Link, MacAddr};
 use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
@@ -118,11 +119,31 @@ impl HostDeviceConf {
     }
 }
 
-/// The host-device plugin.
+/// The host-device plugin, on the real kernel by default; on another one
+/// (a [`FakeKernel`](cni_netns::kernel::FakeKernel) in tests without
+/// root) with [`HostDevice::with_kernel`]. The `kernelpath` and
+/// `pciBusID` selectors and the DPDK check read sysfs (`/sys/devices`,
+/// [`SYS_BUS_PCI`]) directly, whatever the kernel.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct HostDevice;
+pub struct HostDevice<K = LinuxKernel> {
+    kernel: K,
+}
 
-impl Plugin for HostDevice {
+impl HostDevice {
+    /// The plugin on the real kernel.
+    pub fn new() -> HostDevice {
+        HostDevice::default()
+    }
+}
+
+impl<K: NetKernel> HostDevice<K> {
+    /// The plugin on another kernel.
+    pub fn with_kernel(kernel: K) -> HostDevice<K> {
+        HostDevice { kernel }
+    }
+}
+
+impl<K: NetKernel> Plugin for HostDevice<K> {
     type Error = crate::Error;
 
     fn name(&self) -> &str {
@@ -132,8 +153,8 @@ impl Plugin for HostDevice {
     fn add(&self, req: &Request) -> Result<CniResult> {
         let conf = HostDeviceConf::load(&req.config)?;
         let dpdk = conf.dpdk_mode()?;
-        let netns = Netns::open(&req.netns)?;
-        let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
+        let pod = self.kernel.open(&req.netns)?;
+        let host = self.kernel.current()?;
         // The node link's original name, once it is in the pod.
         let mut interfaces = Vec::new();
         let moved = if dpdk {
@@ -142,7 +163,7 @@ impl Plugin for HostDevice {
             let dev = find_link(&host, &conf.selector).map_err(|e| Error::HostDeviceLookup {
                 source: Box::new(e),
             })?;
-            let link = move_in(&host, &dev, &netns, &pod, &req.ifname)?;
+            let link = move_in(&host, &dev, &pod, &req.ifname)?;
             interfaces.push(interface(&link, &req.netns));
             Some(dev.name)
         };
@@ -176,14 +197,14 @@ impl Plugin for HostDevice {
     fn del(&self, req: &Request) -> Result<()> {
         let conf = HostDeviceConf::load(&req.config)?;
         let dpdk = conf.dpdk_mode()?;
-        let Some(pod) = iface::pod_for_del(req)? else {
+        let Some(pod) = iface::pod_for_del_in(&self.kernel, req)? else {
             // The kernel already returned the link to the initial namespace
             // with the pod's; only the addresses are left to release.
             return ipam::del(req);
         };
         ipam::del(req)?;
         if !dpdk {
-            move_out(&pod, &Handle::current()?, &req.ifname)?;
+            move_out(&pod, &self.kernel.current()?, &req.ifname)?;
         }
         Ok(())
     }
@@ -191,14 +212,13 @@ impl Plugin for HostDevice {
     fn check(&self, req: &Request) -> Result<()> {
         let conf = HostDeviceConf::load(&req.config)?;
         let dpdk = conf.dpdk_mode()?;
-        let netns = Netns::open(&req.netns)?;
+        let pod = self.kernel.open(&req.netns)?;
         ipam::check(req)?;
         let prev = check::prev_result(req)?;
         if dpdk {
             return Ok(());
         }
         let intf = check::prev_container(req, &prev)?;
-        let pod = Handle::in_netns(&netns)?;
         let link = check::container_link(&pod, intf, None)?;
         check::addresses_and_routes(&pod, &link, &prev)
     }
@@ -213,7 +233,7 @@ impl Plugin for HostDevice {
 }
 
 /// Go's `getLink`.
-fn find_link(host: &Handle, selector: &Selector) -> Result<Link> {
+fn find_link(host: &impl NetnsHandle, selector: &Selector) -> Result<Link> {
     match selector {
         Selector::Device(name) => Ok(host.link_by_name(name)?),
         Selector::HwAddr(mac) => {
@@ -289,8 +309,8 @@ fn dir_entries(dir: &Path) -> std::io::Result<Vec<String>> {
 
 /// Go's `moveLinkIn`: into the pod, down, original name saved in the
 /// alias, renamed to `CNI_IFNAME`, up.
-fn move_in(host: &Handle, dev: &Link, netns: &Netns, pod: &Handle, ifname: &str) -> Result<Link> {
-    host.move_to_netns(dev.index, netns)?;
+fn move_in<H: NetnsHandle>(host: &H, dev: &Link, pod: &H, ifname: &str) -> Result<Link> {
+    host.move_to_netns(dev.index, pod.netns())?;
     let inside = pod.link_by_name(&dev.name)?;
     let configured = (|| -> Result<Link> {
         pod.set_down(inside.index)?;
@@ -313,7 +333,7 @@ fn move_in(host: &Handle, dev: &Link, netns: &Netns, pod: &Handle, ifname: &str)
 /// Go's `moveLinkOut`: down, original name back from the alias, into the
 /// namespace the plugin runs in. A link already gone is not an error (a
 /// repeated DEL); a failed move leaves it as it was, so DEL can be retried.
-fn move_out(pod: &Handle, host: &Handle, ifname: &str) -> Result<()> {
+fn move_out<H: NetnsHandle>(pod: &H, host: &H, ifname: &str) -> Result<()> {
     let dev = match pod.link_details(ifname) {
         Ok(d) => d,
         Err(e) if e.is_not_found() => return Ok(()),
