@@ -155,7 +155,7 @@ impl<K: NetKernel> Plugin for HostDevice<K> {
         let dpdk = conf.dpdk_mode()?;
         let pod = self.kernel.open(&req.netns)?;
         let host = self.kernel.current()?;
-        // The node link's original name, once it is in the pod.
+        // The node link as it was, once it is in the pod.
         let mut interfaces = Vec::new();
         let moved = if dpdk {
             None
@@ -165,7 +165,7 @@ impl<K: NetKernel> Plugin for HostDevice<K> {
             })?;
             let link = move_in(&host, &dev, &pod, &req.ifname)?;
             interfaces.push(interface(&link, &req.netns));
-            Some(dev.name)
+            Some(dev)
         };
         if req.config.ipam_type().is_empty() {
             return Ok(CniResult {
@@ -174,11 +174,16 @@ impl<K: NetKernel> Plugin for HostDevice<K> {
             });
         }
         let mut undo = Undo::new();
-        if let Some(original) = &moved {
-            // Back as it came: its name, and no alias.
+        if let Some(dev) = &moved {
+            // Back as it came: its name, no alias, up if it was.
             undo.push(|| -> Result<()> {
                 move_out(&pod, &host, &req.ifname)?;
-                Ok(host.set_alias(host.link_by_name(original)?.index, "")?)
+                let index = host.link_by_name(&dev.name)?.index;
+                host.set_alias(index, "")?;
+                if dev.is_up() {
+                    host.set_up(index)?;
+                }
+                Ok(())
             });
         }
         let mut result = ipam::add(req, &mut undo)?;
@@ -322,6 +327,7 @@ fn move_in<H: NetnsHandle>(host: &H, dev: &Link, pod: &H, ifname: &str) -> Resul
     if configured.is_err() {
         // Back to the node under its own name, as it came.
         let _ = pod.set_down(inside.index);
+        let _ = pod.set_alias(inside.index, "");
         let _ = pod.rename(inside.index, &dev.name);
         if pod.move_to_netns(inside.index, host.netns()).is_ok() && dev.is_up() {
             let _ = host.set_up(dev.index);
