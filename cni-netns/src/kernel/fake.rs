@@ -1650,6 +1650,71 @@ mod tests {
     }
 
     #[test]
+    fn joining_a_vrf_cycles_the_link_and_moves_its_address_routes() {
+        let (k, _, pod) = pod();
+        let eth0 = k.add_device("pod", "eth0");
+        pod.add_address(eth0, "10.1.0.2/24".parse().unwrap(), Default::default())
+            .unwrap();
+        pod.add_address(eth0, "2001:db8::2/64".parse().unwrap(), Default::default())
+            .unwrap();
+        let vrf = pod.add_vrf("blue", 10).unwrap();
+        assert_eq!(pod.vrf_by_name("blue").unwrap(), Some(vrf.clone()));
+        assert!(pod
+            .vrf_by_name("eth0")
+            .unwrap_err()
+            .to_string()
+            .contains("vrf"));
+        pod.set_master(eth0, vrf.link.index).unwrap();
+        // IPv6 went with the cycle; IPv4's routes are in the VRF's table.
+        assert_eq!(k.address_list("pod"), ["10.1.0.2/24 on eth0"]);
+        assert_eq!(
+            k.route_list("pod"),
+            [
+                "10.1.0.0/24 dev eth0 src 10.1.0.2 table 10",
+                "local 10.1.0.2/32 dev eth0 src 10.1.0.2 table 10"
+            ]
+        );
+        assert_eq!(pod.links_with_master(vrf.link.index).unwrap().len(), 1);
+        pod.set_nomaster(eth0).unwrap();
+        assert_eq!(k.route_list("pod"), ["10.1.0.0/24 dev eth0 src 10.1.0.2"]);
+        let ops: Vec<KernelOp> = k.calls().iter().map(|c| c.op).collect();
+        assert_eq!(
+            ops[ops.len() - 2..],
+            [KernelOp::SetMaster, KernelOp::SetMaster]
+        );
+    }
+
+    #[test]
+    fn a_moved_link_arrives_down_and_bare_and_physical_ones_return_to_node() {
+        let (k, host, pod) = pod();
+        let nic = k.add_device(NODE, "nic0");
+        host.add_address(nic, "192.0.2.5/24".parse().unwrap(), Default::default())
+            .unwrap();
+        host.set_alias(nic, "uplink").unwrap();
+        host.move_to_netns(nic, pod.netns()).unwrap();
+        assert_eq!(k.link_list(NODE), ["lo"]);
+        assert_eq!(k.link_list("pod"), ["lo", "nic0 alias uplink"]);
+        assert!(k.address_list("pod").is_empty() && k.route_list(NODE).is_empty());
+        // The kernel renames only links that are down.
+        pod.set_up(nic).unwrap();
+        let e = pod.rename(nic, "eth0").unwrap_err();
+        assert_eq!(e.errno(), Some(Errno::EBUSY), "{e}");
+        pod.set_down(nic).unwrap();
+        pod.rename(nic, "eth0").unwrap();
+        // A name taken in the target refuses the move.
+        k.add_device(NODE, "eth0");
+        let e = pod.move_to_netns(nic, host.netns()).unwrap_err();
+        assert!(e.is_exists(), "{e}");
+        // The namespace goes: the NIC returns, renamed as its name is taken.
+        pod.add_dummy("dummy0").unwrap();
+        k.remove_netns("pod");
+        assert_eq!(
+            k.link_list(NODE),
+            ["lo", "eth0 up", &format!("dev{nic} alias uplink")]
+        );
+    }
+
+    #[test]
     fn a_removed_namespace_takes_its_veth_peers_along() {
         let (k, host, pod) = pod();
         host.setup_veth("eth0", pod.netns(), None, None).unwrap();
