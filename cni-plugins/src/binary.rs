@@ -78,7 +78,7 @@ pub fn all_delegates() -> SameBuildExec {
         .register("host-device", || {
             Arc::new(crate::host_device::HostDevice::new())
         })
-        .register("loopback", || Arc::new(crate::loopback::Loopback))
+        .register("loopback", || Arc::new(crate::loopback::Loopback::new()))
         .register("tuning", || Arc::new(crate::tuning::Tuning::new()))
         .register("bandwidth", || Arc::new(crate::bandwidth::Bandwidth::new()))
         .register("portmap", || {
@@ -103,7 +103,7 @@ pub fn all_delegates() -> SameBuildExec {
 /// function's delegates.
 ///
 /// ```no_run
-/// cni_plugins::plugin_main!("loopback", cni_plugins::loopback::Loopback);
+/// cni_plugins::plugin_main!("loopback", cni_plugins::loopback::Loopback::new());
 /// ```
 #[macro_export]
 macro_rules! plugin_main {

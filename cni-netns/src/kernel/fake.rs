@@ -1256,8 +1256,34 @@ impl NetnsHandle for FakeHandle {
     }
 
     fn set_up(&self, index: u32) -> Result<()> {
-        self.set_link(KernelOp::SetUp, index, "up", |l| {
-            l.link.flags |= libc::IFF_UP as u32;
+        let describe = |ns: &Namespace| {
+            let name = ns.name_of(index);
+            (format!("set up on {name}"), format!("up on {name}"))
+        };
+        self.change(KernelOp::SetUp, describe, |w, here| {
+            let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
+            let link = ns.link_mut(index).ok_or(Errno::ENODEV)?;
+            link.link.flags |= libc::IFF_UP as u32;
+            if link.link.flags & libc::IFF_LOOPBACK as u32 != 0 {
+                // The kernel's addresses of an up loopback (their routes,
+                // in table local, are not modelled).
+                for address in ["127.0.0.1/8", "::1/128"] {
+                    let address: IpNetwork = address.parse().map_err(|_| Errno::EINVAL)?;
+                    if !ns
+                        .addresses
+                        .iter()
+                        .any(|a| a.index == index && a.address == address)
+                    {
+                        ns.addresses.push(Address {
+                            index,
+                            address,
+                            flags: 0,
+                            scope: SCOPE_HOST,
+                            label: None,
+                        });
+                    }
+                }
+            }
             Ok(())
         })
     }

@@ -1,4 +1,4 @@
-//! vlan, dummy, tap, host-device and vrf on the fake kernel
+//! vlan, dummy, tap, host-device, vrf and loopback on the fake kernel
 //! (`fake_kernel_support`), without root: ADD makes the links, addresses
 //! and routes the plugin promises (checked in the model, and by the
 //! plugin's own CHECK), DEL leaves the namespaces as they were, a kernel
@@ -6,13 +6,14 @@
 //! after the pod's namespace is gone. This node's kernel has no dummy,
 //! vlan or vrf link types: for those these tests are the only ADD/DEL
 //! coverage here. The real-kernel oracle where the kernel has the type:
-//! `link_plugins::tap_*`, `host_device::*`.
+//! `link_plugins::tap_*`, `host_device::*`, `loopback::*`.
 
 use cni_exec::{Command, Plugin};
 use cni_netns::kernel::{Errno, FakeKernel, KernelOp, NetKernel, NetnsHandle};
 use cni_netns::MacAddr;
 use cni_plugins::dummy::Dummy;
 use cni_plugins::host_device::HostDevice;
+use cni_plugins::loopback::Loopback;
 use cni_plugins::tap::Tap;
 use cni_plugins::vlan::Vlan;
 use cni_plugins::vrf::VrfPlugin;
@@ -592,4 +593,64 @@ fn vrf_table_mismatch_and_a_non_vrf_name_fail_before_anything() {
         .unwrap_err();
     assert!(format!("{e}").contains("red"), "{e}");
     assert_eq!(node.kernel.calls().len(), skip);
+}
+
+// ---- loopback ----
+
+#[test]
+fn loopback_add_sets_lo_up_and_del_sets_it_down() {
+    let node = FakeNode::new();
+    let conf = json!({"cniVersion": "1.1.0", "name": "lo", "type": "loopback"});
+    let lo = Loopback::with_kernel(node.kernel.clone());
+    let r = lo
+        .add(&node.request(Command::Add, &conf, "c1", POD))
+        .expect("ADD");
+    assert_eq!(node.kernel.link_list(POD), ["lo up"]);
+    let ips: Vec<String> = r.ips.iter().map(|ip| ip.address.to_string()).collect();
+    assert_eq!(ips, ["127.0.0.1/8", "::1/128"]);
+    assert_eq!(
+        (
+            r.interfaces[0].name.as_str(),
+            r.interfaces[0].sandbox.as_str()
+        ),
+        ("lo", POD)
+    );
+    lo.check(&node.request(Command::Check, &conf, "c1", POD))
+        .expect("CHECK");
+    lo.del(&node.request(Command::Del, &conf, "c1", POD))
+        .expect("DEL");
+    // Down: IPv6's ::1 went with it, 127.0.0.1 stays (as in the kernel).
+    assert_eq!(node.kernel.link_list(POD), ["lo"]);
+    assert_eq!(node.kernel.address_list(POD), ["127.0.0.1/8 on lo"]);
+    let e = lo
+        .check(&node.request(Command::Check, &conf, "c1", POD))
+        .unwrap_err();
+    assert!(format!("{e}").contains("down"), "{e}");
+    for netns in [POD, ""] {
+        lo.del(&node.request(Command::Del, &conf, "c1", netns))
+            .expect("DEL again");
+    }
+    node.kernel.remove_netns(POD);
+    lo.del(&node.request(Command::Del, &conf, "c1", POD))
+        .expect("DEL after the netns is gone");
+}
+
+#[test]
+fn loopback_add_fails_on_a_kernel_failure_or_a_foreign_address() {
+    let node = FakeNode::new();
+    let conf = json!({"cniVersion": "1.1.0", "name": "lo", "type": "loopback"});
+    let lo = Loopback::with_kernel(node.kernel.clone());
+    node.kernel.fail_next(KernelOp::SetUp, POD, Errno::ENOMEM);
+    let e = lo
+        .add(&node.request(Command::Add, &conf, "c1", POD))
+        .unwrap_err();
+    assert!(format!("{e}").contains("memory"), "{e}");
+    assert_eq!(node.kernel.link_list(POD), ["lo"]);
+    let pod = node.kernel.open(POD).unwrap();
+    pod.add_address(1, "10.9.9.9/8".parse().unwrap(), Default::default())
+        .unwrap();
+    let e = lo
+        .add(&node.request(Command::Add, &conf, "c1", POD))
+        .unwrap_err();
+    assert!(format!("{e}").contains("10.9.9.9"), "{e}");
 }
