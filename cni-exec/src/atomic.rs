@@ -44,14 +44,6 @@ impl Default for AtomicWrite {
     }
 }
 
-fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Error + 'a {
-    move |source| Error::Io {
-        op,
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
 impl AtomicWrite {
     /// Mode 0600, nothing synced, the directory must exist.
     pub const fn new() -> AtomicWrite {
@@ -130,7 +122,7 @@ impl AtomicWrite {
                 .recursive(true)
                 .mode(mode)
                 .create(dir)
-                .map_err(io("create directory", dir))?;
+                .map_err(Error::io("create directory", dir))?;
         }
         let mut attempt = 0;
         let create_mode = if self.exact_mode { 0o600 } else { self.mode };
@@ -148,7 +140,7 @@ impl AtomicWrite {
                 {
                     attempt += 1;
                 }
-                Err(e) => return Err(io("create temporary file", &temp)(e)),
+                Err(e) => return Err(Error::io("create temporary file", &temp)(e)),
             }
         };
         let staged = Staged {
@@ -157,18 +149,18 @@ impl AtomicWrite {
             fsync_dir: self.fsync_dir,
             done: false,
         };
-        std::io::copy(data, &mut file).map_err(io("write temporary file", &staged.temp))?;
+        std::io::copy(data, &mut file).map_err(Error::io("write temporary file", &staged.temp))?;
         if let Some((uid, gid)) = self.owner {
             std::os::unix::fs::fchown(&file, Some(uid), Some(gid))
-                .map_err(io("chown temporary file", &staged.temp))?;
+                .map_err(Error::io("chown temporary file", &staged.temp))?;
         }
         if self.exact_mode {
             file.set_permissions(std::fs::Permissions::from_mode(self.mode))
-                .map_err(io("chmod temporary file", &staged.temp))?;
+                .map_err(Error::io("chmod temporary file", &staged.temp))?;
         }
         if self.fsync {
             file.sync_all()
-                .map_err(io("sync temporary file", &staged.temp))?;
+                .map_err(Error::io("sync temporary file", &staged.temp))?;
         }
         Ok(staged)
     }
@@ -193,7 +185,8 @@ impl Staged {
     /// Renames the temporary file onto the target (replacing it), then
     /// syncs the directory if asked to.
     pub fn commit(mut self) -> Result<(), Error> {
-        std::fs::rename(&self.temp, &self.target).map_err(io("rename onto", &self.target))?;
+        std::fs::rename(&self.temp, &self.target)
+            .map_err(Error::io("rename onto", &self.target))?;
         self.done = true;
         if self.fsync_dir {
             sync_dir(parent(&self.target))?;
@@ -214,7 +207,7 @@ impl Drop for Staged {
 pub fn sync_dir(dir: &Path) -> Result<(), Error> {
     File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(io("sync directory", dir))
+        .map_err(Error::io("sync directory", dir))
 }
 
 fn parent(path: &Path) -> &Path {

@@ -51,9 +51,10 @@ impl RuntimeConf {
     }
 }
 
-/// One cached attachment (libcni's `NetworkAttachment`).
+/// One attachment as libcni's result cache records it (Go's
+/// `NetworkAttachment`): not a GC list entry ([`cni_types::GcAttachment`]).
 #[derive(Clone, Debug, PartialEq)]
-pub struct NetworkAttachment {
+pub struct CachedAttachment {
     /// The container id.
     pub container_id: String,
     /// The network name.
@@ -70,7 +71,7 @@ pub struct NetworkAttachment {
     pub capability_args: Map<String, Value>,
 }
 
-impl NetworkAttachment {
+impl CachedAttachment {
     /// The runtime config to DEL this attachment with: its container,
     /// namespace, interface and the cached `CNI_ARGS` and capability data
     /// (libcni's GC builds the same).
@@ -94,7 +95,7 @@ pub struct CachedFile {
     /// Its modification time (when the attachment was cached).
     pub modified: Option<std::time::SystemTime>,
     /// The attachment it records, or why it records none.
-    pub attachment: Result<NetworkAttachment, String>,
+    pub attachment: Result<CachedAttachment, String>,
 }
 
 mod b64 {
@@ -332,7 +333,7 @@ impl ResultCache {
     /// Every cached attachment, optionally of one container, in file name
     /// order (libcni's `GetCachedAttachments`); files that record none are
     /// skipped, as there.
-    pub fn attachments(&self, container_id: &str) -> Result<Vec<NetworkAttachment>, Error> {
+    pub fn attachments(&self, container_id: &str) -> Result<Vec<CachedAttachment>, Error> {
         Ok(self
             .scan()?
             .into_iter()
@@ -385,7 +386,7 @@ impl ResultCache {
                         } else {
                             info.netns
                         };
-                        Ok(NetworkAttachment {
+                        Ok(CachedAttachment {
                             container_id: info.container_id,
                             network: info.network_name,
                             ifname: info.ifname,

@@ -54,9 +54,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
 
-use cni_types::{Attachment, NetworkConfigList};
+use cni_types::{GcAttachment, NetworkConfigList};
 
-use crate::cache::{CachedFile, NetworkAttachment};
+use crate::cache::{CachedAttachment, CachedFile};
 use crate::conf;
 use crate::{CniConfig, Error};
 
@@ -107,7 +107,7 @@ pub struct Observation {
 #[derive(Clone, Debug)]
 pub struct StaleAttachment {
     /// The attachment, as cached.
-    pub attachment: NetworkAttachment,
+    pub attachment: CachedAttachment,
     /// The config it was made with (from the cache).
     pub list: NetworkConfigList,
 }
@@ -118,7 +118,7 @@ pub struct NetworkGc {
     /// The network's config (from the conf dir).
     pub list: NetworkConfigList,
     /// Its attachments that are alive (or too young to judge).
-    pub valid: Vec<Attachment>,
+    pub valid: Vec<GcAttachment>,
 }
 
 /// Something left alone, and why.
@@ -148,7 +148,7 @@ pub struct Plan {
 }
 
 /// `net/container/ifname`.
-fn attachment_name(a: &NetworkAttachment) -> String {
+fn attachment_name(a: &CachedAttachment) -> String {
     format!("{}/{}/{}", a.network, a.container_id, a.ifname)
 }
 
@@ -161,7 +161,7 @@ pub fn plan(obs: &Observation, min_age: Duration) -> Result<Plan, Error> {
         Some(t) => obs.now.duration_since(t).map_or(true, |age| age < min_age),
         None => true,
     };
-    let cached: Vec<(&CachedFile, &NetworkAttachment)> = obs
+    let cached: Vec<(&CachedFile, &CachedAttachment)> = obs
         .cache
         .iter()
         .filter_map(|f| f.attachment.as_ref().ok().map(|a| (f, a)))
@@ -208,7 +208,7 @@ pub fn plan(obs: &Observation, min_age: Duration) -> Result<Plan, Error> {
     }
 
     // Phase 1, and what phase 2 must keep.
-    let mut valid: BTreeMap<&str, Vec<Attachment>> = BTreeMap::new();
+    let mut valid: BTreeMap<&str, Vec<GcAttachment>> = BTreeMap::new();
     let mut unconfigured: BTreeMap<&str, usize> = BTreeMap::new();
     for (file, a) in &cached {
         let Some(list) = networks.get(a.network.as_str()) else {
@@ -226,7 +226,7 @@ pub fn plan(obs: &Observation, min_age: Duration) -> Result<Plan, Error> {
                     format!("cached less than {min_age:?} ago: a sandbox may be starting"),
                 );
             }
-            valid.entry(&a.network).or_default().push(Attachment {
+            valid.entry(&a.network).or_default().push(GcAttachment {
                 container_id: a.container_id.clone(),
                 ifname: a.ifname.clone(),
             });
@@ -326,7 +326,7 @@ pub fn plan(obs: &Observation, min_age: Duration) -> Result<Plan, Error> {
 
 /// The config a cached attachment was made with, as a list (libcni caches
 /// the list's bytes, or a single config's for `AddNetwork`).
-fn cached_list(a: &NetworkAttachment) -> Result<NetworkConfigList, String> {
+fn cached_list(a: &CachedAttachment) -> Result<NetworkConfigList, String> {
     let value: serde_json::Value =
         serde_json::from_slice(&a.config).map_err(|e| format!("not JSON: {e}"))?;
     let list = if value.get("plugins").is_some() {
@@ -631,7 +631,7 @@ mod tests {
         CachedFile {
             path: PathBuf::from(format!("/var/lib/cni/results/{network}-{cid}-eth0")),
             modified: made,
-            attachment: Ok(NetworkAttachment {
+            attachment: Ok(CachedAttachment {
                 container_id: cid.into(),
                 network: network.into(),
                 ifname: "eth0".into(),
@@ -898,7 +898,7 @@ mod tests {
         let plan = Plan {
             dels: (0..10)
                 .map(|i| StaleAttachment {
-                    attachment: NetworkAttachment {
+                    attachment: CachedAttachment {
                         container_id: format!("c{i}"),
                         network: "n".into(),
                         ifname: "eth0".into(),

@@ -43,11 +43,7 @@ pub fn conf_files(dir: &Path, extensions: &[&str]) -> Result<Vec<PathBuf>, Error
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, Error> {
-    crate::capped::read_file(path, crate::capped::MAX_ADMIN_FILE).map_err(|source| Error::Io {
-        op: "read",
-        path: path.to_path_buf(),
-        source,
-    })
+    crate::capped::read_file(path, crate::capped::MAX_ADMIN_FILE).map_err(Error::io("read", path))
 }
 
 /// Parses a single-plugin config (`type` required), as libcni's

@@ -108,11 +108,7 @@ pub fn prepare_socket_path(path: &Path) -> Result<(), Error> {
             "another daemon is listening on this socket".into(),
         ));
     }
-    std::fs::remove_file(path).map_err(|source| Error::Io {
-        op: "remove stale socket",
-        path: path.to_path_buf(),
-        source,
-    })
+    std::fs::remove_file(path).map_err(Error::io("remove stale socket", path))
 }
 
 /// Listens on the unix socket `path` after [`prepare_socket_path`]. The

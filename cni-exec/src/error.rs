@@ -1,6 +1,6 @@
 //! The crate's error enum.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cni_types::{CniError, ErrorCode};
@@ -199,6 +199,19 @@ pub enum Error {
 }
 
 impl Error {
+    /// Wraps an I/O failure of `op` on `path`:
+    /// `.map_err(Error::io("read", path))`.
+    pub(crate) fn io<'a>(
+        op: &'static str,
+        path: &'a Path,
+    ) -> impl FnOnce(std::io::Error) -> Error + 'a {
+        move |source| Error::Io {
+            op,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
     /// Whether this error says a file is missing (a [`FileLock::acquire`](crate::FileLock::acquire)
     /// of a namespace that is gone).
     pub fn is_not_found(&self) -> bool {

@@ -169,3 +169,12 @@ pub fn plugin_error(status_text: &str, stdout: &[u8], stderr: &[u8]) -> CniError
         }
     }
 }
+
+/// Splits a `CNI_PATH`-style list on `:`, dropping empty entries (Go's
+/// `filepath.SplitList` keeps them, but an empty directory finds nothing).
+pub fn split_path(s: &str) -> Vec<PathBuf> {
+    s.split(':')
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .collect()
+}

@@ -22,21 +22,13 @@ pub struct FileLock {
     _lock: Flock<File>,
 }
 
-fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Error + 'a {
-    move |source| Error::Io {
-        op,
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
 impl FileLock {
     /// Locks the existing file `path` (blocking). Unlike Go's `filemutex`,
     /// a missing path is not created: an [`Error::Io`] whose source is
     /// [`std::io::ErrorKind::NotFound`] (DEL paths treat it as gone).
     pub fn acquire(path: impl AsRef<Path>) -> Result<FileLock, Error> {
         let path = path.as_ref();
-        let file = File::open(path).map_err(io("open lock file", path))?;
+        let file = File::open(path).map_err(Error::io("open lock file", path))?;
         FileLock::lock(file, path)
     }
 
@@ -49,7 +41,7 @@ impl FileLock {
                 .recursive(true)
                 .mode(0o700)
                 .create(dir)
-                .map_err(io("create lock directory", dir))?;
+                .map_err(Error::io("create lock directory", dir))?;
         }
         let file = OpenOptions::new()
             .read(true)
@@ -58,7 +50,7 @@ impl FileLock {
             .truncate(false)
             .mode(0o600)
             .open(path)
-            .map_err(io("open lock file", path))?;
+            .map_err(Error::io("open lock file", path))?;
         FileLock::lock(file, path)
     }
 
@@ -68,7 +60,9 @@ impl FileLock {
             match Flock::lock(file, FlockArg::LockExclusive) {
                 Ok(lock) => return Ok(FileLock { _lock: lock }),
                 Err((f, Errno::EINTR)) => file = f,
-                Err((_, errno)) => return Err(io("lock", path)(std::io::Error::from(errno))),
+                Err((_, errno)) => {
+                    return Err(Error::io("lock", path)(std::io::Error::from(errno)))
+                }
             }
         }
     }

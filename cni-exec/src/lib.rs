@@ -70,7 +70,7 @@ pub mod process;
 pub mod same_build;
 pub mod skel;
 
-pub use cache::{NetworkAttachment, ResultCache, RuntimeConf};
+pub use cache::{CachedAttachment, ResultCache, RuntimeConf};
 /// A result with the version it is written in (moved to `cni-types`).
 pub use cni_types::VersionedResult;
 pub use error::Error;

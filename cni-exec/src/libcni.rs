@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cni_types::{
-    Attachment, NetworkConfig, NetworkConfigList, VersionedResult, LEGACY_ATTACHMENTS_KEY,
+    GcAttachment, NetworkConfig, NetworkConfigList, VersionedResult, LEGACY_ATTACHMENTS_KEY,
     VALID_ATTACHMENTS_KEY,
 };
 use serde_json::{Map, Value};
 
-use crate::cache::{NetworkAttachment, ResultCache, RuntimeConf};
+use crate::cache::{CachedAttachment, ResultCache, RuntimeConf};
 use crate::exec::Command;
 use crate::invoke::{exec_plugin_with_result, get_version_info, Exec, PluginEnv};
 use crate::Error;
@@ -190,6 +190,29 @@ impl CniConfig {
             .map(|_| ())
     }
 
+    /// Runs `command` (CHECK, DEL) on `plugins` in turn, each with the same
+    /// `prevResult`; the first failure stops the chain, naming its plugin
+    /// and `op`.
+    fn run_each<'a>(
+        &self,
+        command: Command,
+        op: &'static str,
+        list: &NetworkConfigList,
+        plugins: impl Iterator<Item = &'a Map<String, Value>>,
+        prev: Option<&Value>,
+        rt: &RuntimeConf,
+    ) -> Result<(), Error> {
+        for plugin in plugins {
+            self.run_one(command, &list.name, &list.cni_version, plugin, prev, rt)
+                .map_err(|e| Error::Chain {
+                    plugin: describe(plugin),
+                    op,
+                    source: Box::new(e),
+                })?;
+        }
+        Ok(())
+    }
+
     /// ADD: runs the plugins in order, each getting the previous one's
     /// result as `prevResult`; caches the final result. No rollback on
     /// failure (as libcni: the runtime issues DEL).
@@ -235,22 +258,14 @@ impl CniConfig {
             return Ok(());
         }
         let cached = self.cache.result(&list.name, &list.cni_version, rt)?;
-        for plugin in &list.plugins {
-            self.run_one(
-                Command::Check,
-                &list.name,
-                &list.cni_version,
-                plugin,
-                cached.as_ref(),
-                rt,
-            )
-            .map_err(|e| Error::Chain {
-                plugin: describe(plugin),
-                op: "check",
-                source: Box::new(e),
-            })?;
-        }
-        Ok(())
+        self.run_each(
+            Command::Check,
+            "check",
+            list,
+            list.plugins.iter(),
+            cached.as_ref(),
+            rt,
+        )
     }
 
     /// DEL: plugins in reverse order, with the cached result as
@@ -272,21 +287,14 @@ impl CniConfig {
                 }
             }
         }
-        for plugin in list.plugins.iter().rev() {
-            self.run_one(
-                Command::Del,
-                &list.name,
-                &list.cni_version,
-                plugin,
-                cached.as_ref(),
-                rt,
-            )
-            .map_err(|e| Error::Chain {
-                plugin: describe(plugin),
-                op: "delete",
-                source: Box::new(e),
-            })?;
-        }
+        self.run_each(
+            Command::Del,
+            "delete",
+            list,
+            list.plugins.iter().rev(),
+            cached.as_ref(),
+            rt,
+        )?;
         let _ = self.cache.remove(&list.name, rt);
         Ok(())
     }
@@ -314,7 +322,7 @@ impl CniConfig {
     pub fn gc_network_list(
         &self,
         list: &NetworkConfigList,
-        valid: Option<&[Attachment]>,
+        valid: Option<&[GcAttachment]>,
     ) -> Result<(), Error> {
         if list.disable_gc {
             return Ok(());
@@ -352,7 +360,7 @@ impl CniConfig {
     pub fn gc_plugins(
         &self,
         list: &NetworkConfigList,
-        valid: Option<&[Attachment]>,
+        valid: Option<&[GcAttachment]>,
     ) -> Result<(), Error> {
         if !list.version().is_ok_and(|v| v.supports_status_and_gc()) {
             return Ok(());
@@ -450,7 +458,7 @@ impl CniConfig {
     }
 
     /// The cached attachments, optionally of one container.
-    pub fn cached_attachments(&self, container_id: &str) -> Result<Vec<NetworkAttachment>, Error> {
+    pub fn cached_attachments(&self, container_id: &str) -> Result<Vec<CachedAttachment>, Error> {
         self.cache.attachments(container_id)
     }
 

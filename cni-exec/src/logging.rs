@@ -10,19 +10,11 @@
 //! A binary that installed its own subscriber first (multus does, to log
 //! exactly as Multus) keeps it: nothing is set up here then.
 //!
-//! A log file is rotated while the plugin writes, as lumberjack does
-//! ([`RotatingFile`]), with Multus's settings and defaults:
-//! `logOptions.maxSize` 100 (megabytes), `maxBackups` 5, `maxAge` 5 days,
-//! `compress` true. Rotated files are named like lumberjack's,
-//! `<name>-<UTC time>.<ext>[.gz]`.
-
-mod rotate;
-
-pub use rotate::{rfc3339_utc, RotatingFile};
+//! The file is appended to, never rotated: rotation (`logOptions`) is
+//! Multus's, and lives with it (`cni_plugins::multus::rotate`).
 
 use std::fs::OpenOptions;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use tracing::Level;
 
@@ -64,55 +56,6 @@ pub fn settings(stdin: &[u8], env: &Env) -> Option<(Option<String>, Level)> {
     Some((file, level))
 }
 
-/// Log file rotation (`logOptions`, lumberjack's settings as Multus uses
-/// them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rotation {
-    /// Rotate once the file has this many bytes (`maxSize`, in megabytes).
-    pub max_size: u64,
-    /// Keep at most this many rotated files (`maxBackups`; 0 keeps all).
-    pub max_backups: usize,
-    /// Remove rotated files older than this (`maxAge`, in days; zero keeps them).
-    pub max_age: Duration,
-    /// Gzip rotated files (`compress`).
-    pub compress: bool,
-}
-
-impl Default for Rotation {
-    fn default() -> Self {
-        Rotation {
-            max_size: 100 << 20,
-            max_backups: 5,
-            max_age: Duration::from_secs(5 * 86_400),
-            compress: true,
-        }
-    }
-}
-
-impl Rotation {
-    /// The rotation a plugin config asks for: its `logOptions`, each
-    /// missing (or zero) value taking Multus's default.
-    pub fn from_config(stdin: &[u8]) -> Rotation {
-        let conf: serde_json::Value = serde_json::from_slice(stdin).unwrap_or_default();
-        let opts = conf.get("logOptions");
-        let num = |k: &str| {
-            opts.and_then(|o| o.get(k))
-                .and_then(|v| v.as_u64())
-                .filter(|n| *n > 0)
-        };
-        let d = Rotation::default();
-        Rotation {
-            max_size: num("maxSize").map_or(d.max_size, |mb| mb << 20),
-            max_backups: num("maxBackups").map_or(d.max_backups, |n| n as usize),
-            max_age: num("maxAge").map_or(d.max_age, |days| Duration::from_secs(days * 86_400)),
-            compress: opts
-                .and_then(|o| o.get("compress"))
-                .and_then(|v| v.as_bool())
-                .unwrap_or(d.compress),
-        }
-    }
-}
-
 /// Installs the global subscriber when the config or env asks for logs.
 /// Only the process wrapper calls this: a library never installs one.
 pub(crate) fn init_from_config(stdin: &[u8], env: &Env) {
@@ -128,14 +71,9 @@ pub(crate) fn init_from_config(stdin: &[u8], env: &Env) {
         .with_target(false);
     // An unopenable log file falls back to stderr rather than failing the
     // plugin: logging must never change the protocol's outcome.
-    let file = file.filter(|f| OpenOptions::new().create(true).append(true).open(f).is_ok());
+    let file = file.and_then(|f| OpenOptions::new().create(true).append(true).open(f).ok());
     let _ = match file {
-        Some(f) => builder
-            .with_writer(Mutex::new(RotatingFile::new(
-                f,
-                Rotation::from_config(stdin),
-            )))
-            .try_init(),
+        Some(f) => builder.with_writer(Mutex::new(f)).try_init(),
         None => builder.with_writer(std::io::stderr).try_init(),
     };
 }
@@ -168,17 +106,5 @@ mod tests {
         // logToStderr false silences a level without a file.
         let no_stderr = br#"{"name":"n","logLevel":"debug","logToStderr":false}"#;
         assert_eq!(settings(no_stderr, &quiet), None);
-    }
-
-    #[test]
-    fn rotation_options_and_defaults() {
-        assert_eq!(Rotation::from_config(b"{}"), Rotation::default());
-        let r = Rotation::from_config(
-            br#"{"logOptions":{"maxSize":1,"maxBackups":2,"maxAge":0,"compress":false}}"#,
-        );
-        assert_eq!(r.max_size, 1 << 20);
-        assert_eq!(r.max_backups, 2);
-        assert_eq!(r.max_age, Rotation::default().max_age); // 0 takes the default, as lumberjack
-        assert!(!r.compress);
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cni_types::{CniArgs, CniError, CniResult, NetworkConfig, Version};
 
-use crate::exec::{Command, Exec, NoExec, PluginEnv};
+use crate::exec::{split_path, Command, Exec, NoExec, PluginEnv};
 
 /// Everything a plugin receives for one command: the `CNI_*` environment,
 /// the parsed network config and the raw stdin.
@@ -59,12 +59,7 @@ impl Request {
     pub fn builder(command: Command, config: NetworkConfig) -> RequestBuilder {
         RequestBuilder {
             command,
-            container_id: String::new(),
-            netns: String::new(),
-            ifname: String::new(),
-            args: String::new(),
-            path: String::new(),
-            netns_override: String::new(),
+            vars: RequestVars::default(),
             config,
             exec: None,
         }
@@ -107,50 +102,84 @@ impl Request {
 #[must_use]
 pub struct RequestBuilder {
     command: Command,
-    container_id: String,
-    netns: String,
-    ifname: String,
-    args: String,
-    path: String,
-    netns_override: String,
+    vars: RequestVars,
     config: NetworkConfig,
     exec: Option<Arc<dyn Exec>>,
+}
+
+/// The `CNI_*` values of a request as given: what [`RequestBuilder`] and the
+/// protocol's environment parsing ([`dispatch`](crate::dispatch)) both fill.
+#[derive(Debug, Default)]
+pub(crate) struct RequestVars {
+    pub(crate) container_id: String,
+    pub(crate) netns: String,
+    pub(crate) ifname: String,
+    pub(crate) args: String,
+    pub(crate) path: String,
+    pub(crate) netns_override: String,
+}
+
+impl RequestVars {
+    /// The request for `command` with these values.
+    pub(crate) fn into_request(
+        self,
+        command: Command,
+        config: NetworkConfig,
+        version: Version,
+        stdin: Vec<u8>,
+        exec: Arc<dyn Exec>,
+    ) -> Request {
+        Request {
+            command,
+            container_id: self.container_id,
+            netns: self.netns,
+            ifname: self.ifname,
+            args_raw: self.args,
+            path: split_path(&self.path),
+            path_raw: self.path,
+            netns_override: self.netns_override,
+            config,
+            version,
+            stdin,
+            exec,
+        }
+    }
 }
 
 impl RequestBuilder {
     /// `CNI_CONTAINERID`.
     pub fn container_id(mut self, id: impl Into<String>) -> Self {
-        self.container_id = id.into();
+        self.vars.container_id = id.into();
         self
     }
 
     /// `CNI_NETNS`.
     pub fn netns(mut self, netns: impl Into<String>) -> Self {
-        self.netns = netns.into();
+        self.vars.netns = netns.into();
         self
     }
 
     /// `CNI_IFNAME`.
     pub fn ifname(mut self, ifname: impl Into<String>) -> Self {
-        self.ifname = ifname.into();
+        self.vars.ifname = ifname.into();
         self
     }
 
     /// `CNI_ARGS` (`K=V;K=V`).
     pub fn args(mut self, args: impl Into<String>) -> Self {
-        self.args = args.into();
+        self.vars.args = args.into();
         self
     }
 
     /// `CNI_PATH` (`:`-separated).
     pub fn path(mut self, path: impl Into<String>) -> Self {
-        self.path = path.into();
+        self.vars.path = path.into();
         self
     }
 
     /// `CNI_NETNS_OVERRIDE`.
     pub fn netns_override(mut self, value: impl Into<String>) -> Self {
-        self.netns_override = value.into();
+        self.vars.netns_override = value.into();
         self
     }
 
@@ -166,20 +195,10 @@ impl RequestBuilder {
     pub fn build(self) -> Result<Request, cni_types::Error> {
         let version = self.config.version()?;
         let stdin = self.config.to_bytes();
-        Ok(Request {
-            command: self.command,
-            container_id: self.container_id,
-            netns: self.netns,
-            ifname: self.ifname,
-            args_raw: self.args,
-            path: crate::skel::split_path(&self.path),
-            path_raw: self.path,
-            netns_override: self.netns_override,
-            config: self.config,
-            version,
-            stdin,
-            exec: self.exec.unwrap_or_else(|| Arc::new(NoExec)),
-        })
+        let exec = self.exec.unwrap_or_else(|| Arc::new(NoExec));
+        Ok(self
+            .vars
+            .into_request(self.command, self.config, version, stdin, exec))
     }
 }
 

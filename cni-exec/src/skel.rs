@@ -6,14 +6,16 @@
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use cni_types::{CniError, ErrorCode, NetworkConfig, Version, VersionReply};
 use serde_json::Value;
 
+/// Splits `CNI_PATH` (defined in [`exec`](crate::exec), beside the executor
+/// that searches it; also reachable here).
+pub use crate::exec::split_path;
 use crate::exec::{Command, Exec, NoExec};
-use crate::plugin::{DynPlugin, Request};
+use crate::plugin::{DynPlugin, RequestVars};
 
 /// Tells whether `CNI_NETNS` is the plugin's own network namespace.
 ///
@@ -228,12 +230,7 @@ fn go_quote_list(list: &[String]) -> String {
 
 struct Parsed {
     cmd: String,
-    container_id: String,
-    netns: String,
-    ifname: String,
-    args: String,
-    path: String,
-    netns_override: String,
+    vars: RequestVars,
 }
 
 fn env_args(env: &Env) -> Result<Parsed, CniError> {
@@ -258,12 +255,14 @@ fn env_args(env: &Env) -> Result<Parsed, CniError> {
     }
     Ok(Parsed {
         cmd: cmd.to_string(),
-        container_id: env.get("CNI_CONTAINERID").to_string(),
-        netns: env.get("CNI_NETNS").to_string(),
-        ifname: env.get("CNI_IFNAME").to_string(),
-        args: env.get("CNI_ARGS").to_string(),
-        path: env.get("CNI_PATH").to_string(),
-        netns_override: env.get("CNI_NETNS_OVERRIDE").to_string(),
+        vars: RequestVars {
+            container_id: env.get("CNI_CONTAINERID").to_string(),
+            netns: env.get("CNI_NETNS").to_string(),
+            ifname: env.get("CNI_IFNAME").to_string(),
+            args: env.get("CNI_ARGS").to_string(),
+            path: env.get("CNI_PATH").to_string(),
+            netns_override: env.get("CNI_NETNS_OVERRIDE").to_string(),
+        },
     })
 }
 
@@ -416,9 +415,9 @@ fn run_command(
     // The own-netns guard runs before the plugin acts (Go checks after ADD
     // and DEL, when a plugin may already have configured the host).
     if matches!(cmd, Command::Add | Command::Del)
-        && !args.netns_override.eq_ignore_ascii_case("true")
-        && args.netns_override != "1"
-        && env.guard.is_own_netns(&args.netns)?
+        && !args.vars.netns_override.eq_ignore_ascii_case("true")
+        && args.vars.netns_override != "1"
+        && env.guard.is_own_netns(&args.vars.netns)?
     {
         return Err(CniError::new(
             ErrorCode::InvalidNetns,
@@ -427,20 +426,9 @@ fn run_command(
         ));
     }
 
-    let req = Request {
-        command: cmd,
-        container_id: args.container_id,
-        netns: args.netns,
-        ifname: args.ifname,
-        args_raw: args.args,
-        path: split_path(&args.path),
-        path_raw: args.path,
-        netns_override: args.netns_override,
-        config,
-        version,
-        stdin,
-        exec: env.exec.clone(),
-    };
+    let req = args
+        .vars
+        .into_request(cmd, config, version, stdin, env.exec.clone());
     let outcome = catch_unwind(AssertUnwindSafe(|| match cmd {
         Command::Add => plugin.add(&req).and_then(|r| {
             r.to_json_pretty(version)
@@ -479,13 +467,4 @@ fn require_valid_attachments(config: &NetworkConfig) -> Result<(), CniError> {
         ))),
         Err(e) => Err(e.to_cni_error()),
     }
-}
-
-/// Splits a `CNI_PATH`-style list on `:`, dropping empty entries (Go's
-/// `filepath.SplitList` keeps them, but an empty directory finds nothing).
-pub fn split_path(s: &str) -> Vec<PathBuf> {
-    s.split(':')
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .collect()
 }

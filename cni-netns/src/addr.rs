@@ -12,7 +12,7 @@ use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
 use crate::error::{Error, Result};
 use crate::handle::Handle;
-use crate::Family;
+use crate::AddressFamilyFilter;
 
 /// How long [`Handle::wait_for_dad`] waits by default (Go's
 /// `SettleAddresses` timeout in `ConfigureIface`).
@@ -162,7 +162,11 @@ impl Handle {
     }
 
     /// Addresses in the namespace, optionally only those of one link.
-    pub fn addresses(&self, index: Option<u32>, family: Family) -> Result<Vec<Address>> {
+    pub fn addresses(
+        &self,
+        index: Option<u32>,
+        family: AddressFamilyFilter,
+    ) -> Result<Vec<Address>> {
         let mut m = AddressMessage::default();
         m.header.family = family.address_family();
         let replies = self.dump(RouteNetlinkMessage::GetAddress(m), || match index {
@@ -208,7 +212,7 @@ impl Handle {
         let named = |a: &Address| addresses.is_empty() || addresses.contains(&a.address.ip());
         let (settled, ()) = crate::poll::until(timeout, || {
             // Only IPv6 addresses do DAD.
-            let addrs = self.addresses(Some(index), Family::V6)?;
+            let addrs = self.addresses(Some(index), AddressFamilyFilter::V6)?;
             if let Some(bad) = addrs.iter().find(|a| named(a) && a.is_dad_failed()) {
                 return Err(Error::DadFailed {
                     address: bad.address.to_string(),

@@ -9,10 +9,10 @@
 //! (containernetworking/plugins#123, kubernetes/kubernetes#58336).
 //!
 //! ```no_run
-//! use cni_netns::conntrack::{Conntrack, IpFamily};
+//! use cni_netns::conntrack::{Conntrack, ConntrackFamily};
 //!
 //! let mut ct = Conntrack::open_in("/run/netns/node")?;
-//! let deleted = ct.delete_udp_by_dst_port(IpFamily::V4, 5353)?;
+//! let deleted = ct.delete_udp_by_dst_port(ConntrackFamily::V4, 5353)?;
 //! # let _ = deleted;
 //! # Ok::<(), cni_netns::Error>(())
 //! ```
@@ -30,25 +30,25 @@ use crate::{Error, Result};
 
 /// An IP family of conntrack entries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum IpFamily {
+pub enum ConntrackFamily {
     /// IPv4 entries.
     V4,
     /// IPv6 entries.
     V6,
 }
 
-impl IpFamily {
+impl ConntrackFamily {
     fn af(self) -> u8 {
         match self {
-            IpFamily::V4 => libc::AF_INET as u8,
-            IpFamily::V6 => libc::AF_INET6 as u8,
+            ConntrackFamily::V4 => libc::AF_INET as u8,
+            ConntrackFamily::V6 => libc::AF_INET6 as u8,
         }
     }
 
     fn name(self) -> &'static str {
         match self {
-            IpFamily::V4 => "ipv4",
-            IpFamily::V6 => "ipv6",
+            ConntrackFamily::V4 => "ipv4",
+            ConntrackFamily::V6 => "ipv6",
         }
     }
 }
@@ -94,13 +94,17 @@ impl Conntrack {
     /// Deletes every UDP entry of `family` whose original destination port
     /// is `port`; returns how many were deleted (entries that expired
     /// meanwhile are not counted and not an error).
-    pub fn delete_udp_by_dst_port(&mut self, family: IpFamily, port: u16) -> Result<usize> {
+    pub fn delete_udp_by_dst_port(&mut self, family: ConntrackFamily, port: u16) -> Result<usize> {
         self.delete_udp_by_dst_ports(family, &[port])
     }
 
     /// Like [`Conntrack::delete_udp_by_dst_port`] for several ports with a
     /// single dump (portmap's host ports of one attachment).
-    pub fn delete_udp_by_dst_ports(&mut self, family: IpFamily, ports: &[u16]) -> Result<usize> {
+    pub fn delete_udp_by_dst_ports(
+        &mut self,
+        family: ConntrackFamily,
+        ports: &[u16],
+    ) -> Result<usize> {
         if ports.is_empty() {
             return Ok(0);
         }
@@ -128,7 +132,7 @@ impl Conntrack {
         Ok(deleted)
     }
 
-    fn dump(&mut self, family: IpFamily) -> io::Result<Vec<Entry>> {
+    fn dump(&mut self, family: ConntrackFamily) -> io::Result<Vec<Entry>> {
         let seq = self.conn.next_seq();
         let msg = message(
             IPCTNL_MSG_CT_GET,
@@ -152,7 +156,7 @@ impl Conntrack {
         Ok(entries)
     }
 
-    fn delete(&mut self, family: IpFamily, entry: &Entry) -> io::Result<()> {
+    fn delete(&mut self, family: ConntrackFamily, entry: &Entry) -> io::Result<()> {
         let seq = self.conn.next_seq();
         let mut attrs = entry.tuple_orig_raw.clone();
         if let Some(zone) = &entry.zone_raw {
@@ -220,7 +224,7 @@ fn udp_dst_port_matches(tuple: &[u8], port: u16) -> bool {
     num == Some(libc::IPPROTO_UDP as u8) && dport == Some(port)
 }
 
-fn message(kind: u16, flags: u16, seq: u32, family: IpFamily, attrs: &[u8]) -> Vec<u8> {
+fn message(kind: u16, flags: u16, seq: u32, family: ConntrackFamily, attrs: &[u8]) -> Vec<u8> {
     nfnetlink::message(
         (NFNL_SUBSYS_CTNETLINK << 8) | kind,
         flags,
@@ -277,7 +281,7 @@ mod tests {
             IPCTNL_MSG_CT_DELETE,
             NLM_F_REQUEST | NLM_F_ACK,
             7,
-            IpFamily::V6,
+            ConntrackFamily::V6,
             &[1, 2, 3, 4],
         );
         assert_eq!(m.len(), 24);

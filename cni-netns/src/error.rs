@@ -11,8 +11,6 @@ use std::time::Duration;
 
 use nix::errno::Errno;
 
-use crate::firewall::FirewallOp;
-
 /// Result alias used across the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -430,5 +428,55 @@ impl Error {
     /// `NSPathNotExistErr`).
     pub fn is_netns_gone(&self) -> bool {
         matches!(self, Error::NetnsNotFound { .. } | Error::NotANetns { .. })
+    }
+}
+
+/// Which firewall feature a rule set belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RuleKind {
+    /// Source NAT of a container's traffic leaving its subnet (`ipMasq`).
+    Masquerade,
+    /// Host port to container port DNAT (portmap).
+    PortMapping,
+    /// Drop of bridge frames whose source MAC is not the container's
+    /// (`macspoofchk`).
+    MacSpoofCheck,
+}
+
+impl std::fmt::Display for RuleKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RuleKind::Masquerade => "masquerade",
+            RuleKind::PortMapping => "port mappings",
+            RuleKind::MacSpoofCheck => "mac spoof check",
+        })
+    }
+}
+
+/// The operation a firewall error is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FirewallOp {
+    /// Installing an attachment's rules.
+    Add(RuleKind),
+    /// Removing an attachment's rules.
+    Delete(RuleKind),
+    /// Verifying an attachment's rules.
+    Check(RuleKind),
+    /// Listing the attachments that own rules.
+    List(RuleKind),
+    /// Removing the rules of attachments that are gone.
+    Gc(RuleKind),
+}
+
+impl std::fmt::Display for FirewallOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FirewallOp::Add(k) => write!(f, "add {k}"),
+            FirewallOp::Delete(k) => write!(f, "delete {k}"),
+            FirewallOp::Check(k) => write!(f, "check {k}"),
+            FirewallOp::List(k) => write!(f, "list {k}"),
+            FirewallOp::Gc(k) => write!(f, "gc {k}"),
+        }
     }
 }

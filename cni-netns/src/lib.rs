@@ -38,13 +38,13 @@
 //! `add address 10.1.0.5/24 to eth0 in /run/netns/x: File exists`.
 //!
 //! ```
-//! use cni_netns::{Family, Handle};
+//! use cni_netns::{AddressFamilyFilter, Handle};
 //!
 //! # fn main() -> cni_netns::Result<()> {
 //! let host = Handle::current()?;
 //! let lo = host.link_by_name("lo")?;
 //! assert_eq!(lo.index, 1);
-//! let addrs = host.addresses(Some(lo.index), Family::V4)?;
+//! let addrs = host.addresses(Some(lo.index), AddressFamilyFilter::V4)?;
 //! assert!(addrs.iter().all(|a| a.index == lo.index));
 //! # Ok(())
 //! # }
@@ -151,9 +151,10 @@ pub use nft_foreign::{NftForeignTable, NftListedRule};
 pub use route::{KernelRoute, NextHop, SCOPE_HOST, SCOPE_LINK, SCOPE_UNIVERSE, TABLE_MAIN};
 pub use rule::RoutingRule;
 
-/// Which address family a listing covers.
+/// Which address families a listing (addresses, routes, rules,
+/// neighbours) covers: a filter, not a family of one address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Family {
+pub enum AddressFamilyFilter {
     /// IPv4 and IPv6.
     #[default]
     All,
@@ -163,20 +164,20 @@ pub enum Family {
     V6,
 }
 
-impl Family {
+impl AddressFamilyFilter {
     fn address_family(self) -> AddressFamily {
         match self {
-            Family::All => AddressFamily::Unspec,
-            Family::V4 => AddressFamily::Inet,
-            Family::V6 => AddressFamily::Inet6,
+            AddressFamilyFilter::All => AddressFamily::Unspec,
+            AddressFamilyFilter::V4 => AddressFamily::Inet,
+            AddressFamilyFilter::V6 => AddressFamily::Inet6,
         }
     }
 
     fn matches(self, ip: IpAddr) -> bool {
         match self {
-            Family::All => true,
-            Family::V4 => ip.is_ipv4(),
-            Family::V6 => ip.is_ipv6(),
+            AddressFamilyFilter::All => true,
+            AddressFamilyFilter::V4 => ip.is_ipv4(),
+            AddressFamilyFilter::V6 => ip.is_ipv6(),
         }
     }
 }

@@ -8,7 +8,7 @@ use netlink_packet_route::RouteNetlinkMessage;
 use crate::error::Result;
 use crate::handle::Handle;
 use crate::link::MacAddr;
-use crate::Family;
+use crate::AddressFamilyFilter;
 
 /// A neighbour table entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,7 +26,11 @@ pub struct Neighbour {
 
 impl Handle {
     /// Neighbour entries, optionally only those of one link.
-    pub fn neighbours(&self, index: Option<u32>, family: Family) -> Result<Vec<Neighbour>> {
+    pub fn neighbours(
+        &self,
+        index: Option<u32>,
+        family: AddressFamilyFilter,
+    ) -> Result<Vec<Neighbour>> {
         let mut m = NeighbourMessage::default();
         m.header.family = family.address_family();
         let replies = self.dump(RouteNetlinkMessage::GetNeighbour(m), || {

@@ -12,7 +12,7 @@ use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
 use crate::error::Result;
 use crate::handle::Handle;
-use crate::Family;
+use crate::AddressFamilyFilter;
 
 /// The main routing table (`RT_TABLE_MAIN`).
 pub const TABLE_MAIN: u32 = 254;
@@ -308,7 +308,7 @@ impl Handle {
 
     /// Every route of `family` in every table (filter on
     /// [`KernelRoute::table`], e.g. [`TABLE_MAIN`]).
-    pub fn routes(&self, family: Family) -> Result<Vec<KernelRoute>> {
+    pub fn routes(&self, family: AddressFamilyFilter) -> Result<Vec<KernelRoute>> {
         let mut m = RouteMessage::default();
         m.header.address_family = family.address_family();
         let replies = self.dump(RouteNetlinkMessage::GetRoute(m), || "list routes".into())?;

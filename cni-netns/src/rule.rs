@@ -12,7 +12,7 @@ use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use crate::error::{Error, Result};
 use crate::handle::Handle;
 use crate::route::{route_message, KernelRoute};
-use crate::Family;
+use crate::AddressFamilyFilter;
 
 /// A routing policy rule that sends matching packets to a table, both to
 /// install and as read back from the kernel.
@@ -153,7 +153,7 @@ impl Handle {
     }
 
     /// Every rule of `family`, in the kernel's order (by priority).
-    pub fn rules(&self, family: Family) -> Result<Vec<RoutingRule>> {
+    pub fn rules(&self, family: AddressFamilyFilter) -> Result<Vec<RoutingRule>> {
         let mut m = RuleMessage::default();
         m.header.family = family.address_family();
         let replies = self.dump(RouteNetlinkMessage::GetRule(m), || "list rules".into())?;
@@ -164,9 +164,9 @@ impl Handle {
                 _ => None,
             })
             .filter(|r| match family {
-                Family::All => true,
-                Family::V4 => !r.v6,
-                Family::V6 => r.v6,
+                AddressFamilyFilter::All => true,
+                AddressFamilyFilter::V4 => !r.v6,
+                AddressFamilyFilter::V6 => r.v6,
             })
             .collect())
     }

@@ -454,7 +454,7 @@ mod tests {
         let cached = |network: &str| cni_exec::cache::CachedFile {
             path: PathBuf::from(format!("/r/{network}-c-eth0")),
             modified: None,
-            attachment: Ok(cni_exec::NetworkAttachment {
+            attachment: Ok(cni_exec::CachedAttachment {
                 container_id: "c".into(),
                 network: network.into(),
                 ifname: "eth0".into(),

@@ -85,8 +85,9 @@ pub const PLUGINS: &[Entry] = &[
 /// field.
 #[cfg(feature = "multus")]
 fn multus() -> Vec<KeyShape> {
-    use crate::multus::conf::{LogOptions, RuntimeConfig, KEYS};
-    use crate::multus::thick::{autoconf::PRIMARY_KEYS, config::DAEMON_KEYS};
+    use crate::multus::capabilities::RuntimeConfig;
+    use crate::multus::conf::{LogOptions, KEYS};
+    use crate::multus::thick::{config::DAEMON_KEYS, config::PRIMARY_KEYS};
     let mut keys = untyped(KEYS.iter().chain(DAEMON_KEYS).chain(PRIMARY_KEYS));
     keys.extend(accepted_keys_at::<LogOptions>("logOptions"));
     keys.extend(

@@ -19,9 +19,10 @@ pub const VALID_ATTACHMENTS_KEY: &str = "cni.dev/valid-attachments";
 /// libcni sends both, and plugins should read either.
 pub const LEGACY_ATTACHMENTS_KEY: &str = "cni.dev/attachments";
 
-/// One attachment (container id + interface name), as in GC requests.
+/// One entry of a GC request's list of valid attachments
+/// (`cni.dev/valid-attachments`): container id and interface name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Attachment {
+pub struct GcAttachment {
     /// The container id.
     #[serde(rename = "containerID")]
     pub container_id: String,
@@ -669,14 +670,14 @@ impl NetworkConfig {
 
     /// The GC request's valid attachments (`cni.dev/valid-attachments`, or the
     /// legacy `cni.dev/attachments`); `None` when neither key is present.
-    pub fn valid_attachments(&self) -> Result<Option<Vec<Attachment>>, Error> {
+    pub fn valid_attachments(&self) -> Result<Option<Vec<GcAttachment>>, Error> {
         let v = self
             .specific
             .get(VALID_ATTACHMENTS_KEY)
             .or_else(|| self.specific.get(LEGACY_ATTACHMENTS_KEY));
         match v {
             None | Some(Value::Null) => Ok(None),
-            Some(v) => Vec::<Attachment>::deserialize(v)
+            Some(v) => Vec::<GcAttachment>::deserialize(v)
                 .map(Some)
                 .map_err(|e| decode(VALID_ATTACHMENTS_KEY, e)),
         }

@@ -53,7 +53,7 @@ pub mod version;
 
 pub use args::CniArgs;
 pub use config::{
-    Attachment, Bandwidth, IpRange, NetworkConfig, NetworkConfigBuilder, NetworkConfigList,
+    Bandwidth, GcAttachment, IpRange, NetworkConfig, NetworkConfigBuilder, NetworkConfigList,
     PortMapping, RuntimeConfig, LEGACY_ATTACHMENTS_KEY, VALID_ATTACHMENTS_KEY,
 };
 pub use error::{CniError, Error, ErrorCode};

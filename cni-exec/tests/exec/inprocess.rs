@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cni_exec::{CniConfig, Exec, InProcessExec, ProcessExec, RuntimeConf, StderrSink};
-use cni_types::{Attachment, NetworkConfigList};
+use cni_types::{GcAttachment, NetworkConfigList};
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 
@@ -114,7 +114,7 @@ fn run_chain(exec: Arc<dyn Exec>, path: Vec<PathBuf>) -> Trace {
     cni.add_network_list(&list, &other).unwrap();
     cni.gc_network_list(
         &list,
-        Some(&[Attachment {
+        Some(&[GcAttachment {
             container_id: "ctr-1".into(),
             ifname: "eth0".into(),
         }]),

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use cni_exec::conf::load_network_conf;
 use cni_exec::{CniConfig, Error, InProcessExec, NoNetnsGuard, Plugin, Request, RuntimeConf};
-use cni_types::{Attachment, CniError, CniResult, ErrorCode, IpConfig, NetworkConfigList};
+use cni_types::{CniError, CniResult, ErrorCode, GcAttachment, IpConfig, NetworkConfigList};
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 
@@ -452,7 +452,7 @@ fn gc_deletes_stale_attachments_then_gcs_every_plugin() {
     let other = list(json!({"cniVersion": "1.1.0", "name": "net2", "plugins": [{"type": "a"}]}));
     s.cni.add_network_list(&other, &rt("stale")).unwrap();
     s.log.lock().unwrap().clear();
-    let valid = [Attachment {
+    let valid = [GcAttachment {
         container_id: "keep".into(),
         ifname: "eth0".into(),
     }];

@@ -37,8 +37,8 @@ impl Owner {
     }
 }
 
-impl From<&cni_types::Attachment> for Owner {
-    fn from(a: &cni_types::Attachment) -> Self {
+impl From<&cni_types::GcAttachment> for Owner {
+    fn from(a: &cni_types::GcAttachment) -> Self {
         Owner::new(a.container_id.clone(), a.ifname.clone())
     }
 }

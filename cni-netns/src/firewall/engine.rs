@@ -9,6 +9,8 @@ use std::collections::{BTreeMap, HashSet};
 use super::attachment::{network_hash, owner_of_comment};
 use super::batch;
 use super::model::{AttachmentRules, Batch, Element, Map, RuleRef, Table, Value};
+// What a driver reads back: data of the model, named here as the drivers know it.
+pub(crate) use super::model::{ListedElement, ListedRule, Listing};
 use super::{
     hostport, macspoof, masquerade, AttachmentId, Firewall, FirewallOp, OwnedAttachment, RuleKind,
     RuleSpec,
@@ -36,38 +38,6 @@ pub(crate) struct Refusal {
     pub(crate) kind: RefusalKind,
     pub(crate) message: String,
     pub(crate) error: Error,
-}
-
-/// One element read back from a table.
-#[derive(Debug, Clone)]
-pub(crate) struct ListedElement {
-    pub(crate) map: String,
-    /// The key, decoded (enough to delete it).
-    pub(crate) key: Vec<Value>,
-    /// The key as the backend identifies it ([`Driver::key_id`]).
-    pub(crate) key_id: String,
-    /// The data as the backend identifies it ([`Driver::data_id`]).
-    pub(crate) data_id: String,
-    pub(crate) comment: Option<String>,
-    /// Expiring within [`batch::EXPIRING_MS`]: removed by a DEL, gone in
-    /// a few milliseconds; nobody owns it any more.
-    pub(crate) expiring: bool,
-}
-
-/// One rule of a table's conditions chain read back.
-#[derive(Debug, Clone)]
-pub(crate) struct ListedRule {
-    pub(crate) chain: String,
-    pub(crate) handle: u64,
-    pub(crate) comment: Option<String>,
-}
-
-/// What a backend reads of one of our tables: the elements of its maps and
-/// the rules of its conditions chain.
-#[derive(Debug, Default)]
-pub(crate) struct Listing {
-    pub(crate) elements: Vec<ListedElement>,
-    pub(crate) rules: Vec<ListedRule>,
 }
 
 fn owned(comment: &Option<String>, owner_hash: &str) -> bool {

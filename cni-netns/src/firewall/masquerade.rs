@@ -11,10 +11,9 @@
 use ipnetwork::IpNetwork;
 
 use super::attachment::{anchored, element, owner_data, push_unique, OWNERS};
-use super::engine::Listing;
 use super::model::{
     const_net, ipx, map, match_eq, prefix_part, AttachmentRules, BaseChain, Chain, ChainType,
-    Element, Expr, Hook, KeyType, NftFamily, NftRule, Stmt, Table, Value, PRIORITY_SRCNAT,
+    Element, Expr, Hook, KeyType, Listing, NftFamily, NftRule, Stmt, Table, Value, PRIORITY_SRCNAT,
 };
 use super::AttachmentId;
 
@@ -256,7 +255,7 @@ mod tests {
 
     #[test]
     fn stale_subnets_are_those_without_a_live_address() {
-        use super::super::engine::ListedElement;
+        use super::super::model::ListedElement;
         let listed = |map: &str, key: Vec<Value>, comment: String| ListedElement {
             map: map.into(),
             key,

@@ -29,6 +29,7 @@ mod macspoof;
 mod masquerade;
 pub mod model;
 mod native;
+mod nfconn;
 mod nft;
 mod recording;
 
@@ -44,6 +45,8 @@ pub use native::NativeFirewall;
 pub use nft::NftFirewall;
 pub use recording::{FirewallCall, RecordingFirewall};
 
+// Defined with the crate's error (which names them), part of the firewall's API.
+pub use crate::error::{FirewallOp, RuleKind};
 use crate::Result;
 
 /// What plugins ask of the firewall. Every method is one atomic change (or
@@ -169,18 +172,6 @@ impl Backend {
     }
 }
 
-/// Which firewall feature a rule set belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RuleKind {
-    /// Source NAT of a container's traffic leaving its subnet (`ipMasq`).
-    Masquerade,
-    /// Host port to container port DNAT (portmap).
-    PortMapping,
-    /// Drop of bridge frames whose source MAC is not the container's
-    /// (`macspoofchk`).
-    MacSpoofCheck,
-}
-
 impl RuleKind {
     /// The table of this feature.
     pub(crate) fn table(self, masq_mark: u32) -> model::Table {
@@ -188,44 +179,6 @@ impl RuleKind {
             RuleKind::Masquerade => masquerade::table(),
             RuleKind::PortMapping => hostport::table(masq_mark),
             RuleKind::MacSpoofCheck => macspoof::table(),
-        }
-    }
-}
-
-impl fmt::Display for RuleKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            RuleKind::Masquerade => "masquerade",
-            RuleKind::PortMapping => "port mappings",
-            RuleKind::MacSpoofCheck => "mac spoof check",
-        })
-    }
-}
-
-/// The operation a firewall error is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum FirewallOp {
-    /// Installing an attachment's rules.
-    Add(RuleKind),
-    /// Removing an attachment's rules.
-    Delete(RuleKind),
-    /// Verifying an attachment's rules.
-    Check(RuleKind),
-    /// Listing the attachments that own rules.
-    List(RuleKind),
-    /// Removing the rules of attachments that are gone.
-    Gc(RuleKind),
-}
-
-impl fmt::Display for FirewallOp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FirewallOp::Add(k) => write!(f, "add {k}"),
-            FirewallOp::Delete(k) => write!(f, "delete {k}"),
-            FirewallOp::Check(k) => write!(f, "check {k}"),
-            FirewallOp::List(k) => write!(f, "list {k}"),
-            FirewallOp::Gc(k) => write!(f, "gc {k}"),
         }
     }
 }

@@ -499,3 +499,35 @@ pub(crate) fn map(name: &'static str, key: &[KeyType], data: &[KeyType], interva
         interval,
     }
 }
+
+/// One element read back from a table.
+#[derive(Debug, Clone)]
+pub(crate) struct ListedElement {
+    pub(crate) map: String,
+    /// The key, decoded (enough to delete it).
+    pub(crate) key: Vec<Value>,
+    /// The key as the backend identifies it ([`Driver::key_id`](super::engine::Driver::key_id)).
+    pub(crate) key_id: String,
+    /// The data as the backend identifies it ([`Driver::data_id`](super::engine::Driver::data_id)).
+    pub(crate) data_id: String,
+    pub(crate) comment: Option<String>,
+    /// Expiring within [`EXPIRING_MS`](super::batch::EXPIRING_MS): removed by a DEL, gone in
+    /// a few milliseconds; nobody owns it any more.
+    pub(crate) expiring: bool,
+}
+
+/// One rule of a table's conditions chain read back.
+#[derive(Debug, Clone)]
+pub(crate) struct ListedRule {
+    pub(crate) chain: String,
+    pub(crate) handle: u64,
+    pub(crate) comment: Option<String>,
+}
+
+/// What a backend reads of one of our tables: the elements of its maps and
+/// the rules of its conditions chain.
+#[derive(Debug, Default)]
+pub(crate) struct Listing {
+    pub(crate) elements: Vec<ListedElement>,
+    pub(crate) rules: Vec<ListedRule>,
+}

@@ -15,6 +15,7 @@ use super::engine::{Driver, ListedElement, ListedRule, Listing, Refusal, Refusal
 #[cfg(test)]
 use super::model::RuleRef;
 use super::model::{AttachmentRules, Batch, Expr, KeyType, Map, NftCommand, Stmt, Table, Value};
+use super::nfconn::NfConn;
 use super::{FirewallOp, DEFAULT_MASQ_MARK};
 use crate::{Error, Result};
 
@@ -86,13 +87,10 @@ impl NftFirewall {
         self.netns.as_deref()
     }
 
-    /// The native backend on the same namespace, for what `nft` cannot do.
-    fn native(&self) -> super::NativeFirewall {
-        match &self.netns {
-            Some(path) => super::NativeFirewall::in_netns(path.clone()),
-            None => super::NativeFirewall::new(),
-        }
-        .with_masq_mark(self.masq_mark)
+    /// A netlink connection to the same namespace's nf_tables, for what
+    /// `nft` cannot do.
+    fn conn(&self) -> NfConn {
+        NfConn::new(self.netns.clone())
     }
 
     /// Runs `nft` with `args` and optional stdin; `Ok(Err(stderr))` when nft
@@ -184,7 +182,7 @@ impl Driver for NftFirewall {
     // netlink (a generation read and element deletes, which every
     // nf_tables kernel takes natively).
     fn generation(&self, op: FirewallOp, who: &str) -> Result<u32> {
-        self.native().generation(op, who)
+        self.conn().generation(op, who)
     }
 
     fn send_at(
@@ -195,8 +193,7 @@ impl Driver for NftFirewall {
         batch: &Batch,
         generation: u32,
     ) -> Result<std::result::Result<(), Refusal>> {
-        self.native()
-            .commit(op, who, table, batch, Some(generation))
+        self.conn().commit(op, who, table, batch, Some(generation))
     }
 
     fn read(

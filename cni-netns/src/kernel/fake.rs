@@ -20,7 +20,7 @@ use crate::link::{
     MacvlanMode, MacvlanSpec, OperState, TapSpec, VethSpec, VlanSpec, Vrf, VLAN_ID_MAX,
 };
 use crate::route::{KernelRoute, SCOPE_HOST, SCOPE_LINK, SCOPE_UNIVERSE, TABLE_MAIN};
-use crate::Family;
+use crate::AddressFamilyFilter;
 
 /// The namespace [`FakeKernel::current`](NetKernel::current) opens.
 const NODE: &str = "node";
@@ -1423,7 +1423,7 @@ impl NetnsHandle for FakeHandle {
         self.set_link(KernelOp::SetLinkOption, index, &what, |_| Ok(()))
     }
 
-    fn addresses(&self, index: Option<u32>, family: Family) -> Result<Vec<Address>> {
+    fn addresses(&self, index: Option<u32>, family: AddressFamilyFilter) -> Result<Vec<Address>> {
         self.read(|ns| {
             Ok(ns
                 .addresses
@@ -1497,7 +1497,7 @@ impl NetnsHandle for FakeHandle {
         Ok(())
     }
 
-    fn routes(&self, family: Family) -> Result<Vec<KernelRoute>> {
+    fn routes(&self, family: AddressFamilyFilter) -> Result<Vec<KernelRoute>> {
         self.read(|ns| {
             Ok(ns
                 .routes

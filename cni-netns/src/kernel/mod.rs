@@ -69,7 +69,7 @@ use crate::link::{
 };
 use crate::netns::Netns;
 use crate::route::KernelRoute;
-use crate::Family;
+use crate::AddressFamilyFilter;
 
 pub use fake::{FakeHandle, FakeKernel, FakeNetns, KernelCall, KernelOp};
 /// The errno [`FakeKernel::fail_next`] fails with (re-exported so callers
@@ -221,7 +221,7 @@ pub trait NetnsHandle: Send + Sync {
     // ---- addresses ----
 
     /// [`Handle::addresses`].
-    fn addresses(&self, index: Option<u32>, family: Family) -> Result<Vec<Address>>;
+    fn addresses(&self, index: Option<u32>, family: AddressFamilyFilter) -> Result<Vec<Address>>;
 
     /// [`Handle::add_address`].
     fn add_address(&self, index: u32, addr: IpNetwork, opts: AddressOptions) -> Result<()>;
@@ -235,7 +235,7 @@ pub trait NetnsHandle: Send + Sync {
     // ---- routes ----
 
     /// [`Handle::routes`].
-    fn routes(&self, family: Family) -> Result<Vec<KernelRoute>>;
+    fn routes(&self, family: AddressFamilyFilter) -> Result<Vec<KernelRoute>>;
 
     /// [`Handle::add_route`].
     fn add_route(&self, r: &KernelRoute) -> Result<()>;
@@ -401,7 +401,7 @@ impl NetnsHandle for Handle {
     fn del_bridge_vlans(&self, index: u32, vlans: &[BridgeVlan], on_bridge: bool) -> Result<()> {
         Handle::del_bridge_vlans(self, index, vlans, on_bridge)
     }
-    fn addresses(&self, index: Option<u32>, family: Family) -> Result<Vec<Address>> {
+    fn addresses(&self, index: Option<u32>, family: AddressFamilyFilter) -> Result<Vec<Address>> {
         Handle::addresses(self, index, family)
     }
     fn add_address(&self, index: u32, addr: IpNetwork, opts: AddressOptions) -> Result<()> {
@@ -413,7 +413,7 @@ impl NetnsHandle for Handle {
     fn settle_addresses(&self, index: u32, addresses: &[IpAddr], timeout: Duration) -> Result<()> {
         Handle::settle_addresses(self, index, addresses, timeout)
     }
-    fn routes(&self, family: Family) -> Result<Vec<KernelRoute>> {
+    fn routes(&self, family: AddressFamilyFilter) -> Result<Vec<KernelRoute>> {
         Handle::routes(self, family)
     }
     fn add_route(&self, r: &KernelRoute) -> Result<()> {

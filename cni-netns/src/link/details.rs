@@ -13,7 +13,7 @@ use netlink_packet_route::RouteNetlinkMessage;
 use super::{IpvlanMode, Link, MacAddr, MacvlanMode};
 use crate::error::Result;
 use crate::handle::Handle;
-use crate::Family;
+use crate::AddressFamilyFilter;
 
 /// A link with the attributes only some kinds or plugins use.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,7 +123,7 @@ impl Handle {
     /// plugins); `None` when there is no default route with a device.
     pub fn default_route_link(&self) -> Result<Option<Link>> {
         let oif = self
-            .routes(Family::All)?
+            .routes(AddressFamilyFilter::All)?
             .into_iter()
             .filter(|r| r.is_default() && r.table == Some(crate::TABLE_MAIN))
             .find_map(|r| r.oif.or_else(|| r.multipath.first().map(|n| n.oif)));

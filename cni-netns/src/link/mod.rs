@@ -411,7 +411,7 @@ impl Handle {
     pub fn delete_link_by_name_addrs(&self, name: &str) -> Result<Vec<ipnetwork::IpNetwork>> {
         let link = self.link_by_name(name)?;
         let addrs = self
-            .addresses(Some(link.index), crate::Family::All)?
+            .addresses(Some(link.index), crate::AddressFamilyFilter::All)?
             .into_iter()
             .map(|a| a.address)
             .filter(|a| crate::addr::is_global_unicast(a.ip()))

@@ -6,7 +6,7 @@ use std::net::UdpSocket;
 use std::time::Duration;
 
 use crate::firewall_common::*;
-use cni_netns::conntrack::{Conntrack, IpFamily};
+use cni_netns::conntrack::{Conntrack, ConntrackFamily};
 use cni_netns::firewall::{
     AttachmentId, Firewall, HostPortMapping, NftFirewall, PortMappingSpec, Protocol, RuleSpec,
 };
@@ -92,13 +92,29 @@ fn stale_udp_entry_is_flushed_by_host_port() {
 
     let mut ct = Conntrack::open_in(t.node.path()).unwrap();
     // Other ports and the other family are left alone.
-    assert_eq!(ct.delete_udp_by_dst_port(IpFamily::V4, 5001).unwrap(), 0);
-    assert_eq!(ct.delete_udp_by_dst_port(IpFamily::V6, 5000).unwrap(), 0);
+    assert_eq!(
+        ct.delete_udp_by_dst_port(ConntrackFamily::V4, 5001)
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        ct.delete_udp_by_dst_port(ConntrackFamily::V6, 5000)
+            .unwrap(),
+        0
+    );
     let ports = udp_spec(1).udp_host_ports(false);
     assert_eq!(ports, [5000]);
-    assert_eq!(ct.delete_udp_by_dst_ports(IpFamily::V4, &ports).unwrap(), 1);
+    assert_eq!(
+        ct.delete_udp_by_dst_ports(ConntrackFamily::V4, &ports)
+            .unwrap(),
+        1
+    );
     assert!(matches!(conntrack_udp_5000(&t), Some(0) | None));
-    assert_eq!(ct.delete_udp_by_dst_port(IpFamily::V4, 5000).unwrap(), 0);
+    assert_eq!(
+        ct.delete_udp_by_dst_port(ConntrackFamily::V4, 5000)
+            .unwrap(),
+        0
+    );
 
     assert_eq!(ask(&t).as_deref(), Some("pod1"));
 }
@@ -133,9 +149,13 @@ fn stale_udp_entry_is_flushed_ipv6() {
     assert_eq!(ask6().as_deref(), Some("pod0"));
 
     let mut ct = Conntrack::open_in(t.node.path()).unwrap();
-    assert_eq!(ct.delete_udp_by_dst_port(IpFamily::V4, 5000).unwrap(), 0);
     assert_eq!(
-        ct.delete_udp_by_dst_ports(IpFamily::V6, &[4999, 5000])
+        ct.delete_udp_by_dst_port(ConntrackFamily::V4, 5000)
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        ct.delete_udp_by_dst_ports(ConntrackFamily::V6, &[4999, 5000])
             .unwrap(),
         1
     );

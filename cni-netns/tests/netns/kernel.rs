@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use crate::common::*;
 use cni_netns::{
-    configure_interface, sysctl, AddressOptions, BridgePortOptions, BridgeSpec, BridgeVlan, Error,
-    Family, Handle, Ipv4Conf, KernelRoute, MacAddr, MacvlanMode, MacvlanSpec, Netns, NextHop,
-    OwnedNetns, VethSpec,
+    configure_interface, sysctl, AddressFamilyFilter, AddressOptions, BridgePortOptions,
+    BridgeSpec, BridgeVlan, Error, Handle, Ipv4Conf, KernelRoute, MacAddr, MacvlanMode,
+    MacvlanSpec, Netns, NextHop, OwnedNetns, VethSpec,
 };
 use ipnetwork::IpNetwork;
 
@@ -448,14 +448,17 @@ fn addresses_add_list_delete() {
     assert!(got.contains(&"fd00:9::5/64".to_string()), "{got:?}");
     let brd = &ip(&ns, &["-4", "addr", "show", "dev", "aa"])[0]["addr_info"][0]["broadcast"];
     assert_eq!(brd, "10.9.0.255");
-    let ours = h.addresses(Some(a), Family::All).unwrap();
+    let ours = h.addresses(Some(a), AddressFamilyFilter::All).unwrap();
     assert!(ours.iter().any(|x| x.address == net("10.9.0.5/24")));
     let v6 = ours
         .iter()
         .find(|x| x.address == net("fd00:9::5/64"))
         .unwrap();
     assert!(!v6.is_tentative(), "nodad address must not be tentative");
-    assert_eq!(h.addresses(Some(a), Family::V4).unwrap().len(), 1);
+    assert_eq!(
+        h.addresses(Some(a), AddressFamilyFilter::V4).unwrap().len(),
+        1
+    );
     let e = h
         .add_address(a, net("10.9.0.5/24"), AddressOptions::default())
         .unwrap_err();
@@ -630,7 +633,7 @@ fn routes_with_every_attribute_ecmp_and_delete() {
     assert_eq!(route["metric"], 77);
     assert_eq!(route["metrics"][0]["mtu"], 1300, "{j}");
     assert_eq!(route["metrics"][0]["advmss"], 1260, "{j}");
-    let ours = h.routes(Family::V4).unwrap();
+    let ours = h.routes(AddressFamilyFilter::V4).unwrap();
     let back = ours.iter().find(|x| x.table == Some(100)).unwrap();
     assert_eq!(
         (back.dst, back.gateway, back.priority, back.mtu),
@@ -713,7 +716,7 @@ fn routes_with_every_attribute_ecmp_and_delete() {
     let hops = j[0]["nexthops"].as_array().unwrap_or_else(|| panic!("{j}"));
     assert_eq!(hops.len(), 2);
     assert_eq!(hops[1]["weight"], 3);
-    let ours = h.routes(Family::V4).unwrap();
+    let ours = h.routes(AddressFamilyFilter::V4).unwrap();
     let mp = ours.iter().find(|x| x.dst == net("10.200.0.0/16")).unwrap();
     assert_eq!(mp.multipath.len(), 2);
     assert_eq!(mp.multipath[1].weight, 3);
@@ -761,7 +764,7 @@ fn neighbours_are_listed() {
             "permanent",
         ],
     );
-    let n = h.neighbours(Some(a), Family::V4).unwrap();
+    let n = h.neighbours(Some(a), AddressFamilyFilter::V4).unwrap();
     let e = n
         .iter()
         .find(|x| x.ip == ipa("10.6.0.9"))
@@ -769,7 +772,7 @@ fn neighbours_are_listed() {
     assert_eq!(e.mac, Some("02:00:00:00:00:09".parse().unwrap()));
     assert_eq!(e.state & 0x80, 0x80, "NUD_PERMANENT");
     assert!(h
-        .neighbours(Some(a), Family::V6)
+        .neighbours(Some(a), AddressFamilyFilter::V6)
         .unwrap()
         .iter()
         .all(|x| x.ip.is_ipv6()));

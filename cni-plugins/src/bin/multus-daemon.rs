@@ -27,7 +27,7 @@ fn config_path() -> Result<PathBuf, String> {
 fn init_logging(c: &DaemonConfig) {
     use cni_plugins::multus::logging;
     if let Some(sink) = logging::install() {
-        sink.configure(&logging::daemon_log_config(c));
+        sink.configure(&c.log_config());
     }
 }
 

@@ -3,7 +3,7 @@
 use std::net::IpAddr;
 
 use cni_netns::kernel::NetnsHandle;
-use cni_netns::{Family, IpNetwork, Link};
+use cni_netns::{AddressFamilyFilter, IpNetwork, Link};
 use cni_types::{CniResult, Route};
 
 use super::BridgeConf;
@@ -83,7 +83,11 @@ pub(crate) fn ensure_address(
     gw: IpNetwork,
     force: bool,
 ) -> Result<()> {
-    let family = if gw.is_ipv4() { Family::V4 } else { Family::V6 };
+    let family = if gw.is_ipv4() {
+        AddressFamilyFilter::V4
+    } else {
+        AddressFamilyFilter::V6
+    };
     for a in host.addresses(Some(link.index), family)? {
         let a = a.address;
         if a == gw {

@@ -35,8 +35,8 @@ use cni_exec::{Plugin, Request};
 use cni_netns::firewall::{AttachmentId, Backend, Firewall, MacSpoofCheckSpec, RuleKind, RuleSpec};
 use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
 use cni_netns::{
-    sysctl, BridgePortOptions, BridgeSpec, BridgeVlan, Family, IpNetwork, Ipv4Conf, Link, MacAddr,
-    OperState, VethSpec, SCOPE_UNIVERSE,
+    sysctl, AddressFamilyFilter, BridgePortOptions, BridgeSpec, BridgeVlan, IpNetwork, Ipv4Conf,
+    Link, MacAddr, OperState, VethSpec, SCOPE_UNIVERSE,
 };
 use cni_types::CniResult;
 
@@ -318,7 +318,7 @@ fn global_addresses(pod: &impl NetnsHandle, ifname: &str) -> Result<Vec<IpNetwor
         Err(e) => return Err(e.into()),
     };
     Ok(pod
-        .addresses(Some(link.index), Family::All)?
+        .addresses(Some(link.index), AddressFamilyFilter::All)?
         .into_iter()
         .filter(|a| a.scope == SCOPE_UNIVERSE)
         .map(|a| a.address)

@@ -25,7 +25,7 @@ use cni_ipam::dhcp::client::{client_id, unix_now, Client, ClientConfig, Renewal}
 use cni_ipam::dhcp::options;
 use cni_ipam::dhcp::rpc::{self, DaemonOp, DaemonReply, DaemonRequest};
 use cni_ipam::dhcp::store::{attachment_key, LeaseRecord, LeaseStore};
-use cni_netns::{Family, Handle, IpNetwork, Netns};
+use cni_netns::{AddressFamilyFilter, Handle, IpNetwork, Netns};
 use cni_types::{CniError, CniResult, NetworkConfig, Version};
 use tracing::{info, warn};
 
@@ -638,7 +638,7 @@ impl Daemon {
         let handle = Handle::in_netns(&active.netns)?;
         let link = handle.link_by_name(&record.ifname)?;
         let held = handle
-            .addresses(Some(link.index), Family::V4)?
+            .addresses(Some(link.index), AddressFamilyFilter::V4)?
             .iter()
             .any(|a| matches!(a.address, IpNetwork::V4(n) if n.ip() == record.lease.address));
         if !held {

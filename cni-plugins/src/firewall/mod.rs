@@ -58,10 +58,11 @@ pub const SYSTEM_BUS: &str = "/run/dbus/system_bus_socket";
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Firewall;
 
-/// What the iptables backend remembers of one attachment, for GC (the
-/// rules themselves are Go's, untagged).
+/// The record the iptables backend keeps of one attachment (a file per
+/// container and interface), for GC: the rules themselves are Go's,
+/// untagged, so this is how GC finds what to remove.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-struct Attachment {
+struct IptablesRecord {
     #[serde(rename = "containerID")]
     container_id: String,
     ifname: String,
@@ -74,7 +75,7 @@ fn state_path(conf: &FirewallConf, container_id: &str, ifname: &str) -> PathBuf 
         .join(format!("{container_id}_{ifname}"))
 }
 
-fn write_state(path: &Path, a: &Attachment) -> Result<()> {
+fn write_state(path: &Path, a: &IptablesRecord) -> Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
     }
@@ -88,7 +89,7 @@ fn write_state(path: &Path, a: &Attachment) -> Result<()> {
         .map_err(Error::atomic_write)
 }
 
-fn read_state(path: &Path) -> Option<Attachment> {
+fn read_state(path: &Path) -> Option<IptablesRecord> {
     std::fs::read(path)
         .ok()
         .and_then(|d| serde_json::from_slice(&d).ok())
@@ -236,7 +237,7 @@ impl Plugin for Firewall {
         let opened = match Node::of(&conf) {
             Node::Nftables(t) => t.add(&attachment_tag(&conf, req), &ips),
             Node::Iptables | Node::Firewalld => {
-                let record = Attachment {
+                let record = IptablesRecord {
                     container_id: req.container_id.clone(),
                     ifname: req.ifname.clone(),
                     ips: ips.clone(),

@@ -158,7 +158,7 @@ impl Flannel {
 
     /// Removes the saved configs of this network's attachments that are not
     /// valid any more (after the delegate has released their resources).
-    fn gc_saved(&self, conf: &FlannelConf, valid: &[cni_types::Attachment]) -> Result<()> {
+    fn gc_saved(&self, conf: &FlannelConf, valid: &[cni_types::GcAttachment]) -> Result<()> {
         let entries = match std::fs::read_dir(&conf.data_dir) {
             Ok(e) => e,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),

@@ -20,7 +20,7 @@
 
 use cni_exec::{Plugin, Request};
 use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
-use cni_netns::Family;
+use cni_netns::AddressFamilyFilter;
 use cni_types::{CniResult, Interface, IpConfig};
 
 use crate::steps::iface;
@@ -64,7 +64,7 @@ impl<K: NetKernel> Plugin for Loopback<K> {
         let lo = pod.link_by_name(LO)?;
         pod.set_up(lo.index)?;
         let mut ips = Vec::new();
-        for family in [Family::V4, Family::V6] {
+        for family in [AddressFamilyFilter::V4, AddressFamilyFilter::V6] {
             let addrs = pod.addresses(Some(lo.index), family)?;
             if let Some(bad) = addrs.iter().find(|a| !a.address.ip().is_loopback()) {
                 return Err(Error::LoopbackForeignAddress {

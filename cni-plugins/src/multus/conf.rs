@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cni_types::json::canonicalize_keys;
-use cni_types::{Bandwidth, PortMapping};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::capabilities::RuntimeConfig;
 use super::delegate::Delegate;
 use super::selection::is_dns1123_label;
 use crate::multus::Error;
@@ -92,76 +92,76 @@ pub struct LogConfig {
     pub options: Option<LogOptions>,
 }
 
-/// Multus's `runtimeConfig`: the capabilities it forwards to delegates
-/// (multus-cni `types.RuntimeConfig`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RuntimeConfig {
-    /// `portMappings`.
-    #[serde(
-        rename = "portMappings",
-        default,
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub port_mappings: Vec<PortMapping>,
-    /// `bandwidth`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bandwidth: Option<Bandwidth>,
-    /// `ips`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ips: Vec<String>,
-    /// `mac`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub mac: String,
-    /// `infinibandGUID`.
-    #[serde(
-        rename = "infinibandGUID",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub infiniband_guid: String,
-    /// `deviceID`.
-    #[serde(rename = "deviceID", default, skip_serializing_if = "String::is_empty")]
-    pub device_id: String,
-    /// `CNIDeviceInfoFile`.
-    #[serde(
-        rename = "CNIDeviceInfoFile",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub cni_device_info_file: String,
+/// The device manager's checkpoint (the fallback when kubelet's socket is absent).
+pub const DEFAULT_CHECKPOINT_FILE: &str =
+    "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint";
+/// The device-info base directory (NAD client `baseDevInfoPath`).
+pub const DEFAULT_DEVICE_INFO_DIR: &str = "/var/run/k8s.cni.cncf.io/devinfo";
+
+/// Where device IDs and device information come from (the multus config
+/// keys `podResourcesSocket`, `deviceCheckpointFile`, `deviceInfoDir`;
+/// Go multus has fixed paths).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceSources {
+    /// kubelet's pod-resources socket.
+    pub pod_resources_socket: PathBuf,
+    /// The device-plugin checkpoint file.
+    pub checkpoint_file: PathBuf,
+    /// The device-info base directory (`dp/` and `cni/` below it).
+    pub device_info_dir: PathBuf,
+    /// Bound on the pod-resources call.
+    pub timeout: Duration,
 }
 
-impl RuntimeConfig {
-    /// The capability arguments libcni injects, in Go's key order, only the
-    /// keys that are set (multus-cni `newCNIRuntimeConf`).
-    pub fn capability_args(&self) -> Map<String, Value> {
-        let mut m = Map::new();
-        if !self.port_mappings.is_empty() {
-            m.insert("portMappings".into(), to_value(&self.port_mappings));
+impl Default for DeviceSources {
+    fn default() -> Self {
+        DeviceSources {
+            pod_resources_socket: super::podresources::DEFAULT_SOCKET.into(),
+            checkpoint_file: DEFAULT_CHECKPOINT_FILE.into(),
+            device_info_dir: DEFAULT_DEVICE_INFO_DIR.into(),
+            timeout: super::podresources::DEFAULT_TIMEOUT,
         }
-        if let Some(b) = &self.bandwidth {
-            m.insert("bandwidth".into(), to_value(b));
-        }
-        if !self.ips.is_empty() {
-            m.insert("ips".into(), to_value(&self.ips));
-        }
-        for (k, v) in [
-            ("mac", &self.mac),
-            ("infinibandGUID", &self.infiniband_guid),
-            ("deviceID", &self.device_id),
-            ("CNIDeviceInfoFile", &self.cni_device_info_file),
-        ] {
-            if !v.is_empty() {
-                m.insert(k.into(), Value::String(v.clone()));
-            }
-        }
-        m
     }
 }
 
-fn to_value<T: Serialize>(v: &T) -> Value {
-    // Only plain data types: serialization cannot fail.
-    serde_json::to_value(v).unwrap_or(Value::Null)
+impl DeviceSources {
+    /// Reads the keys from the multus config object (absent or empty: the
+    /// kubelet defaults).
+    pub fn from_raw(raw: &Map<String, Value>) -> Result<DeviceSources, Error> {
+        let mut s = DeviceSources::default();
+        for (key, slot) in [
+            ("podResourcesSocket", &mut s.pod_resources_socket),
+            ("deviceCheckpointFile", &mut s.checkpoint_file),
+            ("deviceInfoDir", &mut s.device_info_dir),
+        ] {
+            match raw.get(key) {
+                None | Some(Value::Null) => {}
+                Some(Value::String(p)) if p.is_empty() => {}
+                Some(Value::String(p)) => *slot = PathBuf::from(p),
+                Some(other) => {
+                    return Err(Error::Config(format!(
+                        "{key:?} must be a path string, got {other}"
+                    )))
+                }
+            }
+        }
+        Ok(s)
+    }
+
+    /// Where `CNIDeviceInfoFile`s are created (`<deviceInfoDir>/cni`).
+    pub fn cni_info_dir(&self) -> PathBuf {
+        self.device_info_dir.join("cni")
+    }
+
+    /// The device plugin's device-info file of a device (NAD client
+    /// `getDPDeviceInfoPath`: `/` replaced by `-` in both names).
+    pub fn dp_info_path(&self, resource: &str, device_id: &str) -> PathBuf {
+        self.device_info_dir.join("dp").join(format!(
+            "{}-{}-device.json",
+            resource.replace('/', "-"),
+            device_id.replace('/', "-")
+        ))
+    }
 }
 
 /// The multus configuration, decoded and validated.
@@ -211,7 +211,7 @@ pub struct NetConf {
     pub api_timeout: Duration,
     /// Device IDs and device information (`podResourcesSocket`,
     /// `deviceCheckpointFile`, `deviceInfoDir`; ours).
-    pub devices: super::devices::DeviceSources,
+    pub devices: DeviceSources,
     /// `apiRequestTimeoutSeconds` (ours): the limit on one API request
     /// (default `apiTimeoutSeconds`; Go: a fixed minute, 250 ms per pod poll).
     pub api_request_timeout: Duration,
@@ -457,7 +457,7 @@ impl NetConf {
             runtime_config,
             prev_result: get(&raw, "prevResult").cloned(),
             api_timeout,
-            devices: super::devices::DeviceSources::from_raw(&raw)?,
+            devices: DeviceSources::from_raw(&raw)?,
             api_request_timeout,
             warnings,
             raw,
@@ -638,5 +638,23 @@ mod tests {
         assert!(c.warnings[0].contains("cannot set logging level to info"));
         let e = NetConf::from_slice(b"{\"delegates\": [").unwrap_err();
         assert_eq!(e.code(), ErrorCode::DecodingFailure);
+    }
+
+    #[test]
+    fn sources_from_config() {
+        let raw: Map<String, Value> = serde_json::from_str(
+            r#"{"podResourcesSocket":"/t/k.sock","deviceCheckpointFile":"","deviceInfoDir":"/t/devinfo"}"#,
+        )
+        .unwrap();
+        let s = DeviceSources::from_raw(&raw).unwrap();
+        use std::path::Path;
+        assert_eq!(s.pod_resources_socket, Path::new("/t/k.sock"));
+        assert_eq!(s.checkpoint_file, Path::new(DEFAULT_CHECKPOINT_FILE));
+        assert_eq!(
+            s.dp_info_path("intel.com/sriov", "0000:03:02.1"),
+            Path::new("/t/devinfo/dp/intel.com-sriov-0000:03:02.1-device.json")
+        );
+        let raw: Map<String, Value> = serde_json::from_str(r#"{"deviceInfoDir":1}"#).unwrap();
+        assert!(DeviceSources::from_raw(&raw).is_err());
     }
 }

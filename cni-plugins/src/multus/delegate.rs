@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use cni_types::{Bandwidth, PortMapping};
 use serde_json::{Map, Value};
 
-use super::conf::RuntimeConfig;
+use super::capabilities::RuntimeConfig;
 use super::selection::NetworkSelectionElement;
 use crate::multus::Error;
 

@@ -20,12 +20,12 @@
 //!    removes it.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::conf::DeviceSources;
 use super::delegate::Delegate;
 use super::k8s::resource::{AllocationResult, SliceDevice};
 use super::k8s::{KubeClient, Pod};
@@ -35,88 +35,10 @@ use crate::multus::Error;
 
 /// The NAD annotation naming the resource a network's device comes from.
 pub const RESOURCE_NAME_ANNOTATION: &str = "k8s.v1.cni.cncf.io/resourceName";
-/// The device manager's checkpoint (the fallback when kubelet's socket is absent).
-pub const DEFAULT_CHECKPOINT_FILE: &str =
-    "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint";
-/// The device-info base directory (NAD client `baseDevInfoPath`).
-pub const DEFAULT_DEVICE_INFO_DIR: &str = "/var/run/k8s.cni.cncf.io/devinfo";
 /// The largest checkpoint file read.
 pub const MAX_CHECKPOINT_BYTES: u64 = 16 * 1024 * 1024;
 /// The largest device-info file copied.
 const MAX_DEVICE_INFO_BYTES: u64 = 1024 * 1024;
-
-/// Where device IDs and device information come from (the multus config
-/// keys `podResourcesSocket`, `deviceCheckpointFile`, `deviceInfoDir`;
-/// Go multus has fixed paths).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DeviceSources {
-    /// kubelet's pod-resources socket.
-    pub pod_resources_socket: PathBuf,
-    /// The device-plugin checkpoint file.
-    pub checkpoint_file: PathBuf,
-    /// The device-info base directory (`dp/` and `cni/` below it).
-    pub device_info_dir: PathBuf,
-    /// Bound on the pod-resources call.
-    pub timeout: Duration,
-}
-
-impl Default for DeviceSources {
-    fn default() -> Self {
-        DeviceSources {
-            pod_resources_socket: podresources::DEFAULT_SOCKET.into(),
-            checkpoint_file: DEFAULT_CHECKPOINT_FILE.into(),
-            device_info_dir: DEFAULT_DEVICE_INFO_DIR.into(),
-            timeout: podresources::DEFAULT_TIMEOUT,
-        }
-    }
-}
-
-/// The multus config keys of [`DeviceSources`].
-pub const KEYS: &[&str] = &[
-    "podResourcesSocket",
-    "deviceCheckpointFile",
-    "deviceInfoDir",
-];
-
-impl DeviceSources {
-    /// Reads the keys from the multus config object (absent or empty: the
-    /// kubelet defaults).
-    pub fn from_raw(raw: &Map<String, Value>) -> Result<DeviceSources, Error> {
-        let mut s = DeviceSources::default();
-        for (key, slot) in [
-            ("podResourcesSocket", &mut s.pod_resources_socket),
-            ("deviceCheckpointFile", &mut s.checkpoint_file),
-            ("deviceInfoDir", &mut s.device_info_dir),
-        ] {
-            match raw.get(key) {
-                None | Some(Value::Null) => {}
-                Some(Value::String(p)) if p.is_empty() => {}
-                Some(Value::String(p)) => *slot = PathBuf::from(p),
-                Some(other) => {
-                    return Err(Error::Config(format!(
-                        "{key:?} must be a path string, got {other}"
-                    )))
-                }
-            }
-        }
-        Ok(s)
-    }
-
-    /// Where `CNIDeviceInfoFile`s are created (`<deviceInfoDir>/cni`).
-    pub fn cni_info_dir(&self) -> PathBuf {
-        self.device_info_dir.join("cni")
-    }
-
-    /// The device plugin's device-info file of a device (NAD client
-    /// `getDPDeviceInfoPath`: `/` replaced by `-` in both names).
-    pub fn dp_info_path(&self, resource: &str, device_id: &str) -> PathBuf {
-        self.device_info_dir.join("dp").join(format!(
-            "{}-{}-device.json",
-            resource.replace('/', "-"),
-            device_id.replace('/', "-")
-        ))
-    }
-}
 
 /// A pod's device IDs by resource name, each list sorted, with the next
 /// ID to hand out (multus-cni `types.ResourceInfo`).
@@ -688,22 +610,5 @@ mod tests {
         assert_eq!(d.config["plugins"][0]["deviceID"], "0000:03:02.1");
         assert_eq!(d.config["plugins"][1]["pciBusID"], "0000:03:02.1");
         assert_eq!(d.device_id, "0000:03:02.1");
-    }
-
-    #[test]
-    fn sources_from_config() {
-        let raw: Map<String, Value> = serde_json::from_str(
-            r#"{"podResourcesSocket":"/t/k.sock","deviceCheckpointFile":"","deviceInfoDir":"/t/devinfo"}"#,
-        )
-        .unwrap();
-        let s = DeviceSources::from_raw(&raw).unwrap();
-        assert_eq!(s.pod_resources_socket, Path::new("/t/k.sock"));
-        assert_eq!(s.checkpoint_file, Path::new(DEFAULT_CHECKPOINT_FILE));
-        assert_eq!(
-            s.dp_info_path("intel.com/sriov", "0000:03:02.1"),
-            Path::new("/t/devinfo/dp/intel.com-sriov-0000:03:02.1-device.json")
-        );
-        let raw: Map<String, Value> = serde_json::from_str(r#"{"deviceInfoDir":1}"#).unwrap();
-        assert!(DeviceSources::from_raw(&raw).is_err());
     }
 }

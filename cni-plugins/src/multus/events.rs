@@ -143,33 +143,6 @@ impl<'a> EventRecorder<'a> {
     }
 }
 
-/// The `AddedInterface` event of one attachment made outside an ADD of
-/// the pod's networks (the thick daemon's `/delegate`, Go's
-/// `cmdDelegateAdd` → `DelegateAdd`): reads the pod (a failure is logged
-/// and no event is posted) and posts the event within [`POST_BUDGET`].
-pub fn announce_attachment(
-    client: &dyn KubeClient,
-    req: &super::runtime::PodRequest,
-    api_timeout: Duration,
-    network: &str,
-    result: &CniResult,
-) {
-    if !req.has_pod() {
-        return;
-    }
-    let recorder = EventRecorder::new(client);
-    match super::flow::get_pod(&recorder, req, api_timeout, false) {
-        Ok(Some(pod)) => recorder.set_pod(&pod),
-        Ok(None) => return,
-        Err(e) => {
-            tracing::warn!("no AddedInterface event for {}: {e}", req.ifname);
-            return;
-        }
-    }
-    recorder.added_interface(&req.ifname, network, result);
-    recorder.post(POST_BUDGET);
-}
-
 /// The error text Go's client prints for a NAD read failure: the API
 /// server's `Status` message for "not found".
 fn nad_error_text(e: &Error, name: &str) -> String {

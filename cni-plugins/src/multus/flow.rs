@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cni_types::{Attachment, CniResult, Interface, IpConfig};
+use cni_types::{CniResult, GcAttachment, Interface, IpConfig};
 use ipnetwork::IpNetwork;
 use serde_json::{json, Value};
 
@@ -37,7 +37,7 @@ pub trait DelegateExec {
     /// STATUS of a delegate (the cluster network).
     fn status(&self, delegate: &Delegate) -> Result<(), Error>;
     /// GC of a delegate with the attachments still in use.
-    fn gc(&self, delegate: &Delegate, valid: &[Attachment]) -> Result<(), Error>;
+    fn gc(&self, delegate: &Delegate, valid: &[GcAttachment]) -> Result<(), Error>;
     /// Makes `gateways` the default routes of `ifname` after removing the
     /// delegate's own default routes of the families marked (the
     /// `default-route` selection key). The default does nothing: it needs
@@ -111,6 +111,33 @@ pub fn get_pod(
     Ok(Some(pod))
 }
 
+/// The `AddedInterface` event of one attachment made outside an ADD of
+/// the pod's networks (the thick daemon's `/delegate`, Go's
+/// `cmdDelegateAdd` → `DelegateAdd`): reads the pod (a failure is logged
+/// and no event is posted) and posts the event within [`POST_BUDGET`].
+pub fn announce_attachment(
+    client: &dyn KubeClient,
+    req: &PodRequest,
+    api_timeout: Duration,
+    network: &str,
+    result: &CniResult,
+) {
+    if !req.has_pod() {
+        return;
+    }
+    let recorder = EventRecorder::new(client);
+    match get_pod(&recorder, req, api_timeout, false) {
+        Ok(Some(pod)) => recorder.set_pod(&pod),
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!("no AddedInterface event for {}: {e}", req.ifname);
+            return;
+        }
+    }
+    recorder.added_interface(&req.ifname, network, result);
+    recorder.post(POST_BUDGET);
+}
+
 /// The delegates of a pod: cluster network (or inline delegates), default
 /// networks, then the pod's annotations, then the auxiliary chain.
 pub fn pod_delegates(
@@ -148,7 +175,7 @@ fn auxiliary_chain(conf: &NetConf, aux: &str, cluster: &str) -> Result<Option<De
         .unwrap_or(Path::new("/"))
         .join(aux);
     let mut plugins = vec![json!({"type": "passthru", "name": "passthru-cni"})];
-    for f in conf_files(&dir, &["conf"])? {
+    for f in conf_files(&dir, &[".conf"])? {
         let bytes = cni_exec::capped::read_file(&f, cni_exec::capped::MAX_ADMIN_FILE).map_err(
             |source| Error::Io {
                 op: "read auxiliary chain plugin",
@@ -477,18 +504,18 @@ pub fn cmd_status(
 /// The attachments recorded in libcni's result cache under `cniDir`
 /// (`results/*`, each with `containerId` and `ifName`); unreadable entries
 /// are skipped.
-pub fn cached_attachments(cni_dir: &Path) -> Vec<Attachment> {
+pub fn cached_attachments(cni_dir: &Path) -> Vec<GcAttachment> {
     let Ok(entries) = std::fs::read_dir(cni_dir.join("results")) else {
         return Vec::new();
     };
-    let mut out: Vec<Attachment> = entries
+    let mut out: Vec<GcAttachment> = entries
         .filter_map(Result::ok)
         .filter_map(|e| std::fs::read(e.path()).ok())
         .filter_map(|b| serde_json::from_slice::<Value>(&b).ok())
         .filter_map(|v| {
             let cid = v.get("containerId")?.as_str()?.to_string();
             let ifname = v.get("ifName")?.as_str()?.to_string();
-            (!cid.is_empty() && !ifname.is_empty()).then_some(Attachment {
+            (!cid.is_empty() && !ifname.is_empty()).then_some(GcAttachment {
                 container_id: cid,
                 ifname,
             })

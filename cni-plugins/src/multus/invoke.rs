@@ -9,8 +9,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use cni_exec::{CniConfig, Exec, RuntimeConf};
-use cni_types::{Attachment, CniResult, NetworkConfig, NetworkConfigList};
+use cni_types::{CniResult, GcAttachment, NetworkConfig, NetworkConfigList};
 
+use super::conf::NetConf;
 use super::delegate::Delegate;
 use super::flow::DelegateExec;
 use super::podnet;
@@ -25,6 +26,17 @@ pub struct LibcniDelegates {
 }
 
 impl LibcniDelegates {
+    /// The delegates of a plugin command under `conf`: its `binDir`, the
+    /// request's `CNI_PATH` and executor, results cached under `cniDir`.
+    pub fn for_request(conf: &NetConf, req: &cni_exec::Request) -> Self {
+        LibcniDelegates::new(
+            conf.bin_dir.clone(),
+            &req.path,
+            conf.cni_dir.clone(),
+            req.exec().clone(),
+        )
+    }
+
     /// Plugins are searched in `bin_dir` first, then `cni_path` (as Go
     /// multus prepends `binDir` to `CNI_PATH`); results are cached under
     /// `cni_dir`.
@@ -107,7 +119,7 @@ impl DelegateExec for LibcniDelegates {
             .map_err(|e| failed(d, "", e))
     }
 
-    fn gc(&self, d: &Delegate, valid: &[Attachment]) -> Result<(), Error> {
+    fn gc(&self, d: &Delegate, valid: &[GcAttachment]) -> Result<(), Error> {
         self.cni
             .gc_network_list(&list(d)?, Some(valid))
             .map_err(|e| failed(d, "", e))

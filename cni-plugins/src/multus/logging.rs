@@ -2,7 +2,7 @@
 //! `<RFC 3339 time> [<level>] <message>`, written to stderr when
 //! `logToStderr` and to `logFile` when set — both when both are asked
 //! for — filtered by one level mapping, rotated while the process runs
-//! (lumberjack, [`cni_exec::logging::RotatingFile`]).
+//! (lumberjack, [`RotatingFile`]).
 //!
 //! Levels, from quietest: `panic` (the default: only panics are logged),
 //! `error` (errors and warnings: Go's `Errorf` and `Warningf`), `verbose`
@@ -31,8 +31,6 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
-use cni_exec::logging::{rfc3339_utc, RotatingFile, Rotation};
-use serde::Deserialize;
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::subscriber::Interest;
@@ -40,7 +38,7 @@ use tracing::{Event, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
 use super::conf::{LogConfig, LogLevel, LogOptions};
-use super::thick::DaemonConfig;
+use super::rotate::{rfc3339_utc, RotatingFile, Rotation};
 
 /// Multus's name of a level (Go's `Level.String`).
 pub fn level_name(l: LogLevel) -> &'static str {
@@ -65,28 +63,14 @@ pub fn level_of(l: &tracing::Level) -> LogLevel {
 /// absent (see the module documentation).
 pub fn rotation(options: Option<&LogOptions>) -> Rotation {
     let o = options.copied().unwrap_or_default();
+    let d = Rotation::default();
     Rotation {
-        max_size: u64::from(o.max_size.unwrap_or(100)) << 20,
-        max_backups: o.max_backups.unwrap_or(5) as usize,
-        max_age: Duration::from_secs(u64::from(o.max_age.unwrap_or(5)) * 86_400),
-        compress: o.compress.unwrap_or(true),
-    }
-}
-
-/// The daemon's logging (Go's `LoadDaemonNetConf`): `logFile`,
-/// `logLevel` (an unknown one keeps `panic`, as Go), `logToStderr`
-/// (default off), and `logOptions`, which Go applies once requests have
-/// overlaid the daemon file (we apply them from the start).
-pub fn daemon_log_config(c: &DaemonConfig) -> LogConfig {
-    LogConfig {
-        file: c.log_file.clone(),
-        level: c
-            .log_level
-            .as_deref()
-            .and_then(LogLevel::parse)
-            .unwrap_or_default(),
-        to_stderr: c.log_to_stderr,
-        options: options_of(&c.netconf_overrides),
+        max_size: o.max_size.map_or(d.max_size, |mb| u64::from(mb) << 20),
+        max_backups: o.max_backups.map_or(d.max_backups, |n| n as usize),
+        max_age: o.max_age.map_or(d.max_age, |days| {
+            Duration::from_secs(u64::from(days) * 86_400)
+        }),
+        compress: o.compress.unwrap_or(d.compress),
     }
 }
 
@@ -101,11 +85,6 @@ pub fn shim_log_config(stdin: &[u8]) -> LogConfig {
         to_stderr: m.get("logToStderr").and_then(Value::as_bool) == Some(true),
         options: None,
     }
-}
-
-fn options_of(m: &Map<String, Value>) -> Option<LogOptions> {
-    m.get("logOptions")
-        .and_then(|v| LogOptions::deserialize(v).ok())
 }
 
 /// The process's log sinks: stderr and a rotating file, and the level.

@@ -16,32 +16,14 @@ use super::selection::{
 };
 use crate::multus::Error;
 
-/// The regular files of `dir` whose extension is one of `exts`, sorted by
-/// name (libcni `ConfFiles`); a missing directory has none.
+/// The config files of `dir` whose extension is one of `exts` (with the
+/// dot), sorted by name; a missing directory has none (libcni `ConfFiles`,
+/// [`cni_exec::conf::conf_files`]).
 pub fn conf_files(dir: &Path, exts: &[&str]) -> Result<Vec<PathBuf>, Error> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => {
-            return Err(Error::Io {
-                op: "read directory",
-                path: dir.to_path_buf(),
-                source,
-            })
-        }
-    };
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_ok_and(|t| !t.is_dir()))
-        .map(|e| e.path())
-        .filter(|p| {
-            p.extension()
-                .and_then(|x| x.to_str())
-                .is_some_and(|x| exts.iter().any(|e| e.trim_start_matches('.') == x))
-        })
-        .collect();
-    files.sort();
-    Ok(files)
+    cni_exec::conf::conf_files(dir, exts).map_err(|e| match e {
+        cni_exec::Error::Io { op, path, source } => Error::io(op, path, source),
+        e => Error::io("read directory", dir, std::io::Error::other(e.to_string())),
+    })
 }
 
 fn read_json_object(path: &Path) -> Result<Map<String, Value>, Error> {
@@ -63,7 +45,7 @@ fn read_json_object(path: &Path) -> Result<Map<String, Value>, Error> {
 /// is empty): `.conf`, `.json` and `.conflist` files in name order, as the
 /// NAD client's `GetCNIConfigFromFile`.
 pub fn config_from_dir(name: &str, conf_dir: &Path) -> Result<Value, Error> {
-    let files = conf_files(conf_dir, &["conf", "json", "conflist"])?;
+    let files = conf_files(conf_dir, &[".conf", ".json", ".conflist"])?;
     if files.is_empty() {
         return Err(Error::NetworkNotFound {
             name: name.into(),
@@ -120,7 +102,7 @@ pub fn conflist_with_chain(path: &Path) -> Result<Value, Error> {
             reason: format!("invalid network config name: {name}"),
         })?;
         let dir = path.parent().unwrap_or(Path::new(".")).join(&name);
-        let extra = conf_files(&dir, &["conf"])?
+        let extra = conf_files(&dir, &[".conf"])?
             .iter()
             .map(|f| read_json_object(f).map(Value::Object))
             .collect::<Result<Vec<_>, _>>()?;
@@ -248,7 +230,7 @@ pub fn network_delegate(
         reason: e.to_string(),
     })?;
     if meta.is_dir() {
-        let files = conf_files(path, &["conf", "conflist"])?;
+        let files = conf_files(path, &[".conf", ".conflist"])?;
         if files.is_empty() {
             return Err(Error::NetworkNotFound {
                 name: netname.into(),

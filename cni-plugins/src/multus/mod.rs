@@ -49,6 +49,7 @@
 //! ```
 
 pub mod cache;
+pub mod capabilities;
 pub mod conf;
 pub mod delegate;
 pub mod devices;
@@ -62,6 +63,7 @@ pub mod lookup;
 mod plugin;
 pub mod podnet;
 pub mod podresources;
+pub mod rotate;
 pub mod runtime;
 pub mod selection;
 pub mod status;

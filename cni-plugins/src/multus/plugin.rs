@@ -25,6 +25,22 @@ pub fn kube_client(conf: &NetConf) -> Result<Option<HttpKubeClient>, Error> {
     cfg.map(|c| HttpKubeClient::new(&c)).transpose()
 }
 
+/// [`kube_client`] for a command that may (`need_kube` false: DEL) go on
+/// without the API: then an unusable kubeconfig is logged, not an error.
+pub(crate) fn kube_client_for(
+    conf: &NetConf,
+    need_kube: bool,
+) -> Result<Option<HttpKubeClient>, Error> {
+    match kube_client(conf) {
+        Ok(k) => Ok(k),
+        Err(e) if !need_kube => {
+            tracing::error!("kubernetes client unavailable: {e}");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 struct Ctx {
     conf: NetConf,
     kube: Option<HttpKubeClient>,
@@ -39,31 +55,14 @@ impl Ctx {
         for w in &conf.warnings {
             tracing::warn!("{w}");
         }
-        let kube = match kube_client(&conf) {
-            Ok(k) => k,
-            // DEL never depends on the API: an unusable kubeconfig is logged.
-            Err(e) if !need_kube => {
-                tracing::error!("kubernetes client unavailable: {e}");
-                None
-            }
-            Err(e) => return Err(e),
-        };
-        let exec = LibcniDelegates::new(
-            conf.bin_dir.clone(),
-            &req.path,
-            conf.cni_dir.clone(),
-            req.exec().clone(),
-        );
+        let kube = kube_client_for(&conf, need_kube)?;
+        let exec = LibcniDelegates::for_request(&conf, req);
         Ok(Ctx { conf, kube, exec })
     }
 
     fn kube(&self) -> Option<&dyn KubeClient> {
         self.kube.as_ref().map(|k| k as &dyn KubeClient)
     }
-}
-
-fn pod_request(req: &Request) -> Result<PodRequest, Error> {
-    PodRequest::new(&req.container_id, &req.netns, &req.ifname, &req.args_raw)
 }
 
 impl Plugin for Multus {
@@ -75,17 +74,17 @@ impl Plugin for Multus {
 
     fn add(&self, req: &Request) -> Result<CniResult, Error> {
         let ctx = Ctx::new(req, true)?;
-        cmd_add(&ctx.conf, &pod_request(req)?, ctx.kube(), &ctx.exec)
+        cmd_add(&ctx.conf, &PodRequest::of(req)?, ctx.kube(), &ctx.exec)
     }
 
     fn del(&self, req: &Request) -> Result<(), Error> {
         let ctx = Ctx::new(req, false)?;
-        cmd_del(&ctx.conf, &pod_request(req)?, ctx.kube(), &ctx.exec)
+        cmd_del(&ctx.conf, &PodRequest::of(req)?, ctx.kube(), &ctx.exec)
     }
 
     fn check(&self, req: &Request) -> Result<(), Error> {
         let ctx = Ctx::new(req, true)?;
-        cmd_check(&ctx.conf, &pod_request(req)?, ctx.kube(), &ctx.exec)
+        cmd_check(&ctx.conf, &PodRequest::of(req)?, ctx.kube(), &ctx.exec)
     }
 
     fn status(&self, req: &Request) -> Result<(), Error> {

@@ -6,7 +6,7 @@
 use std::net::IpAddr;
 use std::path::Path;
 
-use cni_netns::{Family, Handle, KernelRoute, Netns};
+use cni_netns::{AddressFamilyFilter, Handle, KernelRoute, Netns};
 use serde_json::Value;
 
 use super::cache::write_atomic;
@@ -50,7 +50,10 @@ pub fn set_default_routes(
     let link = h
         .link_by_name(ifname)
         .map_err(|e| netns_err("look up interface in", netns, e))?;
-    for (family, on) in [(Family::V4, remove_v4), (Family::V6, remove_v6)] {
+    for (family, on) in [
+        (AddressFamilyFilter::V4, remove_v4),
+        (AddressFamilyFilter::V6, remove_v6),
+    ] {
         if !on {
             continue;
         }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::conf::RuntimeConfig;
+use super::capabilities::RuntimeConfig;
 use super::delegate::Delegate;
 use crate::multus::Error;
 
@@ -37,6 +37,11 @@ pub struct PodRequest {
 }
 
 impl PodRequest {
+    /// The request of a plugin command (its `CNI_*` values).
+    pub fn of(req: &cni_exec::Request) -> Result<Self, Error> {
+        PodRequest::new(&req.container_id, &req.netns, &req.ifname, &req.args_raw)
+    }
+
     /// A request from the `CNI_*` values; the Kubernetes keys are read from
     /// `args` (`K8S_POD_NAME` and friends, missing ones left empty).
     pub fn new(container_id: &str, netns: &str, ifname: &str, args: &str) -> Result<Self, Error> {

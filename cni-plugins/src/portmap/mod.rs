@@ -36,9 +36,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cni_exec::{Plugin, Request};
-use cni_netns::conntrack::{Conntrack, IpFamily};
+use cni_netns::conntrack::{Conntrack, ConntrackFamily};
 use cni_netns::firewall::{AttachmentId, Backend, Firewall, PortMappingSpec, RuleKind, RuleSpec};
-use cni_netns::{Family, Handle, Ipv4Conf, Link, Netns};
+use cni_netns::{AddressFamilyFilter, Handle, Ipv4Conf, Link, Netns};
 use cni_types::CniResult;
 
 pub use config::{container_ips, PortmapConf, DEFAULT_MARK_BIT};
@@ -109,7 +109,7 @@ impl Portmap {
     /// Deletes the UDP conntrack entries of the mapped UDP host ports for
     /// each family. Failures are logged only, as in the reference: the
     /// rules are already in place and a stale entry expires eventually.
-    fn flush_udp(&self, conf: &PortmapConf, families: &[IpFamily]) {
+    fn flush_udp(&self, conf: &PortmapConf, families: &[ConntrackFamily]) {
         let ports = conf.udp_host_ports();
         if ports.is_empty() {
             return;
@@ -155,7 +155,11 @@ impl Portmap {
 /// metric among equals); `None` when there is no such route, which the
 /// reference also skips silently.
 fn routable_host_if(handle: &Handle, ip: IpAddr) -> Result<Option<Link>> {
-    let family = if ip.is_ipv4() { Family::V4 } else { Family::V6 };
+    let family = if ip.is_ipv4() {
+        AddressFamilyFilter::V4
+    } else {
+        AddressFamilyFilter::V6
+    };
     let routes = handle.routes(family)?;
     let best = routes
         .iter()
@@ -207,10 +211,10 @@ fn load(req: &Request) -> Result<(PortmapConf, Option<CniResult>)> {
 }
 
 /// The address families the container has an address in.
-fn families(spec: &PortMappingSpec) -> Vec<IpFamily> {
+fn families(spec: &PortMappingSpec) -> Vec<ConntrackFamily> {
     [
-        spec.container_v4.map(|_| IpFamily::V4),
-        spec.container_v6.map(|_| IpFamily::V6),
+        spec.container_v4.map(|_| ConntrackFamily::V4),
+        spec.container_v6.map(|_| ConntrackFamily::V6),
     ]
     .into_iter()
     .flatten()
@@ -259,7 +263,7 @@ impl Plugin for Portmap {
         // the conntrack table); without prevResult, both.
         let families = match families(&spec) {
             f if prev.is_some() && !f.is_empty() => f,
-            _ => vec![IpFamily::V4, IpFamily::V6],
+            _ => vec![ConntrackFamily::V4, ConntrackFamily::V6],
         };
         self.flush_udp(&conf, &families);
         Ok(())

@@ -37,7 +37,7 @@ use std::net::IpAddr;
 
 use cni_exec::FileLock;
 use cni_exec::{Plugin, Request};
-use cni_netns::{Family, Handle, KernelRoute, Link, Netns, RoutingRule, TABLE_MAIN};
+use cni_netns::{AddressFamilyFilter, Handle, KernelRoute, Link, Netns, RoutingRule, TABLE_MAIN};
 use cni_types::{CniResult, IpConfig};
 
 pub use config::{SbrConf, FIRST_TABLE};
@@ -95,7 +95,7 @@ fn flush_tables(h: &Handle, link: u32, tables: &[u32]) {
     if tables.is_empty() {
         return;
     }
-    if let Ok(routes) = h.routes(Family::All) {
+    if let Ok(routes) = h.routes(AddressFamilyFilter::All) {
         for r in routes {
             if r.table.is_some_and(|t| tables.contains(&t)) && r.oif == Some(link) {
                 let _ = h.del_route(&r);
@@ -130,7 +130,7 @@ impl Sbr {
 fn add_rules_only(h: &Handle, link: &Link, ips: &[IpConfig], table: u32) -> Result<()> {
     let ours: Vec<IpAddr> = ips.iter().map(|ip| ip.address.ip()).collect();
     if let Some(r) = h
-        .rules(Family::All)?
+        .rules(AddressFamilyFilter::All)?
         .into_iter()
         .find(|r| r.table == table && !r.src.is_some_and(|s| ours.contains(&s.ip())))
     {
@@ -139,7 +139,7 @@ fn add_rules_only(h: &Handle, link: &Link, ips: &[IpConfig], table: u32) -> Resu
         )));
     }
     if let Some(r) = h
-        .routes(Family::All)?
+        .routes(AddressFamilyFilter::All)?
         .into_iter()
         .find(|r| r.table == Some(table) && r.oif.is_some_and(|o| o != link.index))
     {
@@ -169,8 +169,8 @@ fn add_rules_only(h: &Handle, link: &Link, ips: &[IpConfig], table: u32) -> Resu
 /// Go's default mode: a table per address, with the default route and the
 /// interface's routes, then the interface's routes leave the main table.
 fn add_with_tables(h: &Handle, conf: &SbrConf, link: &Link, ips: &[IpConfig]) -> Result<()> {
-    let rules = h.rules(Family::All)?;
-    let routes = h.routes(Family::All)?;
+    let rules = h.rules(AddressFamilyFilter::All)?;
+    let routes = h.routes(AddressFamilyFilter::All)?;
     let used =
         |t: u32| rules.iter().any(|r| r.table == t) || routes.iter().any(|r| r.table == Some(t));
     let main: Vec<KernelRoute> = routes
@@ -273,12 +273,12 @@ fn add_source_hints(h: &Handle, link: &Link, ips: &[IpConfig]) {
 /// the table was given by the configuration or still has other rules.
 fn del_rules(h: &Handle, link: &Link, extra: &[IpAddr], fixed: Option<u32>) -> Result<()> {
     let mut addrs: Vec<IpAddr> = h
-        .addresses(Some(link.index), Family::All)?
+        .addresses(Some(link.index), AddressFamilyFilter::All)?
         .iter()
         .map(|a| a.address.ip())
         .collect();
     addrs.extend(extra);
-    let rules = h.rules(Family::All)?;
+    let rules = h.rules(AddressFamilyFilter::All)?;
     let mut last = None;
     let mut tables = Vec::new();
     for r in &rules {
@@ -299,7 +299,7 @@ fn del_rules(h: &Handle, link: &Link, extra: &[IpAddr], fixed: Option<u32>) -> R
         }
     }
     if fixed.is_none() {
-        let left = h.rules(Family::All)?;
+        let left = h.rules(AddressFamilyFilter::All)?;
         tables.retain(|t| *t >= FIRST_TABLE && !left.iter().any(|r| r.table == *t));
         flush_tables(h, link.index, &tables);
     }
@@ -374,7 +374,7 @@ impl Plugin for Sbr {
         let prev = conf.prev_result(req)?;
         let ips = addresses_of(&prev, &req.ifname)?;
         let found = in_pod(&req.netns, |h| {
-            let rules = h.rules(Family::All)?;
+            let rules = h.rules(AddressFamilyFilter::All)?;
             for ip in &ips {
                 let want = RoutingRule::from_source(ip.address.ip(), 0).src;
                 let table = conf.table;

@@ -4,7 +4,7 @@
 
 use cni_exec::Request;
 use cni_netns::kernel::NetnsHandle;
-use cni_netns::{Family, Link};
+use cni_netns::{AddressFamilyFilter, Link};
 use cni_types::{CniResult, Interface};
 
 use crate::{Error, Result};
@@ -71,7 +71,7 @@ pub(crate) fn addresses_and_routes(
     link: &Link,
     prev: &CniResult,
 ) -> Result<()> {
-    let present = pod.addresses(Some(link.index), Family::All)?;
+    let present = pod.addresses(Some(link.index), AddressFamilyFilter::All)?;
     for ip in &prev.ips {
         if !present.iter().any(|a| a.address == ip.address) {
             return Err(Error::CheckAddressMissing {
@@ -83,7 +83,7 @@ pub(crate) fn addresses_and_routes(
     if prev.routes.is_empty() {
         return Ok(());
     }
-    let routes = pod.routes(Family::All)?;
+    let routes = pod.routes(AddressFamilyFilter::All)?;
     for r in &prev.routes {
         let found = routes
             .iter()

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use cni_exec::{Plugin, Request};
 use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
-use cni_netns::{free_vrf_table, AddressOptions, Family, KernelRoute, Link, Vrf};
+use cni_netns::{free_vrf_table, AddressFamilyFilter, AddressOptions, KernelRoute, Link, Vrf};
 use cni_types::{CniResult, NetworkConfig, Version};
 use serde::Deserialize;
 
@@ -270,7 +270,7 @@ fn restore_addresses(
     index: u32,
     saved: &[SavedAddress],
 ) -> Result<Vec<std::net::IpAddr>> {
-    let present = pod.addresses(Some(index), Family::V6)?;
+    let present = pod.addresses(Some(index), AddressFamilyFilter::V6)?;
     let mut restored = Vec::new();
     for addr in saved
         .iter()
@@ -293,7 +293,7 @@ fn global_addresses(pod: &impl NetnsHandle, link: &Link) -> Result<Vec<SavedAddr
     const IFA_F_NODAD: u32 = 0x02; // linux/if_addr.h
     const IFA_F_NOPREFIXROUTE: u32 = 0x200; // linux/if_addr.h
     Ok(pod
-        .addresses(Some(link.index), Family::V6)?
+        .addresses(Some(link.index), AddressFamilyFilter::V6)?
         .into_iter()
         .filter(|a| a.scope == cni_netns::SCOPE_UNIVERSE)
         .map(|a| SavedAddress {
@@ -310,7 +310,7 @@ fn global_addresses(pod: &impl NetnsHandle, link: &Link) -> Result<Vec<SavedAddr
 /// and local ones (scope universe), as Go lists them before enslaving.
 fn movable_routes(pod: &impl NetnsHandle, link: &Link) -> Result<Vec<KernelRoute>> {
     Ok(pod
-        .routes(Family::All)?
+        .routes(AddressFamilyFilter::All)?
         .into_iter()
         .filter(|r| {
             r.oif == Some(link.index)
@@ -329,7 +329,7 @@ fn wait_for_local_route(
     ip: std::net::IpAddr,
 ) -> Result<()> {
     for attempt in 0..=8u32 {
-        let present = pod.routes(Family::V6)?.into_iter().any(|r| {
+        let present = pod.routes(AddressFamilyFilter::V6)?.into_iter().any(|r| {
             r.table == Some(vrf.table)
                 && r.oif == Some(link.index)
                 && r.dst.ip() == ip

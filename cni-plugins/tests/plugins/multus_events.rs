@@ -15,7 +15,7 @@ use cni_plugins::multus::thick::{self, api::CniRequest, DaemonConfig};
 use cni_plugins::multus::{cmd_add, Delegate, DelegateExec, DelegateRuntime, Error, NetConf};
 use cni_plugins::multus::{PodRequest, Result as MultusResult};
 use cni_testkit::KubeApiServer;
-use cni_types::{Attachment, CniError, CniResult, ErrorCode, Interface, IpConfig};
+use cni_types::{CniError, CniResult, ErrorCode, GcAttachment, Interface, IpConfig};
 use serde_json::{json, Value};
 
 /// A delegate executor answering from the plugin type: `plugin-<n>` gets
@@ -74,7 +74,7 @@ impl DelegateExec for Fake {
     fn status(&self, _: &Delegate) -> MultusResult<()> {
         Ok(())
     }
-    fn gc(&self, _: &Delegate, _: &[Attachment]) -> MultusResult<()> {
+    fn gc(&self, _: &Delegate, _: &[GcAttachment]) -> MultusResult<()> {
         Ok(())
     }
 }

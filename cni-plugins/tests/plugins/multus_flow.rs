@@ -14,7 +14,7 @@ use cni_plugins::multus::{
     NetConf, PodRequest,
 };
 use cni_testkit::KubeApiServer;
-use cni_types::{Attachment, CniError, CniResult, ErrorCode, Interface, IpConfig};
+use cni_types::{CniError, CniResult, ErrorCode, GcAttachment, Interface, IpConfig};
 use serde_json::{json, Value};
 
 #[derive(Default)]
@@ -100,7 +100,7 @@ impl DelegateExec for Recorder {
             .push(format!("STATUS {}", d.plugin_type()));
         Ok(())
     }
-    fn gc(&self, d: &Delegate, valid: &[Attachment]) -> Result<(), Error> {
+    fn gc(&self, d: &Delegate, valid: &[GcAttachment]) -> Result<(), Error> {
         self.log
             .lock()
             .unwrap()
@@ -651,7 +651,7 @@ impl DelegateExec for Noop {
     fn status(&self, _: &Delegate) -> Result<(), Error> {
         Ok(())
     }
-    fn gc(&self, _: &Delegate, _: &[Attachment]) -> Result<(), Error> {
+    fn gc(&self, _: &Delegate, _: &[GcAttachment]) -> Result<(), Error> {
         Ok(())
     }
 }

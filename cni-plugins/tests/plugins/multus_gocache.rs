@@ -23,7 +23,7 @@ use cni_plugins::multus::{
     cmd_add, cmd_del, Delegate, DelegateExec, DelegateRuntime, Error, NetConf, PodRequest,
 };
 use cni_testkit::KubeApiServer;
-use cni_types::{Attachment, CniResult};
+use cni_types::{CniResult, GcAttachment};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
@@ -60,7 +60,7 @@ impl DelegateExec for Recorder {
     fn status(&self, _: &Delegate) -> Result<(), Error> {
         Ok(())
     }
-    fn gc(&self, _: &Delegate, _: &[Attachment]) -> Result<(), Error> {
+    fn gc(&self, _: &Delegate, _: &[GcAttachment]) -> Result<(), Error> {
         Ok(())
     }
     fn set_default_routes(

@@ -151,7 +151,7 @@ fn embedded_multus_with_in_process_delegates() {
     // STATUS and GC go to the cluster network; GC's valid attachments
     // come from multus's result cache.
     cni.status_network_list(&list).unwrap();
-    let valid = [cni_types::Attachment {
+    let valid = [cni_types::GcAttachment {
         container_id: "c1".into(),
         ifname: "eth0".into(),
     }];

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cni_plugins::multus::conf::{LogConfig, LogLevel, LogOptions};
-use cni_plugins::multus::logging::{self, MultusLayer, Sink};
+use cni_plugins::multus::logging::{MultusLayer, Sink};
 use cni_plugins::multus::thick::DaemonConfig;
 use serde_json::json;
 use tracing_subscriber::layer::SubscriberExt;
@@ -183,7 +183,7 @@ fn daemon_rotates_with_its_log_options_while_running() {
         Path::new("test"),
     )
     .unwrap();
-    let lc = logging::daemon_log_config(&c);
+    let lc = c.log_config();
     assert_eq!(lc.level, LogLevel::Verbose);
     assert!(!lc.to_stderr, "the daemon's logToStderr defaults to off");
     let sink = Arc::new(Sink::default());

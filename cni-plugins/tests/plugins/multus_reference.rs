@@ -17,7 +17,7 @@ use cni_plugins::multus::{
     NetConf, PodRequest,
 };
 use cni_testkit::KubeApiServer;
-use cni_types::{Attachment, CniResult, ErrorCode, Interface, IpConfig};
+use cni_types::{CniResult, ErrorCode, GcAttachment, Interface, IpConfig};
 use serde_json::{json, Value};
 
 fn fixture(name: &str) -> String {
@@ -95,7 +95,7 @@ impl DelegateExec for Recorder {
     fn status(&self, _: &Delegate) -> Result<(), Error> {
         Ok(())
     }
-    fn gc(&self, _: &Delegate, _: &[Attachment]) -> Result<(), Error> {
+    fn gc(&self, _: &Delegate, _: &[GcAttachment]) -> Result<(), Error> {
         Ok(())
     }
     fn set_default_routes(

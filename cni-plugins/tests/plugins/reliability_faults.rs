@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 use crate::nodenet::{suffix, Ns, PluginDir};
 use cni_exec::{CniConfig, RuntimeConf};
 use cni_testkit::KubeApiServer;
-use cni_types::{Attachment, NetworkConfigList};
+use cni_types::{GcAttachment, NetworkConfigList};
 use serde_json::{json, Map, Value};
 use support::{pings, pod_links, KillPlan, KillingExec, NodeState, Rng};
 
@@ -121,9 +121,9 @@ impl Chain {
     }
 
     fn gc(&self, live: &[Live]) -> Result<(), String> {
-        let valid: Vec<Attachment> = live
+        let valid: Vec<GcAttachment> = live
             .iter()
-            .map(|l| Attachment {
+            .map(|l| GcAttachment {
                 container_id: l.cid.clone(),
                 ifname: "eth0".into(),
             })

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cni_exec::{CniConfig, ProcessExec, RuntimeConf};
-use cni_netns::{Family, Handle, OwnedNetns};
+use cni_netns::{AddressFamilyFilter, Handle, OwnedNetns};
 use cni_types::NetworkConfigList;
 
 const HOST_PORT: u16 = 8080;
@@ -193,11 +193,17 @@ fn quickstart() -> Fallible<()> {
 
 fn show_pod(pod: &OwnedNetns) -> Fallible<()> {
     let h = Handle::in_netns(pod.netns()).map_err(|e| e.to_string())?;
-    for a in h.addresses(None, Family::All).map_err(|e| e.to_string())? {
+    for a in h
+        .addresses(None, AddressFamilyFilter::All)
+        .map_err(|e| e.to_string())?
+    {
         let name = h.link_by_index(a.index).map(|l| l.name).unwrap_or_default();
         println!("      addr  {name}: {}", a.address);
     }
-    for r in h.routes(Family::V4).map_err(|e| e.to_string())? {
+    for r in h
+        .routes(AddressFamilyFilter::V4)
+        .map_err(|e| e.to_string())?
+    {
         if r.table != Some(cni_netns::TABLE_MAIN) {
             continue; // the kernel's local table: not interesting here
         }

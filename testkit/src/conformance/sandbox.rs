@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use cni_netns::{Family, Handle, IpNetwork, Netns, OwnedNetns, VethSpec};
+use cni_netns::{AddressFamilyFilter, Handle, IpNetwork, Netns, OwnedNetns, VethSpec};
 use serde_json::{json, Value};
 
 use super::kind::{prev_address, SandboxNames};
@@ -283,7 +283,7 @@ impl Sandbox {
         let pod = Handle::in_netns(container).map_err(kernel(op.clone()))?;
         let link = pod.link_by_name(ifname).map_err(kernel(op.clone()))?;
         let present = pod
-            .addresses(Some(link.index), Family::All)
+            .addresses(Some(link.index), AddressFamilyFilter::All)
             .map_err(kernel(op.clone()))?;
         for addr in addresses {
             if present.iter().any(|a| a.address.ip() == addr.ip()) {

@@ -69,7 +69,7 @@ pub fn event_object(pod: &Pod, event: &Event, now: SystemTime) -> Value {
     if !pod.resource_version.is_empty() {
         involved["resourceVersion"] = Value::String(pod.resource_version.clone());
     }
-    let t = cni_exec::logging::rfc3339_utc(now);
+    let t = crate::multus::rotate::rfc3339_utc(now);
     json!({
         "kind": "Event",
         "apiVersion": "v1",

@@ -84,39 +84,41 @@ impl HttpKubeClient {
         })
     }
 
-    fn call(
+    /// Sends `method path` with the client's credentials: GET without a
+    /// body, PATCH with a merge patch, POST and PUT with JSON (`{}` when
+    /// none is given); the answer's status and body (read up to 16 MiB).
+    /// `what` names the request in errors.
+    fn exchange(
         &self,
-        op: &str,
-        kind: &str,
-        namespace: &str,
-        name: &str,
+        method: &str,
         path: &str,
-        patch: Option<Vec<u8>>,
-    ) -> Result<Vec<u8>, Error> {
+        body: Option<&[u8]>,
+        what: &str,
+    ) -> Result<(u16, Vec<u8>), Error> {
         let url = format!("{}{path}", self.server);
         let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
-        let result = match patch {
-            None => {
-                let mut req = self.agent.get(&url).header("Accept", "application/json");
-                if let Some(a) = &auth {
-                    req = req.header("Authorization", a);
-                }
-                req.call()
+        let result = if method == "GET" {
+            let mut req = self.agent.get(&url).header("Accept", "application/json");
+            if let Some(a) = &auth {
+                req = req.header("Authorization", a);
             }
-            Some(body) => {
-                let mut req = self
-                    .agent
-                    .patch(&url)
-                    .header("Accept", "application/json")
-                    .content_type("application/merge-patch+json");
-                if let Some(a) = &auth {
-                    req = req.header("Authorization", a);
-                }
-                req.send(&body[..])
+            req.call()
+        } else {
+            let (builder, content_type) = match method {
+                "PATCH" => (self.agent.patch(&url), "application/merge-patch+json"),
+                "POST" => (self.agent.post(&url), "application/json"),
+                _ => (self.agent.put(&url), "application/json"),
+            };
+            let mut req = builder
+                .header("Accept", "application/json")
+                .content_type(content_type);
+            if let Some(a) = &auth {
+                req = req.header("Authorization", a);
             }
+            req.send(body.unwrap_or(b"{}"))
         };
         let mut resp = result.map_err(|e| Error::ApiUnreachable {
-            op: format!("{op} {namespace}/{name} at {}", self.server),
+            op: format!("{what} at {}", self.server),
             reason: e.to_string(),
         })?;
         let status = resp.status().as_u16();
@@ -126,9 +128,24 @@ impl HttpKubeClient {
             .limit(16 << 20)
             .read_to_vec()
             .map_err(|e| Error::ApiUnreachable {
-                op: format!("{op} {namespace}/{name}: read the response"),
+                op: format!("{what}: read the response"),
                 reason: e.to_string(),
             })?;
+        Ok((status, body))
+    }
+
+    fn call(
+        &self,
+        op: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        path: &str,
+        patch: Option<Vec<u8>>,
+    ) -> Result<Vec<u8>, Error> {
+        let method = if patch.is_some() { "PATCH" } else { "GET" };
+        let what = format!("{op} {namespace}/{name}");
+        let (status, body) = self.exchange(method, path, patch.as_deref(), &what)?;
         match status {
             200..=299 => Ok(body),
             404 => Err(Error::ApiNotFound {
@@ -137,21 +154,7 @@ impl HttpKubeClient {
                 namespace: namespace.into(),
                 name: name.into(),
             }),
-            _ => {
-                let message = serde_json::from_slice::<serde_json::Value>(&body)
-                    .ok()
-                    .and_then(|v| {
-                        v.get("message")
-                            .and_then(|m| m.as_str())
-                            .map(str::to_string)
-                    })
-                    .unwrap_or_else(|| String::from_utf8_lossy(&body).chars().take(200).collect());
-                Err(Error::ApiStatus {
-                    op: format!("{op} {namespace}/{name}"),
-                    status,
-                    message,
-                })
-            }
+            _ => Err(api_status(&what, status, &body)),
         }
     }
 }
@@ -162,7 +165,8 @@ impl HttpKubeClient {
         self.call(op, "list", "", "", path, None)
     }
 
-    /// `method path` with an optional JSON body (create and read
+    /// `method path` (`GET`, `POST`, `PUT`; `PATCH` sends a merge patch) with an
+    /// optional JSON body (create and read
     /// CertificateSigningRequests): the response body of a 2xx answer.
     pub fn request_json(
         &self,
@@ -171,44 +175,7 @@ impl HttpKubeClient {
         path: &str,
         body: Option<&[u8]>,
     ) -> Result<Vec<u8>, Error> {
-        let url = format!("{}{path}", self.server);
-        let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
-        let result = match (method, body) {
-            ("GET", _) => {
-                let mut req = self.agent.get(&url).header("Accept", "application/json");
-                if let Some(a) = &auth {
-                    req = req.header("Authorization", a);
-                }
-                req.call()
-            }
-            (m, b) => {
-                let builder = match m {
-                    "POST" => self.agent.post(&url),
-                    _ => self.agent.put(&url),
-                };
-                let mut req = builder
-                    .header("Accept", "application/json")
-                    .content_type("application/json");
-                if let Some(a) = &auth {
-                    req = req.header("Authorization", a);
-                }
-                req.send(b.unwrap_or(b"{}"))
-            }
-        };
-        let mut resp = result.map_err(|e| Error::ApiUnreachable {
-            op: format!("{op} at {}", self.server),
-            reason: e.to_string(),
-        })?;
-        let status = resp.status().as_u16();
-        let bytes = resp
-            .body_mut()
-            .with_config()
-            .limit(16 << 20)
-            .read_to_vec()
-            .map_err(|e| Error::ApiUnreachable {
-                op: format!("{op}: read the response"),
-                reason: e.to_string(),
-            })?;
+        let (status, bytes) = self.exchange(method, path, body, op)?;
         if (200..300).contains(&status) {
             return Ok(bytes);
         }
@@ -400,7 +367,8 @@ impl KubeClient for HttpKubeClient {
     }
 }
 
-/// A non-2xx answer: the API server's `Status.message` when the body is one.
+/// A non-2xx answer: the API server's `Status.message` when the body is
+/// one, else the body's first 200 characters.
 fn api_status(op: &str, status: u16, body: &[u8]) -> Error {
     let message = serde_json::from_slice::<serde_json::Value>(body)
         .ok()
@@ -409,7 +377,7 @@ fn api_status(op: &str, status: u16, body: &[u8]) -> Error {
                 .and_then(|m| m.as_str())
                 .map(str::to_string)
         })
-        .unwrap_or_default();
+        .unwrap_or_else(|| String::from_utf8_lossy(body).chars().take(200).collect());
     Error::ApiStatus {
         op: op.into(),
         status,

@@ -4,7 +4,9 @@
 //! order that is not multus's own; `00-multus.conf` names it as the cluster
 //! network, in its `cniVersion`, and is rewritten whenever it changes.
 //!
-//! The daemon keys of Go's `MultusConf` that shape this ([`PRIMARY_KEYS`]):
+//! The daemon keys of Go's `MultusConf` that shape this
+//! ([`PRIMARY_KEYS`](super::config::PRIMARY_KEYS), read into a
+//! [`PrimaryChoice`]):
 //! * `multusMasterCNI`: the primary is this file (a name in the directory
 //!   searched) instead of the first file in CNI order; Go's
 //!   `NewManager` skips discovery when it is set.
@@ -24,7 +26,7 @@ use std::time::Duration;
 use cni_exec::atomic::AtomicWrite;
 use serde_json::{json, Map, Value};
 
-use super::config::{DaemonConfig, AUTO_CONFIG_NAME};
+use super::config::{DaemonConfig, PrimaryChoice, AUTO_CONFIG_NAME};
 use crate::multus::Error;
 
 /// How often the directory is rescanned (a stat of a handful of files).
@@ -35,72 +37,8 @@ pub const POLL: Duration = Duration::from_millis(200);
 /// the runtime should see).
 const COPIED_KEYS: &[&str] = &["cniDir", "binDir", "logFile", "logLevel", "logToStderr"];
 
-/// The daemon keys choosing and shaping the primary configuration (they
-/// are also laid over requests, as Go overlays its whole daemon file).
-pub const PRIMARY_KEYS: &[&str] = &["multusMasterCNI", "forceCNIVersion", "overrideNetworkName"];
-
 /// The name of the generated configuration unless `overrideNetworkName`.
 pub const DEFAULT_NETWORK_NAME: &str = "multus-cni-network";
-
-/// `multusMasterCNI`, `forceCNIVersion`, `overrideNetworkName`.
-#[derive(Clone, Debug, Default)]
-pub struct PrimaryChoice {
-    /// `multusMasterCNI`: the primary's file name.
-    pub master_cni: Option<String>,
-    /// `forceCNIVersion` with the daemon's `cniVersion`: the version forced
-    /// onto the primary's file.
-    pub force_cni_version: Option<String>,
-    /// `overrideNetworkName`.
-    pub override_network_name: bool,
-    /// Whether the version was forced already (Go forces once, at start).
-    forced: Arc<AtomicBool>,
-}
-
-impl PrimaryChoice {
-    /// The keys from a daemon configuration's NetConf keys; a key of the
-    /// wrong type, or `forceCNIVersion` without `cniVersion`, is an error.
-    pub fn from_overrides(o: &Map<String, Value>) -> Result<PrimaryChoice, Error> {
-        let bad = |msg: String| Error::Config(msg);
-        let flag = |k: &str| match o.get(k) {
-            None | Some(Value::Null) => Ok(false),
-            Some(Value::Bool(b)) => Ok(*b),
-            Some(v) => Err(bad(format!("{k:?} must be a boolean, got {v}"))),
-        };
-        let master_cni = match o.get("multusMasterCNI") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) if s.is_empty() => None,
-            Some(Value::String(s)) => Some(s.clone()),
-            Some(v) => {
-                return Err(bad(format!(
-                    "\"multusMasterCNI\" must be a string, got {v}"
-                )))
-            }
-        };
-        let force_cni_version = if flag("forceCNIVersion")? {
-            match o
-                .get("cniVersion")
-                .and_then(Value::as_str)
-                .filter(|v| !v.is_empty())
-            {
-                Some(v) => Some(v.to_string()),
-                None => {
-                    return Err(bad(
-                        "\"forceCNIVersion\" needs the daemon configuration's \"cniVersion\""
-                            .into(),
-                    ))
-                }
-            }
-        } else {
-            None
-        };
-        Ok(PrimaryChoice {
-            master_cni,
-            force_cni_version,
-            override_network_name: flag("overrideNetworkName")?,
-            forced: Arc::default(),
-        })
-    }
-}
 
 /// What auto-configuration watches and writes.
 #[derive(Clone, Debug)]
@@ -118,6 +56,8 @@ pub struct AutoConfig {
     pub extra: Map<String, Value>,
     /// `multusMasterCNI`, `forceCNIVersion`, `overrideNetworkName`.
     pub choice: PrimaryChoice,
+    /// Whether the version was forced already (Go forces once, at start).
+    forced: Arc<AtomicBool>,
 }
 
 /// The primary configuration: its path and parsed content.
@@ -172,6 +112,7 @@ impl AutoConfig {
             socket_dir: c.socket_dir.clone(),
             extra,
             choice: PrimaryChoice::default(),
+            forced: Arc::default(),
         }
     }
 
@@ -240,7 +181,7 @@ impl AutoConfig {
         let Some(v) = &self.choice.force_cni_version else {
             return Ok(());
         };
-        if self.choice.forced.load(Ordering::SeqCst) {
+        if self.forced.load(Ordering::SeqCst) {
             return Ok(());
         }
         primary
@@ -257,7 +198,7 @@ impl AutoConfig {
             .fsync(true)
             .write(&primary.path, &bytes)
             .map_err(crate::multus::cache::atomic_error)?;
-        self.choice.forced.store(true, Ordering::SeqCst);
+        self.forced.store(true, Ordering::SeqCst);
         tracing::info!(file = %primary.path.display(), version = %v, "forced the primary CNI configuration's cniVersion");
         Ok(())
     }
@@ -434,6 +375,7 @@ mod tests {
             socket_dir: "/run/multus".into(),
             extra: Map::new(),
             choice: PrimaryChoice::default(),
+            forced: Arc::default(),
         };
         let p = a.primary().unwrap();
         assert!(p.path.ends_with("10-flannel.conflist"));

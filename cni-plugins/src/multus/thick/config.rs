@@ -6,7 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use serde::Deserialize;
 use serde_json::{Map, Value};
+
+use crate::multus::conf::{LogConfig, LogLevel, LogOptions};
 
 use crate::multus::Error;
 
@@ -106,6 +109,26 @@ fn string(raw: &Map<String, Value>, key: &str, path: &Path) -> Result<Option<Str
 }
 
 impl DaemonConfig {
+    /// The daemon's logging (Go's `LoadDaemonNetConf`): `logFile`,
+    /// `logLevel` (an unknown one keeps `panic`, as Go), `logToStderr`
+    /// (default off), and `logOptions`, which Go applies once requests have
+    /// overlaid the daemon file (we apply them from the start).
+    pub fn log_config(&self) -> LogConfig {
+        LogConfig {
+            file: self.log_file.clone(),
+            level: self
+                .log_level
+                .as_deref()
+                .and_then(LogLevel::parse)
+                .unwrap_or_default(),
+            to_stderr: self.log_to_stderr,
+            options: self
+                .netconf_overrides
+                .get("logOptions")
+                .and_then(|v| LogOptions::deserialize(v).ok()),
+        }
+    }
+
     /// Reads and decodes the configuration file.
     pub fn from_file(path: &Path) -> Result<DaemonConfig, Error> {
         let bytes = cni_exec::capped::read_file(path, cni_exec::capped::MAX_ADMIN_FILE)
@@ -194,7 +217,7 @@ impl DaemonConfig {
             .collect();
         // The auto-configuration keys are of their types even when
         // auto-configuration is off.
-        super::autoconf::PrimaryChoice::from_overrides(&netconf_overrides)?;
+        PrimaryChoice::from_overrides(&netconf_overrides)?;
         Ok(DaemonConfig {
             chroot_dir: string(&raw, "chrootDir", path)?.map(PathBuf::from),
             socket_dir: string(&raw, "socketDir", path)?
@@ -225,6 +248,69 @@ impl DaemonConfig {
     /// True when `multusConfigFile` is `"auto"`.
     pub fn auto_config(&self) -> bool {
         self.multus_config_file.as_deref() == Some("auto")
+    }
+}
+
+/// The daemon keys choosing and shaping the primary configuration (they
+/// are also laid over requests, as Go overlays its whole daemon file).
+pub const PRIMARY_KEYS: &[&str] = &["multusMasterCNI", "forceCNIVersion", "overrideNetworkName"];
+
+/// `multusMasterCNI`, `forceCNIVersion`, `overrideNetworkName`: which
+/// configuration auto-configuration takes as the primary, and how it
+/// shapes it (see [`autoconf`](super::autoconf)).
+#[derive(Clone, Debug, Default)]
+pub struct PrimaryChoice {
+    /// `multusMasterCNI`: the primary's file name.
+    pub master_cni: Option<String>,
+    /// `forceCNIVersion` with the daemon's `cniVersion`: the version forced
+    /// onto the primary's file.
+    pub force_cni_version: Option<String>,
+    /// `overrideNetworkName`.
+    pub override_network_name: bool,
+}
+
+impl PrimaryChoice {
+    /// The keys from a daemon configuration's NetConf keys; a key of the
+    /// wrong type, or `forceCNIVersion` without `cniVersion`, is an error.
+    pub fn from_overrides(o: &Map<String, Value>) -> Result<PrimaryChoice, Error> {
+        let bad = |msg: String| Error::Config(msg);
+        let flag = |k: &str| match o.get(k) {
+            None | Some(Value::Null) => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(v) => Err(bad(format!("{k:?} must be a boolean, got {v}"))),
+        };
+        let master_cni = match o.get("multusMasterCNI") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if s.is_empty() => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(v) => {
+                return Err(bad(format!(
+                    "\"multusMasterCNI\" must be a string, got {v}"
+                )))
+            }
+        };
+        let force_cni_version = if flag("forceCNIVersion")? {
+            match o
+                .get("cniVersion")
+                .and_then(Value::as_str)
+                .filter(|v| !v.is_empty())
+            {
+                Some(v) => Some(v.to_string()),
+                None => {
+                    return Err(bad(
+                        "\"forceCNIVersion\" needs the daemon configuration's \"cniVersion\""
+                            .into(),
+                    ))
+                }
+            }
+        } else {
+            None
+        };
+        Ok(PrimaryChoice {
+            master_cni,
+            force_cni_version,
+            override_network_name: flag("overrideNetworkName")?,
+        })
     }
 }
 

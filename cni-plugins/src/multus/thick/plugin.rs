@@ -10,12 +10,12 @@ use cni_types::CniResult;
 use serde_json::{Map, Value};
 
 use crate::multus::delegate::Delegate;
-use crate::multus::events::announce_attachment;
+use crate::multus::flow::announce_attachment;
 use crate::multus::k8s::KubeClient;
+use crate::multus::plugin::{kube_client, kube_client_for};
 use crate::multus::runtime::{delegate_runtime, PodRequest};
 use crate::multus::{
-    cmd_add, cmd_check, cmd_del, cmd_gc, cmd_status, kube_client, DelegateExec, LibcniDelegates,
-    NetConf,
+    cmd_add, cmd_check, cmd_del, cmd_gc, cmd_status, DelegateExec, LibcniDelegates, NetConf,
 };
 
 use super::api::InterfaceAttributes;
@@ -46,6 +46,11 @@ const NO_CLUSTER_NETWORK: &str = "multus-daemon-no-cluster-network";
 /// The shim's (or a client's) configuration with `overrides` laid over it,
 /// as multus-cni's `overrideCNIConfigWithServerConfig` does.
 pub fn merged_conf(stdin: &[u8], overrides: &Map<String, Value>) -> Result<NetConf, Error> {
+    NetConf::from_map(overlaid(stdin, overrides)?)
+}
+
+/// The configuration object of `stdin` with `overrides` laid over it.
+fn overlaid(stdin: &[u8], overrides: &Map<String, Value>) -> Result<Map<String, Value>, Error> {
     let mut raw: Map<String, Value> = serde_json::from_slice(stdin).map_err(|e| Error::Decode {
         what: "CNI configuration".into(),
         reason: e.to_string(),
@@ -53,20 +58,14 @@ pub fn merged_conf(stdin: &[u8], overrides: &Map<String, Value>) -> Result<NetCo
     for (k, v) in overrides {
         raw.insert(k.clone(), v.clone());
     }
-    NetConf::from_map(raw)
+    Ok(raw)
 }
 
 /// A configuration good enough for DEL from the delegate cache: the given
 /// one, with a placeholder cluster network when it names none (the shim's
 /// own minimal configuration).
 pub fn conf_for_cached_del(stdin: &[u8], overrides: &Map<String, Value>) -> Result<NetConf, Error> {
-    let mut raw: Map<String, Value> = serde_json::from_slice(stdin).map_err(|e| Error::Decode {
-        what: "CNI configuration".into(),
-        reason: e.to_string(),
-    })?;
-    for (k, v) in overrides {
-        raw.insert(k.clone(), v.clone());
-    }
+    let mut raw = overlaid(stdin, overrides)?;
     if raw.get("clusterNetwork").is_none_or(Value::is_null)
         && raw.get("delegates").is_none_or(Value::is_null)
     {
@@ -76,10 +75,6 @@ pub fn conf_for_cached_del(stdin: &[u8], overrides: &Map<String, Value>) -> Resu
         );
     }
     NetConf::from_map(raw)
-}
-
-fn pod_request(req: &Request) -> Result<PodRequest, Error> {
-    PodRequest::new(&req.container_id, &req.netns, &req.ifname, &req.args_raw)
 }
 
 impl DaemonPlugin {
@@ -110,21 +105,9 @@ impl DaemonPlugin {
         }
         let kube = match &self.kube {
             Some(k) => Some(k.clone()),
-            None => match kube_client(&conf) {
-                Ok(k) => k.map(|k| Arc::new(k) as SharedKube),
-                Err(e) if !need_kube => {
-                    tracing::error!("kubernetes client unavailable: {e}");
-                    None
-                }
-                Err(e) => return Err(e),
-            },
+            None => kube_client_for(&conf, need_kube)?.map(|k| Arc::new(k) as SharedKube),
         };
-        let exec = LibcniDelegates::new(
-            conf.bin_dir.clone(),
-            &req.path,
-            conf.cni_dir.clone(),
-            req.exec().clone(),
-        );
+        let exec = LibcniDelegates::for_request(&conf, req);
         Ok((conf, kube, exec))
     }
 
@@ -152,14 +135,9 @@ impl DaemonPlugin {
                 d.ip_request = Some(a.ip_request.clone());
             }
         }
-        let pod = pod_request(req)?;
+        let pod = PodRequest::of(req)?;
         let rt = delegate_runtime(&pod, &req.ifname, &conf.runtime_config, &d);
-        let exec = LibcniDelegates::new(
-            conf.bin_dir.clone(),
-            &req.path,
-            conf.cni_dir.clone(),
-            req.exec().clone(),
-        );
+        let exec = LibcniDelegates::for_request(&conf, req);
         match req.command {
             cni_exec::Command::Add => {
                 let result = exec.add(&d, &rt)?;
@@ -197,17 +175,17 @@ impl Plugin for DaemonPlugin {
 
     fn add(&self, req: &Request) -> Result<CniResult, Error> {
         let (conf, kube, exec) = self.ctx(req, true)?;
-        cmd_add(&conf, &pod_request(req)?, kube_ref(&kube), &exec)
+        cmd_add(&conf, &PodRequest::of(req)?, kube_ref(&kube), &exec)
     }
 
     fn del(&self, req: &Request) -> Result<(), Error> {
         let (conf, kube, exec) = self.ctx(req, false)?;
-        cmd_del(&conf, &pod_request(req)?, kube_ref(&kube), &exec)
+        cmd_del(&conf, &PodRequest::of(req)?, kube_ref(&kube), &exec)
     }
 
     fn check(&self, req: &Request) -> Result<(), Error> {
         let (conf, kube, exec) = self.ctx(req, true)?;
-        cmd_check(&conf, &pod_request(req)?, kube_ref(&kube), &exec)
+        cmd_check(&conf, &PodRequest::of(req)?, kube_ref(&kube), &exec)
     }
 
     fn status(&self, req: &Request) -> Result<(), Error> {

@@ -2,7 +2,7 @@
 //! the `cni-install` installer on real files, the plugin reference pages
 //! against the config structs (drift), every hand-written list of plugins
 //! against the crate's binaries, and the Kubernetes manifests of `deploy/`
-//! checked offline.
+//! checked offline, and the module graphs of the library crates (no cycles).
 
 // The manifests carry multus and are read with its YAML parser; they run
 // cni-gc, whose flags its parser checks.
@@ -11,6 +11,7 @@ mod deploy;
 mod dist;
 mod docs_drift;
 mod install;
+mod module_graph;
 mod plugin_list;
 mod wrong_types;
 

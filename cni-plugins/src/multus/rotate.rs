@@ -20,7 +20,31 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use super::Rotation;
+/// Log file rotation (`logOptions`, lumberjack's settings as Multus uses
+/// them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rotation {
+    /// Rotate once the file has this many bytes (`maxSize`, in megabytes).
+    pub max_size: u64,
+    /// Keep at most this many rotated files (`maxBackups`; 0 keeps all).
+    pub max_backups: usize,
+    /// Remove rotated files older than this (`maxAge`, in days; zero keeps them).
+    pub max_age: Duration,
+    /// Gzip rotated files (`compress`).
+    pub compress: bool,
+}
+
+impl Default for Rotation {
+    /// Multus's defaults: 100 megabytes, 5 backups, 5 days, compressed.
+    fn default() -> Self {
+        Rotation {
+            max_size: 100 << 20,
+            max_backups: 5,
+            max_age: Duration::from_secs(5 * 86_400),
+            compress: true,
+        }
+    }
+}
 
 const MEGABYTE: u64 = 1024 * 1024;
 const DEFAULT_MAX_SIZE: u64 = 100 * MEGABYTE;
@@ -255,7 +279,7 @@ fn split_name(path: &Path) -> (PathBuf, String, String) {
 }
 
 /// lumberjack's backup name: `<stem>-2006-01-02T15-04-05.000<ext>` (UTC).
-pub(super) fn backup_name(path: &Path, now: SystemTime) -> PathBuf {
+fn backup_name(path: &Path, now: SystemTime) -> PathBuf {
     let (dir, prefix, ext) = split_name(path);
     let (y, mo, d, h, mi, s, ms) = utc(now);
     dir.join(format!(
@@ -314,7 +338,7 @@ fn parse_stamp(s: &str) -> Option<SystemTime> {
 
 /// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's
 /// algorithm).
-pub(super) fn civil_from_days(z: i64) -> (i64, u32, u32) {
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);

@@ -705,7 +705,7 @@ fn a_batch_bound_to_a_past_generation_is_refused_as_stale() {
         return;
     }
     let ns = crate::OwnedNetns::new("cnigen").unwrap();
-    let fw = super::NativeFirewall::in_netns(ns.netns().path());
+    let fw = crate::firewall::NativeFirewall::in_netns(ns.netns().path());
     let op = FirewallOp::Delete(crate::firewall::RuleKind::Masquerade);
     let spec = |cid: &str, a: &str| {
         RuleSpec::Masquerade(MasqueradeSpec {

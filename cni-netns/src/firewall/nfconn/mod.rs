@@ -1,49 +1,21 @@
-//! The native backend: nf_tables messages encoded here and sent over
-//! `NETLINK_NETFILTER`, one `sendmsg` per batch, no `nft` process.
-//!
-//! It programs exactly the ruleset of [`NftFirewall`] (same
-//! batches, expressions linearized as nft does), so the two
-//! backends can replace each other on a running node. What is native:
-//! every ADD, DEL, CHECK, list, GC and delete of the layout's own rule
-//! shapes. The one exception is an ADD whose extra conditions
-//! (`conditionsV4`/`conditionsV6`) use something the encoder does not know
-//! (anonymous sets `{ a, b }`, ranges, other header fields or meta keys):
-//! that ADD alone runs through the `nft` process, and is logged.
-//!
-//! # Cost
-//!
-//! A batch is one `sendmsg` and one read of the acknowledgements, so what
-//! remains is the kernel's own work. An attachment is only map elements,
-//! and adding or deleting data-map elements never makes
-//! the kernel validate the table (`nft_table_validate` walks every chain
-//! reachable from the base chains, and ran on every commit that added a
-//! rule or a `goto` element in the earlier one-chain-per-attachment layout:
-//! 85% of an ADD at 1000 attachments). ADD and DEL are one batch of a few
-//! elements whatever the number of attachments.
-//!
-//! A process that exits (or closes its socket) after a commit that deleted
-//! something waits for the kernel to free it: the netlink release of a
-//! `NETLINK_NETFILTER` socket flushes nf_tables' pending destroy work
-//! (`nft_rcv_nl_event` → `nf_tables_trans_destroy_flush_work`), which waits
-//! for an RCU grace period (10-20 ms here; it was most of a portmap DEL);
-//! `nft` pays the same. So on Linux 6.10 and later (element expiration
-//! updates) a DEL makes the elements expire instead of deleting them, and
-//! returns once they have (one jiffy): the kernel's set garbage collector
-//! frees them later, and nobody waits. GC and a DEL without a spec still
-//! delete.
+//! One connection to nf_tables over `NETLINK_NETFILTER`, shared by both
+//! firewall backends: the native backend does all its work through it, the
+//! `nft` backend its generation reads and generation-bound commits (which
+//! the `nft` program cannot do). The messages are encoded here ([`encode`]
+//! over the constants of [`wire`]) and sent one `sendmsg` per batch.
 
-mod encode;
+pub(super) mod encode;
 mod socket;
-mod wire;
+pub(super) mod wire;
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::batch;
-use super::engine::{Driver, ListedElement, ListedRule, Listing, Refusal, RefusalKind};
-use super::model::{AttachmentRules, Batch, Element, Map, Table, Value};
-use super::{Firewall, FirewallOp, NftFirewall, DEFAULT_MASQ_MARK};
+use super::engine::{ListedElement, ListedRule, Listing, Refusal, RefusalKind};
+use super::model::{Batch, Element, Map, Table, Value};
+use super::FirewallOp;
 use crate::{Error, Result};
 use encode::{family_byte, Msg};
 use socket::{BatchError, NfSocket};
@@ -53,30 +25,13 @@ use wire::*;
 /// `EBUSY` from a concurrent commit of the same objects) is sent again.
 const RETRIES: usize = 3;
 
-/// [`Firewall`] implemented over nf_tables netlink, without `nft`.
-///
-/// ```no_run
-/// use cni_netns::firewall::{AttachmentId, Firewall, MasqueradeSpec, NativeFirewall, RuleSpec};
-///
-/// let fw = NativeFirewall::in_netns("/run/netns/test");
-/// fw.add(&RuleSpec::Masquerade(MasqueradeSpec {
-///     attachment: AttachmentId::new("mynet", "cid", "eth0"),
-///     addresses: vec!["10.88.0.5/16".parse()?],
-/// }))?;
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug)]
-pub struct NativeFirewall {
+/// A netlink socket to nf_tables in one network namespace, opened on first
+/// use (by a short-lived thread inside the namespace: the caller's threads
+/// never enter it).
+#[derive(Debug, Default)]
+pub(super) struct NfConn {
     netns: Option<PathBuf>,
-    masq_mark: u32,
     socket: Mutex<Option<NfSocket>>,
-    fallback: NftFirewall,
-}
-
-impl Default for NativeFirewall {
-    fn default() -> Self {
-        NativeFirewall::new()
-    }
 }
 
 /// A failed request: the kernel's errno and the object it was about.
@@ -95,41 +50,18 @@ impl Failure {
     }
 }
 
-impl NativeFirewall {
-    /// Programs the current network namespace.
-    pub fn new() -> Self {
-        NativeFirewall {
-            netns: None,
-            masq_mark: DEFAULT_MASQ_MARK,
+impl NfConn {
+    /// A connection to the nf_tables of the namespace at `netns` (the
+    /// current one for `None`).
+    pub(super) fn new(netns: Option<PathBuf>) -> NfConn {
+        NfConn {
+            netns,
             socket: Mutex::new(None),
-            fallback: NftFirewall::new(),
         }
     }
 
-    /// Programs the network namespace at `path`: the netlink socket is
-    /// opened (on first use) by a short-lived thread inside it, the
-    /// caller's threads never enter it.
-    pub fn in_netns(path: impl Into<PathBuf>) -> Self {
-        let path = path.into();
-        NativeFirewall {
-            fallback: NftFirewall::in_netns(path.clone()),
-            netns: Some(path),
-            ..NativeFirewall::new()
-        }
-    }
-
-    /// Uses `mark` to ask for masquerade of port-mapped connections (see
-    /// [`NftFirewall::with_masq_mark`]); 0 keeps the default.
-    pub fn with_masq_mark(mut self, mark: u32) -> Self {
-        if mark != 0 {
-            self.masq_mark = mark;
-        }
-        self.fallback = self.fallback.with_masq_mark(mark);
-        self
-    }
-
-    /// The network namespace this firewall programs, if not the current one.
-    pub fn netns(&self) -> Option<&Path> {
+    /// The network namespace this connection programs, if not the current one.
+    pub(super) fn netns(&self) -> Option<&Path> {
         self.netns.as_deref()
     }
 
@@ -193,7 +125,7 @@ impl NativeFirewall {
 
     /// [`Driver::send`]: `batch` as one atomic nf_tables batch, bound to
     /// `generation` if given; the kernel's refusal as a [`Refusal`].
-    pub(crate) fn commit(
+    pub(super) fn commit(
         &self,
         op: FirewallOp,
         who: &str,
@@ -251,40 +183,17 @@ impl NativeFirewall {
             },
         }
     }
-}
 
-impl Driver for NativeFirewall {
-    fn masq_mark(&self) -> u32 {
-        self.masq_mark
-    }
-
-    fn send(
-        &self,
-        op: FirewallOp,
-        who: &str,
-        table: &Table,
-        batch: &Batch,
-    ) -> Result<std::result::Result<(), Refusal>> {
-        self.commit(op, who, table, batch, None)
-    }
-
-    fn generation(&self, op: FirewallOp, who: &str) -> Result<u32> {
+    /// [`Driver::generation`](super::engine::Driver::generation): the
+    /// ruleset's generation id.
+    pub(super) fn generation(&self, op: FirewallOp, who: &str) -> Result<u32> {
         self.with_socket(op, who, |s| s.generation().map_err(Failure::Io))?
             .map_err(|f| Self::fail(op, who, f))
     }
 
-    fn send_at(
-        &self,
-        op: FirewallOp,
-        who: &str,
-        table: &Table,
-        batch: &Batch,
-        generation: u32,
-    ) -> Result<std::result::Result<(), Refusal>> {
-        self.commit(op, who, table, batch, Some(generation))
-    }
-
-    fn read(
+    /// [`Driver::read`](super::engine::Driver::read): the table's
+    /// listing, read again when a concurrent commit interrupts the dump.
+    pub(super) fn read(
         &self,
         op: FirewallOp,
         who: &str,
@@ -306,11 +215,9 @@ impl Driver for NativeFirewall {
         }
     }
 
-    fn expire_on_delete(&self) -> bool {
-        *EXPIRY_UPDATES
-    }
-
-    fn wait_expired(
+    /// [`Driver::wait_expired`](super::engine::Driver::wait_expired):
+    /// whether `anchor` has expired, asked for up to 50 ms.
+    pub(super) fn wait_expired(
         &self,
         op: FirewallOp,
         who: &str,
@@ -344,44 +251,25 @@ impl Driver for NativeFirewall {
         })?;
         Ok(gone)
     }
-
-    fn key_id(&self, map: &Map, key: &[Value]) -> Option<String> {
-        let (start, end) = encode::encode_interval_key(&map.key, key).ok()?;
-        Some(raw_id(&start, map.interval.then_some(end.as_slice())))
-    }
-
-    fn data_id(&self, map: &Map, data: &[Value]) -> Option<String> {
-        encode::encode_key(&map.data, data)
-            .ok()
-            .map(|d| raw_id(&d, None))
-    }
-
-    // Conditions the native encoder cannot express go through `nft` for
-    // this ADD only; DEL, CHECK, list and GC stay native.
-    fn delegate_add(&self, table: &Table, rules: &AttachmentRules) -> Option<&dyn Firewall> {
-        let unsupported = encode::encode_batch(table, &batch::add(table, rules)).err()?;
-        tracing::debug!(
-            reason = %unsupported.0,
-            "native nf_tables encoder cannot express a rule; using the nft process for this ADD"
-        );
-        Some(&self.fallback)
-    }
 }
 
-/// Whether the running kernel updates the expiration of an existing set
-/// element (Linux 6.10; older kernels ignore the update, so they get real
-/// deletes; a DEL whose elements did not expire deletes them all the same).
-static EXPIRY_UPDATES: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+/// Whether the batch can be encoded natively; the reason when it cannot.
+pub(super) fn unsupported(table: &Table, batch: &Batch) -> Option<String> {
+    encode::encode_batch(table, batch).err().map(|u| u.0)
+}
+
+/// [`Driver::key_id`](super::engine::Driver::key_id): the key's bytes as the kernel lists them.
+pub(super) fn key_id(map: &Map, key: &[Value]) -> Option<String> {
+    let (start, end) = encode::encode_interval_key(&map.key, key).ok()?;
+    Some(raw_id(&start, map.interval.then_some(end.as_slice())))
+}
+
+/// [`Driver::data_id`](super::engine::Driver::data_id): the data's bytes as the kernel lists them.
+pub(super) fn data_id(map: &Map, data: &[Value]) -> Option<String> {
+    encode::encode_key(&map.data, data)
         .ok()
-        .and_then(|r| {
-            let mut parts = r.trim().split(['.', '-']);
-            let major: u32 = parts.next()?.parse().ok()?;
-            let minor: u32 = parts.next()?.parse().ok()?;
-            Some((major, minor) >= (6, 10))
-        })
-        .unwrap_or(false)
-});
+        .map(|d| raw_id(&d, None))
+}
 
 fn raw_id(start: &[u8], end: Option<&[u8]>) -> String {
     let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
