@@ -34,7 +34,8 @@ const RTN_LOCAL: u8 = 2;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum KernelOp {
-    /// A link created (veth pair, bridge, macvlan, ipvlan).
+    /// A link created (veth pair, bridge, macvlan, ipvlan, vlan, dummy,
+    /// tap, vrf).
     AddLink,
     /// A link deleted (with a veth, its peer too).
     DeleteLink,
@@ -57,7 +58,7 @@ pub enum KernelOp {
     AddAddress,
     /// An address deleted.
     DelAddress,
-    /// A route added.
+    /// A route added (or replaced).
     AddRoute,
     /// A route deleted.
     DelRoute,

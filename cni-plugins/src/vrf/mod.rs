@@ -246,15 +246,15 @@ fn add_interface<'a, H: NetnsHandle>(
     undo.push(move || -> Result<()> {
         pod.set_nomaster(index)?;
         // Leaving the VRF cycles the link too: the same losses again.
-        restore_addresses(pod, index, &saved)?;
+        restore_addresses(pod, index, &saved, |_| Ok(()))?;
         for r in &main_routes {
             pod.replace_route(r)?;
         }
         Ok(())
     });
-    for addr in restore_addresses(pod, link.index, &v6_before)? {
-        wait_for_local_route(pod, vrf, &link, addr)?;
-    }
+    restore_addresses(pod, link.index, &v6_before, |ip| {
+        wait_for_local_route(pod, vrf, &link, ip)
+    })?;
     for r in routes {
         pod.replace_route(&KernelRoute {
             table: Some(vrf.table),
@@ -264,22 +264,23 @@ fn add_interface<'a, H: NetnsHandle>(
     Ok(())
 }
 
-/// Adds back those of `saved` the link `index` lost; returns their IPs.
+/// Adds back those of `saved` the link `index` lost, each followed by
+/// `then(its IP)`.
 fn restore_addresses(
     pod: &impl NetnsHandle,
     index: u32,
     saved: &[SavedAddress],
-) -> Result<Vec<std::net::IpAddr>> {
+    mut then: impl FnMut(std::net::IpAddr) -> Result<()>,
+) -> Result<()> {
     let present = pod.addresses(Some(index), AddressFamilyFilter::V6)?;
-    let mut restored = Vec::new();
     for addr in saved
         .iter()
         .filter(|a| !present.iter().any(|b| b.address == a.address))
     {
         pod.add_address(index, addr.address, addr.options)?;
-        restored.push(addr.address.ip());
+        then(addr.address.ip())?;
     }
-    Ok(restored)
+    Ok(())
 }
 
 #[derive(Clone)]
