@@ -82,7 +82,7 @@ fuzz_build_done() {
 # binary uses a quarter of one core at two threads), and every test is written
 # to run in parallel with the others.
 step test cargo test --workspace --locked -- --test-threads=6
-# The fake-kernel tests (the plugins' teardown order and ADD rollback, the
+# The fake-kernel tests (the interface plugins' teardown order and ADD rollback, the
 # example plugin's kernel steps, the fake itself) must need no root: they run
 # again as nobody, from copies of their test binaries (the build is the one
 # above; the target directory may not be readable by nobody).
@@ -109,7 +109,7 @@ no_root_tests() {
         echo "no-root: $* failed or ran no test" >&2
         return 1
     }
-    as_nobody ./plugins teardown_faults:: add_rollback:: || rc=1
+    as_nobody ./plugins teardown_faults:: add_rollback:: link_plugins_fake:: || rc=1
     as_nobody ./extra-routes || rc=1
     as_nobody ./cni_netns kernel:: || rc=1
     rm -rf "$dir"

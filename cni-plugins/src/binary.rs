@@ -75,18 +75,20 @@ pub fn all_delegates() -> SameBuildExec {
         })
         .register("macvlan", || Arc::new(crate::macvlan::Macvlan::new()))
         .register("ipvlan", || Arc::new(crate::ipvlan::Ipvlan::new()))
-        .register("host-device", || Arc::new(crate::host_device::HostDevice))
-        .register("loopback", || Arc::new(crate::loopback::Loopback))
+        .register("host-device", || {
+            Arc::new(crate::host_device::HostDevice::new())
+        })
+        .register("loopback", || Arc::new(crate::loopback::Loopback::new()))
         .register("tuning", || Arc::new(crate::tuning::Tuning::new()))
         .register("bandwidth", || Arc::new(crate::bandwidth::Bandwidth::new()))
         .register("portmap", || {
             Arc::new(crate::portmap::Portmap::new().with_backend(firewall_backend()))
         })
         .register("flannel", || Arc::new(crate::flannel::Flannel::new()))
-        .register("vlan", || Arc::new(crate::vlan::Vlan))
-        .register("vrf", || Arc::new(crate::vrf::VrfPlugin))
-        .register("dummy", || Arc::new(crate::dummy::Dummy))
-        .register("tap", || Arc::new(crate::tap::Tap))
+        .register("vlan", || Arc::new(crate::vlan::Vlan::new()))
+        .register("vrf", || Arc::new(crate::vrf::VrfPlugin::new()))
+        .register("dummy", || Arc::new(crate::dummy::Dummy::new()))
+        .register("tap", || Arc::new(crate::tap::Tap::new()))
         .register("passthru", || Arc::new(crate::passthru::Passthru))
         .register("sbr", || Arc::new(crate::sbr::Sbr::new()))
         .register("firewall", || Arc::new(crate::firewall::Firewall::new()))
@@ -101,7 +103,7 @@ pub fn all_delegates() -> SameBuildExec {
 /// function's delegates.
 ///
 /// ```no_run
-/// cni_plugins::plugin_main!("loopback", cni_plugins::loopback::Loopback);
+/// cni_plugins::plugin_main!("loopback", cni_plugins::loopback::Loopback::new());
 /// ```
 #[macro_export]
 macro_rules! plugin_main {

@@ -17,7 +17,7 @@ use crate::devconf::Ipv4Conf;
 use crate::error::{Error, Result};
 use crate::link::{
     BridgePortOptions, BridgeSpec, BridgeVlan, IpvlanMode, IpvlanSpec, Link, LinkDetails, MacAddr,
-    MacvlanMode, MacvlanSpec, OperState, VethSpec,
+    MacvlanMode, MacvlanSpec, OperState, TapSpec, VethSpec, VlanSpec, Vrf, VLAN_ID_MAX,
 };
 use crate::route::{KernelRoute, SCOPE_HOST, SCOPE_LINK, SCOPE_UNIVERSE, TABLE_MAIN};
 use crate::AddressFamilyFilter;
@@ -25,28 +25,40 @@ use crate::AddressFamilyFilter;
 /// The namespace [`FakeKernel::current`](NetKernel::current) opens.
 const NODE: &str = "node";
 
+// linux/if_addr.h and linux/rtnetlink.h.
+const IFA_F_NODAD: u32 = 0x02;
+const IFA_F_NOPREFIXROUTE: u32 = 0x200;
+const RTN_LOCAL: u8 = 2;
+
 /// A change [`FakeKernel`] records (reads are not recorded).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum KernelOp {
-    /// A link created (veth pair, bridge, macvlan, ipvlan).
+    /// A link created (veth pair, bridge, macvlan, ipvlan, vlan, dummy,
+    /// tap, vrf).
     AddLink,
     /// A link deleted (with a veth, its peer too).
     DeleteLink,
     /// A link set up.
     SetUp,
+    /// A link set down.
+    SetDown,
+    /// A link's master set or released.
+    SetMaster,
+    /// A link moved into another namespace (recorded in the one it left).
+    MoveLink,
     /// A link renamed.
     Rename,
     /// A link's MAC set.
     SetMac,
-    /// A link's bridge port options or VLANs, or a macvlan's broadcast
-    /// queue, changed.
+    /// A link's bridge port options or VLANs, a macvlan's broadcast
+    /// queue, or a link's alias, changed.
     SetLinkOption,
     /// An address added.
     AddAddress,
     /// An address deleted.
     DelAddress,
-    /// A route added.
+    /// A route added (or replaced).
     AddRoute,
     /// A route deleted.
     DelRoute,
@@ -84,6 +96,29 @@ struct FakeLink {
     macvlan_mode: Option<MacvlanMode>,
     bc_queue_len: Option<u32>,
     ipvlan_mode: Option<IpvlanMode>,
+    vlan_id: Option<u16>,
+    /// For a VRF: its table.
+    vrf_table: Option<u32>,
+    alias: Option<String>,
+}
+
+impl FakeLink {
+    fn new(link: Link) -> FakeLink {
+        FakeLink {
+            link,
+            peer: None,
+            macvlan_mode: None,
+            bc_queue_len: None,
+            ipvlan_mode: None,
+            vlan_id: None,
+            vrf_table: None,
+            alias: None,
+        }
+    }
+
+    fn is_up(&self) -> bool {
+        self.link.flags & libc::IFF_UP as u32 != 0
+    }
 }
 
 #[derive(Debug, Default)]
@@ -114,16 +149,24 @@ struct World {
 /// sysctls, changed by the [`NetnsHandle`] calls as the kernel would
 /// (deleting a veth deletes its peer, a link's addresses and routes go
 /// with it, an address adds its prefix route, a route's gateway must be
-/// reachable, names are unique per namespace), every change recorded in
-/// order ([`FakeKernel::calls`]), and failures injected on request
-/// ([`FakeKernel::fail_next`]) with the error the real kernel gives
-/// ([`Error::Netlink`] with the errno asked for).
+/// reachable, names are unique per namespace, an up link cannot be
+/// renamed, a link going down loses its IPv6 addresses and its routes,
+/// joining or leaving a VRF cycles the link and moves its addresses'
+/// routes to the VRF's table or back, a link moved to another namespace
+/// arrives down and bare, a removed namespace's plain devices return to
+/// `node`), every change recorded in order ([`FakeKernel::calls`]), and
+/// failures injected on request ([`FakeKernel::fail_next`]) with the error
+/// the real kernel gives ([`Error::Netlink`] with the errno asked for;
+/// [`Error::Tun`] for a tap, [`Error::Sysctl`] for a sysctl).
 ///
 /// The caller's namespace is `node` (with `lo`); others are made with
 /// [`FakeKernel::add_netns`] and opened by that path. Clones share the
 /// model. Not modelled: operational state beyond "up" (a veth end is
-/// operationally up when both ends are up), DAD (addresses settle at
-/// once), VLAN tables, sysctls that do not exist (every write succeeds).
+/// operationally up when both ends are up), prefix routes of a down link
+/// (they stay), local routes outside VRFs, IPv6 link-local addresses, DAD
+/// (addresses settle at once), VLAN tables, link kinds a kernel lacks
+/// (every kind can be made), sysctls that do not exist (every write
+/// succeeds).
 ///
 /// ```
 /// use cni_netns::kernel::{FakeKernel, KernelOp, NetKernel, NetnsHandle};
@@ -181,30 +224,53 @@ impl FakeKernel {
             return;
         }
         let mut ns = Namespace::default();
-        let mut lo = FakeLink::new(1, "lo", None, 65536, MacAddr([0; 6]));
-        lo.link.oper_state = OperState::Unknown;
-        lo.link.flags = libc::IFF_LOOPBACK as u32;
-        ns.links.push(lo);
+        ns.links.push(FakeLink::new(Link {
+            index: 1,
+            name: "lo".into(),
+            kind: None,
+            mtu: 65536,
+            mac: Some(MacAddr([0; 6])),
+            master: None,
+            oper_state: OperState::Unknown,
+            flags: libc::IFF_LOOPBACK as u32,
+            parent_index: None,
+            link_netnsid: None,
+            vlan_filtering: None,
+        }));
         w.namespaces.insert(path.to_owned(), ns);
     }
 
-    /// Removes namespace `path` and its links (a veth's peer elsewhere
-    /// goes too), as when a pod's namespace is deleted before its DEL.
+    /// Removes namespace `path`, as when a pod's namespace is deleted
+    /// before its DEL: its virtual links go (a veth's peer elsewhere
+    /// too), its plain devices ([`FakeKernel::add_device`], the kernel's
+    /// physical ones) return to `node`, down and without addresses, under
+    /// their name or, when `node` has a link of that name, `dev<index>`.
     pub fn remove_netns(&self, path: &str) {
         let mut w = self.world();
-        let links: Vec<u32> = w
+        let links: Vec<(u32, bool)> = w
             .namespaces
             .get(path)
-            .map(|ns| ns.links.iter().map(|l| l.link.index).collect())
+            .map(|ns| {
+                ns.links
+                    .iter()
+                    .map(|l| {
+                        let physical =
+                            l.link.kind.is_none() && l.link.flags & libc::IFF_LOOPBACK as u32 == 0;
+                        (l.link.index, physical)
+                    })
+                    .collect()
+            })
             .unwrap_or_default();
-        for index in links {
-            w.remove_link(path, index);
+        for (index, physical) in links {
+            if !(physical && path != NODE && w.move_link(path, index, NODE, true).is_ok()) {
+                w.remove_link(path, index);
+            }
         }
         w.namespaces.remove(path);
     }
 
-    /// Adds a plain device (an uplink, a master) to namespace `path`, up,
-    /// with MTU 1500; returns its index.
+    /// Adds a plain device (an uplink, a master, a NIC for host-device)
+    /// to namespace `path`, up, with MTU 1500; returns its index.
     pub fn add_device(&self, path: &str, name: &str) -> u32 {
         let mut w = self.world();
         let link = w.new_link(name, None, None, None);
@@ -255,7 +321,36 @@ impl FakeKernel {
             .collect()
     }
 
-    /// Namespace `path`'s routes, as `dst [via gw] dev link`.
+    /// Namespace `path`'s links with their master, kind and alias, as
+    /// `name[@kind][ master M][ alias A][ up]`, in creation order.
+    pub fn link_list(&self, path: &str) -> Vec<String> {
+        let w = self.world();
+        let Some(ns) = w.namespaces.get(path) else {
+            return Vec::new();
+        };
+        ns.links
+            .iter()
+            .map(|l| {
+                let mut s = l.link.name.clone();
+                if let Some(kind) = &l.link.kind {
+                    s.push_str(&format!("@{kind}"));
+                }
+                if let Some(m) = l.link.master {
+                    s.push_str(&format!(" master {}", ns.name_of(m)));
+                }
+                if let Some(alias) = &l.alias {
+                    s.push_str(&format!(" alias {alias}"));
+                }
+                if l.is_up() {
+                    s.push_str(" up");
+                }
+                s
+            })
+            .collect()
+    }
+
+    /// Namespace `path`'s routes, as `[local ]dst [via gw] dev link[ src
+    /// s][ table t]` (the table when it is not main).
     pub fn route_list(&self, path: &str) -> Vec<String> {
         let w = self.world();
         let Some(ns) = w.namespaces.get(path) else {
@@ -298,6 +393,9 @@ impl Namespace {
 
     fn describe_route(&self, r: &KernelRoute) -> String {
         let mut s = r.dst.to_string();
+        if r.kind == RTN_LOCAL {
+            s.insert_str(0, "local ");
+        }
         if let Some(gw) = r.gateway {
             s.push_str(&format!(" via {gw}"));
         }
@@ -307,7 +405,137 @@ impl Namespace {
         if let Some(src) = r.src {
             s.push_str(&format!(" src {src}"));
         }
+        if let Some(table) = r.table.filter(|t| *t != TABLE_MAIN) {
+            s.push_str(&format!(" table {table}"));
+        }
         s
+    }
+
+    /// The routing table of link `index`'s routes: its VRF's, else main.
+    fn table_of(&self, index: u32) -> u32 {
+        self.link(index)
+            .and_then(|l| l.link.master)
+            .and_then(|m| self.link(m))
+            .and_then(|m| m.vrf_table)
+            .unwrap_or(TABLE_MAIN)
+    }
+
+    /// The routes the kernel adds with address `a`: its prefix route
+    /// (unless `noprefixroute` or a full prefix) and, on a VRF's member,
+    /// its local route, both in the link's table. (Local routes outside
+    /// VRFs, in table local, are not modelled.)
+    fn address_routes(&self, a: &Address) -> Vec<KernelRoute> {
+        let table = self.table_of(a.index);
+        let ip = a.address.ip();
+        let mut routes = Vec::new();
+        if a.flags & IFA_F_NOPREFIXROUTE == 0 && !full_prefix(a.address) {
+            if let Ok(subnet) = IpNetwork::new(a.address.network(), a.address.prefix()) {
+                routes.push(KernelRoute {
+                    oif: Some(a.index),
+                    src: Some(ip).filter(|_| ip.is_ipv4()),
+                    table: Some(table),
+                    scope: Some(SCOPE_LINK),
+                    ..KernelRoute::new(subnet)
+                });
+            }
+        }
+        if table != TABLE_MAIN {
+            routes.push(KernelRoute {
+                oif: Some(a.index),
+                src: Some(ip),
+                table: Some(table),
+                scope: Some(SCOPE_HOST),
+                kind: RTN_LOCAL,
+                ..KernelRoute::new(IpNetwork::from(ip))
+            });
+        }
+        routes
+    }
+
+    /// Removes the routes `a` brought (see [`Namespace::address_routes`]).
+    fn remove_address_routes(&mut self, a: &Address) {
+        let gone = self.address_routes(a);
+        self.routes.retain(|r| {
+            !gone
+                .iter()
+                .any(|g| g.dst == r.dst && g.oif == r.oif && g.table == r.table && g.kind == r.kind)
+        });
+    }
+
+    /// What the kernel does to link `index` when it goes down: its IPv6
+    /// addresses go (`keep_addr_on_down` is 0) and so do its routes, but
+    /// for those of the addresses left.
+    fn link_down(&mut self, index: u32) {
+        let kept: Vec<Address> = self
+            .addresses
+            .iter()
+            .filter(|a| a.index == index && a.address.is_ipv4())
+            .cloned()
+            .collect();
+        self.addresses
+            .retain(|a| !(a.index == index && a.address.is_ipv6()));
+        let keep: Vec<KernelRoute> = kept.iter().flat_map(|a| self.address_routes(a)).collect();
+        self.routes.retain(|r| {
+            r.oif != Some(index)
+                || keep
+                    .iter()
+                    .any(|k| k.dst == r.dst && k.table == r.table && k.kind == r.kind)
+        });
+    }
+
+    /// Sets link `index`'s master as the kernel does: joining or leaving a
+    /// VRF cycles an up link (down, then up: see [`Namespace::link_down`])
+    /// and its addresses' routes move to the VRF's table or back to main.
+    fn set_master(&mut self, index: u32, master: Option<u32>) {
+        let vrf = |ns: &Namespace, m: Option<u32>| {
+            m.and_then(|m| ns.link(m))
+                .is_some_and(|l| l.vrf_table.is_some())
+        };
+        let old = self.link(index).and_then(|l| l.link.master);
+        let cycles = vrf(self, old) || vrf(self, master);
+        let addresses: Vec<Address> = self
+            .addresses
+            .iter()
+            .filter(|a| a.index == index)
+            .cloned()
+            .collect();
+        if cycles {
+            if self.link(index).is_some_and(FakeLink::is_up) {
+                self.link_down(index);
+            }
+            for a in &addresses {
+                self.remove_address_routes(a);
+            }
+        }
+        if let Some(l) = self.link_mut(index) {
+            l.link.master = master;
+        }
+        if cycles {
+            let left: Vec<Address> = self
+                .addresses
+                .iter()
+                .filter(|a| a.index == index)
+                .cloned()
+                .collect();
+            for a in &left {
+                let routes = self.address_routes(a);
+                self.routes.extend(routes);
+            }
+        }
+    }
+
+    /// What the kernel checks of a route to add: its device exists, its
+    /// gateway is reachable.
+    fn check_route(&self, r: &KernelRoute) -> std::result::Result<(), Errno> {
+        if let Some(oif) = r.oif {
+            self.link(oif).ok_or(Errno::ENODEV)?;
+        }
+        if let Some(gw) = r.gateway {
+            if !self.reachable(gw, r.oif) {
+                return Err(Errno::ENETUNREACH);
+            }
+        }
+        Ok(())
     }
 
     /// Whether `gw` is on a connected (gateway-less) route, out of `oif`
@@ -319,31 +547,6 @@ impl Namespace {
                 && (oif.is_none() || r.oif == oif)
                 && r.dst.is_ipv4() == gw.is_ipv4()
         })
-    }
-}
-
-impl FakeLink {
-    /// A link as the kernel makes it: down, no master, no peer.
-    fn new(index: u32, name: &str, kind: Option<&str>, mtu: u32, mac: MacAddr) -> FakeLink {
-        FakeLink {
-            link: Link {
-                index,
-                name: name.to_owned(),
-                kind: kind.map(str::to_owned),
-                mtu,
-                mac: Some(mac),
-                master: None,
-                oper_state: OperState::Down,
-                flags: 0,
-                parent_index: None,
-                link_netnsid: None,
-                vlan_filtering: None,
-            },
-            peer: None,
-            macvlan_mode: None,
-            bc_queue_len: None,
-            ipvlan_mode: None,
-        }
     }
 }
 
@@ -360,13 +563,73 @@ impl World {
         let n = self.next_mac;
         self.next_mac += 1;
         let [_, a, b, c] = n.to_be_bytes();
-        FakeLink::new(
+        FakeLink::new(Link {
             index,
-            name,
-            kind,
-            mtu.unwrap_or(1500),
-            mac.unwrap_or(MacAddr([0x02, 0xfa, 0x4e, a, b, c])),
-        )
+            name: name.to_owned(),
+            kind: kind.map(str::to_owned),
+            mtu: mtu.unwrap_or(1500),
+            mac: Some(mac.unwrap_or(MacAddr([0x02, 0xfa, 0x4e, a, b, c]))),
+            master: None,
+            oper_state: OperState::Down,
+            flags: 0,
+            parent_index: None,
+            link_netnsid: None,
+            vlan_filtering: None,
+        })
+    }
+
+    /// Moves link `index` of `from` into `to`, as the kernel does: it
+    /// arrives down, without addresses, routes or master, with its index
+    /// (a veth's peer follows it); a name taken in `to` fails, or with
+    /// `rename_on_clash` becomes `dev<index>`.
+    fn move_link(
+        &mut self,
+        from: &str,
+        index: u32,
+        to: &str,
+        rename_on_clash: bool,
+    ) -> std::result::Result<(), Errno> {
+        let target = self.namespaces.get(to).ok_or(Errno::EINVAL)?;
+        let ns = self.namespaces.get(from).ok_or(Errno::ENOENT)?;
+        let name = &ns.link(index).ok_or(Errno::ENODEV)?.link.name;
+        let clash = target.by_name(name).is_some();
+        if clash && !rename_on_clash {
+            return Err(Errno::EEXIST);
+        }
+        let ns = self.namespaces.get_mut(from).ok_or(Errno::ENOENT)?;
+        let pos = ns
+            .links
+            .iter()
+            .position(|l| l.link.index == index)
+            .ok_or(Errno::ENODEV)?;
+        let mut link = ns.links.remove(pos);
+        ns.addresses.retain(|a| a.index != index);
+        ns.routes.retain(|r| r.oif != Some(index));
+        for l in &mut ns.links {
+            if l.link.master == Some(index) {
+                l.link.master = None;
+            }
+        }
+        link.link.master = None;
+        link.link.flags &= !(libc::IFF_UP as u32);
+        if clash {
+            link.link.name = format!("dev{index}");
+        }
+        if let Some((peer_ns, peer)) = &link.peer {
+            if let Some(p) = self
+                .namespaces
+                .get_mut(peer_ns)
+                .and_then(|ns| ns.link_mut(*peer))
+            {
+                p.peer = Some((to.to_owned(), index));
+            }
+        }
+        self.namespaces
+            .get_mut(to)
+            .ok_or(Errno::EINVAL)?
+            .links
+            .push(link);
+        Ok(())
     }
 
     /// Removes link `index` of `netns` with its addresses and routes (and
@@ -538,6 +801,36 @@ impl FakeHandle {
         }
     }
 
+    /// Creates a link of `kind` named `name` in this namespace (recorded as
+    /// `object`), set up by `set`.
+    fn add_here(
+        &self,
+        kind: &'static str,
+        name: &str,
+        object: String,
+        set: impl FnOnce(&mut FakeLink),
+    ) -> Result<()> {
+        let what = |_: &Namespace| (format!("add {object}"), object.clone());
+        self.change(KernelOp::AddLink, what, |w, here| {
+            if w.namespaces
+                .get(here)
+                .ok_or(Errno::ENOENT)?
+                .by_name(name)
+                .is_some()
+            {
+                return Err(Errno::EEXIST);
+            }
+            let mut link = w.new_link(name, Some(kind), None, None);
+            set(&mut link);
+            w.namespaces
+                .get_mut(here)
+                .ok_or(Errno::ENOENT)?
+                .links
+                .push(link);
+            Ok(())
+        })
+    }
+
     /// Creates a link stacked on `parent` (in this namespace) in `target`.
     fn add_on_parent(
         &self,
@@ -630,14 +923,7 @@ impl FakeHandle {
         };
         self.change(KernelOp::AddRoute, what, |w, here| {
             let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
-            if let Some(oif) = r.oif {
-                ns.link(oif).ok_or(Errno::ENODEV)?;
-            }
-            if let Some(gw) = r.gateway {
-                if !ns.reachable(gw, r.oif) {
-                    return Err(Errno::ENETUNREACH);
-                }
-            }
+            ns.check_route(&r)?;
             let same =
                 |k: &KernelRoute| k.dst == r.dst && k.table == r.table && k.priority == r.priority;
             if ns
@@ -706,7 +992,7 @@ impl NetnsHandle for FakeHandle {
                 .ok_or_else(|| self.not_found(format!("get link {name}"), name))?;
             Ok(LinkDetails {
                 link,
-                alias: None,
+                alias: l.alias.clone(),
                 macvlan_mode: l.macvlan_mode,
                 bc_queue_len: l.bc_queue_len,
                 ipvlan_mode: l.ipvlan_mode,
@@ -723,6 +1009,29 @@ impl NetnsHandle for FakeHandle {
                 .find_map(|r| r.oif))
         })?;
         oif.map(|i| self.link_by_index(i)).transpose()
+    }
+
+    fn links(&self) -> Result<Vec<Link>> {
+        let w = self.kernel.world();
+        let ns = w
+            .namespaces
+            .get(self.name())
+            .ok_or_else(|| Error::NetnsNotFound {
+                path: PathBuf::from(self.name()),
+            })?;
+        Ok(ns.links.iter().map(|l| self.reported(&w, l)).collect())
+    }
+
+    fn link_by_mac(&self, mac: MacAddr) -> Result<Option<Link>> {
+        Ok(self.links()?.into_iter().find(|l| l.mac == Some(mac)))
+    }
+
+    fn links_with_master(&self, index: u32) -> Result<Vec<Link>> {
+        Ok(self
+            .links()?
+            .into_iter()
+            .filter(|l| l.master == Some(index))
+            .collect())
     }
 
     fn setup_veth_with(&self, spec: &VethSpec<'_, FakeNetns>) -> Result<Link> {
@@ -784,17 +1093,9 @@ impl NetnsHandle for FakeHandle {
         let link = match self.link_by_name(name) {
             Ok(link) => link,
             Err(e) if e.is_not_found() => {
-                let object = format!("bridge {name}");
-                let what = |_: &Namespace| (format!("add {object}"), object.clone());
-                self.change(KernelOp::AddLink, what, |w, here| {
-                    let mut link = w.new_link(name, Some("bridge"), spec.mtu, None);
-                    link.link.vlan_filtering = Some(spec.vlan_filtering);
-                    w.namespaces
-                        .get_mut(here)
-                        .ok_or(Errno::ENOENT)?
-                        .links
-                        .push(link);
-                    Ok(())
+                self.add_here("bridge", name, format!("bridge {name}"), |l| {
+                    l.link.mtu = spec.mtu.unwrap_or(l.link.mtu);
+                    l.link.vlan_filtering = Some(spec.vlan_filtering);
                 })?;
                 self.link_by_name(name)?
             }
@@ -847,10 +1148,215 @@ impl NetnsHandle for FakeHandle {
         })
     }
 
-    fn set_up(&self, index: u32) -> Result<()> {
-        self.set_link(KernelOp::SetUp, index, "up", |l| {
+    fn add_vlan(&self, spec: &VlanSpec<'_, FakeNetns>) -> Result<()> {
+        let id = spec.vlan_id;
+        if id > VLAN_ID_MAX {
+            // The kernel's vlan_validate.
+            return Err(self.netlink_error(format!("add vlan {}", spec.name), Errno::ERANGE));
+        }
+        self.add_on_parent(
+            "vlan",
+            &spec.name,
+            spec.parent,
+            spec.netns,
+            (spec.mtu, None),
+            |l| l.vlan_id = Some(id),
+        )
+    }
+
+    fn vlan_id(&self, name: &str) -> Result<Option<u16>> {
+        self.read(|ns| {
+            ns.by_name(name)
+                .map(|l| l.vlan_id)
+                .ok_or_else(|| self.not_found(format!("get link {name}"), name))
+        })
+    }
+
+    fn add_dummy(&self, name: &str) -> Result<Link> {
+        self.add_here("dummy", name, format!("dummy {name}"), |_| {})?;
+        self.link_by_name(name)
+    }
+
+    fn add_tap(&self, spec: &TapSpec, selinux_context: Option<&str>) -> Result<Link> {
+        let mut object = format!("tap {} (flags {:#06x})", spec.name, spec.flags());
+        for (what, id) in [("owner", spec.owner), ("group", spec.group)] {
+            if let Some(id) = id {
+                object.push_str(&format!(" {what} {id}"));
+            }
+        }
+        if let Some(context) = selinux_context {
+            object.push_str(&format!(" context {context}"));
+        }
+        // Kind `tun`, as the kernel reports a tap; MTU and MAC applied.
+        let (mtu, mac) = (spec.mtu, spec.mac);
+        self.add_here("tun", &spec.name, object, |l| {
+            l.link.mtu = mtu.unwrap_or(l.link.mtu);
+            l.link.mac = mac.or(l.link.mac);
+        })
+        .map_err(|e| match e {
+            Error::Netlink {
+                op, netns, errno, ..
+            } => Error::Tun {
+                op,
+                netns,
+                reason: format!("/dev/net/tun: {}", std::io::Error::from(errno)),
+            },
+            other => other,
+        })?;
+        self.link_by_name(&spec.name)
+    }
+
+    fn add_vrf(&self, name: &str, table: u32) -> Result<Vrf> {
+        // Made up at once (the real one sets it up, or deletes it).
+        let object = format!("vrf {name} table {table} up");
+        self.add_here("vrf", name, object, |l| {
+            l.vrf_table = Some(table);
             l.link.flags |= libc::IFF_UP as u32;
+        })?;
+        Ok(Vrf {
+            link: self.link_by_name(name)?,
+            table,
+        })
+    }
+
+    fn vrf_by_name(&self, name: &str) -> Result<Option<Vrf>> {
+        let link = match self.link_by_name(name) {
+            Ok(l) => l,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        match self.read(|ns| Ok(ns.link(link.index).and_then(|l| l.vrf_table)))? {
+            Some(table) => Ok(Some(Vrf { link, table })),
+            None => Err(Error::WrongLinkKind {
+                op: format!("find vrf {name}"),
+                name: name.to_owned(),
+                found: link.kind.unwrap_or_else(|| "device".into()),
+                expected: "vrf",
+                netns: self.name().to_owned(),
+            }),
+        }
+    }
+
+    fn vrfs(&self) -> Result<Vec<Vrf>> {
+        let tables = self.read(|ns| {
+            Ok(ns
+                .links
+                .iter()
+                .filter_map(|l| l.vrf_table.map(|t| (l.link.index, t)))
+                .collect::<Vec<_>>())
+        })?;
+        tables
+            .into_iter()
+            .map(|(index, table)| {
+                Ok(Vrf {
+                    link: self.link_by_index(index)?,
+                    table,
+                })
+            })
+            .collect()
+    }
+
+    fn set_up(&self, index: u32) -> Result<()> {
+        let describe = |ns: &Namespace| {
+            let name = ns.name_of(index);
+            (format!("set up on {name}"), format!("up on {name}"))
+        };
+        self.change(KernelOp::SetUp, describe, |w, here| {
+            let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
+            let link = ns.link_mut(index).ok_or(Errno::ENODEV)?;
+            link.link.flags |= libc::IFF_UP as u32;
+            if link.link.flags & libc::IFF_LOOPBACK as u32 != 0 {
+                // The kernel's addresses of an up loopback (their routes,
+                // in table local, are not modelled).
+                for address in ["127.0.0.1/8", "::1/128"] {
+                    let address: IpNetwork = address.parse().map_err(|_| Errno::EINVAL)?;
+                    if !ns
+                        .addresses
+                        .iter()
+                        .any(|a| a.index == index && a.address == address)
+                    {
+                        ns.addresses.push(Address {
+                            index,
+                            address,
+                            flags: 0,
+                            scope: SCOPE_HOST,
+                            label: None,
+                        });
+                    }
+                }
+            }
             Ok(())
+        })
+    }
+
+    fn set_down(&self, index: u32) -> Result<()> {
+        let describe = |ns: &Namespace| {
+            let name = ns.name_of(index);
+            (format!("set {name} down"), format!("down on {name}"))
+        };
+        self.change(KernelOp::SetDown, describe, |w, here| {
+            let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
+            let link = ns.link_mut(index).ok_or(Errno::ENODEV)?;
+            if link.is_up() {
+                link.link.flags &= !(libc::IFF_UP as u32);
+                ns.link_down(index);
+            }
+            Ok(())
+        })
+    }
+
+    fn set_master(&self, index: u32, master: u32) -> Result<()> {
+        let describe = |ns: &Namespace| {
+            let (name, m) = (ns.name_of(index), ns.name_of(master));
+            (
+                format!("set master of {name} to {m}"),
+                format!("master {m} on {name}"),
+            )
+        };
+        self.change(KernelOp::SetMaster, describe, |w, here| {
+            let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
+            ns.link(index).ok_or(Errno::ENODEV)?;
+            ns.link(master).ok_or(Errno::ENODEV)?;
+            if index == master {
+                return Err(Errno::EINVAL);
+            }
+            ns.set_master(index, Some(master));
+            Ok(())
+        })
+    }
+
+    fn set_nomaster(&self, index: u32) -> Result<()> {
+        let describe = |ns: &Namespace| {
+            let name = ns.name_of(index);
+            (
+                format!("set nomaster on {name}"),
+                format!("nomaster on {name}"),
+            )
+        };
+        self.change(KernelOp::SetMaster, describe, |w, here| {
+            let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
+            ns.link(index).ok_or(Errno::ENODEV)?;
+            ns.set_master(index, None);
+            Ok(())
+        })
+    }
+
+    fn set_alias(&self, index: u32, alias: &str) -> Result<()> {
+        let what = format!("alias {alias:?}");
+        self.set_link(KernelOp::SetLinkOption, index, &what, |l| {
+            l.alias = Some(alias.to_owned()).filter(|a| !a.is_empty());
+            Ok(())
+        })
+    }
+
+    fn move_to_netns(&self, index: u32, netns: &FakeNetns) -> Result<()> {
+        let to = netns.path().to_owned();
+        let describe = |ns: &Namespace| {
+            let name = ns.name_of(index);
+            (format!("move {name} to {to}"), format!("{name} to {to}"))
+        };
+        self.change(KernelOp::MoveLink, describe, |w, here| {
+            w.move_link(here, index, &to, false)
         })
     }
 
@@ -866,6 +1372,10 @@ impl NetnsHandle for FakeHandle {
         self.set_link(KernelOp::Rename, index, &format!("name {new_name}"), |l| {
             if taken {
                 return Err(Errno::EEXIST);
+            }
+            // The kernel renames a link only while it is down.
+            if l.is_up() {
+                return Err(Errno::EBUSY);
             }
             l.link.name = new_name.to_owned();
             Ok(())
@@ -937,29 +1447,29 @@ impl NetnsHandle for FakeHandle {
             {
                 return Err(Errno::EEXIST);
             }
-            ns.addresses.push(Address {
+            let ip = addr.ip();
+            let link_local = matches!(ip, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80);
+            let address = Address {
                 index,
                 address: addr,
-                flags: 0,
-                scope: if addr.ip().is_loopback() {
+                flags: if opts.nodad { IFA_F_NODAD } else { 0 }
+                    | if opts.noprefixroute {
+                        IFA_F_NOPREFIXROUTE
+                    } else {
+                        0
+                    },
+                scope: if ip.is_loopback() {
                     SCOPE_HOST
+                } else if link_local {
+                    SCOPE_LINK
                 } else {
                     SCOPE_UNIVERSE
                 },
                 label: None,
-            });
-            if !opts.noprefixroute && !full_prefix(addr) {
-                // The prefix route the kernel adds with the address.
-                if let Ok(subnet) = IpNetwork::new(addr.network(), addr.prefix()) {
-                    ns.routes.push(KernelRoute {
-                        oif: Some(index),
-                        src: Some(addr.ip()).filter(|_| addr.is_ipv4()),
-                        table: Some(TABLE_MAIN),
-                        scope: Some(SCOPE_LINK),
-                        ..KernelRoute::new(subnet)
-                    });
-                }
-            }
+            };
+            let routes = ns.address_routes(&address);
+            ns.addresses.push(address);
+            ns.routes.extend(routes);
             Ok(())
         })
     }
@@ -973,10 +1483,8 @@ impl NetnsHandle for FakeHandle {
                 .iter()
                 .position(|a| a.index == index && a.address == addr)
                 .ok_or(Errno::EADDRNOTAVAIL)?;
-            ns.addresses.remove(pos);
-            ns.routes.retain(|r| {
-                !(r.oif == Some(index) && r.gateway.is_none() && r.src == Some(addr.ip()))
-            });
+            let gone = ns.addresses.remove(pos);
+            ns.remove_address_routes(&gone);
             Ok(())
         })
     }
@@ -1007,6 +1515,26 @@ impl NetnsHandle for FakeHandle {
 
     fn add_route_ecmp(&self, r: &KernelRoute) -> Result<()> {
         self.route_change(r, false)
+    }
+
+    fn replace_route(&self, r: &KernelRoute) -> Result<()> {
+        let what = |ns: &Namespace| {
+            let d = ns.describe_route(r);
+            (format!("replace route {d}"), d)
+        };
+        let r = KernelRoute {
+            table: Some(r.table.unwrap_or(TABLE_MAIN)),
+            scope: Some(r.scope.unwrap_or(SCOPE_UNIVERSE)),
+            ..r.clone()
+        };
+        self.change(KernelOp::AddRoute, what, |w, here| {
+            let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
+            ns.check_route(&r)?;
+            ns.routes
+                .retain(|k| !(k.dst == r.dst && k.table == r.table && k.priority == r.priority));
+            ns.routes.push(r);
+            Ok(())
+        })
     }
 
     fn del_route(&self, r: &KernelRoute) -> Result<()> {
@@ -1146,6 +1674,71 @@ mod tests {
             .setup_veth("eth0", pod.netns(), None, None)
             .unwrap_err();
         assert!(matches!(e, Error::VethPeerExists { .. }), "{e}");
+    }
+
+    #[test]
+    fn joining_a_vrf_cycles_the_link_and_moves_its_address_routes() {
+        let (k, _, pod) = pod();
+        let eth0 = k.add_device("pod", "eth0");
+        pod.add_address(eth0, "10.1.0.2/24".parse().unwrap(), Default::default())
+            .unwrap();
+        pod.add_address(eth0, "2001:db8::2/64".parse().unwrap(), Default::default())
+            .unwrap();
+        let vrf = pod.add_vrf("blue", 10).unwrap();
+        assert_eq!(pod.vrf_by_name("blue").unwrap(), Some(vrf.clone()));
+        assert!(pod
+            .vrf_by_name("eth0")
+            .unwrap_err()
+            .to_string()
+            .contains("vrf"));
+        pod.set_master(eth0, vrf.link.index).unwrap();
+        // IPv6 went with the cycle; IPv4's routes are in the VRF's table.
+        assert_eq!(k.address_list("pod"), ["10.1.0.2/24 on eth0"]);
+        assert_eq!(
+            k.route_list("pod"),
+            [
+                "10.1.0.0/24 dev eth0 src 10.1.0.2 table 10",
+                "local 10.1.0.2/32 dev eth0 src 10.1.0.2 table 10"
+            ]
+        );
+        assert_eq!(pod.links_with_master(vrf.link.index).unwrap().len(), 1);
+        pod.set_nomaster(eth0).unwrap();
+        assert_eq!(k.route_list("pod"), ["10.1.0.0/24 dev eth0 src 10.1.0.2"]);
+        let ops: Vec<KernelOp> = k.calls().iter().map(|c| c.op).collect();
+        assert_eq!(
+            ops[ops.len() - 2..],
+            [KernelOp::SetMaster, KernelOp::SetMaster]
+        );
+    }
+
+    #[test]
+    fn a_moved_link_arrives_down_and_bare_and_physical_ones_return_to_node() {
+        let (k, host, pod) = pod();
+        let nic = k.add_device(NODE, "nic0");
+        host.add_address(nic, "192.0.2.5/24".parse().unwrap(), Default::default())
+            .unwrap();
+        host.set_alias(nic, "uplink").unwrap();
+        host.move_to_netns(nic, pod.netns()).unwrap();
+        assert_eq!(k.link_list(NODE), ["lo"]);
+        assert_eq!(k.link_list("pod"), ["lo", "nic0 alias uplink"]);
+        assert!(k.address_list("pod").is_empty() && k.route_list(NODE).is_empty());
+        // The kernel renames only links that are down.
+        pod.set_up(nic).unwrap();
+        let e = pod.rename(nic, "eth0").unwrap_err();
+        assert_eq!(e.errno(), Some(Errno::EBUSY), "{e}");
+        pod.set_down(nic).unwrap();
+        pod.rename(nic, "eth0").unwrap();
+        // A name taken in the target refuses the move.
+        k.add_device(NODE, "eth0");
+        let e = pod.move_to_netns(nic, host.netns()).unwrap_err();
+        assert!(e.is_exists(), "{e}");
+        // The namespace goes: the NIC returns, renamed as its name is taken.
+        pod.add_dummy("dummy0").unwrap();
+        k.remove_netns("pod");
+        assert_eq!(
+            k.link_list(NODE),
+            ["lo", "eth0 up", &format!("dev{nic} alias uplink")]
+        );
     }
 
     #[test]

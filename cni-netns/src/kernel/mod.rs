@@ -5,7 +5,8 @@
 //! * [`NetKernel`] opens namespaces: the caller's ([`NetKernel::current`])
 //!   and a pod's by path ([`NetKernel::open`], `CNI_NETNS`);
 //! * [`NetnsHandle`] is what a plugin does inside one namespace: links
-//!   (veth, bridge, macvlan, ipvlan; look up, set up, rename, delete),
+//!   (veth, bridge, macvlan, ipvlan, vlan, dummy, tap, vrf; look up, set
+//!   up or down, rename, enslave, move to another namespace, delete),
 //!   addresses, routes and sysctls.
 //!
 //! [`LinuxKernel`] is the real one: its handle is [`Handle`] (rtnetlink),
@@ -64,7 +65,7 @@ use crate::error::Result;
 use crate::handle::Handle;
 use crate::link::{
     BridgePortOptions, BridgeSpec, BridgeVlan, IpvlanSpec, Link, LinkDetails, MacAddr, MacvlanSpec,
-    VethSpec,
+    TapSpec, VethSpec, VlanSpec, Vrf,
 };
 use crate::netns::Netns;
 use crate::route::KernelRoute;
@@ -114,6 +115,15 @@ pub trait NetnsHandle: Send + Sync {
     /// [`Handle::link_details`].
     fn link_details(&self, name: &str) -> Result<LinkDetails>;
 
+    /// [`Handle::links`].
+    fn links(&self) -> Result<Vec<Link>>;
+
+    /// [`Handle::link_by_mac`].
+    fn link_by_mac(&self, mac: MacAddr) -> Result<Option<Link>>;
+
+    /// [`Handle::links_with_master`].
+    fn links_with_master(&self, index: u32) -> Result<Vec<Link>>;
+
     /// [`Handle::default_route_link`].
     fn default_route_link(&self) -> Result<Option<Link>>;
 
@@ -145,8 +155,44 @@ pub trait NetnsHandle: Send + Sync {
     /// [`Handle::set_macvlan_bc_queue_len`].
     fn set_macvlan_bc_queue_len(&self, index: u32, len: u32) -> Result<()>;
 
+    /// [`Handle::add_vlan`].
+    fn add_vlan(&self, spec: &VlanSpec<'_, Self::Netns>) -> Result<()>;
+
+    /// [`Handle::vlan_id`].
+    fn vlan_id(&self, name: &str) -> Result<Option<u16>>;
+
+    /// [`Handle::add_dummy`].
+    fn add_dummy(&self, name: &str) -> Result<Link>;
+
+    /// [`Handle::add_tap`].
+    fn add_tap(&self, spec: &TapSpec, selinux_context: Option<&str>) -> Result<Link>;
+
+    /// [`Handle::add_vrf`].
+    fn add_vrf(&self, name: &str, table: u32) -> Result<Vrf>;
+
+    /// [`Handle::vrf_by_name`].
+    fn vrf_by_name(&self, name: &str) -> Result<Option<Vrf>>;
+
+    /// [`Handle::vrfs`].
+    fn vrfs(&self) -> Result<Vec<Vrf>>;
+
     /// [`Handle::set_up`].
     fn set_up(&self, index: u32) -> Result<()>;
+
+    /// [`Handle::set_down`].
+    fn set_down(&self, index: u32) -> Result<()>;
+
+    /// [`Handle::set_master`].
+    fn set_master(&self, index: u32, master: u32) -> Result<()>;
+
+    /// [`Handle::set_nomaster`].
+    fn set_nomaster(&self, index: u32) -> Result<()>;
+
+    /// [`Handle::set_alias`].
+    fn set_alias(&self, index: u32, alias: &str) -> Result<()>;
+
+    /// [`Handle::move_to_netns`].
+    fn move_to_netns(&self, index: u32, netns: &Self::Netns) -> Result<()>;
 
     /// [`Handle::set_mac`].
     fn set_mac(&self, index: u32, mac: MacAddr) -> Result<()>;
@@ -196,6 +242,9 @@ pub trait NetnsHandle: Send + Sync {
 
     /// [`Handle::add_route_ecmp`].
     fn add_route_ecmp(&self, r: &KernelRoute) -> Result<()>;
+
+    /// [`Handle::replace_route`].
+    fn replace_route(&self, r: &KernelRoute) -> Result<()>;
 
     /// [`Handle::del_route`].
     fn del_route(&self, r: &KernelRoute) -> Result<()>;
@@ -253,6 +302,15 @@ impl NetnsHandle for Handle {
     fn link_details(&self, name: &str) -> Result<LinkDetails> {
         Handle::link_details(self, name)
     }
+    fn links(&self) -> Result<Vec<Link>> {
+        Handle::links(self)
+    }
+    fn link_by_mac(&self, mac: MacAddr) -> Result<Option<Link>> {
+        Handle::link_by_mac(self, mac)
+    }
+    fn links_with_master(&self, index: u32) -> Result<Vec<Link>> {
+        Handle::links_with_master(self, index)
+    }
     fn default_route_link(&self) -> Result<Option<Link>> {
         Handle::default_route_link(self)
     }
@@ -271,8 +329,44 @@ impl NetnsHandle for Handle {
     fn set_macvlan_bc_queue_len(&self, index: u32, len: u32) -> Result<()> {
         Handle::set_macvlan_bc_queue_len(self, index, len)
     }
+    fn add_vlan(&self, spec: &VlanSpec<'_>) -> Result<()> {
+        Handle::add_vlan(self, spec)
+    }
+    fn vlan_id(&self, name: &str) -> Result<Option<u16>> {
+        Handle::vlan_id(self, name)
+    }
+    fn add_dummy(&self, name: &str) -> Result<Link> {
+        Handle::add_dummy(self, name)
+    }
+    fn add_tap(&self, spec: &TapSpec, selinux_context: Option<&str>) -> Result<Link> {
+        Handle::add_tap(self, spec, selinux_context)
+    }
+    fn add_vrf(&self, name: &str, table: u32) -> Result<Vrf> {
+        Handle::add_vrf(self, name, table)
+    }
+    fn vrf_by_name(&self, name: &str) -> Result<Option<Vrf>> {
+        Handle::vrf_by_name(self, name)
+    }
+    fn vrfs(&self) -> Result<Vec<Vrf>> {
+        Handle::vrfs(self)
+    }
     fn set_up(&self, index: u32) -> Result<()> {
         Handle::set_up(self, index)
+    }
+    fn set_down(&self, index: u32) -> Result<()> {
+        Handle::set_down(self, index)
+    }
+    fn set_master(&self, index: u32, master: u32) -> Result<()> {
+        Handle::set_master(self, index, master)
+    }
+    fn set_nomaster(&self, index: u32) -> Result<()> {
+        Handle::set_nomaster(self, index)
+    }
+    fn set_alias(&self, index: u32, alias: &str) -> Result<()> {
+        Handle::set_alias(self, index, alias)
+    }
+    fn move_to_netns(&self, index: u32, netns: &Netns) -> Result<()> {
+        Handle::move_to_netns(self, index, netns)
     }
     fn set_mac(&self, index: u32, mac: MacAddr) -> Result<()> {
         Handle::set_mac(self, index, mac)
@@ -318,6 +412,9 @@ impl NetnsHandle for Handle {
     }
     fn add_route_ecmp(&self, r: &KernelRoute) -> Result<()> {
         Handle::add_route_ecmp(self, r)
+    }
+    fn replace_route(&self, r: &KernelRoute) -> Result<()> {
+        Handle::replace_route(self, r)
     }
     fn del_route(&self, r: &KernelRoute) -> Result<()> {
         Handle::del_route(self, r)

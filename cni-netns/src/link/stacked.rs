@@ -326,8 +326,11 @@ impl Handle {
 pub const VLAN_ID_MAX: u16 = 4094;
 
 /// An 802.1Q VLAN link to create with [`Handle::add_vlan`].
-#[derive(Debug, Clone, Default)]
-pub struct VlanSpec<'a> {
+///
+/// `N` is what names the target namespace: a [`Netns`] for [`Handle`];
+/// another [`NetnsHandle`](crate::kernel::NetnsHandle) has its own.
+#[derive(Debug)]
+pub struct VlanSpec<'a, N = Netns> {
     /// Name of the new link.
     pub name: String,
     /// Index of the parent (master) link, in the handle's namespace.
@@ -338,7 +341,31 @@ pub struct VlanSpec<'a> {
     pub mtu: Option<u32>,
     /// Namespace the link is created in directly (by fd); `None` keeps it
     /// in the handle's namespace.
-    pub netns: Option<&'a Netns>,
+    pub netns: Option<&'a N>,
+}
+
+impl<N> Clone for VlanSpec<'_, N> {
+    fn clone(&self) -> Self {
+        VlanSpec {
+            name: self.name.clone(),
+            parent: self.parent,
+            vlan_id: self.vlan_id,
+            mtu: self.mtu,
+            netns: self.netns,
+        }
+    }
+}
+
+impl<N> Default for VlanSpec<'_, N> {
+    fn default() -> Self {
+        VlanSpec {
+            name: Default::default(),
+            parent: Default::default(),
+            vlan_id: Default::default(),
+            mtu: Default::default(),
+            netns: None,
+        }
+    }
 }
 
 pub(crate) fn vlan_message(spec: &VlanSpec<'_>) -> LinkMessage {

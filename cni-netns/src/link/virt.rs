@@ -74,7 +74,8 @@ impl Handle {
     }
 
     /// Creates a VRF device routing through `table` and sets it up (Go's
-    /// `createVRF`). A kernel without VRF gives [`Error::Unsupported`].
+    /// `createVRF`); a VRF that cannot be set up is deleted. A kernel
+    /// without VRF gives [`Error::Unsupported`].
     pub fn add_vrf(&self, name: &str, table: u32) -> Result<Vrf> {
         let op = || format!("add vrf {name} table {table}");
         self.request(
@@ -84,11 +85,13 @@ impl Handle {
         )
         .map_err(|e| self.unsupported(op(), "vrf", e))?;
         let link = self.link_by_name(name)?;
-        self.set_up(link.index)?;
-        Ok(Vrf {
-            link: self.link_by_index(link.index)?,
-            table,
-        })
+        let up = self
+            .set_up(link.index)
+            .and_then(|()| self.link_by_index(link.index));
+        if up.is_err() {
+            let _ = self.delete_link(link.index);
+        }
+        Ok(Vrf { link: up?, table })
     }
 
     /// The VRF named `name`: `None` when no link has that name,

@@ -2,6 +2,6 @@
 
 cni_plugins::plugin_main!(
     "dummy",
-    cni_plugins::dummy::Dummy,
+    cni_plugins::dummy::Dummy::new(),
     cni_plugins::binary::ipam_delegates
 );

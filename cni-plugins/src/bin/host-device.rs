@@ -2,6 +2,6 @@
 
 cni_plugins::plugin_main!(
     "host-device",
-    cni_plugins::host_device::HostDevice,
+    cni_plugins::host_device::HostDevice::new(),
     cni_plugins::binary::ipam_delegates
 );

@@ -1,3 +1,3 @@
 //! The `loopback` CNI plugin binary.
 
-cni_plugins::plugin_main!("loopback", cni_plugins::loopback::Loopback);
+cni_plugins::plugin_main!("loopback", cni_plugins::loopback::Loopback::new());

@@ -2,6 +2,6 @@
 
 cni_plugins::plugin_main!(
     "tap",
-    cni_plugins::tap::Tap,
+    cni_plugins::tap::Tap::new(),
     cni_plugins::binary::ipam_delegates
 );

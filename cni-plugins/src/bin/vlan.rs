@@ -2,6 +2,6 @@
 
 cni_plugins::plugin_main!(
     "vlan",
-    cni_plugins::vlan::Vlan,
+    cni_plugins::vlan::Vlan::new(),
     cni_plugins::binary::ipam_delegates
 );

@@ -20,21 +20,39 @@
 //!     ("CNI_IFNAME", "dummy0"),
 //!     ("CNI_PATH", "/opt/cni/bin"),
 //! ]);
-//! let out = dispatch(&Dummy, &env, br#"{"cniVersion":"1.0.0","name":"d","type":"dummy"}"#);
+//! let out = dispatch(&Dummy::new(), &env, br#"{"cniVersion":"1.0.0","name":"d","type":"dummy"}"#);
 //! assert_ne!(out.exit_code, 0);
 //! assert!(String::from_utf8_lossy(&out.stdout).contains("dummy interface requires an IPAM configuration"));
 //! ```
 
 use cni_exec::{Plugin, Request};
-use cni_netns::{Handle, Netns};
+use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
 use cni_types::CniResult;
 
 use crate::steps::{check, iface, ipam, Undo};
 use crate::{Error, Result};
 
-/// The dummy plugin.
+/// The dummy plugin, on the real kernel by default; on another one (a
+/// [`FakeKernel`](cni_netns::kernel::FakeKernel) in tests without root)
+/// with [`Dummy::with_kernel`].
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Dummy;
+pub struct Dummy<K = LinuxKernel> {
+    kernel: K,
+}
+
+impl Dummy {
+    /// The plugin on the real kernel.
+    pub fn new() -> Dummy {
+        Dummy::default()
+    }
+}
+
+impl<K: NetKernel> Dummy<K> {
+    /// The plugin on another kernel.
+    pub fn with_kernel(kernel: K) -> Dummy<K> {
+        Dummy { kernel }
+    }
+}
 
 /// Go's refusal of a config without IPAM (ADD and CHECK).
 fn require_ipam(req: &Request) -> Result<()> {
@@ -44,7 +62,7 @@ fn require_ipam(req: &Request) -> Result<()> {
     Ok(())
 }
 
-impl Plugin for Dummy {
+impl<K: NetKernel> Plugin for Dummy<K> {
     type Error = crate::Error;
 
     fn name(&self) -> &str {
@@ -53,8 +71,7 @@ impl Plugin for Dummy {
 
     fn add(&self, req: &Request) -> Result<CniResult> {
         require_ipam(req)?;
-        let netns = Netns::open(&req.netns)?;
-        let pod = Handle::in_netns(&netns)?;
+        let pod = self.kernel.open(&req.netns)?;
         let link = pod.add_dummy(&req.ifname)?;
         let mut undo = Undo::new();
         undo.push(|| pod.delete_link(link.index));
@@ -67,19 +84,18 @@ impl Plugin for Dummy {
     }
 
     fn del(&self, req: &Request) -> Result<()> {
-        iface::del_link_and_lease(req)
+        iface::del_link_and_lease_in(&self.kernel, req)
     }
 
     fn check(&self, req: &Request) -> Result<()> {
         require_ipam(req)?;
-        let netns = Netns::open(&req.netns)?;
+        let pod = self.kernel.open(&req.netns)?;
         ipam::check(req)?;
         let mut prev = req
             .config
             .prev_result()?
             .ok_or(Error::PrevResultMissing { plugin: "dummy" })?;
         let intf = check::prev_container(req, &prev)?.clone();
-        let pod = Handle::in_netns(&netns)?;
         let link = check::container_link(&pod, &intf, Some("dummy"))?;
         if !link.is_up() {
             return Err(Error::LinkDown { ifname: intf.name });

@@ -26,7 +26,8 @@
 use std::path::{Path, PathBuf};
 
 use cni_exec::{Plugin, Request};
-use cni_netns::{Handle, Link, MacAddr, Netns};
+use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
+use cni_netns::{Link, MacAddr};
 use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
@@ -118,11 +119,31 @@ impl HostDeviceConf {
     }
 }
 
-/// The host-device plugin.
+/// The host-device plugin, on the real kernel by default; on another one
+/// (a [`FakeKernel`](cni_netns::kernel::FakeKernel) in tests without
+/// root) with [`HostDevice::with_kernel`]. The `kernelpath` and
+/// `pciBusID` selectors and the DPDK check read sysfs (`/sys/devices`,
+/// [`SYS_BUS_PCI`]) directly, whatever the kernel.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct HostDevice;
+pub struct HostDevice<K = LinuxKernel> {
+    kernel: K,
+}
 
-impl Plugin for HostDevice {
+impl HostDevice {
+    /// The plugin on the real kernel.
+    pub fn new() -> HostDevice {
+        HostDevice::default()
+    }
+}
+
+impl<K: NetKernel> HostDevice<K> {
+    /// The plugin on another kernel.
+    pub fn with_kernel(kernel: K) -> HostDevice<K> {
+        HostDevice { kernel }
+    }
+}
+
+impl<K: NetKernel> Plugin for HostDevice<K> {
     type Error = crate::Error;
 
     fn name(&self) -> &str {
@@ -132,9 +153,9 @@ impl Plugin for HostDevice {
     fn add(&self, req: &Request) -> Result<CniResult> {
         let conf = HostDeviceConf::load(&req.config)?;
         let dpdk = conf.dpdk_mode()?;
-        let netns = Netns::open(&req.netns)?;
-        let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
-        // The node link's original name, once it is in the pod.
+        let pod = self.kernel.open(&req.netns)?;
+        let host = self.kernel.current()?;
+        // The node link as it was, once it is in the pod.
         let mut interfaces = Vec::new();
         let moved = if dpdk {
             None
@@ -142,9 +163,9 @@ impl Plugin for HostDevice {
             let dev = find_link(&host, &conf.selector).map_err(|e| Error::HostDeviceLookup {
                 source: Box::new(e),
             })?;
-            let link = move_in(&host, &dev, &netns, &pod, &req.ifname)?;
+            let link = move_in(&host, &dev, &pod, &req.ifname)?;
             interfaces.push(interface(&link, &req.netns));
-            Some(dev.name)
+            Some(dev)
         };
         if req.config.ipam_type().is_empty() {
             return Ok(CniResult {
@@ -153,11 +174,16 @@ impl Plugin for HostDevice {
             });
         }
         let mut undo = Undo::new();
-        if let Some(original) = &moved {
-            // Back as it came: its name, and no alias.
+        if let Some(dev) = &moved {
+            // Back as it came: its name, no alias, up if it was.
             undo.push(|| -> Result<()> {
                 move_out(&pod, &host, &req.ifname)?;
-                Ok(host.set_alias(host.link_by_name(original)?.index, "")?)
+                let index = host.link_by_name(&dev.name)?.index;
+                host.set_alias(index, "")?;
+                if dev.is_up() {
+                    host.set_up(index)?;
+                }
+                Ok(())
             });
         }
         let mut result = ipam::add(req, &mut undo)?;
@@ -176,14 +202,14 @@ impl Plugin for HostDevice {
     fn del(&self, req: &Request) -> Result<()> {
         let conf = HostDeviceConf::load(&req.config)?;
         let dpdk = conf.dpdk_mode()?;
-        let Some(pod) = iface::pod_for_del(req)? else {
+        let Some(pod) = iface::pod_for_del_in(&self.kernel, req)? else {
             // The kernel already returned the link to the initial namespace
             // with the pod's; only the addresses are left to release.
             return ipam::del(req);
         };
         ipam::del(req)?;
         if !dpdk {
-            move_out(&pod, &Handle::current()?, &req.ifname)?;
+            move_out(&pod, &self.kernel.current()?, &req.ifname)?;
         }
         Ok(())
     }
@@ -191,14 +217,13 @@ impl Plugin for HostDevice {
     fn check(&self, req: &Request) -> Result<()> {
         let conf = HostDeviceConf::load(&req.config)?;
         let dpdk = conf.dpdk_mode()?;
-        let netns = Netns::open(&req.netns)?;
+        let pod = self.kernel.open(&req.netns)?;
         ipam::check(req)?;
         let prev = check::prev_result(req)?;
         if dpdk {
             return Ok(());
         }
         let intf = check::prev_container(req, &prev)?;
-        let pod = Handle::in_netns(&netns)?;
         let link = check::container_link(&pod, intf, None)?;
         check::addresses_and_routes(&pod, &link, &prev)
     }
@@ -213,7 +238,7 @@ impl Plugin for HostDevice {
 }
 
 /// Go's `getLink`.
-fn find_link(host: &Handle, selector: &Selector) -> Result<Link> {
+fn find_link(host: &impl NetnsHandle, selector: &Selector) -> Result<Link> {
     match selector {
         Selector::Device(name) => Ok(host.link_by_name(name)?),
         Selector::HwAddr(mac) => {
@@ -289,8 +314,8 @@ fn dir_entries(dir: &Path) -> std::io::Result<Vec<String>> {
 
 /// Go's `moveLinkIn`: into the pod, down, original name saved in the
 /// alias, renamed to `CNI_IFNAME`, up.
-fn move_in(host: &Handle, dev: &Link, netns: &Netns, pod: &Handle, ifname: &str) -> Result<Link> {
-    host.move_to_netns(dev.index, netns)?;
+fn move_in<H: NetnsHandle>(host: &H, dev: &Link, pod: &H, ifname: &str) -> Result<Link> {
+    host.move_to_netns(dev.index, pod.netns())?;
     let inside = pod.link_by_name(&dev.name)?;
     let configured = (|| -> Result<Link> {
         pod.set_down(inside.index)?;
@@ -302,6 +327,7 @@ fn move_in(host: &Handle, dev: &Link, netns: &Netns, pod: &Handle, ifname: &str)
     if configured.is_err() {
         // Back to the node under its own name, as it came.
         let _ = pod.set_down(inside.index);
+        let _ = pod.set_alias(inside.index, "");
         let _ = pod.rename(inside.index, &dev.name);
         if pod.move_to_netns(inside.index, host.netns()).is_ok() && dev.is_up() {
             let _ = host.set_up(dev.index);
@@ -313,7 +339,7 @@ fn move_in(host: &Handle, dev: &Link, netns: &Netns, pod: &Handle, ifname: &str)
 /// Go's `moveLinkOut`: down, original name back from the alias, into the
 /// namespace the plugin runs in. A link already gone is not an error (a
 /// repeated DEL); a failed move leaves it as it was, so DEL can be retried.
-fn move_out(pod: &Handle, host: &Handle, ifname: &str) -> Result<()> {
+fn move_out<H: NetnsHandle>(pod: &H, host: &H, ifname: &str) -> Result<()> {
     let dev = match pod.link_details(ifname) {
         Ok(d) => d,
         Err(e) if e.is_not_found() => return Ok(()),

@@ -14,23 +14,43 @@
 //!     ("CNI_IFNAME", "eth0"),
 //!     ("CNI_PATH", "/opt/cni/bin"),
 //! ]);
-//! let out = dispatch(&Loopback, &env, br#"{"cniVersion":"1.0.0","name":"lo","type":"loopback"}"#);
+//! let out = dispatch(&Loopback::new(), &env, br#"{"cniVersion":"1.0.0","name":"lo","type":"loopback"}"#);
 //! assert_eq!(out.exit_code, 0);
 //! ```
 
 use cni_exec::{Plugin, Request};
-use cni_netns::{AddressFamilyFilter, Handle, Netns};
+use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
+use cni_netns::AddressFamilyFilter;
 use cni_types::{CniResult, Interface, IpConfig};
 
+use crate::steps::iface;
 use crate::{Error, Result};
 
 const LO: &str = "lo";
 
-/// The loopback plugin.
+/// The loopback plugin, on the real kernel by default; on another one (a
+/// [`FakeKernel`](cni_netns::kernel::FakeKernel) in tests without root)
+/// with [`Loopback::with_kernel`].
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Loopback;
+pub struct Loopback<K = LinuxKernel> {
+    kernel: K,
+}
 
-impl Plugin for Loopback {
+impl Loopback {
+    /// The plugin on the real kernel.
+    pub fn new() -> Loopback {
+        Loopback::default()
+    }
+}
+
+impl<K: NetKernel> Loopback<K> {
+    /// The plugin on another kernel.
+    pub fn with_kernel(kernel: K) -> Loopback<K> {
+        Loopback { kernel }
+    }
+}
+
+impl<K: NetKernel> Plugin for Loopback<K> {
     type Error = crate::Error;
 
     fn name(&self) -> &str {
@@ -40,7 +60,7 @@ impl Plugin for Loopback {
     fn add(&self, req: &Request) -> Result<CniResult> {
         // Parsed first, as Go: a bad prevResult fails before any change.
         let prev = req.config.prev_result()?;
-        let pod = Handle::in_netns(&Netns::open(&req.netns)?)?;
+        let pod = self.kernel.open(&req.netns)?;
         let lo = pod.link_by_name(LO)?;
         pod.set_up(lo.index)?;
         let mut ips = Vec::new();
@@ -72,24 +92,18 @@ impl Plugin for Loopback {
     }
 
     fn del(&self, req: &Request) -> Result<()> {
-        if req.netns.is_empty() {
+        // Beyond Go (which only forgives a missing path): an unmounted
+        // bind mount leaves a plain file, the namespace is gone too.
+        let Some(pod) = iface::pod_for_del_in(&self.kernel, req)? else {
             return Ok(());
-        }
-        let netns = match Netns::open(&req.netns) {
-            Ok(n) => n,
-            // Beyond Go (which only forgives a missing path): an unmounted
-            // bind mount leaves a plain file, the namespace is gone too.
-            Err(e) if e.is_netns_gone() => return Ok(()),
-            Err(e) => return Err(e.into()),
         };
-        let pod = Handle::in_netns(&netns)?;
         let lo = pod.link_by_name(LO)?;
         pod.set_down(lo.index)?;
         Ok(())
     }
 
     fn check(&self, req: &Request) -> Result<()> {
-        let pod = Handle::in_netns(&Netns::open(&req.netns)?)?;
+        let pod = self.kernel.open(&req.netns)?;
         if !pod.link_by_name(LO)?.is_up() {
             return Err(Error::LoopbackDown);
         }

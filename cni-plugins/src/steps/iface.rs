@@ -6,8 +6,8 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 
 use cni_exec::Request;
-use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
-use cni_netns::{configure_interface, Handle, Ipv4Conf, Link};
+use cni_netns::kernel::{NetKernel, NetnsHandle};
+use cni_netns::{configure_interface, Ipv4Conf, Link};
 use cni_types::{CniResult, Interface};
 
 use super::{concurrently, ipam};
@@ -141,11 +141,6 @@ pub(crate) fn find_master<H: NetnsHandle>(
     })
 }
 
-/// The pod's namespace for DEL on the real kernel ([`pod_for_del_in`]).
-pub(crate) fn pod_for_del(req: &Request) -> Result<Option<Handle>> {
-    pod_for_del_in(&LinuxKernel, req)
-}
-
 /// The pod's namespace for DEL: `None` when `CNI_NETNS` is empty or the
 /// namespace is gone (nothing to remove inside it).
 pub(crate) fn pod_for_del_in<K: NetKernel>(kernel: &K, req: &Request) -> Result<Option<K::Handle>> {
@@ -157,11 +152,6 @@ pub(crate) fn pod_for_del_in<K: NetKernel>(kernel: &K, req: &Request) -> Result<
         Err(e) if e.is_netns_gone() => Ok(None),
         Err(e) => Err(e.into()),
     }
-}
-
-/// [`del_link_and_lease_in`] on the real kernel.
-pub(crate) fn del_link_and_lease(req: &Request) -> Result<()> {
-    del_link_and_lease_in(&LinuxKernel, req)
 }
 
 /// DEL of a plugin whose state is the pod link and the IPAM lease alone

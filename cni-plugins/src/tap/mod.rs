@@ -34,7 +34,8 @@
 //! ```
 
 use cni_exec::{Plugin, Request};
-use cni_netns::{Handle, Ipv4Conf, MacAddr, Netns, TapSpec};
+use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
+use cni_netns::{Ipv4Conf, MacAddr, TapSpec};
 use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 use serde_json::Value;
@@ -160,11 +161,29 @@ impl TapConf {
     }
 }
 
-/// The tap plugin.
+/// The tap plugin, on the real kernel by default; on another one (a
+/// [`FakeKernel`](cni_netns::kernel::FakeKernel) in tests without root)
+/// with [`Tap::with_kernel`].
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Tap;
+pub struct Tap<K = LinuxKernel> {
+    kernel: K,
+}
 
-impl Plugin for Tap {
+impl Tap {
+    /// The plugin on the real kernel.
+    pub fn new() -> Tap {
+        Tap::default()
+    }
+}
+
+impl<K: NetKernel> Tap<K> {
+    /// The plugin on another kernel.
+    pub fn with_kernel(kernel: K) -> Tap<K> {
+        Tap { kernel }
+    }
+}
+
+impl<K: NetKernel> Plugin for Tap<K> {
     type Error = crate::Error;
 
     fn name(&self) -> &str {
@@ -173,14 +192,19 @@ impl Plugin for Tap {
 
     fn add(&self, req: &Request) -> Result<CniResult> {
         let conf = TapConf::load(&req.config, &req.args_raw)?;
-        let netns = Netns::open(&req.netns)?;
-        let pod = Handle::in_netns(&netns)?;
+        let pod = self.kernel.open(&req.netns)?;
         // Made inside the pod under a temporary name, then renamed.
-        let link =
-            iface::create_stacked_link(true, &pod, &netns, &pod, &req.ifname, |pod, name, _| {
+        let link = iface::create_stacked_link(
+            true,
+            &pod,
+            pod.netns(),
+            &pod,
+            &req.ifname,
+            |pod, name, _| {
                 pod.add_tap(&conf.spec(&name), conf.selinux_context.as_deref())
                     .map(drop)
-            })?;
+            },
+        )?;
         let mut undo = Undo::new();
         undo.push(|| pod.delete_link(link.index));
         if let Some(bridge) = &conf.bridge {
@@ -214,16 +238,15 @@ impl Plugin for Tap {
 
     fn del(&self, req: &Request) -> Result<()> {
         TapConf::load(&req.config, &req.args_raw)?;
-        iface::del_link_and_lease(req)
+        iface::del_link_and_lease_in(&self.kernel, req)
     }
 
     fn check(&self, req: &Request) -> Result<()> {
         TapConf::load(&req.config, &req.args_raw)?;
-        let netns = Netns::open(&req.netns)?;
+        let pod = self.kernel.open(&req.netns)?;
         ipam::check(req)?;
         let prev = check::prev_result(req)?;
         check::prev_container(req, &prev)?;
-        let pod = Handle::in_netns(&netns)?;
         // As Go: the device's own attributes are not compared.
         let link = pod
             .link_by_name(&req.ifname)

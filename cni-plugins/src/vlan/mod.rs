@@ -21,7 +21,8 @@
 //! ```
 
 use cni_exec::{Plugin, Request};
-use cni_netns::{Handle, Link, Netns, VlanSpec, VLAN_ID_MAX};
+use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
+use cni_netns::{Link, VlanSpec, VLAN_ID_MAX};
 use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
@@ -84,11 +85,29 @@ impl VlanConf {
     }
 }
 
-/// The vlan plugin.
+/// The vlan plugin, on the real kernel by default; on another one (a
+/// [`FakeKernel`](cni_netns::kernel::FakeKernel) in tests without root)
+/// with [`Vlan::with_kernel`].
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Vlan;
+pub struct Vlan<K = LinuxKernel> {
+    kernel: K,
+}
 
-impl Plugin for Vlan {
+impl Vlan {
+    /// The plugin on the real kernel.
+    pub fn new() -> Vlan {
+        Vlan::default()
+    }
+}
+
+impl<K: NetKernel> Vlan<K> {
+    /// The plugin on another kernel.
+    pub fn with_kernel(kernel: K) -> Vlan<K> {
+        Vlan { kernel }
+    }
+}
+
+impl<K: NetKernel> Plugin for Vlan<K> {
     type Error = crate::Error;
 
     fn name(&self) -> &str {
@@ -100,14 +119,14 @@ impl Plugin for Vlan {
         if req.config.ipam_type().is_empty() {
             return Err(Error::IpamRequired { plugin: "vlan" });
         }
-        let netns = Netns::open(&req.netns)?;
-        let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
+        let pod = self.kernel.open(&req.netns)?;
+        let host = self.kernel.current()?;
         let master = iface::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
         let mtu = check_mtu(&conf, &master)?;
         let link = iface::create_stacked_link(
             conf.link_in_container,
             &host,
-            &netns,
+            pod.netns(),
             &pod,
             &req.ifname,
             |creator, name, target| {
@@ -135,19 +154,19 @@ impl Plugin for Vlan {
         // ours succeeds, so that a node link removed first does not wedge
         // the pod's teardown.
         VlanConf::load(&req.config)?;
-        iface::del_link_and_lease(req)
+        iface::del_link_and_lease_in(&self.kernel, req)
     }
 
     fn check(&self, req: &Request) -> Result<()> {
         let conf = VlanConf::load(&req.config)?;
-        let netns = Netns::open(&req.netns)?;
+        let pod = self.kernel.open(&req.netns)?;
         ipam::check(req)?;
         let prev = req
             .config
             .prev_result()?
             .ok_or(Error::PrevResultMissing { plugin: "vlan" })?;
         let intf = check::prev_container(req, &prev)?;
-        let (host, pod) = (Handle::current()?, Handle::in_netns(&netns)?);
+        let host = self.kernel.current()?;
         iface::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
         let link = check::container_link(&pod, intf, Some("vlan"))?;
         let id = pod.vlan_id(&link.name)?;

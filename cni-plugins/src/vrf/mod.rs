@@ -4,7 +4,9 @@
 //! the interface's routes (but not its connected and local ones) move into
 //! the VRF's table, and its global IPv6 addresses, which the kernel drops
 //! when the link changes master, are put back. DEL releases the interface
-//! and deletes the VRF once it has no member left.
+//! and deletes the VRF once it has no member left. A failed ADD takes
+//! back what it did: the interface leaves the VRF (its dropped addresses
+//! and moved routes put back) and a VRF it created is deleted.
 //!
 //! A kernel without VRF ("Unknown device type") fails ADD with a CNI error
 //! naming the `vrf` link type; the interface is left as it was.
@@ -24,13 +26,12 @@
 use std::time::Duration;
 
 use cni_exec::{Plugin, Request};
-use cni_netns::{
-    free_vrf_table, AddressFamilyFilter, AddressOptions, Handle, KernelRoute, Link, Netns, Vrf,
-};
+use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
+use cni_netns::{free_vrf_table, AddressFamilyFilter, AddressOptions, KernelRoute, Link, Vrf};
 use cni_types::{CniResult, NetworkConfig, Version};
 use serde::Deserialize;
 
-use crate::steps::iface;
+use crate::steps::{iface, Undo};
 use crate::{Error, Result};
 
 /// The vrf plugin's configuration.
@@ -68,9 +69,27 @@ impl VrfConf {
     }
 }
 
-/// The vrf plugin.
+/// The vrf plugin, on the real kernel by default; on another one (a
+/// [`FakeKernel`](cni_netns::kernel::FakeKernel) in tests without root)
+/// with [`VrfPlugin::with_kernel`].
 #[derive(Debug, Clone, Copy, Default)]
-pub struct VrfPlugin;
+pub struct VrfPlugin<K = LinuxKernel> {
+    kernel: K,
+}
+
+impl VrfPlugin {
+    /// The plugin on the real kernel.
+    pub fn new() -> VrfPlugin {
+        VrfPlugin::default()
+    }
+}
+
+impl<K: NetKernel> VrfPlugin<K> {
+    /// The plugin on another kernel.
+    pub fn with_kernel(kernel: K) -> VrfPlugin<K> {
+        VrfPlugin { kernel }
+    }
+}
 
 /// Go's messages wrap every failure inside the namespace this way.
 fn add_failed<'a>(conf: &'a VrfConf, ifname: &'a str) -> impl FnOnce(Error) -> Error + 'a {
@@ -81,7 +100,7 @@ fn add_failed<'a>(conf: &'a VrfConf, ifname: &'a str) -> impl FnOnce(Error) -> E
     }
 }
 
-impl Plugin for VrfPlugin {
+impl<K: NetKernel> Plugin for VrfPlugin<K> {
     type Error = crate::Error;
 
     fn name(&self) -> &str {
@@ -94,15 +113,18 @@ impl Plugin for VrfPlugin {
             .config
             .prev_result()?
             .ok_or(Error::PrevResultMissing { plugin: "vrf" })?;
-        let pod = Handle::in_netns(&Netns::open(&req.netns)?)?;
-        let vrf = ensure_vrf(&pod, &conf).map_err(add_failed(&conf, &req.ifname))?;
-        add_interface(&pod, &vrf, &req.ifname).map_err(add_failed(&conf, &req.ifname))?;
+        let pod = self.kernel.open(&req.netns)?;
+        let mut undo = Undo::new();
+        let vrf = ensure_vrf(&pod, &conf, &mut undo).map_err(add_failed(&conf, &req.ifname))?;
+        add_interface(&pod, &vrf, &req.ifname, &mut undo)
+            .map_err(add_failed(&conf, &req.ifname))?;
+        undo.commit();
         Ok(prev)
     }
 
     fn del(&self, req: &Request) -> Result<()> {
         let conf = VrfConf::load(&req.config)?;
-        let Some(pod) = iface::pod_for_del(req)? else {
+        let Some(pod) = iface::pod_for_del_in(&self.kernel, req)? else {
             return Ok(());
         };
         let Some(vrf) = find_vrf(&pod, &conf.vrf_name)? else {
@@ -130,7 +152,7 @@ impl Plugin for VrfPlugin {
         req.config
             .prev_result()?
             .ok_or(Error::PrevResultMissing { plugin: "vrf" })?;
-        let pod = Handle::in_netns(&Netns::open(&req.netns)?)?;
+        let pod = self.kernel.open(&req.netns)?;
         let vrf = find_vrf(&pod, &conf.vrf_name)?.ok_or_else(|| Error::VrfNotFound {
             vrf: conf.vrf_name.clone(),
         })?;
@@ -153,7 +175,7 @@ impl Plugin for VrfPlugin {
 
 /// Go's `findVRF`: `None` when no link has the name; an error when the
 /// link is not a VRF.
-fn find_vrf(pod: &Handle, name: &str) -> Result<Option<Vrf>> {
+fn find_vrf(pod: &impl NetnsHandle, name: &str) -> Result<Option<Vrf>> {
     pod.vrf_by_name(name).map_err(|e| match e {
         cni_netns::Error::WrongLinkKind { .. } => Error::NotAVrf {
             name: name.to_owned(),
@@ -163,8 +185,9 @@ fn find_vrf(pod: &Handle, name: &str) -> Result<Option<Vrf>> {
 }
 
 /// The VRF to use: the existing one (its table must match a configured
-/// one), or a new one on the configured or the first free table.
-fn ensure_vrf(pod: &Handle, conf: &VrfConf) -> Result<Vrf> {
+/// one), or a new one on the configured or the first free table, deleted
+/// by `undo`.
+fn ensure_vrf<'a, H: NetnsHandle>(pod: &'a H, conf: &VrfConf, undo: &mut Undo<'a>) -> Result<Vrf> {
     if let Some(vrf) = find_vrf(pod, &conf.vrf_name)? {
         if conf.table != 0 && vrf.table != conf.table {
             return Err(Error::VrfTableMismatch {
@@ -184,13 +207,22 @@ fn ensure_vrf(pod: &Handle, conf: &VrfConf) -> Result<Vrf> {
         }
         t => t,
     };
-    Ok(pod.add_vrf(&conf.vrf_name, table)?)
+    let vrf = pod.add_vrf(&conf.vrf_name, table)?;
+    let index = vrf.link.index;
+    undo.push(move || pod.delete_link(index));
+    Ok(vrf)
 }
 
 /// Go's `addInterface`: enslave `ifname` to the VRF, then restore the
 /// global IPv6 addresses the kernel dropped and move the interface's
-/// routes into the VRF's table.
-fn add_interface(pod: &Handle, vrf: &Vrf, ifname: &str) -> Result<()> {
+/// routes into the VRF's table. `undo` releases the interface and puts
+/// back what the kernel dropped then.
+fn add_interface<'a, H: NetnsHandle>(
+    pod: &'a H,
+    vrf: &Vrf,
+    ifname: &str,
+    undo: &mut Undo<'a>,
+) -> Result<()> {
     let link = pod
         .link_by_name(ifname)
         .map_err(|source| Error::VrfMemberLookup {
@@ -210,14 +242,19 @@ fn add_interface(pod: &Handle, vrf: &Vrf, ifname: &str) -> Result<()> {
     let v6_before = global_addresses(pod, &link)?;
     let routes = movable_routes(pod, &link)?;
     pod.set_master(link.index, vrf.link.index)?;
-    let v6_after = global_addresses(pod, &link)?;
-    let dropped = v6_before
-        .iter()
-        .filter(|a| !v6_after.iter().any(|b| b.address == a.address));
-    for addr in dropped {
-        pod.add_address(link.index, addr.address, addr.options)?;
-        wait_for_local_route(pod, vrf, &link, addr.address.ip())?;
-    }
+    let (index, saved, main_routes) = (link.index, v6_before.clone(), routes.clone());
+    undo.push(move || -> Result<()> {
+        pod.set_nomaster(index)?;
+        // Leaving the VRF cycles the link too: the same losses again.
+        restore_addresses(pod, index, &saved, |_| Ok(()))?;
+        for r in &main_routes {
+            pod.replace_route(r)?;
+        }
+        Ok(())
+    });
+    restore_addresses(pod, link.index, &v6_before, |ip| {
+        wait_for_local_route(pod, vrf, &link, ip)
+    })?;
     for r in routes {
         pod.replace_route(&KernelRoute {
             table: Some(vrf.table),
@@ -227,13 +264,33 @@ fn add_interface(pod: &Handle, vrf: &Vrf, ifname: &str) -> Result<()> {
     Ok(())
 }
 
+/// Adds back those of `saved` the link `index` lost, each followed by
+/// `then(its IP)`.
+fn restore_addresses(
+    pod: &impl NetnsHandle,
+    index: u32,
+    saved: &[SavedAddress],
+    mut then: impl FnMut(std::net::IpAddr) -> Result<()>,
+) -> Result<()> {
+    let present = pod.addresses(Some(index), AddressFamilyFilter::V6)?;
+    for addr in saved
+        .iter()
+        .filter(|a| !present.iter().any(|b| b.address == a.address))
+    {
+        pod.add_address(index, addr.address, addr.options)?;
+        then(addr.address.ip())?;
+    }
+    Ok(())
+}
+
+#[derive(Clone)]
 struct SavedAddress {
     address: cni_netns::IpNetwork,
     options: AddressOptions,
 }
 
 /// The link's IPv6 addresses of global scope (Go's `getGlobalAddresses`).
-fn global_addresses(pod: &Handle, link: &Link) -> Result<Vec<SavedAddress>> {
+fn global_addresses(pod: &impl NetnsHandle, link: &Link) -> Result<Vec<SavedAddress>> {
     const IFA_F_NODAD: u32 = 0x02; // linux/if_addr.h
     const IFA_F_NOPREFIXROUTE: u32 = 0x200; // linux/if_addr.h
     Ok(pod
@@ -252,7 +309,7 @@ fn global_addresses(pod: &Handle, link: &Link) -> Result<Vec<SavedAddress>> {
 
 /// The routes through the link in the main table, but not its connected
 /// and local ones (scope universe), as Go lists them before enslaving.
-fn movable_routes(pod: &Handle, link: &Link) -> Result<Vec<KernelRoute>> {
+fn movable_routes(pod: &impl NetnsHandle, link: &Link) -> Result<Vec<KernelRoute>> {
     Ok(pod
         .routes(AddressFamilyFilter::All)?
         .into_iter()
@@ -266,7 +323,12 @@ fn movable_routes(pod: &Handle, link: &Link) -> Result<Vec<KernelRoute>> {
 
 /// Go waits (10 ms doubling, 9 tries) for the kernel to install a
 /// restored IPv6 address's /128 route in the VRF's table.
-fn wait_for_local_route(pod: &Handle, vrf: &Vrf, link: &Link, ip: std::net::IpAddr) -> Result<()> {
+fn wait_for_local_route(
+    pod: &impl NetnsHandle,
+    vrf: &Vrf,
+    link: &Link,
+    ip: std::net::IpAddr,
+) -> Result<()> {
     for attempt in 0..=8u32 {
         let present = pod.routes(AddressFamilyFilter::V6)?.into_iter().any(|r| {
             r.table == Some(vrf.table)

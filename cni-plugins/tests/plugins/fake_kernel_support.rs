@@ -183,7 +183,7 @@ impl FakeNode {
         conf
     }
 
-    /// A request for container `cid` in `netns`.
+    /// A request for container `cid`'s `eth0` in `netns`.
     pub(crate) fn request(
         &self,
         command: Command,
@@ -191,11 +191,23 @@ impl FakeNode {
         cid: &str,
         netns: &str,
     ) -> Request {
+        self.request_for(command, conf, cid, netns, "eth0")
+    }
+
+    /// A request for container `cid`'s interface `ifname` in `netns`.
+    pub(crate) fn request_for(
+        &self,
+        command: Command,
+        conf: &Value,
+        cid: &str,
+        netns: &str,
+        ifname: &str,
+    ) -> Request {
         let config = NetworkConfig::from_slice(conf.to_string().as_bytes()).unwrap();
         Request::builder(command, config)
             .container_id(cid)
             .netns(netns)
-            .ifname("eth0")
+            .ifname(ifname)
             .path("/nonexistent-cni-path")
             .exec(self.exec.clone())
             .build()

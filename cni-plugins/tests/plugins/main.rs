@@ -29,6 +29,7 @@ mod input_limits;
 mod ipvlan;
 mod leak_census;
 mod link_plugins;
+mod link_plugins_fake;
 mod loopback;
 mod macvlan;
 mod macvlan_flannel;

@@ -25,7 +25,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .register("bridge", Arc::new(Bridge::new()))
         .register("host-local", Arc::new(HostLocal))
         .register("portmap", Arc::new(Portmap::new()))
-        .register("loopback", Arc::new(Loopback))
+        .register("loopback", Arc::new(Loopback::new()))
         .build();
     let cni = CniConfig::new(vec!["/opt/cni/bin".into()], Arc::new(exec))
         .with_cache_dir(state.join("cache"));
