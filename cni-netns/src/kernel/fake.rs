@@ -302,61 +302,63 @@ impl FakeKernel {
     /// The names of namespace `path`'s links, in creation order (empty
     /// when it does not exist).
     pub fn link_names(&self, path: &str) -> Vec<String> {
-        self.world()
-            .namespaces
-            .get(path)
-            .map(|ns| ns.links.iter().map(|l| l.link.name.clone()).collect())
-            .unwrap_or_default()
+        self.list(path, |ns| {
+            ns.links.iter().map(|l| l.link.name.clone()).collect()
+        })
     }
 
     /// Namespace `path`'s addresses, as `address on link`.
     pub fn address_list(&self, path: &str) -> Vec<String> {
-        let w = self.world();
-        let Some(ns) = w.namespaces.get(path) else {
-            return Vec::new();
-        };
-        ns.addresses
-            .iter()
-            .map(|a| format!("{} on {}", a.address, ns.name_of(a.index)))
-            .collect()
+        self.list(path, |ns| {
+            ns.addresses
+                .iter()
+                .map(|a| format!("{} on {}", a.address, ns.name_of(a.index)))
+                .collect()
+        })
     }
 
     /// Namespace `path`'s links with their master, kind and alias, as
     /// `name[@kind][ master M][ alias A][ up]`, in creation order.
     pub fn link_list(&self, path: &str) -> Vec<String> {
-        let w = self.world();
-        let Some(ns) = w.namespaces.get(path) else {
-            return Vec::new();
-        };
-        ns.links
-            .iter()
-            .map(|l| {
-                let mut s = l.link.name.clone();
-                if let Some(kind) = &l.link.kind {
-                    s.push_str(&format!("@{kind}"));
-                }
-                if let Some(m) = l.link.master {
-                    s.push_str(&format!(" master {}", ns.name_of(m)));
-                }
-                if let Some(alias) = &l.alias {
-                    s.push_str(&format!(" alias {alias}"));
-                }
-                if l.is_up() {
-                    s.push_str(" up");
-                }
-                s
-            })
-            .collect()
+        self.list(path, |ns| {
+            ns.links
+                .iter()
+                .map(|l| {
+                    let mut s = l.link.name.clone();
+                    if let Some(kind) = &l.link.kind {
+                        s.push_str(&format!("@{kind}"));
+                    }
+                    if let Some(m) = l.link.master {
+                        s.push_str(&format!(" master {}", ns.name_of(m)));
+                    }
+                    if let Some(alias) = &l.alias {
+                        s.push_str(&format!(" alias {alias}"));
+                    }
+                    if l.is_up() {
+                        s.push_str(" up");
+                    }
+                    s
+                })
+                .collect()
+        })
     }
 
     /// Namespace `path`'s routes, as `[local ]dst [via gw] dev link[ src
     /// s][ table t]` (the table when it is not main).
     pub fn route_list(&self, path: &str) -> Vec<String> {
-        let w = self.world();
-        let Some(ns) = w.namespaces.get(path) else {
-            return Vec::new();
-        };
-        ns.routes.iter().map(|r| ns.describe_route(r)).collect()
+        self.list(path, |ns| {
+            ns.routes.iter().map(|r| ns.describe_route(r)).collect()
+        })
+    }
+
+    /// What `describe` makes of namespace `path` (nothing when it does
+    /// not exist).
+    fn list(&self, path: &str, describe: impl FnOnce(&Namespace) -> Vec<String>) -> Vec<String> {
+        self.world()
+            .namespaces
+            .get(path)
+            .map(describe)
+            .unwrap_or_default()
     }
 
     /// A sysctl's value in namespace `path`, when written.
