@@ -27,7 +27,7 @@ use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
 use crate::steps::iface::{self, interface};
-use crate::steps::{check, ipam, Undo};
+use crate::steps::{check, conf, ipam, Undo};
 use crate::{Error, Result};
 
 /// The ipvlan plugin's configuration.
@@ -63,14 +63,8 @@ impl IpvlanConf {
     /// Reads the config (the master itself is resolved in ADD).
     pub fn load(config: &NetworkConfig) -> Result<IpvlanConf> {
         let raw: Raw = config.parse_as()?;
-        let mode = raw.mode.parse().map_err(|_| Error::UnknownLinkMode {
-            kind: "ipvlan",
-            mode: raw.mode.clone(),
-        })?;
-        let mtu = u32::try_from(raw.mtu).map_err(|_| Error::InvalidMtu {
-            mtu: raw.mtu,
-            master_mtu: None,
-        })?;
+        let mode = conf::link_mode("ipvlan", &raw.mode)?;
+        let mtu = conf::link_mtu(raw.mtu)?;
         Ok(IpvlanConf {
             master: raw.master,
             mode,

@@ -71,14 +71,8 @@ impl MacvlanConf {
     /// and MTU checks need the kernel and happen in ADD and CHECK).
     pub fn load(config: &NetworkConfig, cni_args: &str) -> Result<MacvlanConf> {
         let raw: Raw = config.parse_as()?;
-        let mode = raw.mode.parse().map_err(|_| Error::UnknownLinkMode {
-            kind: "macvlan",
-            mode: raw.mode.clone(),
-        })?;
-        let mtu = u32::try_from(raw.mtu).map_err(|_| Error::InvalidMtu {
-            mtu: raw.mtu,
-            master_mtu: None,
-        })?;
+        let mode = conf::link_mode("macvlan", &raw.mode)?;
+        let mtu = conf::link_mtu(raw.mtu)?;
         let mac = conf::requested_mac(config, cni_args, raw.mac)?;
         Ok(MacvlanConf {
             master: raw.master,

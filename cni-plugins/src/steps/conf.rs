@@ -1,6 +1,6 @@
 //! Config reading the plugins share beyond `NetworkConfig`: the pod MAC
-//! requested three ways (Go's case-insensitive keys are
-//! `NetworkConfig::parse_specific_as_go`).
+//! requested three ways, the `mtu` key, a link's `mode` (Go's
+//! case-insensitive keys are `NetworkConfig::parse_specific_as_go`).
 
 use cni_types::NetworkConfig;
 
@@ -30,4 +30,21 @@ pub(crate) fn requested_mac(
             value: m.to_owned(),
         })?)),
     }
+}
+
+/// The config's `mtu` (0: the kernel's default); a negative one is Go's
+/// "invalid MTU" (macvlan, ipvlan, tap).
+pub(crate) fn link_mtu(mtu: i64) -> Result<u32> {
+    u32::try_from(mtu).map_err(|_| Error::InvalidMtu {
+        mtu,
+        master_mtu: None,
+    })
+}
+
+/// The config's `mode` of a `kind` link (macvlan, ipvlan).
+pub(crate) fn link_mode<M: std::str::FromStr>(kind: &'static str, mode: &str) -> Result<M> {
+    mode.parse().map_err(|_| Error::UnknownLinkMode {
+        kind,
+        mode: mode.to_owned(),
+    })
 }

@@ -125,10 +125,7 @@ impl TapConf {
     /// `runtimeConfig`.
     pub fn load(config: &NetworkConfig, cni_args: &str) -> Result<TapConf> {
         let raw: Raw = config.parse_specific_as_go(KEYS)?;
-        let mtu = u32::try_from(raw.mtu).map_err(|_| Error::InvalidMtu {
-            mtu: raw.mtu,
-            master_mtu: None,
-        })?;
+        let mtu = conf::link_mtu(raw.mtu)?;
         Ok(TapConf {
             multi_queue: raw.multi_queue,
             mtu,
