@@ -168,10 +168,26 @@ impl Lab {
         self.dir.path().join("dnsmasq.leases")
     }
 
+    /// dnsmasq's lease file, whole: dnsmasq rewrites it in place (rewind,
+    /// write, truncate), so a read during a rewrite can see a part of it;
+    /// two equal reads in a row are a whole file.
+    fn lease_text(&self) -> String {
+        let read = || std::fs::read_to_string(self.lease_file()).unwrap_or_default();
+        let mut last = read();
+        for _ in 0..100 {
+            std::thread::sleep(Duration::from_millis(5));
+            let now = read();
+            if now == last {
+                break;
+            }
+            last = now;
+        }
+        last
+    }
+
     /// dnsmasq's leases: (ip, hostname, client id).
     fn leases(&self) -> Vec<(String, String, String)> {
-        std::fs::read_to_string(self.lease_file())
-            .unwrap_or_default()
+        self.lease_text()
             .lines()
             .filter_map(|l| {
                 let f: Vec<&str> = l.split_whitespace().collect();
@@ -181,8 +197,7 @@ impl Lab {
     }
 
     fn lease_expiry(&self, ip: &str) -> Option<u64> {
-        std::fs::read_to_string(self.lease_file())
-            .unwrap_or_default()
+        self.lease_text()
             .lines()
             .find(|l| l.split_whitespace().nth(2) == Some(ip))
             .and_then(|l| l.split_whitespace().next()?.parse().ok())
