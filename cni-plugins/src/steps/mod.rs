@@ -25,7 +25,7 @@ use crate::{Error, Result};
 /// its first failure would leak what the later steps clean up, e.g. an
 /// address when a firewall step fails): the first error, the later ones
 /// logged.
-pub(crate) fn first_error<const N: usize>(results: [Result<()>; N]) -> Result<()> {
+pub(crate) fn first_error(results: impl IntoIterator<Item = Result<()>>) -> Result<()> {
     let mut first = None;
     for r in results {
         match (r, &first) {

@@ -31,7 +31,7 @@ use cni_netns::{free_vrf_table, AddressFamilyFilter, AddressOptions, KernelRoute
 use cni_types::{CniResult, NetworkConfig, Version};
 use serde::Deserialize;
 
-use crate::steps::{iface, Undo};
+use crate::steps::{self, iface, Undo};
 use crate::{Error, Result};
 
 /// The vrf plugin's configuration.
@@ -209,7 +209,13 @@ fn ensure_vrf<'a, H: NetnsHandle>(pod: &'a H, conf: &VrfConf, undo: &mut Undo<'a
     };
     let vrf = pod.add_vrf(&conf.vrf_name, table)?;
     let index = vrf.link.index;
-    undo.push(move || pod.delete_link(index));
+    // As DEL: a VRF another interface joined meanwhile stays.
+    undo.push(move || -> Result<()> {
+        if pod.links_with_master(index)?.is_empty() {
+            pod.delete_link(index)?;
+        }
+        Ok(())
+    });
     Ok(vrf)
 }
 
@@ -245,12 +251,15 @@ fn add_interface<'a, H: NetnsHandle>(
     let (index, saved, main_routes) = (link.index, v6_before.clone(), routes.clone());
     undo.push(move || -> Result<()> {
         pod.set_nomaster(index)?;
-        // Leaving the VRF cycles the link too: the same losses again.
-        restore_addresses(pod, index, &saved, |_| Ok(()))?;
-        for r in &main_routes {
-            pod.replace_route(r)?;
-        }
-        Ok(())
+        // Leaving the VRF cycles the link too: the same losses again. Every
+        // address and route is put back even when one fails.
+        let addresses = saved
+            .iter()
+            .map(|a| restore_addresses(pod, index, std::slice::from_ref(a), |_| Ok(())));
+        let routes = main_routes
+            .iter()
+            .map(|r| pod.replace_route(r).map_err(Error::from));
+        steps::first_error(addresses.chain(routes))
     });
     restore_addresses(pod, link.index, &v6_before, |ip| {
         wait_for_local_route(pod, vrf, &link, ip)
