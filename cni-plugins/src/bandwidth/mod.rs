@@ -51,7 +51,7 @@ use cni_types::{Bandwidth as BandwidthEntry, CniResult, Interface, Version};
 use serde_json::Value;
 use sha2::{Digest, Sha512};
 
-use crate::steps::Undo;
+use crate::steps::{self, Undo};
 use crate::{Error, Result};
 
 /// Maximum length of the IFB device name (`IFNAMSIZ - 1`).
@@ -255,32 +255,43 @@ impl Plugin for Bandwidth {
     fn del(&self, req: &Request) -> Result<()> {
         let (conf, prev) = load(req)?;
         let host = self.host()?;
-        host.delete_link_by_name(&ifb_name(&conf.network, &req.container_id))?;
+        // Every step runs: a failed IFB delete must not leave our qdiscs
+        // on the veth, nor a failed tbf delete the ingress qdisc.
+        let ifb = host
+            .delete_link_by_name(&ifb_name(&conf.network, &req.container_id))
+            .map(drop)
+            .map_err(Error::from);
         // Beyond the reference: take our qdiscs off the host veth when it
         // is still there (the pod namespace is alive), so that DEL leaves
         // the veth as the main plugin made it.
         let (Some(limits), Some(prev)) = (conf.limits, prev) else {
-            return Ok(());
+            return ifb;
         };
         let Ok(pod) = Netns::open(&req.netns) else {
-            return Ok(());
+            return ifb;
         };
         let Ok(veth) = host_interface(&host, &pod, &prev, &req.ifname) else {
-            return Ok(());
+            return ifb;
         };
-        if limits.ingress_rate > 0 && limits.ingress_burst > 0 {
-            let ours = host
-                .qdiscs(veth.index)?
-                .iter()
-                .any(|q| q.parent == tc::HANDLE_ROOT && q.kind == "tbf");
-            if ours {
-                host.delete_qdisc(veth.index, tc::HANDLE_ROOT)?;
+        let ingress = || -> Result<()> {
+            if limits.ingress_rate > 0 && limits.ingress_burst > 0 {
+                let ours = host
+                    .qdiscs(veth.index)?
+                    .iter()
+                    .any(|q| q.parent == tc::HANDLE_ROOT && q.kind == "tbf");
+                if ours {
+                    host.delete_qdisc(veth.index, tc::HANDLE_ROOT)?;
+                }
             }
-        }
-        if limits.egress_rate > 0 && limits.egress_burst > 0 {
-            host.delete_qdisc(veth.index, tc::HANDLE_INGRESS)?;
-        }
-        Ok(())
+            Ok(())
+        };
+        let egress = || -> Result<()> {
+            if limits.egress_rate > 0 && limits.egress_burst > 0 {
+                host.delete_qdisc(veth.index, tc::HANDLE_INGRESS)?;
+            }
+            Ok(())
+        };
+        steps::first_error([ifb, ingress(), egress()])
     }
 
     fn check(&self, req: &Request) -> Result<()> {
@@ -332,12 +343,21 @@ impl Plugin for Bandwidth {
         };
         let host = self.host()?;
         let prefix = format!("{ALIAS_PREFIX}/{}/", conf.network);
+        // Every stale IFB is deleted even when one of them fails.
+        let mut results = Vec::new();
         for link in host.links()? {
             if link.kind.as_deref() != Some("ifb") || !link.name.starts_with(IFB_PREFIX) {
                 continue;
             }
-            let Some(alias) = host.link_alias(link.index)? else {
-                continue;
+            let alias = match host.link_alias(link.index) {
+                Ok(Some(alias)) => alias,
+                Ok(None) => continue,
+                // Gone meanwhile (another GC or a DEL).
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => {
+                    results.push(Err(e.into()));
+                    continue;
+                }
             };
             let Some(cid) = alias.strip_prefix(&prefix) else {
                 continue;
@@ -346,9 +366,13 @@ impl Plugin for Bandwidth {
                 continue;
             }
             tracing::info!("gc: deleting {} of container {cid}", link.name);
-            host.delete_link_by_name(&link.name)?;
+            results.push(
+                host.delete_link_by_name(&link.name)
+                    .map(drop)
+                    .map_err(Error::from),
+            );
         }
-        Ok(())
+        steps::first_error(results)
     }
 
     /// 0.3.0 on, as the reference: the host veth is found through the
