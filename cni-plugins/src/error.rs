@@ -809,9 +809,103 @@ impl Error {
             Error::Ipam(e) => e.code(),
             Error::Cni(reply) | Error::Delegate(reply) => reply.code,
             Error::NotAvailable(_) => ErrorCode::PluginNotAvailable,
-            // Every other variant is a failure of the plugin's own work, as
-            // Go's plain `fmt.Errorf` errors.
-            _ => ErrorCode::Internal,
+            // Failures of the plugin's own work, as Go's plain `fmt.Errorf`
+            // errors; a new variant must be placed here or above.
+            Error::Io { .. }
+            | Error::Kernel(_)
+            | Error::PrevResultMissing { .. }
+            | Error::IpamRequired { .. }
+            | Error::InvalidMtu { .. }
+            | Error::Serialize { .. }
+            | Error::Exec(_)
+            | Error::NetnsOpen { .. }
+            | Error::TrafficControl { .. }
+            | Error::IfbCreate { .. }
+            | Error::IfbLookup { .. }
+            | Error::PrevResultNoInterfaces
+            | Error::VethPeerLookup { .. }
+            | Error::VethPeerNotOnHost { .. }
+            | Error::VethPeerNotInResult { .. }
+            | Error::TbfMissing { .. }
+            | Error::TbfMismatch { .. }
+            | Error::RedirectMissing { .. }
+            | Error::VrfNameMissing
+            | Error::VrfAdd { .. }
+            | Error::NotAVrf { .. }
+            | Error::VrfTableMismatch { .. }
+            | Error::VrfTablesExhausted { .. }
+            | Error::VrfMemberLookup { .. }
+            | Error::MasterAlreadySet { .. }
+            | Error::VrfNotFound { .. }
+            | Error::VrfMemberMissing { .. }
+            | Error::VrfLocalRouteMissing { .. }
+            | Error::VlanMasterMissing
+            | Error::VlanIdInvalid { .. }
+            | Error::VlanIdMismatch { .. }
+            | Error::MtuMismatch { .. }
+            | Error::LinkDown { .. }
+            | Error::LoopbackForeignAddress { .. }
+            | Error::LoopbackDown
+            | Error::TuningLinkLookup { .. }
+            | Error::TuningLinkMissing { .. }
+            | Error::SysctlAccess { .. }
+            | Error::TuningMismatch { .. }
+            | Error::HostDeviceUnspecified
+            | Error::PciDriverLookup { .. }
+            | Error::HostDeviceLookup { .. }
+            | Error::HostDeviceMacInvalid { .. }
+            | Error::PhysicalInterfaceNotFound { .. }
+            | Error::KernelPathInvalid { .. }
+            | Error::KernelPathNetDir { .. }
+            | Error::PciNetDirMissing { .. }
+            | Error::PciNetDirRead { .. }
+            | Error::PciNetdevMissing { .. }
+            | Error::HostDeviceMoveOut { .. }
+            | Error::SbrLinkLookup { .. }
+            | Error::SbrRuleAdd { .. }
+            | Error::SbrRuleDelete { .. }
+            | Error::SbrDefaultRoute { .. }
+            | Error::SbrRouteCopy { .. }
+            | Error::SbrRouteDelete { .. }
+            | Error::SbrRuleMissing { .. }
+            | Error::NetnsMissing { .. }
+            | Error::DhcpNoResult
+            | Error::DhcpLeaseMissing { .. }
+            | Error::DhcpLeaseLost { .. }
+            | Error::DhcpAddressMissing { .. }
+            | Error::TapBridgeLookup { .. }
+            | Error::TapLinkLookup { .. }
+            | Error::FlannelSubnetEnv { .. }
+            | Error::RouteLocalnet { .. }
+            | Error::IptablesRuleMissing { .. }
+            | Error::NftJumpMissing { .. }
+            | Error::NftRuleMissing { .. }
+            | Error::CheckSandboxMismatch { .. }
+            | Error::CheckPodLinkMissing { .. }
+            | Error::CheckPodLinkKind { .. }
+            | Error::CheckPodLinkMac { .. }
+            | Error::CheckAddressMissing { .. }
+            | Error::CheckRouteMissing { .. }
+            | Error::CheckLinkMissing { .. }
+            | Error::CheckBridgeMissing
+            | Error::CheckLinkInSandbox { .. }
+            | Error::CheckNotABridge { .. }
+            | Error::CheckBridgeMac { .. }
+            | Error::CheckBridgePromisc { .. }
+            | Error::CheckHostVethMac { .. }
+            | Error::CheckHostVethMissing { .. }
+            | Error::CheckLinkMode { .. }
+            | Error::InvalidMacArg { .. }
+            | Error::UnknownLinkMode { .. }
+            | Error::ChainedMasterMissing
+            | Error::NoDefaultRouteLink
+            | Error::MasterNotFound { .. }
+            | Error::IpamNoAddresses
+            | Error::IpamNoGateway { .. }
+            | Error::StepPanicked
+            | Error::BridgeAddressTaken { .. }
+            | Error::BridgePortNotUp { .. }
+            | Error::InvalidPrefix { .. } => ErrorCode::Internal,
         }
     }
 
