@@ -9,10 +9,9 @@ use netlink_packet_route::link::{
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
+use super::{link_msg, Link};
 use crate::error::{Error, Result};
 use crate::handle::Handle;
-
-use super::*;
 
 // linux/if_link.h: IFLA_BRPORT_*
 const IFLA_BRPORT_MODE: u16 = 4;

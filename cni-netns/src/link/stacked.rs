@@ -11,11 +11,10 @@ use netlink_packet_route::link::{
 use netlink_packet_route::RouteNetlinkMessage;
 use std::os::fd::AsRawFd;
 
+use super::{info_data, MacAddr};
 use crate::error::{Error, Result};
 use crate::handle::Handle;
 use crate::netns::Netns;
-
-use super::*;
 
 /// macvlan modes (`MACVLAN_MODE_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -8,11 +8,10 @@ use netlink_packet_route::link::{
 use netlink_packet_route::RouteNetlinkMessage;
 use std::os::fd::AsRawFd;
 
+use super::{Link, MacAddr};
 use crate::error::{Error, Result};
 use crate::handle::Handle;
 use crate::netns::Netns;
-
-use super::*;
 
 /// How many random host-side veth names are tried, as Go's `SetupVeth`.
 pub const VETH_NAME_ATTEMPTS: u32 = 10;
