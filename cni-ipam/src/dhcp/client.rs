@@ -198,11 +198,16 @@ impl Client<'_> {
     /// it) is still heard. One transaction id and one filtered socket
     /// serve the whole acquire; a NAK restarts the exchange.
     ///
-    /// `before_request` gets the lease each OFFER proposes just before
-    /// its DHCPREQUEST is sent (so a caller can record what the server
-    /// may grant before it does); its error ends the acquire without
-    /// that REQUEST.
-    pub fn acquire(&self, before_request: &mut dyn FnMut(&Lease) -> Result<()>) -> Result<Lease> {
+    /// `pending` tracks the REQUEST the server may have granted without
+    /// the client hearing it (so a caller can record it before it is
+    /// sent, and give it back when the acquire fails): it gets
+    /// `Some(lease)` with the lease each OFFER proposes just before its
+    /// DHCPREQUEST is sent, and `None` after a NAK (nothing granted). Its
+    /// error ends the acquire without that REQUEST. When a REQUEST got no
+    /// answer and the next OFFER is for another address or server, the
+    /// first lease is released (best effort) before `pending` hears of the
+    /// second: its ACK may have been lost, and nothing else remembers it.
+    pub fn acquire(&self, pending: &mut dyn FnMut(Option<&Lease>) -> Result<()>) -> Result<Lease> {
         let start = Instant::now();
         let deadline = start + self.config.resend_timeout;
         let (xid, sock) = self.transaction()?;
@@ -211,6 +216,7 @@ impl Client<'_> {
             discover.flags = FLAG_BROADCAST;
         }
         let mut last_nak = None;
+        let mut unanswered: Option<Lease> = None;
         let mut delay = Duration::from_secs(2);
         while Instant::now() < deadline {
             discover.secs = start.elapsed().as_secs().min(u64::from(u16::MAX)) as u16;
@@ -223,11 +229,22 @@ impl Client<'_> {
                 m.message_type() == Some(MessageType::Offer)
             })?;
             let Some((offer, src)) = offer else { continue };
-            before_request(&Lease::from_reply(&offer, src))?;
+            let offered = Lease::from_reply(&offer, src);
+            if let Some(previous) = unanswered.take() {
+                if (previous.address, previous.server) != (offered.address, offered.server) {
+                    // Best effort: a release that cannot be sent leaves
+                    // the lease to expire on the server.
+                    let _ = self.release(&previous);
+                }
+            }
+            pending(Some(&offered))?;
             match self.request_offer(&sock, &discover, &offer, src, deadline)? {
                 Some(Ok(lease)) => return Ok(lease),
-                Some(Err(nak)) => last_nak = Some(nak),
-                None => {}
+                Some(Err(nak)) => {
+                    last_nak = Some(nak);
+                    pending(None)?;
+                }
+                None => unanswered = Some(offered),
             }
         }
         Err(match last_nak {

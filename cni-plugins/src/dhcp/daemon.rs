@@ -456,12 +456,22 @@ impl Daemon {
         };
         // The record goes to disk (pending) before each REQUEST: a daemon
         // that dies before the ACK is recorded finds it at start and
-        // releases what the server may have granted.
+        // releases what the server may have granted. A NAK removes it:
+        // the server granted nothing.
         let mut requested = None;
         let acquired = client.acquire(&mut |offered| {
-            let record = record_of(offered.clone(), true);
-            self.store.save(&record)?;
-            requested = Some(record);
+            match offered {
+                Some(lease) => {
+                    let record = record_of(lease.clone(), true);
+                    self.store.save(&record)?;
+                    requested = Some(record);
+                }
+                None => {
+                    if let Some(record) = requested.take() {
+                        self.store.remove(&record.key())?;
+                    }
+                }
+            }
             Ok(())
         });
         let record = match acquired {

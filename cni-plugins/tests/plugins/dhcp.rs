@@ -116,40 +116,50 @@ impl Lab {
 
     fn start_dnsmasq_with(&mut self, probe: bool, range: &str) {
         let leases = self.lease_file();
-        let log = std::fs::File::create(self.dir.path().join("dnsmasq.log")).expect("log");
-        let child = self
-            .server
-            .run(|| {
-                Command::new(which("dnsmasq").expect("dnsmasq"))
-                    .args([
-                        "--keep-in-foreground",
-                        "--conf-file=/dev/null",
-                        "--port=0",
-                        "--dhcp-authoritative",
-                        "--log-dhcp",
-                        "--log-facility=-",
-                        "--user=root",
-                        "--group=root",
-                        "--pid-file=",
-                        "--interface=eth0",
-                        "--dhcp-option=3,10.99.0.1",
-                        "--dhcp-option=6,10.99.0.1",
-                    ])
-                    .arg(format!("--dhcp-leasefile={}", leases.display()))
-                    .args((!probe).then_some("--no-ping"))
-                    .arg(format!("--dhcp-range={range}"))
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(log)
-                    .spawn()
-                    .expect("spawn dnsmasq")
-            })
-            .expect("enter server netns");
-        self.dnsmasq = Some(Proc(child));
-        // dnsmasq is ready once it has written its (empty) lease file.
-        wait_for("dnsmasq lease file", Duration::from_secs(5), || {
-            leases.exists()
-        });
+        let log = self.dir.path().join("dnsmasq.log");
+        self.dnsmasq = Some(spawn_dnsmasq(&self.server, &leases, &log, probe, range));
+    }
+
+    /// A second server, 10.99.0.2 in a namespace of its own on the bridge,
+    /// running dnsmasq (no probe) with `range`, its lease file and log
+    /// `dnsmasq2.*` in the lab's directory.
+    fn second_server(&self, range: &str) -> (OwnedNetns, Proc) {
+        let server = netns("dhsrv2");
+        let host_end = format!("ds{}", hex6());
+        let n = self.node.name();
+        sh(&[
+            "ip",
+            "-n",
+            n,
+            "link",
+            "add",
+            &host_end,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            server.name(),
+        ]);
+        sh(&[
+            "ip",
+            "-n",
+            n,
+            "link",
+            "set",
+            &host_end,
+            "master",
+            &self.bridge,
+            "up",
+        ]);
+        let s = server.name();
+        sh(&["ip", "-n", s, "addr", "add", "10.99.0.2/24", "dev", "eth0"]);
+        sh(&["ip", "-n", s, "link", "set", "eth0", "up"]);
+        let leases = self.dir.path().join("dnsmasq2.leases");
+        let log = self.dir.path().join("dnsmasq2.log");
+        let proc = spawn_dnsmasq(&server, &leases, &log, false, range);
+        (server, proc)
     }
 
     /// Restarts dnsmasq with a fresh lease file and a range that no
@@ -264,6 +274,44 @@ impl Lab {
     fn socket(&self, name: &str) -> PathBuf {
         self.dir.path().join(format!("{name}.sock"))
     }
+}
+
+/// dnsmasq serving `range` on `eth0` of `server` (authoritative, router
+/// and DNS 10.99.0.1), its leases in `leases` and its log in `log`.
+fn spawn_dnsmasq(server: &OwnedNetns, leases: &Path, log: &Path, probe: bool, range: &str) -> Proc {
+    let log = std::fs::File::create(log).expect("log");
+    let child = server
+        .run(|| {
+            Command::new(which("dnsmasq").expect("dnsmasq"))
+                .args([
+                    "--keep-in-foreground",
+                    "--conf-file=/dev/null",
+                    "--port=0",
+                    "--dhcp-authoritative",
+                    "--log-dhcp",
+                    "--log-facility=-",
+                    "--user=root",
+                    "--group=root",
+                    "--pid-file=",
+                    "--interface=eth0",
+                    "--dhcp-option=3,10.99.0.1",
+                    "--dhcp-option=6,10.99.0.1",
+                ])
+                .arg(format!("--dhcp-leasefile={}", leases.display()))
+                .args((!probe).then_some("--no-ping"))
+                .arg(format!("--dhcp-range={range}"))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("spawn dnsmasq")
+        })
+        .expect("enter server netns");
+    // dnsmasq is ready once it has written its (empty) lease file.
+    wait_for("dnsmasq lease file", Duration::from_secs(5), || {
+        leases.exists()
+    });
+    Proc(child)
 }
 
 /// Root and a DHCP server (dnsmasq) to run in the lab: false (SKIP
@@ -1674,6 +1722,87 @@ fn a_lease_granted_as_the_daemon_dies_is_released_at_restart() {
     assert!(del.ok, "{del:?}");
     let (add, _) = r.call("ADD", "c1", pod, "eth0", "", &conf);
     assert!(add.ok, "{add:?}\n{}", daemon.log());
+    let (del, _) = r.call("DEL", "c1", pod, "eth0", "", &conf);
+    assert!(del.ok, "{del:?}");
+}
+
+/// #31.9: a REQUEST left unanswered is released when the client goes on
+/// with another server's OFFER. dnsmasq grants the first REQUEST but its
+/// ACK is dropped on the way out; then it falls silent (every reply
+/// dropped) and a second server (dnsmasq, 10.99.0.100-150) answers the
+/// next DISCOVER (the first server no longer sees REQUESTs). The ADD
+/// gets the second server's address, and the first server's lease is
+/// released (DHCPRELEASE in its log, the lease gone from its file). Before: the second OFFER overwrote the pending
+/// record and what the daemon would give back, nothing remembered the
+/// first lease, and the first server kept it until it expired.
+#[test]
+fn an_unanswered_request_is_released_when_another_server_offers() {
+    if !dhcp_premises() {
+        return;
+    }
+    let mut lab = Lab::with_probe(false);
+    let daemon = Daemon::ours(&lab, "ours");
+    let pod = lab.pod();
+    let cni_path = CniPath::new(&[]);
+    let conf = ipam_conf(&daemon.socket, json!({"resendTimeout": "60s"}));
+    let r = Runner {
+        lab: &lab,
+        plugin: OUR_DHCP,
+        cni_path: cni_path.path(),
+    };
+    drop_acks(&lab);
+    let (add, first, _second) = std::thread::scope(|s| {
+        let add = s.spawn(|| r.call("ADD", "c1", pod, "eth0", "", &conf).0);
+        wait_for(
+            "the first server to grant a lease whose ACK is dropped",
+            Duration::from_secs(30),
+            || (!lab.leases().is_empty() && acks_dropped(&lab)) || add.is_finished(),
+        );
+        assert!(
+            !add.is_finished(),
+            "the premise: the ADD waits for an ACK that never comes\n{}",
+            lab.dnsmasq_log()
+        );
+        let first = lab.leases()[0].0.clone();
+        // The client waits `timeout` for the lost ACK, then discovers
+        // again; until the first server falls silent it offers the same
+        // lease again, so this need not beat the client. The first server
+        // does not see REQUESTs either (message type 3 at byte 250, as in
+        // [`drop_acks`]): dnsmasq drops a client's lease when it sees the
+        // client request another server's address, which would hide
+        // whether the client released it.
+        for cmd in [
+            "add rule inet dropack out udp sport 67 drop",
+            "add chain inet dropack in { type filter hook input priority 0 ; }",
+            "add rule inet dropack in udp dport 67 @th,2000,8 3 drop",
+        ] {
+            exec_in(&lab.server, &["nft", cmd]);
+        }
+        let second = lab.second_server("10.99.0.100,10.99.0.150,255.255.255.0,2m");
+        (add.join().expect("ADD thread"), first, second)
+    });
+    assert!(add.ok, "{add:?}\n{}", daemon.log());
+    let got = address_of(&add);
+    let last: u8 = got
+        .rsplit('.')
+        .next()
+        .and_then(|o| o.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        got.starts_with("10.99.0.") && (100..=150).contains(&last),
+        "the premise: the second server's address, got {got}"
+    );
+    wait_for(
+        "the first server's lease released",
+        Duration::from_secs(10),
+        || !lab.has_lease(&first),
+    );
+    assert!(
+        lab.dnsmasq_log()
+            .contains(&format!("DHCPRELEASE(eth0) {first}")),
+        "{}",
+        lab.dnsmasq_log()
+    );
     let (del, _) = r.call("DEL", "c1", pod, "eth0", "", &conf);
     assert!(del.ok, "{del:?}");
 }
