@@ -24,6 +24,13 @@ use crate::Error;
 /// The `kind` of a libcni cache file.
 pub const CACHE_KIND: &str = "cniCacheV1";
 
+/// The largest cache record read (40 MiB): a record holds a network config
+/// (base64) and a result, each at most [`crate::process::MAX_STDIN`]
+/// bytes. A larger file (a sparse file, a mistake) is reported unreadable,
+/// not read whole: a collector under a memory limit must not be killed by
+/// one file.
+pub const MAX_CACHE_FILE: u64 = 40 << 20;
+
 /// The runtime's description of one attachment (libcni's `RuntimeConf`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RuntimeConf {
@@ -262,7 +269,7 @@ impl ResultCache {
         let path = self.file_path(network, rt)?;
         // Read errors mean "no cache", as libcni: the attachment may predate
         // the cache or it was cleaned.
-        Ok(std::fs::read(path).ok())
+        Ok(crate::capped::read_regular_file(&path, MAX_CACHE_FILE).ok())
     }
 
     /// The cached result converted to `version` (the list's), ready to be
@@ -365,7 +372,7 @@ impl ResultCache {
             .map(|name| {
                 let path = dir.join(&name);
                 let modified = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
-                let attachment = std::fs::read(&path)
+                let attachment = crate::capped::read_regular_file(&path, MAX_CACHE_FILE)
                     .map_err(|e| format!("unreadable: {e}"))
                     .and_then(|data| {
                         serde_json::from_slice::<CachedInfo>(&data)
@@ -515,6 +522,33 @@ mod tests {
         assert_eq!(
             cache.file_path("n", &rt).unwrap(),
             Path::new("/x/results/n-c-eth0")
+        );
+    }
+
+    #[test]
+    fn scan_reports_a_huge_cache_file_unreadable_without_reading_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let results = dir.path().join("results");
+        std::fs::create_dir(&results).unwrap();
+        // 3 GB, sparse: read whole it would cost 3 GB of memory.
+        let f = std::fs::File::create(results.join("n-c1-eth0")).unwrap();
+        f.set_len(3 << 30).unwrap();
+        let scanned = ResultCache::new(dir.path()).scan().unwrap();
+        assert_eq!(scanned.len(), 1);
+        let why = scanned[0].attachment.as_ref().unwrap_err();
+        assert_eq!(
+            why,
+            &format!("unreadable: larger than {MAX_CACHE_FILE} bytes")
+        );
+        // The same bound for a result read back.
+        let rt = RuntimeConf {
+            container_id: "c1".into(),
+            ifname: "eth0".into(),
+            ..RuntimeConf::default()
+        };
+        assert_eq!(
+            ResultCache::new(dir.path()).read_file("n", &rt).unwrap(),
+            None
         );
     }
 

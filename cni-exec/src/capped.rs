@@ -44,6 +44,28 @@ pub fn read_file(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     read_to_end(std::fs::File::open(path)?, max)
 }
 
+/// [`read_file`] of a regular file only: the file is opened non-blocking
+/// (a FIFO someone left in a directory of files does not block the open,
+/// nor the read: it is refused), and anything but a regular file (a FIFO,
+/// a device, a socket, a directory) is an `InvalidInput` error "not a
+/// regular file". For the files of a directory a program scans (network
+/// configs, libcni's cache records), where a device or a FIFO is never
+/// what was meant.
+pub fn read_regular_file(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    read_to_end(file, max)
+}
+
 /// [`read_file`] as UTF-8 text (invalid UTF-8 is an `InvalidData` error).
 pub fn read_file_to_string(path: &Path, max: u64) -> std::io::Result<String> {
     String::from_utf8(read_file(path, max)?)
@@ -64,5 +86,26 @@ mod tests {
         // An endless source stops at the cap.
         assert!(read_file(Path::new("/dev/zero"), 1 << 20).is_err());
         assert!(read_file_to_string(Path::new("/nonexistent/x"), 10).is_err());
+    }
+
+    #[test]
+    fn a_fifo_or_a_device_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("10-net.conflist");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+        // No writer: a blocking open would wait forever.
+        let e = read_regular_file(&fifo, 1 << 20).unwrap_err();
+        assert_eq!(e.to_string(), "not a regular file");
+        let e = read_regular_file(Path::new("/dev/zero"), 1 << 20).unwrap_err();
+        assert_eq!(e.to_string(), "not a regular file");
+        assert!(read_regular_file(dir.path(), 10).is_err());
+        let ok = dir.path().join("ok");
+        std::fs::write(&ok, b"{}").unwrap();
+        assert_eq!(read_regular_file(&ok, 10).unwrap(), b"{}");
+        std::fs::write(&ok, [b' '; 11]).unwrap();
+        assert_eq!(
+            read_regular_file(&ok, 10).unwrap_err().to_string(),
+            "larger than 10 bytes"
+        );
     }
 }

@@ -15,14 +15,22 @@
 //!    = the attachments that are alive, so plugins reclaim what has no cache
 //!    file at all.
 //!
-//! It never guesses. Nothing is collected when the runtime cannot be asked,
-//! or lists no sandbox while cached attachments are younger than
-//! `min_age` (a runtime that lost its state, or the wrong socket). An
-//! attachment cached less than `min_age` ago is never DELeted: a sandbox
-//! being started is cached before the runtime lists it. Phase 2 waits while
-//! a network namespace younger than `min_age` has no cached attachment (a
-//! sandbox may be in the middle of its ADD, which a GC would undo), and for
-//! a network while an unreadable cache file may be one of its attachments.
+//! It never guesses: it would rather leave a leak than take something
+//! alive. Nothing is collected (a refusal, [`Error::CollectRefused`]) when
+//! the runtime cannot be asked; when the cache has no `results/` directory
+//! (a wrong cache path: every live attachment would look unknown); when the
+//! runtime lists no sandbox while cached attachments are younger than
+//! `min_age`; and, unless [`Policy::delete_unlisted`] says otherwise, when
+//! the runtime lists none of the containers cached on some network (a
+//! runtime that lost its state, or another runtime's socket: every
+//! attachment of that network would be DELeted). An attachment cached
+//! less than `min_age` ago is never DELeted: a sandbox being started is
+//! cached before the runtime lists it. Phase 2 waits while a network
+//! namespace younger than `min_age` has no cached attachment (a sandbox may
+//! be in the middle of its ADD, which a GC would undo), while a ready
+//! sandbox that does not use the node's network has no cache record (its
+//! attachments cannot be put on the valid list), and for a network while
+//! an unreadable cache file may be one of its attachments.
 //! Networks with `disableGC`, and attachments of networks that are not in
 //! the conf dir, are left alone (a network shared with another runtime must
 //! set `disableGC`, as the spec says).
@@ -32,17 +40,17 @@
 //!
 //! ```
 //! use std::time::{Duration, SystemTime};
-//! use cni_exec::collector::{plan, Observation, RuntimeSandbox};
+//! use cni_exec::collector::{plan, Observation, Policy, RuntimeSandbox};
 //!
 //! // The runtime lists one ready sandbox and nothing is cached: nothing to do.
 //! let obs = Observation {
 //!     now: SystemTime::now(),
-//!     sandboxes: vec![RuntimeSandbox { id: "abc".into(), ready: true }],
+//!     sandboxes: vec![RuntimeSandbox { id: "abc".into(), ready: true, node_network: false }],
 //!     cache: Vec::new(),
 //!     networks: Vec::new(),
 //!     netns: Vec::new(),
 //! };
-//! let p = plan(&obs, Duration::from_secs(3600))?;
+//! let p = plan(&obs, &Policy::new(Duration::from_secs(3600)))?;
 //! assert!(p.dels.is_empty() && p.gcs.is_empty());
 //! # Ok::<(), cni_exec::Error>(())
 //! ```
@@ -68,12 +76,26 @@ pub struct RuntimeSandbox {
     /// `SANDBOX_READY`: its network is in use. A sandbox that is not ready
     /// was stopped, and its network torn down (or meant to be).
     pub ready: bool,
+    /// It shares the node's network namespace (Kubernetes `hostNetwork`,
+    /// CRI namespace mode `NODE`): CNI never attached it, so it has no
+    /// cache record. [`Collector::observe`] asks the runtime
+    /// ([`SandboxLister::uses_node_network`]) only for ready sandboxes
+    /// that no cache record names; `false` when not known.
+    pub node_network: bool,
 }
 
 /// Where the collector learns which sandboxes are alive.
 pub trait SandboxLister {
     /// Every sandbox the runtime knows, or why it cannot say.
     fn list_sandboxes(&self) -> Result<Vec<RuntimeSandbox>, String>;
+    /// Whether sandbox `id` shares the node's network namespace (no CNI
+    /// attachment). The default answers `false`: a runtime that cannot
+    /// tell makes every ready sandbox without a cache record postpone
+    /// phase 2, which is safe.
+    fn uses_node_network(&self, id: &str) -> Result<bool, String> {
+        let _ = id;
+        Ok(false)
+    }
     /// The runtime, for messages (`"containerd at /run/containerd/containerd.sock"`).
     fn describe(&self) -> String;
 }
@@ -108,6 +130,11 @@ pub struct Observation {
 pub struct StaleAttachment {
     /// The attachment, as cached.
     pub attachment: CachedAttachment,
+    /// The cache file it was read from. A DEL removes the file its content
+    /// names (`<network>-<container>-<ifname>`); when this one has another
+    /// name (a copied backup), [`Collector::execute`] removes it too after
+    /// the DEL succeeded, or every pass would DEL it again.
+    pub file: PathBuf,
     /// The config it was made with (from the cache).
     pub list: NetworkConfigList,
 }
@@ -147,6 +174,31 @@ pub struct Plan {
     pub skipped: Vec<Skipped>,
 }
 
+/// How careful [`plan`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Policy {
+    /// Attachments and network namespaces younger than this are never
+    /// judged dead.
+    pub min_age: Duration,
+    /// DEL the cached attachments of a network even when the runtime lists
+    /// none of their containers, ready or not (`cni-gc
+    /// --delete-unlisted-networks`). Off, such a pass is refused: it is
+    /// what a runtime that lost its state, or another runtime's socket,
+    /// looks like, and it would DEL every attachment of the network. On,
+    /// for a node whose pods on a network are all known to be gone.
+    pub delete_unlisted: bool,
+}
+
+impl Policy {
+    /// `min_age`, and the refusals on (`delete_unlisted` off).
+    pub fn new(min_age: Duration) -> Policy {
+        Policy {
+            min_age,
+            delete_unlisted: false,
+        }
+    }
+}
+
 /// `net/container/ifname`.
 fn attachment_name(a: &CachedAttachment) -> String {
     format!("{}/{}/{}", a.network, a.container_id, a.ifname)
@@ -154,8 +206,11 @@ fn attachment_name(a: &CachedAttachment) -> String {
 
 /// The collector's decision on `obs`: see the [module](self) for the rules.
 /// Fails, collecting nothing, when the runtime lists no sandbox while
-/// attachments younger than `min_age` are cached.
-pub fn plan(obs: &Observation, min_age: Duration) -> Result<Plan, Error> {
+/// attachments younger than `min_age` are cached, and (unless
+/// [`Policy::delete_unlisted`]) when it lists none of the containers cached
+/// on a network that may be collected.
+pub fn plan(obs: &Observation, policy: &Policy) -> Result<Plan, Error> {
+    let min_age = policy.min_age;
     let young = |t: Option<SystemTime>| match t {
         // A clock step or an unknown time: too young to judge.
         Some(t) => obs.now.duration_since(t).map_or(true, |age| age < min_age),
@@ -207,6 +262,20 @@ pub fn plan(obs: &Observation, min_age: Duration) -> Result<Plan, Error> {
         }
     }
 
+    if !policy.delete_unlisted {
+        refuse_unlisted(obs, &cached, &networks)?;
+    }
+    // A ready sandbox on the pod network that no cache record names: its
+    // attachments (if any) cannot be put on a valid list.
+    let named: BTreeSet<&str> = cached
+        .iter()
+        .map(|(_, a)| a.container_id.as_str())
+        .collect();
+    let unknown = obs
+        .sandboxes
+        .iter()
+        .find(|s| s.ready && !s.node_network && !named.contains(s.id.as_str()));
+
     // Phase 1, and what phase 2 must keep.
     let mut valid: BTreeMap<&str, Vec<GcAttachment>> = BTreeMap::new();
     let mut unconfigured: BTreeMap<&str, usize> = BTreeMap::new();
@@ -238,6 +307,7 @@ pub fn plan(obs: &Observation, min_age: Duration) -> Result<Plan, Error> {
             }
             Ok(cached) => out.dels.push(StaleAttachment {
                 attachment: (*a).clone(),
+                file: file.path.clone(),
                 list: cached,
             }),
             Err(e) => skip(
@@ -305,6 +375,17 @@ pub fn plan(obs: &Observation, min_age: Duration) -> Result<Plan, Error> {
             );
             continue;
         }
+        if let Some(sb) = unknown {
+            skip(
+                what,
+                format!(
+                    "sandbox {} is ready but no cache record names it: its attachments cannot \
+                     be put on the valid list (postponed)",
+                    sb.id
+                ),
+            );
+            continue;
+        }
         if let Some(ns) = starting {
             skip(
                 what,
@@ -322,6 +403,61 @@ pub fn plan(obs: &Observation, min_age: Duration) -> Result<Plan, Error> {
         });
     }
     Ok(out)
+}
+
+/// Refuses when the runtime lists (in any state) none of the containers
+/// cached on a configured network that may be collected: a runtime that
+/// lost its state, or another runtime's socket, would get every one of
+/// them DELeted.
+fn refuse_unlisted(
+    obs: &Observation,
+    cached: &[(&CachedFile, &CachedAttachment)],
+    networks: &BTreeMap<&str, &NetworkConfigList>,
+) -> Result<(), Error> {
+    let listed: BTreeSet<&str> = obs.sandboxes.iter().map(|s| s.id.as_str()).collect();
+    // Per network: how many containers are cached, and whether the
+    // runtime lists any of them.
+    let mut per_network: BTreeMap<&str, (BTreeSet<&str>, bool)> = BTreeMap::new();
+    for (_, a) in cached {
+        if networks
+            .get(a.network.as_str())
+            .is_none_or(|l| l.disable_gc)
+        {
+            continue;
+        }
+        let entry = per_network.entry(&a.network).or_default();
+        entry.0.insert(&a.container_id);
+        entry.1 |= listed.contains(a.container_id.as_str());
+    }
+    let unlisted: Vec<String> = per_network
+        .iter()
+        .filter(|(_, (_, any))| !any)
+        .map(|(name, (containers, _))| format!("{name:?} ({} container(s))", containers.len()))
+        .collect();
+    if unlisted.is_empty() {
+        return Ok(());
+    }
+    let hint = "a runtime that lost its state, or another runtime's socket; if every pod of \
+                it is known to be gone, ask for it explicitly (cni-gc --delete-unlisted-networks)";
+    let containers: BTreeSet<&str> = per_network
+        .values()
+        .flat_map(|(c, _)| c.iter().copied())
+        .collect();
+    let reason = if unlisted.len() == per_network.len() {
+        format!(
+            "the runtime ({} sandbox(es)) lists none of the {} container(s) cached on this \
+             node's networks, whatever their age: {hint}",
+            obs.sandboxes.len(),
+            containers.len()
+        )
+    } else {
+        format!(
+            "the runtime lists none of the containers cached on network(s) {}: every \
+             attachment of it would be DELeted: {hint}",
+            unlisted.join(", ")
+        )
+    };
+    Err(Error::CollectRefused { reason })
 }
 
 /// The config a cached attachment was made with, as a list (libcni caches
@@ -431,9 +567,8 @@ pub struct Collector {
     pub conf_dir: PathBuf,
     /// Runs the plugins; its cache is the runtime's (`/var/lib/cni`).
     pub cni: CniConfig,
-    /// Attachments and network namespaces younger than this are never
-    /// judged dead.
-    pub min_age: Duration,
+    /// How careful the plan is ([`Collector::plan`]).
+    pub policy: Policy,
     /// How many DELs run at once (0 and 1: one at a time). The attachments
     /// are independent, as the pods a kubelet stops together; a DEL spends
     /// most of its time waiting (a process start, the kernel's deletion of
@@ -444,21 +579,54 @@ pub struct Collector {
 impl Collector {
     /// Reads the runtime's sandboxes, the cache, the configs and the
     /// node's network namespaces. Fails when the runtime cannot say which
-    /// sandboxes are alive, or the cache cannot be listed.
+    /// sandboxes are alive, or the cache cannot be listed: a cache
+    /// directory without `results/` is a refusal (a wrong path, a missing
+    /// mount, a runtime that caches elsewhere: every live attachment would
+    /// look unknown to phase 2). The runtime is asked which of the ready
+    /// sandboxes no cache record names use the node's network.
     pub fn observe(&self, runtime: &dyn SandboxLister) -> Result<Observation, Error> {
         let now = SystemTime::now();
-        let sandboxes = runtime
+        let mut sandboxes = runtime
             .list_sandboxes()
             .map_err(|reason| Error::CollectRefused {
                 reason: format!("{}: {reason}", runtime.describe()),
             })?;
+        let results = self.cni.cache().dir().join("results");
+        if !results.is_dir() {
+            return Err(Error::CollectRefused {
+                reason: format!(
+                    "cache directory {} has no results/ directory: a wrong cache path, a \
+                     missing mount, or a runtime that caches elsewhere (every live attachment \
+                     would look unknown)",
+                    self.cni.cache().dir().display()
+                ),
+            });
+        }
+        let cache = self.cni.cache().scan()?;
+        let named: BTreeSet<&str> = cache
+            .iter()
+            .filter_map(|f| f.attachment.as_ref().ok())
+            .map(|a| a.container_id.as_str())
+            .collect();
+        for s in sandboxes
+            .iter_mut()
+            .filter(|s| s.ready && !s.node_network && !named.contains(s.id.as_str()))
+        {
+            // Unknown (an error) stays `false`: phase 2 waits.
+            s.node_network = runtime.uses_node_network(&s.id).unwrap_or(false);
+        }
         Ok(Observation {
             now,
             sandboxes,
-            cache: self.cni.cache().scan()?,
+            cache,
             networks: configured_networks(&self.conf_dir)?,
             netns: network_namespaces(),
         })
+    }
+
+    /// [`plan`] with this collector's [`Collector::policy`].
+    pub fn plan(&self, observation: &Observation) -> Result<Plan, Error> {
+        plan(observation, &self.policy)
     }
 
     /// Carries out `plan` (its DELs, [`Collector::in_flight`] at a time,
@@ -489,10 +657,9 @@ impl Collector {
                 let (done, next, act) = (done.clone(), &next, &act);
                 s.spawn(move || {
                     while let Some(d) = plan.dels.get(next.fetch_add(1, Ordering::Relaxed)) {
-                        let rt = d.attachment.runtime_conf();
                         let action =
                             act(format!("del {}", attachment_name(&d.attachment)), &|| {
-                                self.cni.del_network_list(&d.list, &rt)
+                                self.del_stale(d)
                             });
                         if done.send(action).is_err() {
                             return;
@@ -515,6 +682,29 @@ impl Collector {
         }
         summary.elapsed = start.elapsed();
         summary
+    }
+}
+
+impl Collector {
+    /// DEL of a stale attachment; then the cache file it was read from
+    /// goes too, when its name is not the one the DEL removed.
+    fn del_stale(&self, d: &StaleAttachment) -> Result<(), Error> {
+        let rt = d.attachment.runtime_conf();
+        self.cni.del_network_list(&d.list, &rt)?;
+        let named = self.cni.cache().file_path(&d.attachment.network, &rt).ok();
+        if named.as_deref() != Some(d.file.as_path()) {
+            match std::fs::remove_file(&d.file) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(Error::Io {
+                        op: "remove cache file",
+                        path: d.file.clone(),
+                        source: e,
+                    })
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 }
 
@@ -647,6 +837,7 @@ mod tests {
         RuntimeSandbox {
             id: id.into(),
             ready,
+            node_network: false,
         }
     }
 
@@ -687,7 +878,7 @@ mod tests {
             cached("pods", "gone", at.ago(7200)),
             cached("pods", "new", at.ago(5)),
         ];
-        let p = plan(&o, HOUR).unwrap();
+        let p = plan(&o, &Policy::new(HOUR)).unwrap();
         assert_eq!(dels(&p), ["pods/stopped/eth0", "pods/gone/eth0"]);
         assert_eq!(valid(&p, "pods"), ["live", "new"]);
         assert!(p
@@ -705,21 +896,35 @@ mod tests {
             cached("pods", "a", at.ago(10)),
             cached("pods", "b", at.ago(7200)),
         ];
-        let e = plan(&o, HOUR).unwrap_err();
+        let e = plan(&o, &Policy::new(HOUR)).unwrap_err();
         assert!(
             matches!(&e, Error::CollectRefused { reason } if reason.contains("lists no sandbox")),
             "{e}"
         );
-        // Only old attachments: an empty node is collected.
+        // Only old attachments: still refused (the runtime lists none of
+        // them), unless the operator asks for it.
         o.cache.remove(0);
-        assert_eq!(dels(&plan(&o, HOUR).unwrap()), ["pods/b/eth0"]);
+        let e = plan(&o, &Policy::new(HOUR)).unwrap_err();
+        assert!(
+            e.to_string().contains("lists none of the 1 container(s)"),
+            "{e}"
+        );
+        let asked = Policy {
+            delete_unlisted: true,
+            ..Policy::new(HOUR)
+        };
+        assert_eq!(dels(&plan(&o, &asked).unwrap()), ["pods/b/eth0"]);
     }
 
     #[test]
     fn unconfigured_disabled_and_old_networks_are_left_to_del_or_alone() {
         let at = At(SystemTime::now());
         let mut o = obs(&at);
-        o.sandboxes = vec![sandbox("x", true)];
+        o.sandboxes = vec![
+            sandbox("a", false),
+            sandbox("b", false),
+            sandbox("c", false),
+        ];
         o.networks = vec![
             net("old", "1.0.0", ""),
             net("off", "1.1.0", r#","disableGC":true"#),
@@ -733,7 +938,7 @@ mod tests {
             cached("off", "b", at.ago(7200)),
             cached("elsewhere", "c", at.ago(7200)),
         ];
-        let p = plan(&o, HOUR).unwrap();
+        let p = plan(&o, &Policy::new(HOUR)).unwrap();
         // 1.0.0: DEL only; disableGC: nothing; not configured: nothing.
         assert_eq!(dels(&p), ["old/a/eth0"]);
         assert!(p.gcs.is_empty());
@@ -762,7 +967,8 @@ mod tests {
             modified: at.ago(7200),
             attachment: Err("not a cache record: EOF".into()),
         }];
-        let p = plan(&o, HOUR).unwrap();
+        o.cache.push(cached("other", "x", at.ago(7200)));
+        let p = plan(&o, &Policy::new(HOUR)).unwrap();
         assert!(p.dels.is_empty());
         assert_eq!(p.gcs.len(), 1);
         assert_eq!(p.gcs[0].list.name, "other");
@@ -786,10 +992,10 @@ mod tests {
             (PathBuf::from("/run/netns/cni-a"), at.ago(7200)),
             (PathBuf::from("/run/netns/admin"), at.ago(86400)),
         ];
-        assert_eq!(plan(&o, HOUR).unwrap().gcs.len(), 1);
+        assert_eq!(plan(&o, &Policy::new(HOUR)).unwrap().gcs.len(), 1);
         o.netns
             .push((PathBuf::from("/run/netns/cni-starting"), at.ago(1)));
-        let p = plan(&o, HOUR).unwrap();
+        let p = plan(&o, &Policy::new(HOUR)).unwrap();
         assert!(p.gcs.is_empty());
         assert!(p.skipped.iter().any(|s| s.what == "gc pods"
             && s.why.contains("/run/netns/cni-starting")
@@ -797,26 +1003,236 @@ mod tests {
         // Cached (its ADD is done): no longer a reason to wait.
         o.cache.push(cached("pods", "starting", at.ago(7200)));
         o.sandboxes.push(sandbox("starting", true));
-        assert_eq!(plan(&o, HOUR).unwrap().gcs.len(), 1);
+        assert_eq!(plan(&o, &Policy::new(HOUR)).unwrap().gcs.len(), 1);
     }
 
     #[test]
     fn a_cached_config_that_names_another_network_is_not_used() {
         let at = At(SystemTime::now());
         let mut o = obs(&at);
-        o.sandboxes = vec![sandbox("x", true)];
+        o.sandboxes = vec![sandbox("a", false)];
         o.networks = vec![net("pods", "1.0.0", "")];
         let mut f = cached("pods", "a", at.ago(7200));
         if let Ok(a) = &mut f.attachment {
             a.config = list("other", "1.0.0", "").to_bytes();
         }
         o.cache = vec![f];
-        let p = plan(&o, HOUR).unwrap();
+        let p = plan(&o, &Policy::new(HOUR)).unwrap();
         assert!(p.dels.is_empty());
         assert!(p
             .skipped
             .iter()
             .any(|s| s.what == "pods/a/eth0" && s.why.contains("cache kept")));
+    }
+
+    #[test]
+    fn a_runtime_that_lists_none_of_a_networks_containers_is_refused() {
+        let at = At(SystemTime::now());
+        let mut o = obs(&at);
+        o.networks = vec![net("pods", "1.1.0", ""), net("other", "1.1.0", "")];
+        o.cache = vec![
+            cached("pods", "p1", at.ago(7200)),
+            cached("pods", "p2", at.ago(7200)),
+            cached("other", "o1", at.ago(7200)),
+        ];
+        // Another runtime's socket: it lists sandboxes, none of ours.
+        o.sandboxes = vec![sandbox("foreign", true), sandbox("foreign2", false)];
+        let e = plan(&o, &Policy::new(HOUR)).unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "the runtime (2 sandbox(es)) lists none of the 3 container(s) cached on this \
+                 node's networks, whatever their age"
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("--delete-unlisted-networks"), "{e}");
+        // Young ones too: whatever their age.
+        for f in &mut o.cache {
+            f.modified = at.ago(5);
+        }
+        assert!(plan(&o, &Policy::new(HOUR)).is_err());
+        for f in &mut o.cache {
+            f.modified = at.ago(7200);
+        }
+        // One network's pods listed (even stopped), the other's not: every
+        // attachment of "other" would go: refused, naming it.
+        o.sandboxes.push(sandbox("p1", false));
+        let e = plan(&o, &Policy::new(HOUR)).unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "lists none of the containers cached on network(s) \"other\" (1 container(s))"
+            ),
+            "{e}"
+        );
+        // Listed (in any state) on both: collected as usual.
+        o.sandboxes.push(sandbox("o1", false));
+        let p = plan(&o, &Policy::new(HOUR)).unwrap();
+        assert_eq!(dels(&p), ["pods/p1/eth0", "pods/p2/eth0", "other/o1/eth0"]);
+        // A network with disableGC, or one not configured, counts for
+        // nothing: nothing of it is DELeted.
+        o.sandboxes.truncate(2);
+        o.networks = vec![net("pods", "1.1.0", r#","disableGC":true"#)];
+        assert!(plan(&o, &Policy::new(HOUR)).unwrap().dels.is_empty());
+        // Asked for explicitly: DELeted.
+        o.networks = vec![net("pods", "1.1.0", ""), net("other", "1.1.0", "")];
+        let asked = Policy {
+            delete_unlisted: true,
+            ..Policy::new(HOUR)
+        };
+        assert_eq!(dels(&plan(&o, &asked).unwrap()).len(), 3);
+    }
+
+    #[test]
+    fn a_ready_sandbox_no_cache_record_names_postpones_every_gc() {
+        let at = At(SystemTime::now());
+        let mut o = obs(&at);
+        o.networks = vec![net("pods", "1.1.0", ""), net("other", "1.1.0", "")];
+        o.sandboxes = vec![sandbox("a", true), sandbox("lost", true)];
+        o.cache = vec![cached("pods", "a", at.ago(7200))];
+        let p = plan(&o, &Policy::new(HOUR)).unwrap();
+        assert!(p.gcs.is_empty(), "{:?}", p.gcs);
+        for net in ["pods", "other"] {
+            assert!(
+                p.skipped.iter().any(|s| s.what == format!("gc {net}")
+                    && s.why
+                        .contains("sandbox lost is ready but no cache record names it")),
+                "{:#?}",
+                p.skipped
+            );
+        }
+        // Stopped: its network is gone (or meant to be): no reason to wait.
+        o.sandboxes[1].ready = false;
+        assert_eq!(plan(&o, &Policy::new(HOUR)).unwrap().gcs.len(), 2);
+        // On the node's network (hostNetwork): CNI never attached it.
+        o.sandboxes[1].ready = true;
+        o.sandboxes[1].node_network = true;
+        assert_eq!(plan(&o, &Policy::new(HOUR)).unwrap().gcs.len(), 2);
+    }
+
+    /// A runtime listing fixed sandboxes, `node` of them on the node's
+    /// network.
+    struct Listed(Vec<RuntimeSandbox>, Vec<&'static str>);
+    impl SandboxLister for Listed {
+        fn list_sandboxes(&self) -> Result<Vec<RuntimeSandbox>, String> {
+            Ok(self.0.clone())
+        }
+        fn uses_node_network(&self, id: &str) -> Result<bool, String> {
+            Ok(self.1.contains(&id))
+        }
+        fn describe(&self) -> String {
+            "a test runtime".into()
+        }
+    }
+
+    fn collector(dir: &Path) -> Collector {
+        let exec = crate::InProcessExec::builder()
+            .netns_guard(std::sync::Arc::new(crate::NoNetnsGuard))
+            .build();
+        Collector {
+            conf_dir: dir.into(),
+            cni: CniConfig::new(vec!["/nonexistent".into()], std::sync::Arc::new(exec))
+                .with_cache_dir(dir.join("cache")),
+            policy: Policy::new(HOUR),
+            in_flight: 1,
+        }
+    }
+
+    #[test]
+    fn a_cache_directory_without_results_is_a_refusal() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = collector(dir.path());
+        let runtime = Listed(vec![sandbox("a", true)], Vec::new());
+        for _ in 0..2 {
+            let e = c.observe(&runtime).unwrap_err();
+            assert!(
+                matches!(&e, Error::CollectRefused { reason } if reason.contains("has no results/ directory")),
+                "{e}"
+            );
+            // The cache directory without its results/: the same.
+            std::fs::create_dir_all(dir.path().join("cache")).unwrap();
+        }
+        std::fs::create_dir_all(dir.path().join("cache/results")).unwrap();
+        assert!(c.observe(&runtime).is_ok());
+    }
+
+    #[test]
+    fn observe_asks_which_uncached_ready_sandboxes_use_the_node_network() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("cache/results")).unwrap();
+        let c = collector(dir.path());
+        let runtime = Listed(
+            vec![
+                sandbox("host", true),
+                sandbox("pod", true),
+                sandbox("off", false),
+            ],
+            vec!["host", "off"],
+        );
+        let o = c.observe(&runtime).unwrap();
+        let node: Vec<(&str, bool)> = o
+            .sandboxes
+            .iter()
+            .map(|s| (s.id.as_str(), s.node_network))
+            .collect();
+        // Not asked for a sandbox that is not ready.
+        assert_eq!(node, [("host", true), ("pod", false), ("off", false)]);
+    }
+
+    #[test]
+    fn a_del_removes_the_scanned_cache_file_when_its_name_is_another() {
+        use std::sync::Arc;
+        struct Ok_;
+        impl crate::Plugin for Ok_ {
+            type Error = cni_types::CniError;
+            fn name(&self) -> &str {
+                "okdel"
+            }
+            fn add(&self, _: &crate::Request) -> Result<cni_types::CniResult, Self::Error> {
+                Ok(cni_types::CniResult::default())
+            }
+            fn del(&self, _: &crate::Request) -> Result<(), Self::Error> {
+                Ok(())
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let exec = crate::InProcessExec::builder()
+            .register("okdel", Arc::new(Ok_))
+            .netns_guard(Arc::new(crate::NoNetnsGuard))
+            .build();
+        let c = Collector {
+            cni: CniConfig::new(vec!["/nonexistent".into()], Arc::new(exec))
+                .with_cache_dir(dir.path().join("cache")),
+            ..collector(dir.path())
+        };
+        let list = NetworkConfigList::from_slice(
+            br#"{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"okdel"}]}"#,
+        )
+        .unwrap();
+        let results = dir.path().join("cache/results");
+        std::fs::create_dir_all(&results).unwrap();
+        let copy = results.join("n-c1-eth0.backup");
+        std::fs::write(&copy, b"a copy").unwrap();
+        let plan = Plan {
+            dels: vec![StaleAttachment {
+                attachment: CachedAttachment {
+                    container_id: "c1".into(),
+                    network: "n".into(),
+                    ifname: "eth0".into(),
+                    config: list.to_bytes(),
+                    netns: String::new(),
+                    cni_args: Vec::new(),
+                    capability_args: Default::default(),
+                },
+                file: copy.clone(),
+                list,
+            }],
+            ..Plan::default()
+        };
+        let summary = c.execute(&plan, false, |a| assert_eq!(a.outcome, Outcome::Ok, "{a}"));
+        assert_eq!(summary.deleted, 1);
+        assert!(!copy.exists(), "the scanned copy is still there");
+        // Gone already (a second pass, another collector): still a success.
+        assert_eq!(c.execute(&plan, false, |_| {}).failed, 0);
     }
 
     #[test]
@@ -888,7 +1304,7 @@ mod tests {
             conf_dir: cache.path().into(),
             cni: CniConfig::new(vec!["/nonexistent".into()], Arc::new(exec))
                 .with_cache_dir(cache.path()),
-            min_age: Duration::ZERO,
+            policy: Policy::new(Duration::ZERO),
             in_flight: 4,
         };
         let stale = NetworkConfigList::from_slice(
@@ -907,6 +1323,7 @@ mod tests {
                         cni_args: Vec::new(),
                         capability_args: Default::default(),
                     },
+                    file: cache.path().join("results").join(format!("n-c{i}-eth0")),
                     list: stale.clone(),
                 })
                 .collect(),

@@ -25,11 +25,16 @@ pub fn conf_files(dir: &Path, extensions: &[&str]) -> Result<Vec<PathBuf>, Error
     let mut files = Vec::new();
     for entry in entries.flatten() {
         // Go skips what the directory entry says is a directory; a symlink
-        // to a directory is kept (and then fails to read), as there.
+        // to a directory is kept (and then fails to read), as there. A FIFO,
+        // socket or device (itself or behind a symlink) is no config: Go
+        // would block forever on a FIFO's open; it is skipped.
         if entry.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
         let path = entry.path();
+        if std::fs::metadata(&path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+            continue;
+        }
         let ext = path
             .extension()
             .and_then(|e| e.to_str())
@@ -43,7 +48,10 @@ pub fn conf_files(dir: &Path, extensions: &[&str]) -> Result<Vec<PathBuf>, Error
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, Error> {
-    crate::capped::read_file(path, crate::capped::MAX_ADMIN_FILE).map_err(Error::io("read", path))
+    // Non-blocking and regular files only: one replaced by a FIFO after the
+    // directory was listed must not block the reader either.
+    crate::capped::read_regular_file(path, crate::capped::MAX_ADMIN_FILE)
+        .map_err(Error::io("read", path))
 }
 
 /// Parses a single-plugin config (`type` required), as libcni's
@@ -153,5 +161,24 @@ pub fn load_network_conf(dir: &Path, name: &str) -> Result<NetworkConfigList, Er
             name: name.to_string(),
         }),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fifo_in_the_conf_dir_is_skipped_and_never_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("05-fifo.conflist");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+        std::os::unix::fs::symlink(&fifo, dir.path().join("06-link.conflist")).unwrap();
+        let ok = dir.path().join("10-ok.conflist");
+        std::fs::write(&ok, "{}").unwrap();
+        assert_eq!(conf_files(dir.path(), &[".conflist"]).unwrap(), [ok]);
+        // Read directly (replaced after the listing): refused, not blocked.
+        let e = conf_list_from_file(&fifo).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
     }
 }

@@ -219,13 +219,55 @@ pub struct PortMapping {
     pub host_ip: String,
 }
 
-/// `LinuxPodSandboxConfig` (security context, overhead and resources are
-/// not declared).
+/// `NamespaceMode`: whose namespace a sandbox's containers use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
+#[repr(i32)]
+pub enum NamespaceMode {
+    /// `POD`: the sandbox's own (a pod network: CNI attaches it).
+    Pod = 0,
+    /// `CONTAINER`: each container's own.
+    Container = 1,
+    /// `NODE`: the node's (Kubernetes `hostNetwork`: no CNI attachment).
+    Node = 2,
+    /// `TARGET`: another container's.
+    Target = 3,
+}
+
+/// `NamespaceOption` (the user namespace options are not declared).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NamespaceOption {
+    /// The network namespace's [`NamespaceMode`] as its number.
+    #[prost(enumeration = "NamespaceMode", tag = "1")]
+    pub network: i32,
+    /// The PID namespace's mode.
+    #[prost(enumeration = "NamespaceMode", tag = "2")]
+    pub pid: i32,
+    /// The IPC namespace's mode.
+    #[prost(enumeration = "NamespaceMode", tag = "3")]
+    pub ipc: i32,
+    /// The container whose namespace `TARGET` means.
+    #[prost(string, tag = "4")]
+    pub target_id: String,
+}
+
+/// `LinuxSandboxSecurityContext` (only its namespace options are
+/// declared).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct LinuxSandboxSecurityContext {
+    /// The sandbox's namespaces.
+    #[prost(message, optional, tag = "1")]
+    pub namespace_options: Option<NamespaceOption>,
+}
+
+/// `LinuxPodSandboxConfig` (overhead and resources are not declared).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct LinuxPodSandboxConfig {
     /// The cgroup the sandbox's cgroups go under.
     #[prost(string, tag = "1")]
     pub cgroup_parent: String,
+    /// The security context: here, which namespaces are the node's.
+    #[prost(message, optional, tag = "2")]
+    pub security_context: Option<LinuxSandboxSecurityContext>,
     /// Sysctls set in the sandbox.
     #[prost(map = "string, string", tag = "3")]
     pub sysctls: HashMap<String, String>,
@@ -355,7 +397,24 @@ impl PodSandboxNetworkStatus {
     }
 }
 
-/// `PodSandboxStatus` (the Linux namespaces part is not declared).
+/// `Namespace` of a sandbox's status (its path field, unused by
+/// runtimes, is not declared).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Namespace {
+    /// The namespaces' modes.
+    #[prost(message, optional, tag = "2")]
+    pub options: Option<NamespaceOption>,
+}
+
+/// `LinuxPodSandboxStatus`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct LinuxPodSandboxStatus {
+    /// The sandbox's namespaces.
+    #[prost(message, optional, tag = "1")]
+    pub namespaces: Option<Namespace>,
+}
+
+/// `PodSandboxStatus`.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct PodSandboxStatus {
     /// The id.
@@ -373,6 +432,9 @@ pub struct PodSandboxStatus {
     /// The addresses.
     #[prost(message, optional, tag = "5")]
     pub network: Option<PodSandboxNetworkStatus>,
+    /// Linux status: the namespaces' modes.
+    #[prost(message, optional, tag = "6")]
+    pub linux: Option<LinuxPodSandboxStatus>,
     /// Labels.
     #[prost(map = "string, string", tag = "7")]
     pub labels: HashMap<String, String>,
@@ -382,6 +444,18 @@ pub struct PodSandboxStatus {
     /// The runtime handler.
     #[prost(string, tag = "9")]
     pub runtime_handler: String,
+}
+
+impl PodSandboxStatus {
+    /// Its network namespace is the node's (`NamespaceMode::Node`:
+    /// Kubernetes `hostNetwork`).
+    pub fn uses_node_network(&self) -> bool {
+        self.linux
+            .as_ref()
+            .and_then(|l| l.namespaces.as_ref())
+            .and_then(|n| n.options.as_ref())
+            .is_some_and(|o| o.network == NamespaceMode::Node as i32)
+    }
 }
 
 /// `PodSandboxStatusResponse` (container statuses are not declared).
@@ -698,8 +772,18 @@ impl SandboxLister for CriSandboxes {
             .map(|s| RuntimeSandbox {
                 ready: s.state == PodSandboxState::SandboxReady as i32,
                 id: s.id,
+                node_network: false,
             })
             .collect())
+    }
+
+    /// `PodSandboxStatus`: its network namespace mode is `NODE`.
+    fn uses_node_network(&self, id: &str) -> Result<bool, String> {
+        let mut client = self.client.lock().unwrap_or_else(|e| e.into_inner());
+        let status = client
+            .pod_sandbox_status(id, false)
+            .map_err(|e| e.to_string())?;
+        Ok(status.status.is_some_and(|s| s.uses_node_network()))
     }
 
     fn describe(&self) -> String {
@@ -729,6 +813,11 @@ mod tests {
         let mut status = field_bytes(1, b"s");
         status.extend([3 << 3, 1]);
         status.extend(field_bytes(5, &network));
+        // linux{namespaces{options{network: NODE, pid: CONTAINER}}}
+        status.extend(field_bytes(
+            6,
+            &field_bytes(1, &field_bytes(2, &[1 << 3, 2, 2 << 3, 1])),
+        ));
         let mut info_entry = field_bytes(1, b"info");
         info_entry.extend(field_bytes(2, b"{}"));
         let mut msg = field_bytes(1, &status);
@@ -742,6 +831,7 @@ mod tests {
         let s = r.status.as_ref().unwrap();
         assert_eq!(s.id, "s");
         assert_eq!(s.state, PodSandboxState::SandboxNotready as i32);
+        assert!(s.uses_node_network());
         assert_eq!(
             r.ips(),
             vec![
@@ -759,6 +849,12 @@ mod tests {
                 hostname: "h".into(),
                 linux: Some(LinuxPodSandboxConfig {
                     cgroup_parent: "/p".into(),
+                    security_context: Some(LinuxSandboxSecurityContext {
+                        namespace_options: Some(NamespaceOption {
+                            network: NamespaceMode::Node as i32,
+                            ..Default::default()
+                        }),
+                    }),
                     sysctls: HashMap::new(),
                 }),
                 ..Default::default()
@@ -767,7 +863,10 @@ mod tests {
         };
         let f = encode_frame(&req);
         let mut config = field_bytes(2, b"h");
-        config.extend(field_bytes(8, &field_bytes(1, b"/p")));
+        // linux{cgroup_parent, security_context{namespace_options{network: NODE}}}
+        let mut linux = field_bytes(1, b"/p");
+        linux.extend(field_bytes(2, &field_bytes(1, &[1 << 3, 2])));
+        config.extend(field_bytes(8, &linux));
         assert_eq!(&f[5..], field_bytes(1, &config).as_slice());
     }
 

@@ -28,7 +28,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cni_exec::collector::{self, Collector, ConfiguredNetwork, Observation, Skipped, Summary};
+use cni_exec::collector::{Collector, ConfiguredNetwork, Observation, Policy, Skipped, Summary};
 use cni_exec::cri::{CriSandboxes, RuntimeClient};
 use cni_exec::{CniConfig, ProcessExec};
 
@@ -55,15 +55,19 @@ pub const PLUGIN_TIMEOUT: Duration = Duration::from_secs(120);
 pub const DEL_IN_FLIGHT: usize = 4;
 /// How far `--interval` periods stray from the period, each way.
 pub const JITTER: f64 = 0.1;
+/// The longest `--min-age`, `--interval` and `--timeout` (365 days): a
+/// longer one is a typo, and past it a period's arithmetic could overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 86_400);
 
 /// Exit status: every action succeeded (or there was none).
 pub const EXIT_OK: u8 = 0;
 /// Exit status: at least one DEL or GC failed (the rest was done).
 pub const EXIT_FAILED: u8 = 1;
-/// Exit status: nothing done: the runtime could not say which sandboxes
-/// are alive (unreachable, an error, or no sandbox while young attachments
-/// are cached), the cache or conf dir could not be read, or a bad command
-/// line.
+/// Exit status: nothing done: a refusal (docs/cni-gc.md lists them: the
+/// runtime could not say which sandboxes are alive, lists none of the
+/// containers cached on a network, or no sandbox while young attachments
+/// are cached; the cache has no `results/`; the conf dir is missing), or a
+/// bad command line.
 pub const EXIT_REFUSED: u8 = 2;
 
 /// What `cni-gc` was asked to do.
@@ -88,6 +92,10 @@ pub struct Options {
     pub timeout: Duration,
     /// Only these networks (empty: every network of the conf dir).
     pub networks: Vec<String>,
+    /// `--delete-unlisted-networks`: DEL a network's cached attachments
+    /// even when the runtime lists none of their containers
+    /// ([`Policy::delete_unlisted`]).
+    pub delete_unlisted_networks: bool,
 }
 
 impl Default for Options {
@@ -102,6 +110,7 @@ impl Default for Options {
             interval: None,
             timeout: DEFAULT_TIMEOUT,
             networks: Vec::new(),
+            delete_unlisted_networks: false,
         }
     }
 }
@@ -141,10 +150,15 @@ cannot say which sandboxes are alive.
   --network NAMES     only these networks, comma-separated or repeated
                       (default: every network of the conf dir; for a conf
                       dir shared with a runtime that is not on --cri-socket)
+  --delete-unlisted-networks
+                      DEL a network's cached attachments even when the
+                      runtime lists none of their pods (refused otherwise:
+                      a runtime that lost its state, or the wrong socket)
   -h, --help          this text
   --version           the version and build
 
 Output: one line per action or thing left alone, then a summary.
+Durations are at most 365d.
 Exit status: 0 all done, 1 some DEL or GC failed, 2 refused (nothing done) or
 a bad command line.";
 
@@ -180,11 +194,15 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Command> {
                 .ok_or_else(|| bad(format!("{flag} needs a value")))
         };
         let duration = |v: String| {
-            parse_duration(&v).ok_or_else(|| {
+            let d = parse_duration(&v).ok_or_else(|| {
                 bad(format!(
                     "{flag}: {v:?} is not a duration (30s, 10m, 1h, 2d)"
                 ))
-            })
+            })?;
+            if d > MAX_DURATION {
+                return Err(bad(format!("{flag}: {v:?} is longer than 365d")));
+            }
+            Ok(d)
         };
         match flag.as_str() {
             "--cri-socket" => {
@@ -235,6 +253,7 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Command> {
                 }
             }
             "--dry-run" if inline.is_none() => o.dry_run = true,
+            "--delete-unlisted-networks" if inline.is_none() => o.delete_unlisted_networks = true,
             "-h" | "--help" if inline.is_none() => return Ok(Command::Help),
             "--version" if inline.is_none() => return Ok(Command::Version),
             _ => return Err(bad(format!("unknown argument {arg:?}"))),
@@ -252,7 +271,9 @@ pub fn jittered(period: Duration, unit: f64) -> Duration {
     } else {
         0.5
     };
-    period.mul_f64(1.0 - JITTER + 2.0 * JITTER * unit)
+    // Never a panic: a period too long to scale stays as it is.
+    Duration::try_from_secs_f64(period.as_secs_f64() * (1.0 - JITTER + 2.0 * JITTER * unit))
+        .unwrap_or(period)
 }
 
 /// One pass: asks the runtime, plans, acts (or with `dry_run` only
@@ -277,12 +298,15 @@ pub fn run_pass(
     let collector = Collector {
         conf_dir: opts.conf_dir.clone(),
         cni: CniConfig::new(opts.cni_path.clone(), Arc::new(exec)).with_cache_dir(&opts.cache_dir),
-        min_age: opts.min_age,
+        policy: Policy {
+            min_age: opts.min_age,
+            delete_unlisted: opts.delete_unlisted_networks,
+        },
         in_flight: DEL_IN_FLIGHT,
     };
     let mut observed = collector.observe(&runtime)?;
     let unselected = select(&mut observed, &opts.networks)?;
-    let plan = collector::plan(&observed, opts.min_age)?;
+    let plan = collector.plan(&observed)?;
     for s in unselected.iter().chain(&plan.skipped) {
         line(s);
     }
@@ -381,6 +405,8 @@ mod tests {
         assert_eq!(o.interval, Some(Duration::from_secs(600)));
         assert_eq!(o.timeout, Duration::from_secs(2));
         assert_eq!(run("--bin-dir /x").cni_path, [PathBuf::from("/x")]);
+        assert!(run("--delete-unlisted-networks").delete_unlisted_networks);
+        assert_eq!(run("--interval 365d").interval, Some(MAX_DURATION));
         assert_eq!(parse("--version").unwrap(), Command::Version);
         assert_eq!(parse("--dry-run -h").unwrap(), Command::Help);
     }
@@ -426,6 +452,11 @@ mod tests {
             "--min-age -1h",
             "--interval 0s",
             "--interval 500ms",
+            "--interval 213503982334601d",
+            "--interval 366d",
+            "--min-age 366d",
+            "--timeout 400d",
+            "--delete-unlisted-networks=yes",
             "--timeout 0",
             "--cni-path :",
             "--dry-run=yes",
@@ -500,6 +531,9 @@ mod tests {
         assert!(jittered(p, 0.999_999) <= Duration::from_secs(660));
         assert_eq!(jittered(p, f64::NAN), p);
         assert_eq!(jittered(p, 7.0), Duration::from_secs(660));
+        // A period too long to scale: as it is, never a panic.
+        assert_eq!(jittered(Duration::MAX, 1.0), Duration::MAX);
+        assert!(jittered(MAX_DURATION, 1.0) > MAX_DURATION);
     }
 
     #[test]
