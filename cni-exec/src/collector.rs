@@ -27,10 +27,10 @@
 //! less than `min_age` ago is never DELeted: a sandbox being started is
 //! cached before the runtime lists it. Phase 2 waits while a network
 //! namespace younger than `min_age` has no cached attachment (a sandbox may
-//! be in the middle of its ADD, which a GC would undo), while a ready
-//! sandbox that does not use the node's network has no cache record (its
-//! attachments cannot be put on the valid list), and for a network while
-//! an unreadable cache file may be one of its attachments.
+//! be in the middle of its ADD, which a GC would undo); for a network while
+//! a ready sandbox that does not use the node's network has no cache record
+//! on it (its attachment cannot be put on the valid list), and while an
+//! unreadable cache file may be one of its attachments.
 //! Networks with `disableGC`, and attachments of networks that are not in
 //! the conf dir, are left alone (a network shared with another runtime must
 //! set `disableGC`, as the spec says).
@@ -80,7 +80,8 @@ pub struct RuntimeSandbox {
     /// CRI namespace mode `NODE`): CNI never attached it, so it has no
     /// cache record. [`Collector::observe`] asks the runtime
     /// ([`SandboxLister::uses_node_network`]) only for ready sandboxes
-    /// that no cache record names; `false` when not known.
+    /// without a cache record on some configured network; `false` when not
+    /// known.
     pub node_network: bool,
 }
 
@@ -90,8 +91,8 @@ pub trait SandboxLister {
     fn list_sandboxes(&self) -> Result<Vec<RuntimeSandbox>, String>;
     /// Whether sandbox `id` shares the node's network namespace (no CNI
     /// attachment). The default answers `false`: a runtime that cannot
-    /// tell makes every ready sandbox without a cache record postpone
-    /// phase 2, which is safe.
+    /// tell makes every ready sandbox without a cache record on a network
+    /// postpone that network's GC, which is safe.
     fn uses_node_network(&self, id: &str) -> Result<bool, String> {
         let _ = id;
         Ok(false)
@@ -265,16 +266,25 @@ pub fn plan(obs: &Observation, policy: &Policy) -> Result<Plan, Error> {
     if !policy.delete_unlisted {
         refuse_unlisted(obs, &cached, &networks)?;
     }
-    // A ready sandbox on the pod network that no cache record names: its
-    // attachments (if any) cannot be put on a valid list.
-    let named: BTreeSet<&str> = cached
-        .iter()
-        .map(|(_, a)| a.container_id.as_str())
-        .collect();
-    let unknown = obs
-        .sandboxes
-        .iter()
-        .find(|s| s.ready && !s.node_network && !named.contains(s.id.as_str()));
+    // A ready sandbox on the pod network with no cache record on a
+    // network: its attachment there (if any) cannot be put on that
+    // network's valid list.
+    let mut records: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (_, a) in &cached {
+        records
+            .entry(a.network.as_str())
+            .or_default()
+            .insert(a.container_id.as_str());
+    }
+    let unknown_on = |network: &str| {
+        obs.sandboxes.iter().find(|s| {
+            s.ready
+                && !s.node_network
+                && !records
+                    .get(network)
+                    .is_some_and(|ids| ids.contains(s.id.as_str()))
+        })
+    };
 
     // Phase 1, and what phase 2 must keep.
     let mut valid: BTreeMap<&str, Vec<GcAttachment>> = BTreeMap::new();
@@ -375,12 +385,12 @@ pub fn plan(obs: &Observation, policy: &Policy) -> Result<Plan, Error> {
             );
             continue;
         }
-        if let Some(sb) = unknown {
+        if let Some(sb) = unknown_on(name) {
             skip(
                 what,
                 format!(
-                    "sandbox {} is ready but no cache record names it: its attachments cannot \
-                     be put on the valid list (postponed)",
+                    "sandbox {} is ready but has no cache record on this network: its \
+                     attachment cannot be put on the valid list (postponed)",
                     sb.id
                 ),
             );
@@ -583,7 +593,8 @@ impl Collector {
     /// directory without `results/` is a refusal (a wrong path, a missing
     /// mount, a runtime that caches elsewhere: every live attachment would
     /// look unknown to phase 2). The runtime is asked which of the ready
-    /// sandboxes no cache record names use the node's network.
+    /// sandboxes without a cache record on some configured network use the
+    /// node's network.
     pub fn observe(&self, runtime: &dyn SandboxLister) -> Result<Observation, Error> {
         let now = SystemTime::now();
         let mut sandboxes = runtime
@@ -603,23 +614,35 @@ impl Collector {
             });
         }
         let cache = self.cni.cache().scan()?;
-        let named: BTreeSet<&str> = cache
+        let networks = configured_networks(&self.conf_dir)?;
+        // The networks each container has a cache record on.
+        let mut records: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for a in cache.iter().filter_map(|f| f.attachment.as_ref().ok()) {
+            records
+                .entry(a.container_id.as_str())
+                .or_default()
+                .insert(a.network.as_str());
+        }
+        let configured: BTreeSet<&str> = networks
             .iter()
-            .filter_map(|f| f.attachment.as_ref().ok())
-            .map(|a| a.container_id.as_str())
+            .filter_map(|n| n.list.as_ref().ok())
+            .map(|l| l.name.as_str())
             .collect();
-        for s in sandboxes
-            .iter_mut()
-            .filter(|s| s.ready && !s.node_network && !named.contains(s.id.as_str()))
-        {
-            // Unknown (an error) stays `false`: phase 2 waits.
-            s.node_network = runtime.uses_node_network(&s.id).unwrap_or(false);
+        for s in sandboxes.iter_mut().filter(|s| s.ready && !s.node_network) {
+            let on = records.get(s.id.as_str());
+            if configured
+                .iter()
+                .any(|n| !on.is_some_and(|on| on.contains(n)))
+            {
+                // Unknown (an error) stays `false`: phase 2 waits.
+                s.node_network = runtime.uses_node_network(&s.id).unwrap_or(false);
+            }
         }
         Ok(Observation {
             now,
             sandboxes,
             cache,
-            networks: configured_networks(&self.conf_dir)?,
+            networks,
             netns: network_namespaces(),
         })
     }
@@ -1083,23 +1106,35 @@ mod tests {
     }
 
     #[test]
-    fn a_ready_sandbox_no_cache_record_names_postpones_every_gc() {
+    fn a_ready_sandbox_without_a_record_on_a_network_postpones_its_gc() {
         let at = At(SystemTime::now());
         let mut o = obs(&at);
         o.networks = vec![net("pods", "1.1.0", ""), net("other", "1.1.0", "")];
         o.sandboxes = vec![sandbox("a", true), sandbox("lost", true)];
-        o.cache = vec![cached("pods", "a", at.ago(7200))];
+        o.cache = vec![
+            cached("pods", "a", at.ago(7200)),
+            cached("other", "a", at.ago(7200)),
+            // A record of a network not configured (go-cni's loopback)
+            // says nothing of the others.
+            cached("cni-loopback", "lost", at.ago(7200)),
+        ];
         let p = plan(&o, &Policy::new(HOUR)).unwrap();
         assert!(p.gcs.is_empty(), "{:?}", p.gcs);
         for net in ["pods", "other"] {
             assert!(
                 p.skipped.iter().any(|s| s.what == format!("gc {net}")
                     && s.why
-                        .contains("sandbox lost is ready but no cache record names it")),
+                        .contains("sandbox lost is ready but has no cache record on this network")),
                 "{:#?}",
                 p.skipped
             );
         }
+        // A record on one network: that one is collected.
+        o.cache.push(cached("pods", "lost", at.ago(7200)));
+        let p = plan(&o, &Policy::new(HOUR)).unwrap();
+        assert_eq!(valid(&p, "pods"), ["a", "lost"]);
+        assert!(valid(&p, "other").is_empty() && p.gcs.len() == 1);
+        o.cache.pop();
         // Stopped: its network is gone (or meant to be): no reason to wait.
         o.sandboxes[1].ready = false;
         assert_eq!(plan(&o, &Policy::new(HOUR)).unwrap().gcs.len(), 2);
@@ -1159,6 +1194,11 @@ mod tests {
     fn observe_asks_which_uncached_ready_sandboxes_use_the_node_network() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("cache/results")).unwrap();
+        std::fs::write(
+            dir.path().join("10-pods.conflist"),
+            list("pods", "1.1.0", "").to_bytes(),
+        )
+        .unwrap();
         let c = collector(dir.path());
         let runtime = Listed(
             vec![
@@ -1176,6 +1216,18 @@ mod tests {
             .collect();
         // Not asked for a sandbox that is not ready.
         assert_eq!(node, [("host", true), ("pod", false), ("off", false)]);
+        // Nor for one with a record on every configured network.
+        let record = serde_json::json!({
+            "kind": "cniCacheV1", "containerId": "host", "ifName": "eth0",
+            "networkName": "pods", "config": "e30=",
+        });
+        std::fs::write(
+            dir.path().join("cache/results/pods-host-eth0"),
+            record.to_string(),
+        )
+        .unwrap();
+        let o = c.observe(&runtime).unwrap();
+        assert!(!o.sandboxes[0].node_network);
     }
 
     #[test]

@@ -37,7 +37,9 @@ use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use cni_exec::cri::{PodSandboxState, RuntimeClient};
+use cni_exec::cri::{
+    LinuxSandboxSecurityContext, NamespaceMode, NamespaceOption, PodSandboxState, RuntimeClient,
+};
 use cni_testkit::containerd::{Containerd, ContainerdOptions};
 use ipnetwork::IpNetwork;
 use serde_json::{json, Value};
@@ -755,4 +757,210 @@ fn each_network_is_collected_by_its_own_rules_and_bad_input_is_kept() {
     assert_eq!(r.status, Some(2), "{r}");
     assert!(r.stderr.contains("--network typo: no config"), "{r}");
     assert_eq!(cached, node.cache(), "--network runs changed the cache");
+}
+
+/// `cni-gc ARGS`, again while a network namespace made meanwhile by another
+/// test's containerd (the mount table is the node's) postpones `net`'s GC:
+/// a sandbox may be starting, as the collector must assume.
+fn gc_unpostponed_by_netns(node: &Node, net: &Net, args: &[&str]) -> GcRun {
+    let postponed = format!("skip gc {}: network namespace", net.name);
+    let mut r = node.gc(args);
+    for _ in 0..60 {
+        if !r.has(&postponed) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        r = node.gc(args);
+    }
+    r
+}
+
+/// Issue 36, items 1 and 2: where cni-gc cannot tie what the runtime says
+/// is alive to the cache, it refuses (exit 2) or postpones the GC, and
+/// nothing alive changes: (b) `--cache-dir` naming an empty directory (or
+/// one whose `results/` is empty) while live pods run; (c) a live pod whose
+/// cache record was lost, on a 1.1.0 network: no GC, the pod keeps its
+/// address (a hostNetwork sandbox, which no record names either, does not
+/// stop the GC); (a) containerd restarted without its state while pods
+/// older than `--min-age` hold addresses: refused, until the operator asks
+/// for it with `--delete-unlisted-networks`.
+#[test]
+fn where_the_runtime_and_the_cache_disagree_nothing_alive_is_taken() {
+    if !cni_testkit::premise::require_all(&needs()) {
+        return;
+    }
+    let mut node = Node::start(|s| vec![Net::bridge(10, "tie", s, false)], &[]);
+    let mut cri = node.cri();
+    let a = node.sandbox(&mut cri, "live-a", &[]);
+    let b = node.sandbox(&mut cri, "live-b", &[]);
+    // A hostNetwork sandbox: containerd attaches no network, caches nothing.
+    let mut config = node.ctd.pod_config("host");
+    // The node's UTS namespace too (as kubelet's hostNetwork pods): no
+    // hostname of its own.
+    config.hostname.clear();
+    if let Some(linux) = config.linux.as_mut() {
+        linux.security_context = Some(LinuxSandboxSecurityContext {
+            namespace_options: Some(NamespaceOption {
+                network: NamespaceMode::Node as i32,
+                ..Default::default()
+            }),
+        });
+    }
+    let host = node
+        .ctd
+        .run_pod_sandbox(&mut cri, config)
+        .expect("run a hostNetwork sandbox");
+    let status = cri.pod_sandbox_status(&host, false).expect("status");
+    assert!(
+        status
+            .status
+            .as_ref()
+            .is_some_and(|s| s.uses_node_network()),
+        "containerd does not report the sandbox's network mode as NODE"
+    );
+    // The runtime upgraded: the network is collected by GC too.
+    let net = &node.nets[0];
+    node.rewrite(0, &net.conflist("1.1.0", json!({})).to_string());
+    let net = &node.nets[0];
+    let held = |sb: &Sandbox| net.reserved_by(&sb.id).len();
+    assert_eq!((held(&a), held(&b)), (1, 1));
+    let before = node.census();
+    let cached = node.cache();
+    let untouched = |when: &str| {
+        assert_same(&before, &node.census(), when);
+        assert_eq!(cached, node.cache(), "{when}: the cache changed");
+        assert_eq!((held(&a), held(&b)), (1, 1), "{when}");
+    };
+
+    // (b) A cache directory that is empty (a typo, a missing mount).
+    let empty = tempfile::tempdir().expect("tempdir");
+    let empty_dir = empty.path().display().to_string();
+    let r = node.gc(&["--min-age", "0s", "--cache-dir", &empty_dir]);
+    assert_eq!(r.status, Some(2), "{r}");
+    assert!(r.stderr.contains("has no results/ directory"), "{r}");
+    assert!(r.stdout.is_empty(), "{r}");
+    untouched("after --cache-dir naming an empty directory");
+    // One with an empty results/ (another runtime's cache): the live
+    // sandboxes have no record there, so the GC is postponed.
+    std::fs::create_dir(empty.path().join("results")).expect("mkdir");
+    let r = node.gc(&["--min-age", "0s", "--cache-dir", &empty_dir]);
+    assert_eq!(r.status, Some(0), "{r}");
+    assert!(
+        r.has(&format!("skip gc {}: sandbox ", net.name))
+            && r.stdout
+                .contains("is ready but has no cache record on this network"),
+        "{r}"
+    );
+    untouched("after --cache-dir naming an empty cache");
+
+    // As it should be: the GC runs, the hostNetwork sandbox is no reason to
+    // wait, the live ones keep their addresses.
+    let r = gc_unpostponed_by_netns(&node, net, &["--min-age", "0s"]);
+    assert_eq!(r.status, Some(0), "{r}");
+    assert!(r.has(&format!("gc {}: ok", net.name)), "{r}");
+    assert!(!r.stdout.contains(&host), "{r}");
+    untouched("after a pass on a consistent node");
+
+    // (c) b's cache record lost (a crash between its ADD and the cache).
+    let b_file = net.cache_file(&b.id, "eth0");
+    let b_record = std::fs::read(&b_file).expect("b's cache record");
+    std::fs::remove_file(&b_file).expect("remove b's cache record");
+    let r = gc_unpostponed_by_netns(&node, net, &["--min-age", "0s"]);
+    assert_eq!(r.status, Some(0), "{r}");
+    assert!(
+        r.has(&format!(
+            "skip gc {}: sandbox {} is ready but has no cache record on this network",
+            net.name, b.id
+        )),
+        "{r}"
+    );
+    assert_eq!(r.summary(), (0, 0, 0), "{r}");
+    assert_eq!((held(&a), held(&b)), (1, 1), "b lost its address\n{r}");
+    assert_same(&before, &node.census(), "after a pass with b's record lost");
+    std::fs::write(&b_file, &b_record).expect("restore b's cache record");
+
+    // (a) containerd restarted without its state: it lists none of the
+    // cached containers, all older than --min-age.
+    node.ctd
+        .forget_sandboxes(&[a.id.clone(), b.id.clone(), host.clone()])
+        .expect("forget every sandbox");
+    let listed = cri.list_pod_sandbox(None).expect("ListPodSandbox");
+    assert!(listed.is_empty(), "{listed:?}");
+    let cached = node.cache();
+    let leaked = node.census();
+    for args in [
+        &["--min-age", "0s"][..],
+        &["--min-age", "0s", "--network", &net.name],
+    ] {
+        let r = node.gc(args);
+        assert_eq!(r.status, Some(2), "{r}");
+        assert!(
+            r.stderr
+                .contains("lists none of the 2 container(s) cached on this node's networks")
+                && r.stderr.contains("--delete-unlisted-networks"),
+            "{r}"
+        );
+        assert_same(&leaked, &node.census(), "after the refusal");
+        assert_eq!(cached, node.cache(), "the refusal changed the cache");
+        assert_eq!((held(&a), held(&b)), (1, 1));
+    }
+    // Asked for explicitly: both DELeted, their addresses released.
+    let r = gc_unpostponed_by_netns(
+        &node,
+        net,
+        &["--min-age", "0s", "--delete-unlisted-networks"],
+    );
+    assert_eq!(r.status, Some(0), "{r}");
+    for sb in [&a, &b] {
+        assert!(
+            r.has(&format!("del {}/{}/eth0: ok", net.name, sb.id)),
+            "{r}"
+        );
+        assert_eq!(held(sb), 0, "{}", sb.id);
+        assert!(!net.cache_file(&sb.id, "eth0").exists());
+    }
+}
+
+/// Issue 36, item 3: a cache record copied under another name (a backup)
+/// is DELeted once and removed, not DELeted on every pass; a FIFO in the
+/// conf dir does not block a pass.
+#[test]
+fn a_copied_cache_record_is_removed_and_a_fifo_in_the_conf_dir_is_skipped() {
+    if !cni_testkit::premise::require_all(&needs()) {
+        return;
+    }
+    let mut node = Node::start(|s| vec![Net::bridge(10, "copy", s, false)], &[]);
+    let mut cri = node.cri();
+    let live = node.sandbox(&mut cri, "live", &[]);
+    let gone = node.sandbox(&mut cri, "gone", &[]);
+    node.ctd
+        .forget_sandboxes(&[gone.id.clone()])
+        .expect("forget a sandbox");
+    let net = &node.nets[0];
+    let real = net.cache_file(&gone.id, "eth0");
+    let copy = real.with_file_name(format!("{}-{}-eth0.bak", net.name, gone.id));
+    let _guard = RemoveOnDrop(vec![copy.clone()]);
+    std::fs::copy(&real, &copy).expect("copy the cache record");
+    let fifo = node.conf_dir.path().join("05-fifo.conflist");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).expect("mkfifo");
+    let r = gc_unpostponed_by_netns(&node, net, &["--min-age", "0s", "--timeout", "30s"]);
+    // containerd watches the conf dir and its libcni opens the FIFO
+    // (blocking, as Go does): a writer end releases it (it reads an empty
+    // file, not a config), then the FIFO goes.
+    drop(
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&fifo)
+            .expect("open the FIFO"),
+    );
+    std::fs::remove_file(&fifo).expect("remove the FIFO");
+    assert_eq!(r.status, Some(0), "{r}");
+    assert!(!r.stdout.contains("05-fifo"), "{r}");
+    assert_eq!(r.summary().0, 2, "the record and its copy: {r}");
+    assert!(!real.exists() && !copy.exists(), "{r}");
+    assert_eq!(net.reserved_by(&gone.id), Vec::<String>::new());
+    assert_eq!(net.reserved_by(&live.id).len(), 1);
+    let r = node.gc(&["--min-age", "0s"]);
+    assert_eq!((r.status, r.summary()), (Some(0), (0, 0, 0)), "{r}");
 }
