@@ -194,11 +194,16 @@ pub fn read_request(stream: &UnixStream) -> std::result::Result<DaemonRequest, S
     serde_json::from_str(&text).map_err(|e| format!("decode request: {e}"))
 }
 
-/// Writes a reply (daemon side).
-pub fn write_reply(mut stream: &UnixStream, reply: &DaemonReply) -> std::io::Result<()> {
+/// A reply as it goes on the wire: one line, its newline included.
+pub fn reply_line(reply: &DaemonReply) -> std::io::Result<Vec<u8>> {
     let mut line = serde_json::to_vec(reply).map_err(std::io::Error::other)?;
     line.push(b'\n');
-    stream.write_all(&line)
+    Ok(line)
+}
+
+/// Writes a reply (daemon side).
+pub fn write_reply(mut stream: &UnixStream, reply: &DaemonReply) -> std::io::Result<()> {
+    stream.write_all(&reply_line(reply)?)
 }
 
 #[cfg(test)]

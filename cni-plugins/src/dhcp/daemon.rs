@@ -35,9 +35,6 @@ use crate::{Error, Result};
 
 /// How long a connection may take to send its request.
 const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a connection the daemon is too busy for may take to send its
-/// request before it is answered anyway.
-const BUSY_READ_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Binds the socket, resumes the persisted leases, and serves forever.
 pub fn run(opts: DaemonOptions) -> Result<()> {
@@ -56,22 +53,22 @@ pub fn run(opts: DaemonOptions) -> Result<()> {
     }
     let daemon = Arc::new(Daemon::start(opts)?);
     let never = std::sync::atomic::AtomicBool::new(false);
+    let busy = busy();
     cni_exec::daemon::serve(
         listener,
         &cni_exec::daemon::ServeOptions::new("dhcp"),
         &never,
         move |stream| daemon.serve(stream),
-        busy,
+        move |_, _| Some(busy.clone()),
     )
     .map_err(Error::exec)
 }
 
 /// The answer to a connection over the cap (or whose thread the system
-/// refused): its request read (so the client, which writes first, is not
-/// cut off mid-write), then "try again" (code 11).
-fn busy(stream: UnixStream) {
-    let _ = stream.set_read_timeout(Some(BUSY_READ_TIMEOUT));
-    let _ = rpc::read_line(&stream);
+/// refused), given at once without reading its request: "try again"
+/// (code 11). The client's request, sent meanwhile, is discarded
+/// ([`cni_exec::daemon::serve`]).
+fn busy() -> Vec<u8> {
     let reply = DaemonReply {
         result: None,
         error: Some(CniError::new(
@@ -83,7 +80,7 @@ fn busy(stream: UnixStream) {
             "retry later",
         )),
     };
-    let _ = rpc::write_reply(&stream, &reply);
+    rpc::reply_line(&reply).unwrap_or_default()
 }
 
 /// The daemon's state: the lease store and one slot per attachment.

@@ -256,7 +256,9 @@ fn get<'a>(raw: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
     raw.get(key).filter(|v| !v.is_null())
 }
 
-fn string(raw: &Map<String, Value>, key: &str) -> Result<Option<String>, Error> {
+/// The string at `key` (absent, null or empty: none); any other kind is
+/// refused (code 7, naming the key).
+pub(crate) fn string(raw: &Map<String, Value>, key: &str) -> Result<Option<String>, Error> {
     match get(raw, key) {
         None => Ok(None),
         Some(Value::String(s)) if s.is_empty() => Ok(None),

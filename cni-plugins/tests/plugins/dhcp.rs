@@ -1299,6 +1299,42 @@ fn daemon_caps_its_connections() {
     });
 }
 
+/// #36.4: past the cap, "try again" is answered at once, without waiting
+/// for a request: with 300 idle connections held open (44 over the cap,
+/// where each one queued behind the others for up to 1 s: 44 s), a STATUS
+/// gets code 11 within 1 s, and so does an idle connection over the cap
+/// that never sends anything.
+#[test]
+fn daemon_answers_busy_at_once_past_its_cap() {
+    use std::os::unix::net::UnixStream;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_daemon, socket) = bare_daemon(dir.path(), &[]);
+    let idle: Vec<_> = (0..300)
+        .map(|_| UnixStream::connect(&socket).expect("connect"))
+        .collect();
+    let started = Instant::now();
+    let reply = cni_ipam::dhcp::rpc::call(&socket, &status_request(), Duration::from_secs(5))
+        .expect("a reply within 5 s");
+    let took = started.elapsed();
+    assert_eq!(
+        reply.error.map(|e| e.code.as_u32()),
+        Some(11),
+        "over the cap"
+    );
+    assert!(took < Duration::from_secs(1), "busy after {took:?}");
+    let newest = idle.last().expect("an idle connection");
+    newest
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .expect("timeout");
+    let line = cni_ipam::dhcp::rpc::read_line(newest).expect("busy within 1 s, unasked");
+    let reply: cni_ipam::dhcp::rpc::DaemonReply = serde_json::from_str(&line).expect("a reply");
+    assert_eq!(reply.error.map(|e| e.code.as_u32()), Some(11), "{line}");
+    drop(idle);
+    wait_for("a free slot", Duration::from_secs(30), || {
+        status_code(&socket) == 0
+    });
+}
+
 /// #31.3: a daemon that cannot create a thread (its cgroup's `pids.max`
 /// reached) answers "try again" (code 11) and keeps serving, where
 /// `std::thread::spawn` panicked and took the daemon down.

@@ -400,3 +400,42 @@ fn health_is_answered_when_every_connection_slot_is_taken() {
     assert_eq!(body["code"], 11, "{body}");
     drop(idle);
 }
+
+/// #36.4: with more idle connections held open than the daemon serves
+/// and its overflow holds (256 + 64), `/healthz` and `/readyz` answer 200
+/// within a kubelet probe's 1 s (they took 44 s behind 300 idle ones), a
+/// CNI request gets 503 "try again" (code 11) within 1 s, and so does an
+/// idle connection over the cap that never sends anything.
+#[test]
+fn health_and_busy_answer_within_a_second_with_idle_connections_past_the_cap() {
+    let d = daemon(json!({}));
+    let sock = d.handle.as_ref().unwrap().socket().to_path_buf();
+    let idle: Vec<_> = (0..400)
+        .map(|_| UnixStream::connect(&sock).unwrap())
+        .collect();
+    let timed = |request: &[u8]| {
+        let started = Instant::now();
+        let mut s = UnixStream::connect(&sock).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(request).unwrap();
+        let (status, body) = http::read_response(&s).unwrap();
+        (status, body, started.elapsed())
+    };
+    for path in ["/healthz", "/readyz"] {
+        let (status, _, took) = timed(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
+        assert_eq!(status, 200, "{path}");
+        assert!(took < Duration::from_secs(1), "{path} after {took:?}");
+    }
+    let (status, body, took) =
+        timed(b"POST /cni HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}");
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    assert_eq!((status, &body["code"]), (503, &json!(11)), "{body}");
+    assert!(took < Duration::from_secs(1), "busy after {took:?}");
+    let newest = idle.last().unwrap();
+    newest
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    let (status, body) = http::read_response(newest).unwrap();
+    assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
+    drop(idle);
+}

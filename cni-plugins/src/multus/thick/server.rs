@@ -33,9 +33,6 @@ const READ_TIMEOUT: Duration = Duration::from_secs(30);
 const CERT_WAIT: Duration = Duration::from_secs(300);
 /// Connections served at once; more are answered "try again" (code 11).
 const MAX_CONNECTIONS: usize = cni_exec::daemon::DEFAULT_MAX_CONNECTIONS;
-/// How long a connection the daemon is too busy for may take to send its
-/// request before it is answered anyway.
-const BUSY_READ_TIMEOUT: Duration = Duration::from_secs(1);
 
 struct Shared {
     plugin: DaemonPlugin,
@@ -271,7 +268,7 @@ fn serve_socket(listener: UnixListener, shared: Arc<Shared>) {
         &cni_exec::daemon::ServeOptions::new("multus").max_connections(MAX_CONNECTIONS),
         &shared.stop,
         move |stream| handle(stream, &s),
-        move |stream| busy(stream, &o),
+        move |sent, last| busy(&o, sent, last),
     );
     if let Err(e) = served {
         tracing::error!("multus daemon stopped serving: {e}");
@@ -279,38 +276,49 @@ fn serve_socket(listener: UnixListener, shared: Arc<Shared>) {
 }
 
 /// The answer to a connection over the cap (or whose thread the system
-/// refused), after its request is read (the client writes first: it must
-/// not be cut off mid-write): health and readiness probes are answered as
-/// usual (a kubelet must not restart a daemon for being busy), anything
-/// else gets 503 with "try again" (code 11).
-fn busy(stream: UnixStream, shared: &Shared) {
-    let _ = stream.set_read_timeout(Some(BUSY_READ_TIMEOUT));
-    let probe = http::read_request(&stream).ok().filter(|r| {
+/// refused), from what it has `sent` so far ([`cni_exec::daemon::serve`],
+/// which never waits on one connection for another): health and
+/// readiness probes are answered as usual once their head is in, anything
+/// else gets 503 "try again" (code 11) as soon as its first bytes show it
+/// is no probe, or when it sent nothing in time (`last`).
+fn busy(shared: &Shared, sent: &[u8], last: bool) -> Option<Vec<u8>> {
+    let may_be_probe = [api::HEALTHZ_ENDPOINT, api::READYZ_ENDPOINT]
+        .iter()
+        .any(|path| {
+            let line = format!("GET {path} ");
+            let n = sent.len().min(line.len());
+            sent[..n] == line.as_bytes()[..n]
+        });
+    let head_in = sent.windows(4).any(|w| w == b"\r\n\r\n");
+    if may_be_probe && !head_in && !last {
+        return None;
+    }
+    let mut out = Vec::new();
+    let probe = http::read_request(sent).ok().filter(|r| {
         r.method == "GET"
             && matches!(
                 r.path.as_str(),
                 api::HEALTHZ_ENDPOINT | api::READYZ_ENDPOINT
             )
     });
-    match probe {
+    let _ = match probe {
         Some(req) => {
             let (status, content_type, body) = route(shared, &req);
             shared
                 .metrics
                 .count_request(handler_name(&req.path), status);
-            let _ = http::write_response(&stream, status, content_type, &body);
+            http::write_response(&mut out, status, content_type, &body)
         }
-        None => {
-            let _ = reply_error(
-                &stream,
-                503,
-                CniError::new(ErrorCode::TryAgainLater, "multus daemon busy", ""),
-            );
-        }
-    }
+        None => reply_error(
+            &mut out,
+            503,
+            CniError::new(ErrorCode::TryAgainLater, "multus daemon busy", ""),
+        ),
+    };
+    Some(out)
 }
 
-fn reply_error(stream: &UnixStream, status: u16, e: CniError) -> std::io::Result<()> {
+fn reply_error(stream: impl std::io::Write, status: u16, e: CniError) -> std::io::Result<()> {
     http::write_response(stream, status, "application/json", &e.to_json())
 }
 

@@ -28,18 +28,14 @@ pub const REPLY_TIMEOUT: Duration = Duration::from_secs(300);
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Shim;
 
-/// The daemon's socket named by a shim configuration (`socketDir`).
-pub fn socket_path(stdin: &[u8]) -> PathBuf {
-    let dir = serde_json::from_slice::<Map<String, Value>>(stdin)
-        .ok()
-        .and_then(|m| {
-            m.get("socketDir")
-                .and_then(Value::as_str)
-                .map(PathBuf::from)
-        })
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET_DIR));
-    dir.join(SOCKET_NAME)
+/// The daemon's socket named by a shim configuration (`socketDir`; absent,
+/// null or empty: the default). A `socketDir` that is not a string is
+/// refused (code 7, naming the key) rather than taken for the default.
+pub fn socket_path(stdin: &[u8]) -> Result<PathBuf, Error> {
+    let m: Map<String, Value> = serde_json::from_slice(stdin).unwrap_or_default();
+    let dir = crate::multus::conf::string(&m, "socketDir")?
+        .unwrap_or_else(|| DEFAULT_SOCKET_DIR.to_string());
+    Ok(PathBuf::from(dir).join(SOCKET_NAME))
 }
 
 /// The request the shim sends for `req`.
@@ -98,7 +94,7 @@ fn forward(req: &Request) -> Result<Result<CniResponse, CniError>, Error> {
     // Go's shimConfig: the shim's own logging settings.
     crate::multus::logging::configure_global(&crate::multus::logging::shim_log_config(&req.stdin));
     send(
-        &socket_path(&req.stdin),
+        &socket_path(&req.stdin)?,
         api::CNI_ENDPOINT,
         &cni_request(req),
     )

@@ -298,3 +298,48 @@ fn multus_daemon_keys_of_the_wrong_kind() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// The shim's own key, read before anything is forwarded to the daemon
+/// (#36.7): a `socketDir` of the wrong kind is refused (code 7, naming
+/// it), never taken for the default socket.
+#[cfg(feature = "multus")]
+#[test]
+fn multus_shim_socket_dir_of_the_wrong_kind_is_refused() {
+    if !cni_testkit::premise::require_root() {
+        return;
+    }
+    let node = common::netns("wrongshim");
+    let empty = tempfile::tempdir().unwrap();
+    let mut problems = Vec::new();
+    // ADD only: before the fix, a DEL fell back on the node's own delegate
+    // cache (the default cniDir).
+    for value in [
+        json!(12345),
+        json!(true),
+        json!({"wrong": ["kind"]}),
+        json!(["/run"]),
+    ] {
+        let c = json!({"cniVersion": "1.0.0", "name": "wrongtypes", "type": "multus-shim",
+            "socketDir": value});
+        let reply = common::run(
+            &node,
+            &Call {
+                plugin: Path::new(env!("CARGO_BIN_EXE_multus-shim")),
+                cni_path: empty.path(),
+                command: "ADD",
+                container_id: "wrongtypes",
+                netns: "/nonexistent/wrongtypes",
+                ifname: "eth0",
+                args: "",
+            },
+            &c,
+        );
+        match verdict(&reply, "socketDir") {
+            Verdict::Refused => {}
+            Verdict::Unclear(why) | Verdict::Accepted(why) => {
+                problems.push(format!("socketDir = {value}: {why}"))
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
