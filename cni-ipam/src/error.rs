@@ -149,6 +149,19 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// dhcp: a DHCPRELEASE sent from the caller's own namespace (the pod
+    /// interface being gone) could not be sent: no route to the server,
+    /// or a server address no release is sent to.
+    #[error("dhcp: send DHCPRELEASE of {address} to {server} from this namespace: {source}")]
+    DhcpRelease {
+        /// The leased address.
+        address: std::net::Ipv4Addr,
+        /// The server identifier.
+        server: std::net::Ipv4Addr,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
     /// dhcp: a DHCP message is malformed or lacks what a lease needs.
     #[error("{0}")]
     DhcpPacket(String),
@@ -202,6 +215,7 @@ impl Error {
             | Error::DhcpDaemonClosed { .. } => ErrorCode::TryAgainLater,
             Error::DhcpNak { .. }
             | Error::DhcpSocket { .. }
+            | Error::DhcpRelease { .. }
             | Error::DhcpPacket(_)
             | Error::DhcpDaemonProtocol { .. } => ErrorCode::Internal,
             Error::Duplicate { .. }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use super::message::{
-    ipv4_udp_frame, opt, udp_payload_to_client, Message, MessageType, FLAG_BROADCAST,
+    ipv4_udp_frame, opt, udp_payload_to_client, Message, MessageType, CLIENT_PORT, FLAG_BROADCAST,
 };
 use super::socket::{server_addr, PacketSocket};
 use crate::error::{Error, Result};
@@ -168,17 +168,15 @@ impl Client<'_> {
     fn message(&self, kind: MessageType, xid: u32) -> Message {
         let mut m = Message::request(kind, xid, self.link.mac);
         m.set_option(opt::CLIENT_ID, self.config.client_id.clone());
-        if !matches!(kind, MessageType::Release) {
-            m.set_option(opt::MAX_MESSAGE_SIZE, 1500u16.to_be_bytes().to_vec());
-            if !self.config.request_list.is_empty() {
-                m.set_option(
-                    opt::PARAMETER_REQUEST_LIST,
-                    self.config.request_list.clone(),
-                );
-            }
-            for (code, value) in &self.config.provide {
-                m.set_option(*code, value.clone());
-            }
+        m.set_option(opt::MAX_MESSAGE_SIZE, 1500u16.to_be_bytes().to_vec());
+        if !self.config.request_list.is_empty() {
+            m.set_option(
+                opt::PARAMETER_REQUEST_LIST,
+                self.config.request_list.clone(),
+            );
+        }
+        for (code, value) in &self.config.provide {
+            m.set_option(*code, value.clone());
         }
         m
     }
@@ -372,10 +370,8 @@ impl Client<'_> {
     /// IPv4 source. Servers ignore a release from
     /// 0.0.0.0 (Go's, plugins#1278).
     pub fn release(&self, lease: &Lease) -> Result<()> {
-        let xid = random_u32();
-        let mut release = self.message(MessageType::Release, xid);
-        release.ciaddr = lease.address;
-        release.set_option(opt::SERVER_ID, lease.server.octets().to_vec());
+        let release = release_message(self.config, self.link.mac, lease);
+        let xid = release.xid;
         // The UDP socket needs the address on an interface *and* a route
         // to the server; without either (a /32, no route: "network
         // unreachable") the packet socket still reaches it.
@@ -429,6 +425,57 @@ impl Client<'_> {
         }
         Ok(None)
     }
+}
+
+/// DHCPRELEASE of `lease` by the client of `config` whose hardware
+/// address is `chaddr` (RFC 2131 4.4.6): `ciaddr` the leased address,
+/// the server identifier and the client identifier, no other option.
+fn release_message(config: &ClientConfig, chaddr: [u8; 6], lease: &Lease) -> Message {
+    let mut m = Message::request(MessageType::Release, random_u32(), chaddr);
+    m.set_option(opt::CLIENT_ID, config.client_id.clone());
+    m.ciaddr = lease.address;
+    m.set_option(opt::SERVER_ID, lease.server.octets().to_vec());
+    m
+}
+
+/// DHCPRELEASE of `lease` sent from the calling thread's own network
+/// namespace rather than the pod's, for a lease whose pod interface is
+/// gone (a main plugin removed it when it rolled back a failed ADD): a
+/// UDP datagram to the server's port 67 (from port 68 when no other
+/// socket holds it, else from any port), through whatever route this namespace has
+/// to the server, with the same `chaddr` (the one the lease's ACK, or
+/// OFFER, echoes), client identifier and `ciaddr` as the pod's release
+/// would have. The server matches a release by those, not by its IPv4
+/// source. Fails when this namespace has no route to the server, and for
+/// a server identifier that names no single remote host (unspecified,
+/// broadcast, multicast or loopback).
+pub fn release_unicast(config: &ClientConfig, lease: &Lease) -> Result<()> {
+    let server = lease.server;
+    let failed = |source| Error::DhcpRelease {
+        address: lease.address,
+        server,
+        source,
+    };
+    if server.is_unspecified()
+        || server.is_broadcast()
+        || server.is_multicast()
+        || server.is_loopback()
+    {
+        return Err(failed(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a server's unicast address",
+        )));
+    }
+    let chaddr = lease.ack()?.chaddr;
+    let release = release_message(config, chaddr, lease);
+    // Port 68 only when nobody holds it (no SO_REUSEADDR: a DHCP client
+    // of the node's own must not share its port, even for an instant).
+    let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, CLIENT_PORT))
+        .or_else(|_| UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)))
+        .map_err(failed)?;
+    sock.send_to(&release.encode(), server_addr(server))
+        .map(drop)
+        .map_err(failed)
 }
 
 /// A random 32-bit number (transaction ids, jitter).
@@ -488,5 +535,42 @@ mod tests {
         assert_eq!(l.ack().unwrap().yiaddr, ack.yiaddr);
         let json = serde_json::to_string(&l).unwrap();
         assert_eq!(serde_json::from_str::<Lease>(&json).unwrap(), l);
+    }
+
+    // The node-side release carries the pod's identity (client id,
+    // chaddr from the stored ACK, ciaddr) and is never sent to an address
+    // that is not one server's.
+    #[test]
+    fn release_message_and_unicast_refusals() {
+        let config = ClientConfig {
+            client_id: client_id("c1", "net", "eth0"),
+            request_list: vec![1, 3],
+            provide: vec![(12, b"pod".to_vec())],
+            broadcast: false,
+            timeout: Duration::from_secs(1),
+            resend_max: Duration::from_secs(1),
+            resend_timeout: Duration::from_secs(1),
+        };
+        let mac = [2, 0, 0, 0, 0, 5];
+        let mut ack = Message::request(MessageType::Ack, 1, mac);
+        ack.yiaddr = Ipv4Addr::new(10, 0, 0, 9);
+        let mut lease = Lease::from_reply(&ack, Ipv4Addr::new(10, 0, 0, 1));
+        let m = release_message(&config, lease.ack().unwrap().chaddr, &lease);
+        assert_eq!((m.chaddr, m.ciaddr), (mac, lease.address));
+        assert_eq!(m.message_type(), Some(MessageType::Release));
+        assert_eq!(m.option(opt::CLIENT_ID), Some(&config.client_id[..]));
+        assert_eq!(m.option_ipv4(opt::SERVER_ID), Some(lease.server));
+        assert_eq!(m.option(opt::PARAMETER_REQUEST_LIST), None);
+        assert_eq!(m.option(12), None);
+        for server in [
+            [0, 0, 0, 0],
+            [255, 255, 255, 255],
+            [224, 0, 0, 1],
+            [127, 0, 0, 1],
+        ] {
+            lease.server = Ipv4Addr::from(server);
+            let e = release_unicast(&config, &lease).unwrap_err();
+            assert!(matches!(e, Error::DhcpRelease { .. }), "{e}");
+        }
     }
 }

@@ -124,6 +124,17 @@ impl LeaseStore {
         }
     }
 
+    /// Attachment `key`'s record, if it has one.
+    pub fn load(&self, key: &str) -> Result<Option<LeaseRecord>> {
+        match read_record(&self.path_of(key)) {
+            Ok(r) => Ok(Some(r)),
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Every record on disk; unreadable files are returned as errors
     /// beside the good ones, and temporary files left by a crash are
     /// removed.
@@ -149,21 +160,24 @@ impl LeaseStore {
             if !name.ends_with(".json") {
                 continue;
             }
-            match std::fs::read(&path) {
-                Ok(bytes) => match serde_json::from_slice::<LeaseRecord>(&bytes) {
-                    Ok(r) => records.push(r),
-                    Err(e) => errors.push(Error::Io {
-                        op: "decode lease",
-                        path,
-                        source: std::io::Error::other(e),
-                    }),
-                },
-                Err(e) => errors.push(Error::io("read lease", path, e)),
+            match read_record(&path) {
+                Ok(r) => records.push(r),
+                Err(e) => errors.push(e),
             }
         }
         records.sort_by_key(LeaseRecord::key);
         (records, errors)
     }
+}
+
+/// The record in the lease file at `path`.
+fn read_record(path: &Path) -> Result<LeaseRecord> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io("read lease", path, e))?;
+    serde_json::from_slice(&bytes).map_err(|e| Error::Io {
+        op: "decode lease",
+        path: path.to_owned(),
+        source: std::io::Error::other(e),
+    })
 }
 
 /// The shared atomic writer ([`cni_exec::atomic`]): temporary file, fsync,

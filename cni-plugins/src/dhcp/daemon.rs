@@ -5,7 +5,9 @@
 //! released unicast from the leased address on DEL and GC. The file is
 //! written (pending) before the DHCPREQUEST and confirmed after the ACK,
 //! so a lease the server grants just before the daemon dies is released
-//! at the next start instead of being held by nobody.
+//! at the next start instead of being held by nobody: from the pod, or,
+//! when the main plugin's rollback already removed the pod interface,
+//! unicast from the daemon's own namespace (the node).
 //!
 //! Requests come over a unix socket, one connection per request, handled
 //! on a thread each, at most 256 at once (more get "try again", code 11:
@@ -21,7 +23,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use cni_ipam::dhcp::client::{client_id, unix_now, Client, ClientConfig, Renewal};
+use cni_ipam::dhcp::client::{client_id, release_unicast, unix_now, Client, ClientConfig, Renewal};
 use cni_ipam::dhcp::options;
 use cni_ipam::dhcp::rpc::{self, DaemonOp, DaemonReply, DaemonRequest};
 use cni_ipam::dhcp::store::{attachment_key, LeaseRecord, LeaseStore};
@@ -274,9 +276,11 @@ fn result_of(record: &LeaseRecord) -> Result<CniResult> {
 impl Daemon {
     /// Opens the state directory and resumes every lease whose pod
     /// interface still exists; the others are forgotten (their namespace
-    /// is gone, nobody can use or release them). A pending lease (its
-    /// REQUEST sent, its ACK not recorded: the daemon died during that
-    /// ADD, which therefore failed) is released, not resumed.
+    /// is gone, nobody can use them). A pending lease (its REQUEST sent,
+    /// its ACK not recorded: the daemon died during that ADD, which
+    /// therefore failed) is released, not resumed: from the pod, or from
+    /// the node when the pod interface is gone; one whose release cannot
+    /// be sent is kept for the attachment's DEL or the next start.
     pub fn start(opts: DaemonOptions) -> Result<Daemon> {
         let store = LeaseStore::open(&opts.state_dir)?;
         let daemon = Daemon {
@@ -290,6 +294,17 @@ impl Daemon {
         }
         for record in records {
             let key = record.key();
+            if record.pending {
+                // Written before a REQUEST whose ACK was never recorded:
+                // that ADD failed (the daemon died before answering it),
+                // but the server may have granted the address.
+                info!(
+                    "lease {key}: {} requested by an ADD the daemon did not finish: releasing it",
+                    record.lease.address
+                );
+                daemon.release_pending(&record);
+                continue;
+            }
             let found = Netns::open(&record.netns)
                 .map_err(Error::from)
                 .and_then(|ns| pod_link(&ns, &record.ifname, false).map(|_| ns));
@@ -303,20 +318,6 @@ impl Daemon {
                     continue;
                 }
             };
-            if record.pending {
-                // Written before a REQUEST whose ACK was never recorded:
-                // that ADD failed (the daemon died before answering it),
-                // but the server may have granted the address.
-                info!(
-                    "lease {key}: {} requested by an ADD the daemon did not finish: releasing it",
-                    record.lease.address
-                );
-                daemon.release(&record, &ns);
-                if let Err(e) = daemon.store.remove(&key) {
-                    warn!("{e}");
-                }
-                continue;
-            }
             info!("resuming lease {key}: {}", record.lease.address);
             match Active::start(
                 record,
@@ -592,36 +593,81 @@ impl Daemon {
             let lost = active.lost();
             let (record, ns) = active.stop();
             if lost.is_none() {
-                self.release(&record, &ns);
+                self.release(&record, Some(&ns));
+            }
+        } else if let Ok(Some(record)) = self.store.load(&key) {
+            // Kept by a start that could not release it: this DEL (the
+            // runtime's, after the failed ADD) tries again.
+            if record.pending {
+                self.release_pending(&record);
+                return Ok(());
             }
         }
         Ok(self.store.remove(&key)?)
     }
 
-    /// Sends DHCPRELEASE from the leased address when the pod interface
-    /// still exists; otherwise the lease is only forgotten (the server
-    /// frees it at expiry).
-    fn release(&self, record: &LeaseRecord, ns: &Netns) {
+    /// Sends DHCPRELEASE for `record`: from the leased address in the pod
+    /// (`ns`) while its interface exists; once it is gone (a main plugin
+    /// removed it: bridge's rollback of the failed ADD, a DEL that deleted
+    /// the link first), unicast to the server from the daemon's own
+    /// namespace (the node), with the lease's client identifier and
+    /// `chaddr`. Whether it was sent.
+    fn release(&self, record: &LeaseRecord, ns: Option<&Netns>) -> bool {
         let key = record.key();
-        let link = match pod_link(ns, &record.ifname, false) {
-            Ok(l) => l,
-            Err(e) => {
-                return info!(
-                    "lease {key}: {} forgotten without DHCPRELEASE, the pod interface is gone: {e}",
-                    record.lease.address
-                )
+        let address = record.lease.address;
+        let gone = match ns.map(|ns| pod_link(ns, &record.ifname, false).map(|l| (ns, l))) {
+            Some(Ok((ns, link))) => {
+                let sockets = PodSockets::new(ns, link);
+                let client = Client {
+                    config: &record.client,
+                    link,
+                    ifname: &record.ifname,
+                    sockets: &sockets,
+                };
+                return match client.release(&record.lease) {
+                    Ok(()) => {
+                        info!("lease {key}: {address} released");
+                        true
+                    }
+                    Err(e) => {
+                        warn!("lease {key}: release {address}: {e}");
+                        false
+                    }
+                };
             }
+            Some(Err(e)) => e.to_string(),
+            None => "its namespace is gone".to_owned(),
         };
-        let sockets = PodSockets::new(ns, link);
-        let client = Client {
-            config: &record.client,
-            link,
-            ifname: &record.ifname,
-            sockets: &sockets,
-        };
-        match client.release(&record.lease) {
-            Ok(()) => info!("lease {key}: {} released", record.lease.address),
-            Err(e) => warn!("lease {key}: release {}: {e}", record.lease.address),
+        match release_unicast(&record.client, &record.lease) {
+            Ok(()) => {
+                info!("lease {key}: {address} released from the node (the pod interface is gone: {gone})");
+                true
+            }
+            Err(e) => {
+                warn!("lease {key}: {address} not released: the pod interface is gone ({gone}) and {e}");
+                false
+            }
+        }
+    }
+
+    /// Releases a pending record (its ADD failed, the server may have
+    /// granted the address) and removes it. A release that cannot be sent
+    /// (the pod interface gone and no route from the node to the server)
+    /// keeps the record, so that the attachment's DEL or the next start
+    /// tries again, until the offered lease would have expired on the
+    /// server (then it goes unreleased).
+    fn release_pending(&self, record: &LeaseRecord) {
+        let key = record.key();
+        let ns = Netns::open(&record.netns).ok();
+        let sent = self.release(record, ns.as_ref());
+        if !sent && unix_now() < record.lease.expiry() {
+            return warn!(
+                "lease {key}: kept pending: the attachment's DEL or the next start retries the release until {}",
+                record.lease.expiry()
+            );
+        }
+        if let Err(e) = self.store.remove(&key) {
+            warn!("lease {key}: {e}");
         }
     }
 
@@ -685,7 +731,7 @@ impl Daemon {
                 let lost = active.lost();
                 let (record, ns) = active.stop();
                 if lost.is_none() {
-                    self.release(&record, &ns);
+                    self.release(&record, Some(&ns));
                 }
             }
             self.store.remove(&record.key())?;

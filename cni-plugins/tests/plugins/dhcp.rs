@@ -1054,12 +1054,28 @@ fn a_nak_on_renewal_loses_the_lease() {
     });
 }
 
+/// A DEL after the pod interface is gone (a main plugin deleted it
+/// first) releases the lease from the node when the node reaches the
+/// server (#36.6; before, it was forgotten unreleased), and otherwise
+/// forgets it, saying so: the server keeps it until it expires.
+#[test]
+fn del_after_the_pod_interface_is_gone_releases_from_the_node() {
+    del_after_the_pod_interface_is_gone(true);
+}
+
 #[test]
 fn del_after_the_pod_is_gone_forgets_the_lease() {
+    del_after_the_pod_interface_is_gone(false);
+}
+
+fn del_after_the_pod_interface_is_gone(node_has_route: bool) {
     if !dhcp_premises() {
         return;
     }
     let mut lab = Lab::with_probe(false);
+    if node_has_route {
+        node_reaches_the_server(&lab);
+    }
     let daemon = Daemon::ours(&lab, "ours");
     let pod = lab.pod();
     let cni_path = CniPath::new(&[]);
@@ -1075,13 +1091,26 @@ fn del_after_the_pod_is_gone_forgets_the_lease() {
     exec_in(lab.pod_ns(pod), &["ip", "link", "del", "eth0"]);
     let (del, _) = r.call("DEL", "c1", pod, "eth0", "", &conf);
     assert!(del.ok, "{del:?}");
-    assert!(
-        daemon.log().contains("forgotten without DHCPRELEASE"),
-        "{}",
-        daemon.log()
-    );
-    // The server keeps the lease until it expires.
-    assert!(lab.has_lease(&addr));
+    if node_has_route {
+        wait_for(
+            "the lease released from the node",
+            Duration::from_secs(5),
+            || !lab.has_lease(&addr),
+        );
+        assert!(
+            daemon.log().contains("released from the node"),
+            "{}",
+            daemon.log()
+        );
+    } else {
+        assert!(
+            daemon.log().contains(&format!("{addr} not released")),
+            "{}",
+            daemon.log()
+        );
+        // The server keeps the lease until it expires.
+        assert!(lab.has_lease(&addr));
+    }
     let state = lab.dir.path().join("ours-state");
     assert_eq!(std::fs::read_dir(state).expect("state dir").count(), 0);
 }
@@ -1703,34 +1732,8 @@ fn a_lease_granted_as_the_daemon_dies_is_released_at_restart() {
         plugin: OUR_DHCP,
         cni_path: cni_path.path(),
     };
-    drop_acks(&lab);
-    let add = std::thread::scope(|s| {
-        let add = s.spawn(|| r.call("ADD", "c1", pod, "eth0", "", &conf).0);
-        wait_for(
-            "dnsmasq to grant the lease",
-            Duration::from_secs(30),
-            || !lab.leases().is_empty() || add.is_finished(),
-        );
-        assert!(
-            !add.is_finished(),
-            "the premise: the ADD waits for an ACK that never comes\n{}",
-            lab.dnsmasq_log()
-        );
-        // dnsmasq writes its lease file just before it sends the ACK.
-        wait_for(
-            "the premise: an ACK dropped",
-            Duration::from_secs(10),
-            || acks_dropped(&lab),
-        );
-        daemon.kill();
-        add.join().expect("ADD thread")
-    });
-    assert!(!add.ok, "the ADD cannot succeed without an ACK: {add:?}");
+    let (add, addr) = add_as_the_daemon_dies(&r, &mut daemon, "c1", pod, &conf);
     assert_eq!(add.json["code"], 11, "{add:?}");
-    let leases = lab.leases();
-    assert_eq!(leases.len(), 1, "{leases:?}");
-    let addr = leases[0].0.clone();
-    exec_in(&lab.server, &["nft", "delete", "table", "inet", "dropack"]);
 
     let daemon = Daemon::ours(&lab, "ours");
     wait_for(
@@ -1760,6 +1763,189 @@ fn a_lease_granted_as_the_daemon_dies_is_released_at_restart() {
     assert!(add.ok, "{add:?}\n{}", daemon.log());
     let (del, _) = r.call("DEL", "c1", pod, "eth0", "", &conf);
     assert!(del.ok, "{del:?}");
+}
+
+/// `r`'s ADD of `cid` in `pod`, during which the daemon is killed
+/// (SIGKILL) once dnsmasq has granted the lease and its ACK was dropped
+/// (see [`drop_acks`]); then ACKs go through again. The failed ADD's
+/// reply and the address dnsmasq granted (still in its lease file).
+fn add_as_the_daemon_dies(
+    r: &Runner<'_>,
+    daemon: &mut Daemon,
+    cid: &str,
+    pod: usize,
+    conf: &Value,
+) -> (Reply, String) {
+    let lab = r.lab;
+    drop_acks(lab);
+    let add = std::thread::scope(|s| {
+        let add = s.spawn(|| r.call("ADD", cid, pod, "eth0", "", conf).0);
+        wait_for(
+            "dnsmasq to grant the lease",
+            Duration::from_secs(30),
+            || !lab.leases().is_empty() || add.is_finished(),
+        );
+        assert!(
+            !add.is_finished(),
+            "the premise: the ADD waits for an ACK that never comes\n{}",
+            lab.dnsmasq_log()
+        );
+        // dnsmasq writes its lease file just before it sends the ACK.
+        wait_for(
+            "the premise: an ACK dropped",
+            Duration::from_secs(10),
+            || acks_dropped(lab),
+        );
+        daemon.kill();
+        add.join().expect("ADD thread")
+    });
+    assert!(!add.ok, "the ADD cannot succeed without an ACK: {add:?}");
+    let leases = lab.leases();
+    assert_eq!(leases.len(), 1, "{leases:?}");
+    exec_in(&lab.server, &["nft", "delete", "table", "inet", "dropack"]);
+    (add, leases[0].0.clone())
+}
+
+/// The files in the daemon's state directory (`<name>-state`).
+fn state_files(lab: &Lab, name: &str) -> usize {
+    std::fs::read_dir(lab.dir.path().join(format!("{name}-state"))).map_or(0, Iterator::count)
+}
+
+/// Whether `pod` has an interface named `ifname`.
+fn pod_has_link(lab: &Lab, pod: usize, ifname: &str) -> bool {
+    ip(lab.pod_ns(pod), &["link", "show"])
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|l| l["ifname"] == ifname)
+}
+
+/// Gives the node an address on the bridge (10.99.0.254/24): the node
+/// then reaches the server, as a node whose uplink is a bridge port does.
+fn node_reaches_the_server(lab: &Lab) {
+    sh(&[
+        "ip",
+        "-n",
+        lab.node.name(),
+        "addr",
+        "add",
+        "10.99.0.254/24",
+        "dev",
+        &lab.bridge,
+    ]);
+}
+
+/// A bridge network on the lab's bridge with `ipam: dhcp` (`daemon`'s
+/// socket, 60 s to acquire).
+fn bridge_dhcp_conf(lab: &Lab, daemon: &Daemon) -> Value {
+    let mut conf = ipam_conf(&daemon.socket, json!({"resendTimeout": "60s"}));
+    conf["bridge"] = json!(lab.bridge);
+    conf
+}
+
+/// #36.6: a lease granted as the daemon dies, under a main plugin, is
+/// released from the node. bridge's ADD fails when the daemon dies (its
+/// dhcp ADD gets no answer) and its rollback deletes the veth, so the
+/// restarted daemon finds a pending record whose pod interface is gone: it
+/// sends the DHCPRELEASE from its own namespace, the node's, which
+/// reaches the server through the bridge, with the lease's client
+/// identifier and `chaddr`. The lease leaves dnsmasq's file within
+/// seconds; the runtime's DEL then leaves no link, no record, no lease.
+/// Before: the daemon forgot the record ("link eth0 not found") and the
+/// server kept the lease until it expired.
+#[test]
+fn a_lease_granted_as_the_daemon_dies_under_bridge_is_released_from_the_node() {
+    if !dhcp_premises() {
+        return;
+    }
+    let mut lab = Lab::with_probe(false);
+    node_reaches_the_server(&lab);
+    let mut daemon = Daemon::ours(&lab, "ours");
+    let pod = lab.empty_pod();
+    let cni_path = CniPath::new(&[("dhcp", Path::new(OUR_DHCP))]);
+    let conf = bridge_dhcp_conf(&lab, &daemon);
+    let r = Runner {
+        lab: &lab,
+        plugin: OUR_BRIDGE,
+        cni_path: cni_path.path(),
+    };
+    let (_, addr) = add_as_the_daemon_dies(&r, &mut daemon, "b1", pod, &conf);
+    // The premise: bridge rolled back, the pod's veth is gone.
+    assert!(!pod_has_link(&lab, pod, "eth0"));
+    assert_eq!(bridge_ports(&lab), 1);
+    assert_eq!(state_files(&lab, "ours"), 1, "the pending record");
+
+    let daemon = Daemon::ours(&lab, "ours");
+    wait_for(
+        "the restarted daemon to release the lease from the node",
+        Duration::from_secs(5),
+        || !lab.has_lease(&addr),
+    );
+    assert!(
+        lab.dnsmasq_log()
+            .contains(&format!("DHCPRELEASE(eth0) {addr}")),
+        "{}",
+        lab.dnsmasq_log()
+    );
+    wait_for("the pending record removed", Duration::from_secs(5), || {
+        state_files(&lab, "ours") == 0
+    });
+    let (del, _) = r.call("DEL", "b1", pod, "eth0", "", &conf);
+    assert!(del.ok, "{del:?}\n{}", daemon.log());
+    assert!(lab.leases().is_empty(), "{:?}", lab.leases());
+    assert_eq!(bridge_ports(&lab), 1);
+    assert!(!pod_has_link(&lab, pod, "eth0"));
+    assert_eq!(state_files(&lab, "ours"), 0);
+}
+
+/// #36.6: when the node cannot reach the server either, the restarted
+/// daemon keeps the pending record (and says so) instead of forgetting
+/// it, and the runtime's DEL of the failed ADD tries again: once the node
+/// reaches the server, that DEL releases the lease. Before: the record
+/// was forgotten at start and the DEL released nothing.
+#[test]
+fn a_pending_lease_the_node_cannot_release_is_kept_for_the_del() {
+    if !dhcp_premises() {
+        return;
+    }
+    let mut lab = Lab::with_probe(false);
+    let mut daemon = Daemon::ours(&lab, "ours");
+    let pod = lab.empty_pod();
+    let cni_path = CniPath::new(&[("dhcp", Path::new(OUR_DHCP))]);
+    let conf = bridge_dhcp_conf(&lab, &daemon);
+    let r = Runner {
+        lab: &lab,
+        plugin: OUR_BRIDGE,
+        cni_path: cni_path.path(),
+    };
+    let (_, addr) = add_as_the_daemon_dies(&r, &mut daemon, "b2", pod, &conf);
+    assert!(!pod_has_link(&lab, pod, "eth0"));
+
+    let daemon = Daemon::ours(&lab, "ours");
+    wait_for(
+        "the restarted daemon to keep the record",
+        Duration::from_secs(5),
+        || daemon.log().contains("kept pending"),
+    );
+    assert!(lab.has_lease(&addr));
+    assert_eq!(state_files(&lab, "ours"), 1, "{}", daemon.log());
+
+    node_reaches_the_server(&lab);
+    let (del, _) = r.call("DEL", "b2", pod, "eth0", "", &conf);
+    assert!(del.ok, "{del:?}\n{}", daemon.log());
+    wait_for(
+        "the DEL to release the lease from the node",
+        Duration::from_secs(5),
+        || !lab.has_lease(&addr),
+    );
+    assert!(
+        lab.dnsmasq_log()
+            .contains(&format!("DHCPRELEASE(eth0) {addr}")),
+        "{}",
+        lab.dnsmasq_log()
+    );
+    assert_eq!(state_files(&lab, "ours"), 0);
+    assert_eq!(bridge_ports(&lab), 1);
 }
 
 /// #31.9: a REQUEST left unanswered is released when the client goes on
