@@ -222,8 +222,10 @@ fn host_prefix(ip: IpAddr) -> u8 {
 /// Go's ptp trick (a veth cannot be `IFF_POINTOPOINT`): the subnet route
 /// the kernel added with the address is replaced by a link route to the
 /// gateway alone and a route to the subnet through it, so that the pod
-/// ARPs only for the gateway.
-fn point_to_point(
+/// ARPs only for the gateway. Public for the kernel floor of the
+/// end-to-end benchmark (`e2e --matrix`), which issues ptp's kernel
+/// requests without the plugin.
+pub fn point_to_point(
     pod: &impl NetnsHandle,
     container: &Link,
     address: IpNetwork,
@@ -253,8 +255,9 @@ fn point_to_point(
 }
 
 /// The node side: the gateway address on the host veth and a host route to
-/// the pod's address through it.
-fn gateway_on_host(
+/// the pod's address through it. Public for the same kernel floor as
+/// [`point_to_point`].
+pub fn gateway_on_host(
     host: &impl NetnsHandle,
     veth: &Link,
     address: IpNetwork,

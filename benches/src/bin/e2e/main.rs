@@ -46,8 +46,8 @@
 //!   `/bin/true` (empty Rust programs, static builds: scripts/benchmarks.sh);
 //! * `--only`: those sections without the modes;
 //! * `--matrix` (`matrix.rs`): the configuration matrix alone, address
-//!   families x chains (`cni_testkit::matrix`), ours and Go's in the same
-//!   run, one table.
+//!   families x chains (`cni_testkit::matrix`), ours, Go's and each cell's
+//!   kernel floor (`floor.rs`) in the same run, one table.
 //!
 //! `--smoke` runs a few pods per mode, per section and per matrix cell and
 //! only checks that everything works (CI uses it). `--modes
@@ -755,9 +755,9 @@ fn real_main() -> Fallible<()> {
         println!("\n## kernel floor, {n} attachments (in-process, no plugin: veth, addresses, route, nf_tables elements)");
         println!("  ADD                 {}", f.add.row());
         println!("  DEL firewall        {}", f.del_fw.row());
-        println!("  DEL veth alone      {}", f.del_veth.row());
+        println!("  DEL veth alone      {}", f.del_link.row());
         if let Some(ours) = reports.get(&Mode::OursExec) {
-            let (o, v) = (ours.seq.del.pct(50.0), f.del_veth.pct(50.0));
+            let (o, v) = (ours.seq.del.pct(50.0), f.del_link.pct(50.0));
             print!(
                 "  ours-exec DEL p50 {:.2} ms = veth deletion {:.2} ms + {:.2} ms ours",
                 o * 1e3,
@@ -986,7 +986,7 @@ fn scaling_point(args: &Args, n: usize) -> Fallible<ScalePoint> {
         line += &format!(
             " floor ADD p50 {:6.2} ms, veth delete p50 {:6.2} ms",
             point.floor * 1e3,
-            f.del_veth.pct(50.0) * 1e3
+            f.del_link.pct(50.0) * 1e3
         );
         if point.exec.is_finite() {
             line += &format!("; ours - floor {:.2} ms", (point.exec - point.floor) * 1e3);
@@ -1083,11 +1083,12 @@ impl Scratch {
         })
     }
 
-    /// `net` in this node (its node-side setup done): the conflist, its
-    /// state under the scratch's state directory.
+    /// `net` in this node (its node-side setup and state files done): the
+    /// conflist, its state under the scratch's state directory.
     pub(crate) fn network(&self, net: MatrixCell) -> Fallible<NetworkConfigList> {
         let e = |e: cni_testkit::Error| e.to_string();
         net.prepare_node(&self.tag, self.node.netns()).map_err(e)?;
+        net.prepare_state(&self.tag, &self.state).map_err(e)?;
         net.conflist(&self.tag, &self.state).map_err(e)
     }
 

@@ -1,24 +1,35 @@
-//! The configuration matrix (#29): address families {IPv4, dual-stack,
-//! IPv6-only} x chains {bridge + host-local + portmap, the same + tuning +
-//! bandwidth, ptp + host-local, macvlan + host-local}, each cell ours and
-//! Go's (1.1.1) exec'd by our invoker in the same run: ADD and DEL p50/p99
-//! one pod at a time (after an untimed warm-up pod), then a burst (`burst.rs`)
-//! of N pods with K in flight. Every cell and side runs in its own
-//! throwaway node namespace with subnets of its own (`cni_testkit::matrix`).
+//! The configuration matrix (#29, #38): address families {IPv4,
+//! dual-stack, IPv6-only} x chains {bridge + host-local + portmap, the
+//! same with tuning and bandwidth, ptp + host-local, macvlan +
+//! host-local, ipvlan + host-local, bridge with `vlan`, bridge with two
+//! host-local ranges per family, flannel delegating to bridge + portmap},
+//! each cell ours and Go's
+//! (1.1.1) exec'd by our invoker in the same run: ADD and DEL p50/p99 one
+//! pod at a time (after an untimed warm-up pod), then a burst (`burst.rs`)
+//! of N pods with K in flight; beside them the cell's kernel floor
+//! (`floor.rs`: the chain's kernel requests without CNI, same pods, same
+//! warm-up). Every cell and side runs in its own throwaway node namespace
+//! with subnets of its own (`cni_testkit::matrix`).
 //!
 //! ```text
 //! target/release/e2e --matrix [--matrix-pods 30] [--matrix-burst 100] [--in-flight 8]
-//!     [--families v4,ds,v6] [--chains bridge,bridge-tb,ptp,macvlan] [--plugins DIR] [--go DIR]
+//!     [--families v4,ds,v6] [--chains bridge,bridge-tb,ptp,macvlan,ipvlan,bridge-vlan,bridge-2r,flannel]
+//!     [--plugins DIR] [--go DIR]
 //! ```
 //!
-//! It prints one table, the load average at the start and the end, and the
-//! issue's two headline ratios on the bridge chain. A cell Go's plugins
-//! cannot run is reported as such (with Go's error); a cell of ours that
-//! fails, or leaves a reservation behind, makes the program fail after the
-//! table. `--smoke` runs every cell with a few pods (2 where the chain waits
-//! for IPv6 DAD) and a tiny burst, several cells at a time (the DAD waits
-//! overlap; no figure of the smoke is a measurement).
+//! It prints one table (with the floor's ADD and DEL p50 and ours/floor
+//! beside Go/ours), the load average at the start and the end, and the
+//! issue's two headline ratios on the bridge chain. A chain this kernel
+//! cannot run (`PluginChain::kernel_lacks`: ipvlan, bridge VLAN filtering)
+//! is printed as skipped with the kernel's reason; a cell Go's plugins
+//! cannot run (no flannel in /usr/lib/cni) has Go's side n/a, with the
+//! reason; a cell of ours (or a floor) that fails, or leaves a reservation
+//! behind, makes the program fail after the table. `--smoke` runs every
+//! cell with a few pods (2 where the chain waits for IPv6 DAD) and a tiny
+//! burst, several cells at a time (the DAD waits overlap; no figure of the
+//! smoke is a measurement).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,6 +37,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use super::burst::{self, BurstReport};
+use super::floor::{self, FloorReport};
 use super::{run_mode, Args, Fallible, Mode, Phase, INTERRUPTED};
 use cni_testkit::matrix::{IpStack, MatrixCell, PluginChain};
 
@@ -85,9 +97,8 @@ impl Options {
                 self.chains = val()?
                     .split(',')
                     .map(|s| {
-                        PluginChain::parse(s).ok_or(format!(
-                            "unknown chain {s:?} (bridge, bridge-tb, ptp, macvlan)"
-                        ))
+                        PluginChain::parse(s)
+                            .ok_or(format!("unknown chain {s:?} ({})", PluginChain::names()))
                     })
                     .collect::<Fallible<_>>()?
             }
@@ -107,7 +118,8 @@ impl Options {
 
     /// The usage line's part.
     pub(crate) const USAGE: &'static str = "[--matrix [--matrix-pods N] [--matrix-burst N] \
-        [--families v4,ds,v6] [--chains bridge,bridge-tb,ptp,macvlan]]";
+        [--families v4,ds,v6] \
+        [--chains bridge,bridge-tb,ptp,macvlan,ipvlan,bridge-vlan,bridge-2r,flannel]]";
 }
 
 /// One side (ours or Go's) of one cell.
@@ -119,6 +131,36 @@ struct Side {
     error: Option<String>,
 }
 
+/// What runs for a cell: one side, or the kernel floor.
+#[derive(Clone, Copy)]
+enum Work {
+    Side(Mode),
+    Floor,
+}
+
+/// A cell's kernel floor.
+#[derive(Default)]
+struct Floor {
+    report: Option<FloorReport>,
+    error: Option<String>,
+}
+
+/// A cell's results: ours, Go's, the floor, or why the cell was skipped.
+#[derive(Default)]
+struct CellResult {
+    ours: Side,
+    go: Side,
+    floor: Floor,
+    skipped: Option<String>,
+}
+
+/// The sequential pods of `net`, and whether an untimed warm-up pod comes
+/// first: the smoke's DAD-waiting cells get 2 pods, no warm-up.
+fn sequential_pods(opts: &Options, net: MatrixCell) -> (usize, bool) {
+    let few = opts.smoke && net.waits_for_dad();
+    (if few { opts.pods.min(2) } else { opts.pods }, !few)
+}
+
 /// Runs one side of `net`: the sequential pods, then the burst.
 fn run_side(opts: &Options, k: usize, net: MatrixCell, mode: Mode, dir: &Path) -> Side {
     let mut side = Side::default();
@@ -126,10 +168,9 @@ fn run_side(opts: &Options, k: usize, net: MatrixCell, mode: Mode, dir: &Path) -
         side.error = Some(format!("no {p} in {}", dir.display()));
         return side;
     }
-    // The smoke's DAD-waiting sides: 2 pods, no warm-up of their own.
-    let few = opts.smoke && net.waits_for_dad();
-    let pods = if few { opts.pods.min(2) } else { opts.pods };
-    match run_mode(mode, dir, net, pods, false, !few) {
+    let (pods, warm_up) = sequential_pods(opts, net);
+    let few = !warm_up;
+    match run_mode(mode, dir, net, pods, false, warm_up) {
         Ok(r) => side.seq = Some(r.seq),
         Err(e) => {
             side.error = Some(e);
@@ -166,24 +207,67 @@ pub(crate) fn run(args: &Args) -> Fallible<()> {
             cells.push(MatrixCell { stack, chain });
         }
     }
-    // Work items: each cell's sides, the DAD-waiting ones first so that,
-    // run several at a time, their waits overlap.
-    let mut items: Vec<(usize, Mode)> = (0..cells.len())
-        .flat_map(|c| [(c, Mode::OursExec), (c, Mode::GoExec)])
+    // The chains this kernel cannot run, found once per chain.
+    let mut lacks = BTreeMap::new();
+    for &chain in &opts.chains {
+        lacks.insert(chain, chain.kernel_lacks().map_err(|e| e.to_string())?);
+    }
+    let skipped = |c: usize| lacks.get(&cells[c].chain).cloned().flatten();
+    // Work items: each cell's sides and floor, the DAD-waiting ones first
+    // so that, run several at a time, their waits overlap.
+    let mut items: Vec<(usize, Work)> = (0..cells.len())
+        .filter(|&c| skipped(c).is_none())
+        .flat_map(|c| {
+            [
+                (c, Work::Side(Mode::OursExec)),
+                (c, Work::Side(Mode::GoExec)),
+                (c, Work::Floor),
+            ]
+        })
         .collect();
     items.sort_by_key(|&(c, _)| !cells[c].waits_for_dad());
-    let results: Vec<Mutex<(Side, Side)>> = cells.iter().map(|_| Mutex::default()).collect();
+    let results: Vec<Mutex<CellResult>> = (0..cells.len())
+        .map(|c| {
+            Mutex::new(CellResult {
+                skipped: skipped(c),
+                ..Default::default()
+            })
+        })
+        .collect();
     let next = AtomicUsize::new(0);
     std::thread::scope(|s| {
         for _ in 0..opts.jobs.max(1) {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
-                let Some(&(c, mode)) = items.get(i) else {
+                let Some(&(c, work)) = items.get(i) else {
                     return;
                 };
                 if INTERRUPTED.load(Ordering::SeqCst) {
                     return;
                 }
+                let mode = match work {
+                    Work::Side(mode) => mode,
+                    Work::Floor => {
+                        let t = Instant::now();
+                        let (pods, warm_up) = sequential_pods(opts, cells[c]);
+                        let f = floor::run_cell(cells[c], pods, warm_up, false);
+                        eprintln!(
+                            "# matrix {} floor: {:.1} s{}",
+                            cells[c].name(),
+                            t.elapsed().as_secs_f64(),
+                            f.as_ref()
+                                .err()
+                                .map(|e| format!(" ({e})"))
+                                .unwrap_or_default()
+                        );
+                        let mut r = results[c].lock().unwrap_or_else(|p| p.into_inner());
+                        match f {
+                            Ok(f) => r.floor.report = Some(f),
+                            Err(e) => r.floor.error = Some(e),
+                        }
+                        continue;
+                    }
+                };
                 let dir = if mode == Mode::GoExec {
                     &args.go
                 } else {
@@ -203,9 +287,9 @@ pub(crate) fn run(args: &Args) -> Fallible<()> {
                 );
                 let mut r = results[c].lock().unwrap_or_else(|p| p.into_inner());
                 if mode == Mode::GoExec {
-                    r.1 = side;
+                    r.go = side;
                 } else {
-                    r.0 = side;
+                    r.ours = side;
                 }
             });
         }
@@ -213,13 +297,10 @@ pub(crate) fn run(args: &Args) -> Fallible<()> {
     if INTERRUPTED.load(Ordering::SeqCst) {
         return Err("interrupted (everything created was removed)".into());
     }
-    let results: Vec<(MatrixCell, Side, Side)> = cells
+    let results: Vec<(MatrixCell, CellResult)> = cells
         .iter()
         .zip(results)
-        .map(|(n, r)| {
-            let (o, g) = r.into_inner().unwrap_or_else(|p| p.into_inner());
-            (*n, o, g)
-        })
+        .map(|(n, r)| (*n, r.into_inner().unwrap_or_else(|p| p.into_inner())))
         .collect();
     print!(
         "{}",
@@ -233,7 +314,15 @@ pub(crate) fn run(args: &Args) -> Fallible<()> {
     );
     let failed: Vec<String> = results
         .iter()
-        .filter_map(|(n, o, _)| o.error.as_ref().map(|e| format!("{}: {e}", n.name())))
+        .flat_map(|(n, r)| {
+            let ours = r.ours.error.as_ref().map(|e| format!("{}: {e}", n.name()));
+            let floor = r
+                .floor
+                .error
+                .as_ref()
+                .map(|e| format!("{} floor: {e}", n.name()));
+            ours.into_iter().chain(floor)
+        })
         .collect();
     if failed.is_empty() {
         Ok(())
@@ -283,10 +372,21 @@ fn pods_s(side: &Side, del: bool) -> f64 {
     })
 }
 
+/// The floor's ADD or DEL p50.
+fn floor_p50(floor: &Floor, del: bool) -> f64 {
+    floor.report.as_ref().map_or(f64::NAN, |f| {
+        if del {
+            f.del.pct(50.0)
+        } else {
+            f.add.pct(50.0)
+        }
+    })
+}
+
 /// The table, the notes and the headline.
 fn report(
     args: &Args,
-    results: &[(MatrixCell, Side, Side)],
+    results: &[(MatrixCell, CellResult)],
     load_start: &str,
     load_end: &str,
     took: f64,
@@ -295,9 +395,10 @@ fn report(
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "# e2e --matrix: cniVersion 1.0.0 conflists, ours vs Go exec'd by our invoker\n\
+        "# e2e --matrix: cniVersion 1.0.0 conflists, ours vs Go exec'd by our invoker, \
+         and the kernel floor (the chain's kernel requests in-process, no CNI)\n\
          # ours: {}  go: {}\n\
-         # sequential: {} pods per cell and side after 1 warm-up pod{}; burst: {} pods, {} in flight\n\
+         # sequential: {} pods per cell and side (and floor) after 1 warm-up pod{}; burst: {} pods, {} in flight\n\
          # load at start: {load_start}\n# load at end:   {load_end}\n# took {took:.0} s\n",
         args.ours.display(),
         args.go.display(),
@@ -310,18 +411,32 @@ fn report(
         out,
         "| family | chain | ADD p50 ours / Go (ms) | ADD p99 ours / Go | Go/ours ADD p50 \
          | DEL p50 ours / Go (ms) | DEL p99 ours / Go | Go/ours DEL p50 \
+         | floor ADD / DEL p50 (ms) | ours/floor ADD p50 | ours/floor DEL p50 \
          | burst ADD pods/s ours / Go | ours/Go | burst DEL pods/s ours / Go | ours/Go |"
     );
-    let _ = writeln!(out, "|{}", "---|".repeat(12));
+    let _ = writeln!(out, "|{}", "---|".repeat(15));
     let mut notes = Vec::new();
-    for (net, ours, go) in results {
+    for (net, r) in results {
+        let (ours, go) = (&r.ours, &r.go);
+        if let Some(why) = &r.skipped {
+            let _ = writeln!(
+                out,
+                "| {} | {} | skipped (kernel, see below) |{}",
+                net.stack.label(),
+                net.chain.label(),
+                " |".repeat(12)
+            );
+            notes.push(format!("- {} skipped: {why}", net.name()));
+            continue;
+        }
         let (oa, og) = (lat(ours, false), lat(go, false));
         let (od, gd) = (lat(ours, true), lat(go, true));
+        let (fa, fd) = (floor_p50(&r.floor, false), floor_p50(&r.floor, true));
         let (opa, gpa) = (pods_s(ours, false), pods_s(go, false));
         let (opd, gpd) = (pods_s(ours, true), pods_s(go, true));
         let go_cell = |v: String| {
             if go.seq.is_none() {
-                "Go cannot run".to_string()
+                "n/a".to_string()
             } else {
                 v
             }
@@ -335,32 +450,39 @@ fn report(
         };
         let _ = writeln!(
             out,
-            "| {} | {} | {} / {} | {} / {} | {} | {} / {} | {} / {} | {} | {} / {} | {} | {} / {} | {} |",
+            "| {} | {} | {} / {} | {} / {} | {} | {} / {} | {} / {} | {} | {} / {} | {} | {} | {} / {} | {} | {} / {} | {} |",
             net.stack.label(),
             net.chain.label(),
             ms(oa.0),
             go_cell(ms(og.0)),
             ms(oa.1),
             go_cell(ms(og.1)),
-            ratio(og.0, oa.0),
+            go_cell(ratio(og.0, oa.0)),
             ms(od.0),
             go_cell(ms(gd.0)),
             ms(od.1),
             go_cell(ms(gd.1)),
-            ratio(gd.0, od.0),
+            go_cell(ratio(gd.0, od.0)),
+            ms(fa),
+            ms(fd),
+            ratio(oa.0, fa),
+            ratio(od.0, fd),
             pods(opa),
             go_cell(pods(gpa)),
-            ratio(opa, gpa),
+            go_cell(ratio(opa, gpa)),
             pods(opd),
             go_cell(pods(gpd)),
-            ratio(opd, gpd),
+            go_cell(ratio(opd, gpd)),
         );
         if let Some(e) = &ours.error {
             notes.push(format!("- {} ours FAILED: {e}", net.name()));
         }
+        if let Some(e) = &r.floor.error {
+            notes.push(format!("- {} floor FAILED: {e}", net.name()));
+        }
         if let Some(e) = &go.error {
             let what = if go.seq.is_none() {
-                "Go cannot run this cell"
+                "Go's side n/a"
             } else {
                 "Go failed"
             };
@@ -373,8 +495,10 @@ fn report(
     let add_p50 = |stack: IpStack, go: bool| {
         results
             .iter()
-            .find(|(n, _, _)| n.stack == stack && n.chain == PluginChain::Bridge)
-            .map_or(f64::NAN, |(_, o, g)| lat(if go { g } else { o }, false).0)
+            .find(|(n, _)| n.stack == stack && n.chain == PluginChain::Bridge)
+            .map_or(f64::NAN, |(_, r)| {
+                lat(if go { &r.go } else { &r.ours }, false).0
+            })
     };
     let (ds, v4, go_ds) = (
         add_p50(IpStack::DualStack, false),
