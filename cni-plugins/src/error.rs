@@ -744,6 +744,15 @@ pub enum Error {
         /// The address.
         address: String,
     },
+    /// An address of the IPAM result is its own gateway (or the node
+    /// side's address): the pod and the node would both hold it.
+    #[error("IPAM result for {address} has the address as its gateway {gateway}")]
+    IpamAddressIsGateway {
+        /// The address.
+        address: String,
+        /// The gateway.
+        gateway: String,
+    },
     /// A step run on a thread of its own panicked.
     #[error("background step panicked")]
     StepPanicked,
@@ -902,6 +911,7 @@ impl Error {
             | Error::MasterNotFound { .. }
             | Error::IpamNoAddresses
             | Error::IpamNoGateway { .. }
+            | Error::IpamAddressIsGateway { .. }
             | Error::StepPanicked
             | Error::BridgeAddressTaken { .. }
             | Error::BridgePortNotUp { .. }
