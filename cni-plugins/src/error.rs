@@ -633,6 +633,16 @@ pub enum Error {
         /// The interface.
         ifname: String,
     },
+    /// CHECK: an address on the pod interface failed IPv6 duplicate
+    /// address detection (another host on its segment has it; the kernel
+    /// no longer uses it).
+    #[error("address {address} on interface {ifname} failed duplicate address detection")]
+    CheckAddressDadFailed {
+        /// The address.
+        address: String,
+        /// The interface.
+        ifname: String,
+    },
     /// CHECK: a route of the previous result is not in the pod.
     #[error("Expected Route {{Dst: {dst} GW: {gateway}}} not found in routing table")]
     CheckRouteMissing {
@@ -894,6 +904,7 @@ impl Error {
             | Error::CheckPodLinkKind { .. }
             | Error::CheckPodLinkMac { .. }
             | Error::CheckAddressMissing { .. }
+            | Error::CheckAddressDadFailed { .. }
             | Error::CheckRouteMissing { .. }
             | Error::CheckLinkMissing { .. }
             | Error::CheckBridgeMissing

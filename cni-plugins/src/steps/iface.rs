@@ -60,17 +60,18 @@ pub(crate) fn configure_with(
 
 /// macvlan's and ipvlan's pod side: announce the new address (ARP and
 /// unsolicited neighbour advertisements; either may be missing, as Go
-/// ignores), then [`configure`].
+/// ignores), then [`configure_with`] with `dad`.
 pub(crate) fn configure_announced(
     pod: &impl NetnsHandle,
     ifname: &str,
     result: &CniResult,
+    dad: Dad,
 ) -> Result<()> {
     if let Ok(link) = pod.link_by_name(ifname) {
         let _ = pod.set_ipv4_conf(link.index, &[(Ipv4Conf::ArpNotify, 1)]);
     }
     let _ = pod.sysctl_set(&format!("net/ipv6/conf/{ifname}/ndisc_notify"), "1");
-    configure(pod, ifname, result)
+    configure_with(pod, ifname, result, dad)
 }
 
 /// A temporary link name (`veth` + 8 hex digits, as Go's

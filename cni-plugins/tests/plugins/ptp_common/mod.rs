@@ -380,23 +380,41 @@ pub(crate) fn dad_state(node: &str, pod: &str) -> Vec<String> {
 ///   (`accept_dad` 0) and every global IPv6 address, the pod's and the
 ///   node's gateway, added `nodad`; so the node's gateway is usable at
 ///   once and its `local` route is there when ADD returns (Go's appears
-///   when its DAD ends, after the ADD).
+///   when its DAD ends, after the ADD);
+/// * macvlan, ipvlan (with IPv6 addresses) and host-device (with IPAM),
+///   unless `optimisticDad` is false: `optimistic_dad` and
+///   `use_optimistic` 1 on the pod's interface.
 pub(crate) fn apply_deliberate_dad_difference(plugin: &str, conf: &Value, go: &mut Run) {
     let has_v6 = go
         .dad
         .iter()
         .any(|l| l.starts_with("pod eth0 ") && !l.contains("accept_dad="));
+    let optimistic = conf["optimisticDad"] != json!(false)
+        && match plugin {
+            "macvlan" | "ipvlan" => has_v6,
+            "host-device" => conf.get("ipam").is_some_and(|i| !i.is_null()),
+            _ => false,
+        };
     let off = plugin == "ptp" && conf["enabledad"] != json!(true) && has_v6;
     let mut ours: Vec<String> = go
         .dad
         .iter()
         .map(|l| {
-            if !off {
-                l.clone()
-            } else if l.starts_with("pod eth0 accept_dad=") {
-                l.replace("accept_dad=1", "accept_dad=0")
-            } else {
+            if l.starts_with("pod eth0 accept_dad=") {
+                let mut l = l.clone();
+                if off {
+                    l = l.replace("accept_dad=1", "accept_dad=0");
+                }
+                if optimistic {
+                    l = l
+                        .replace("optimistic_dad=0", "optimistic_dad=1")
+                        .replace("use_optimistic=0", "use_optimistic=1");
+                }
+                l
+            } else if off {
                 l.replace("nodad=false", "nodad=true")
+            } else {
+                l.clone()
             }
         })
         .collect();
