@@ -162,10 +162,10 @@ impl MatrixCell {
         format!("{}/{}", self.stack.name(), self.chain.name())
     }
 
-    /// Whether an ADD waits for the kernel's IPv6 duplicate address
+    /// Whether Go's ADD waits for the kernel's IPv6 duplicate address
     /// detection (1-2 s): Go's ptp and macvlan leave `accept_dad` on and
-    /// wait for their IPv6 addresses to leave the tentative state, and so
-    /// do ours.
+    /// wait for their IPv6 addresses to leave the tentative state. Ours do
+    /// not (ptp turns DAD off on its veth, macvlan uses optimistic DAD).
     pub fn waits_for_dad(self) -> bool {
         self.stack.has_v6() && matches!(self.chain, PluginChain::Ptp | PluginChain::Macvlan)
     }

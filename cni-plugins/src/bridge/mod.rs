@@ -35,8 +35,8 @@ use cni_exec::{Plugin, Request};
 use cni_netns::firewall::{AttachmentId, Backend, Firewall, MacSpoofCheckSpec, RuleKind, RuleSpec};
 use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
 use cni_netns::{
-    sysctl, AddressFamilyFilter, BridgePortOptions, BridgeSpec, BridgeVlan, IpNetwork, Ipv4Conf,
-    Link, MacAddr, OperState, VethSpec, SCOPE_UNIVERSE,
+    sysctl, AddressFamilyFilter, BridgePortOptions, BridgeSpec, BridgeVlan, Dad, IpNetwork,
+    Ipv4Conf, Link, MacAddr, OperState, VethSpec, SCOPE_UNIVERSE,
 };
 use cni_types::CniResult;
 
@@ -446,12 +446,8 @@ fn ensure_vlan_gateway(
 /// one a netlink request: every `/proc/sys/net/ipv{4,6}` lookup grows with
 /// the node's pods (see `Handle::sysctl_set`).
 fn pod_settings(pod: &impl NetnsHandle, ifname: &str, index: u32, conf: &BridgeConf) {
-    let v6 = format!("net/ipv6/conf/{ifname}");
-    let _ = if conf.enable_dad {
-        pod.sysctl_set_in(&v6, &[("enhanced_dad", "1"), ("accept_dad", "1")])
-    } else {
-        pod.sysctl_set_in(&v6, &[("accept_dad", "0")])
-    };
+    let dad = if conf.enable_dad { Dad::On } else { Dad::Off };
+    cni_netns::set_dad(pod, ifname, dad);
     let _ = pod.set_ipv4_conf(index, &[(Ipv4Conf::ArpNotify, 1)]);
 }
 

@@ -45,6 +45,10 @@ pub struct IpvlanConf {
     pub link_in_container: bool,
     /// `dns`, copied into the result.
     pub dns: Dns,
+    /// `optimisticDad` (default true): the pod's IPv6 addresses use
+    /// optimistic DAD ([`cni_netns::Dad::Optimistic`]), usable as soon as
+    /// the ADD returns; false gives Go's (the ADD waits for DAD).
+    pub optimistic_dad: bool,
 }
 
 #[derive(Deserialize)]
@@ -57,6 +61,8 @@ pub(crate) struct Raw {
     mtu: i64,
     #[serde(rename = "linkInContainer", default)]
     link_in_container: bool,
+    #[serde(rename = "optimisticDad", default = "conf::yes")]
+    optimistic_dad: bool,
 }
 
 impl IpvlanConf {
@@ -71,6 +77,7 @@ impl IpvlanConf {
             mtu,
             link_in_container: raw.link_in_container,
             dns: config.dns.clone().unwrap_or_default(),
+            optimistic_dad: raw.optimistic_dad,
         })
     }
 }
@@ -124,7 +131,8 @@ impl<K: NetKernel> Plugin for Ipvlan<K> {
             ip.interface = Some(0);
         }
         result.interfaces = vec![interface(&link, &req.netns)];
-        iface::configure_announced(&pod, &req.ifname, &result)?;
+        let dad = conf::shared_segment_dad(conf.optimistic_dad);
+        iface::configure_announced(&pod, &req.ifname, &result, dad)?;
         result.dns = conf.dns.clone();
         undo.commit();
         Ok(result)
