@@ -35,9 +35,20 @@ pub struct Address {
 }
 
 impl Address {
-    /// Still doing IPv6 DAD.
+    /// Still doing IPv6 DAD (an optimistic address is tentative too).
     pub fn is_tentative(&self) -> bool {
         self.flags & AddressFlags::Tentative.bits() != 0
+    }
+
+    /// Optimistic (RFC 4429): usable while its IPv6 DAD runs.
+    pub fn is_optimistic(&self) -> bool {
+        self.flags & AddressFlags::Optimistic.bits() != 0
+    }
+
+    /// Usable by the pod's traffic: not waiting for DAD (not tentative,
+    /// or optimistic) and not found a duplicate.
+    pub fn is_usable(&self) -> bool {
+        !self.is_dad_failed() && (!self.is_tentative() || self.is_optimistic())
     }
 
     /// IPv6 DAD found a duplicate.
@@ -79,6 +90,11 @@ pub struct AddressOptions {
     pub nodad: bool,
     /// `IFA_F_NOPREFIXROUTE`: do not add the prefix route.
     pub noprefixroute: bool,
+    /// `IFA_F_OPTIMISTIC`: optimistic IPv6 DAD (RFC 4429), the address
+    /// usable while DAD runs. The kernel honours it only where the link's
+    /// `optimistic_dad` sysctl is on (and drops it, leaving a plain
+    /// tentative address, elsewhere).
+    pub optimistic: bool,
 }
 
 pub(crate) fn is_global_unicast(ip: IpAddr) -> bool {
@@ -118,6 +134,9 @@ pub(crate) fn address_message(index: u32, addr: IpNetwork, opts: AddressOptions)
     }
     if opts.noprefixroute {
         flags |= AddressFlags::Noprefixroute;
+    }
+    if opts.optimistic {
+        flags |= AddressFlags::Optimistic;
     }
     m.header.flags = AddressHeaderFlags::from_bits_truncate(flags.bits() as u8);
     m.attributes.push(AddressAttribute::Local(addr.ip()));
@@ -192,7 +211,8 @@ impl Handle {
     }
 
     /// Waits until none of `addresses` on link `index` is tentative (all of
-    /// the link's addresses when `addresses` is empty), looking on the
+    /// the link's addresses when `addresses` is empty; an optimistic
+    /// address, usable while DAD runs, does not count), looking on the
     /// crate's poll schedule (every 200 µs for the first 10 ms, then less
     /// often): a link whose IPv6 `accept_dad` is 0 settles within a
     /// millisecond, one doing DAD after the kernel's timers (1-2 s). One of
@@ -220,7 +240,7 @@ impl Handle {
                     netns: self.netns_name().to_owned(),
                 });
             }
-            Ok((!addrs.iter().any(|a| named(a) && a.is_tentative()), ()))
+            Ok((!addrs.iter().any(|a| named(a) && !a.is_usable()), ()))
         })?;
         if settled {
             Ok(())

@@ -30,23 +30,146 @@ use crate::sysctl;
 ///
 /// `addresses` holds the IPs whose result `interface` names `ifname` (the
 /// caller filters, as the bridge plugin does when mapping a CNI result).
+///
+/// The interface's DAD is the namespace's ([`Dad::Kernel`]); see
+/// [`configure_interface_with`] for the others.
 pub fn configure_interface<H: NetnsHandle + ?Sized>(
     handle: &H,
     ifname: &str,
     addresses: &[(IpNetwork, Option<IpAddr>)],
     routes: &[KernelRoute],
 ) -> Result<()> {
+    configure_interface_with(handle, ifname, addresses, routes, Dad::Kernel)
+}
+
+/// IPv6 duplicate address detection (DAD) on a pod interface: what
+/// [`set_dad`] writes in `net/ipv6/conf/<ifname>/` and how
+/// [`configure_interface_with`] adds the addresses and waits for them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Dad {
+    /// The namespace's settings, untouched; the addresses are waited for
+    /// (Go's `ConfigureIface`).
+    #[default]
+    Kernel,
+    /// On, with enhanced DAD (RFC 7527): `accept_dad` 1, `enhanced_dad`
+    /// 1; the addresses are waited for (Go's bridge with `enabledad`).
+    On,
+    /// Off: `accept_dad` 0, the addresses added with `IFA_F_NODAD` (also
+    /// where `conf/all/accept_dad` keeps DAD on), nothing waited for. For
+    /// a link whose only neighbour is our own (a veth's pod end), where
+    /// DAD cannot find a duplicate.
+    Off,
+    /// Optimistic (RFC 4429): `optimistic_dad` 1 and `use_optimistic` 1,
+    /// the addresses added with `IFA_F_OPTIMISTIC`, usable at once while
+    /// the kernel still detects a duplicate (it then flags the address
+    /// `dadfailed` and stops using it). For a link on a shared L2 segment
+    /// (macvlan, ipvlan, a host device). An address the kernel did not
+    /// make optimistic is waited for; on a kernel without optimistic DAD
+    /// (`CONFIG_IPV6_OPTIMISTIC_DAD`: the sysctls are absent) [`set_dad`]
+    /// gives [`Dad::Kernel`].
+    Optimistic,
+}
+
+impl Dad {
+    /// The sysctls of `net/ipv6/conf/<ifname>/` it writes, in order.
+    pub fn sysctls(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Dad::Kernel => &[],
+            Dad::On => &[("enhanced_dad", "1"), ("accept_dad", "1")],
+            Dad::Off => &[("accept_dad", "0")],
+            Dad::Optimistic => &[("optimistic_dad", "1"), ("use_optimistic", "1")],
+        }
+    }
+
+    /// Whether [`configure_interface_with`] waits for the addresses'
+    /// DAD (as Go, only with an IPv6 gateway): all but [`Dad::Off`]; an
+    /// optimistic address ends the wait at once.
+    pub fn waits(self) -> bool {
+        self != Dad::Off
+    }
+
+    /// The flags an IPv6 address is added with.
+    fn address_options(self) -> AddressOptions {
+        AddressOptions {
+            nodad: self == Dad::Off,
+            optimistic: self == Dad::Optimistic,
+            ..AddressOptions::default()
+        }
+    }
+
+    /// What the interface got, `results` being those of writing
+    /// [`Dad::sysctls`]: optimistic DAD only where its sysctls exist and
+    /// took the value; otherwise as asked (a failed write is ignored, as
+    /// Go's bridge does: IPv6 may be off).
+    fn outcome<T>(self, results: &[Result<T>]) -> Dad {
+        if self == Dad::Optimistic
+            && (results.len() < self.sysctls().len() || results.iter().any(|r| r.is_err()))
+        {
+            Dad::Kernel
+        } else {
+            self
+        }
+    }
+}
+
+/// Writes the sysctls of `dad` ([`Dad::sysctls`]) on `ifname` and returns
+/// the DAD the interface has: [`Dad::Kernel`] for [`Dad::Optimistic`]
+/// where the kernel lacks optimistic DAD (its sysctls are absent). Call
+/// it before the link comes up, so that the IPv6 link-local address the
+/// kernel then makes follows it too; [`configure_interface_with`] writes
+/// them itself (only what differs) before the first IPv6 address.
+pub fn set_dad<H: NetnsHandle + ?Sized>(handle: &H, ifname: &str, dad: Dad) -> Dad {
+    if dad.sysctls().is_empty() {
+        return dad;
+    }
+    let results = handle
+        .sysctl_set_in(&format!("net/ipv6/conf/{ifname}"), dad.sysctls())
+        .unwrap_or_else(|e| vec![Err(e)]);
+    for e in results.iter().filter_map(|r| r.as_ref().err()) {
+        tracing::debug!("DAD of {ifname}: {e}");
+    }
+    dad.outcome(&results)
+}
+
+/// [`configure_interface`] with the interface's IPv6 DAD `dad` (see
+/// [`Dad`]): its sysctls are written with step 1 ([`set_dad`]), the IPv6
+/// addresses added with its flags, and step 4 waits only where
+/// [`Dad::waits`]. With [`Dad::Optimistic`] the link comes up (step 3)
+/// before the first IPv6 address goes on: the kernel makes an optimistic
+/// address's routes at once only on a link that is up.
+pub fn configure_interface_with<H: NetnsHandle + ?Sized>(
+    handle: &H,
+    ifname: &str,
+    addresses: &[(IpNetwork, Option<IpAddr>)],
+    routes: &[KernelRoute],
+    dad: Dad,
+) -> Result<()> {
+    let mut dad = dad;
     let link = handle.link_by_name(ifname)?;
     let mut v4gw = None;
     let mut v6gw = None;
     let mut ipv6_enabled = false;
+    let mut up = link.is_up();
     for &(addr, gw) in addresses {
         if addr.is_ipv6() && !ipv6_enabled {
-            enable_ipv6(handle, ifname)?;
+            dad = enable_ipv6(handle, ifname, dad)?;
             ipv6_enabled = true;
+            // An optimistic address gets its routes (its `local` one, its
+            // prefix's) at once only on a link that is up: on a down one
+            // the kernel starts its DAD when the link comes up, and adds
+            // them when DAD ends.
+            if dad == Dad::Optimistic && !up {
+                handle.set_up(link.index)?;
+                up = true;
+            }
         }
+        let options = match addr {
+            IpNetwork::V6(_) => dad.address_options(),
+            IpNetwork::V4(_) => AddressOptions::default(),
+        };
         handle
-            .add_address(link.index, addr, AddressOptions::default())
+            .add_address(link.index, addr, options)
             .map_err(|e| match addr {
                 IpNetwork::V6(_) => ipv6_unavailable(handle, &link, addr, e),
                 IpNetwork::V4(_) => e,
@@ -59,10 +182,10 @@ pub fn configure_interface<H: NetnsHandle + ?Sized>(
     }
     // Go sets it up unconditionally; a link already up (the bridge's pod
     // end) needs no request.
-    if !link.is_up() {
+    if !up {
         handle.set_up(link.index)?;
     }
-    if v6gw.is_some() {
+    if v6gw.is_some() && dad.waits() {
         let assigned: Vec<IpAddr> = addresses
             .iter()
             .map(|(a, _)| a.ip())
@@ -136,18 +259,64 @@ fn ipv6_unavailable<H: NetnsHandle + ?Sized>(
 /// The smallest MTU on which Linux keeps IPv6 (`IPV6_MIN_MTU`).
 const IPV6_MIN_MTU: u32 = 1280;
 
-fn enable_ipv6<H: NetnsHandle + ?Sized>(handle: &H, ifname: &str) -> Result<()> {
-    for iface in ["lo", ifname] {
-        // Go only logs a sysctl it cannot read (IPv6 compiled out, or the
-        // interface vanished) and carries on; a failed write fails.
-        match handle.sysctl_set(&sysctl::disable_ipv6(iface), "0") {
-            Ok(_) => {}
-            Err(e @ Error::Sysctl { op: "write", .. }) => return Err(e),
-            Err(e) => tracing::debug!("configure {ifname}: {e}"),
+/// Step 1: IPv6 on for `lo` and `ifname`, `keep_addr_on_down`, and the
+/// sysctls of `dad`, written in one pass over `ifname`'s directory.
+/// Returns the DAD `ifname` has ([`set_dad`]).
+fn enable_ipv6<H: NetnsHandle + ?Sized>(handle: &H, ifname: &str, dad: Dad) -> Result<Dad> {
+    // Go only logs a sysctl it cannot read (IPv6 compiled out, or the
+    // interface vanished) and carries on; a failed write of
+    // `disable_ipv6` fails.
+    let write_fails = |r: Result<bool>| match r {
+        Ok(_) => Ok(()),
+        Err(e @ Error::Sysctl { op: "write", .. }) => Err(e),
+        Err(e) => {
+            tracing::debug!("configure {ifname}: {e}");
+            Ok(())
         }
+    };
+    write_fails(handle.sysctl_set(&sysctl::disable_ipv6("lo"), "0"))?;
+    let mut entries = vec![("disable_ipv6", "0"), ("keep_addr_on_down", "1")];
+    entries.extend_from_slice(dad.sysctls());
+    let mut results = handle
+        .sysctl_set_in(&format!("net/ipv6/conf/{ifname}"), &entries)?
+        .into_iter();
+    if let Some(r) = results.next() {
+        write_fails(r)?;
     }
-    if let Err(e) = handle.sysctl_set(&sysctl::keep_addr_on_down(ifname), "1") {
+    if let Some(Err(e)) = results.next() {
         tracing::debug!("configure {ifname}: {e}");
     }
-    Ok(())
+    let results: Vec<_> = results.collect();
+    for e in results.iter().filter_map(|r| r.as_ref().err()) {
+        tracing::debug!("DAD of {ifname}: {e}");
+    }
+    Ok(dad.outcome(&results))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::{Errno, FakeKernel, KernelOp, NetKernel};
+
+    #[test]
+    fn optimistic_dad_falls_back_to_the_kernel_s_where_its_sysctls_fail() {
+        let kernel = FakeKernel::new();
+        kernel.add_netns("/run/netns/pod");
+        let host = kernel.current().unwrap();
+        let pod = kernel.open("/run/netns/pod").unwrap();
+        host.setup_veth("eth0", pod.netns(), None, None).unwrap();
+        assert_eq!(set_dad(&pod, "eth0", Dad::Optimistic), Dad::Optimistic);
+        assert_eq!(
+            kernel.sysctl("/run/netns/pod", "net/ipv6/conf/eth0/use_optimistic"),
+            Some("1".into())
+        );
+        // A kernel without CONFIG_IPV6_OPTIMISTIC_DAD has no such file.
+        kernel.fail_next(KernelOp::WriteSysctl, "/run/netns/pod", Errno::ENOENT);
+        assert_eq!(set_dad(&pod, "eth0", Dad::Optimistic), Dad::Kernel);
+        assert!(Dad::Kernel.waits() && !Dad::Off.waits());
+        // Off and On stay as asked (their addresses' flags make Off hold).
+        kernel.fail_next(KernelOp::WriteSysctl, "/run/netns/pod", Errno::ENOENT);
+        assert_eq!(set_dad(&pod, "eth0", Dad::Off), Dad::Off);
+        assert_eq!(set_dad(&pod, "eth0", Dad::Kernel), Dad::Kernel);
+    }
 }

@@ -17,7 +17,9 @@
 //!   [`Handle::set_ipv4_conf`] and [`Handle::forwarding`] write and read
 //!   IPv4 per-link settings and the forwarding switches over netlink, in
 //!   constant time.
-//! * [`configure_interface`] is Go's `ipam.ConfigureIface`.
+//! * [`configure_interface`] is Go's `ipam.ConfigureIface`; [`configure_interface_with`]
+//!   adds the pod interface's IPv6 DAD ([`Dad`]: off on a veth, optimistic on a
+//!   shared segment).
 //! * [`kernel`]: the operations the interface plugins do, behind a trait
 //!   ([`kernel::NetKernel`], [`kernel::NetnsHandle`]) with the real
 //!   implementation ([`kernel::LinuxKernel`]) and an in-memory recording
@@ -133,7 +135,7 @@ use std::net::IpAddr;
 use netlink_packet_route::AddressFamily;
 
 pub use addr::{Address, AddressOptions, DAD_TIMEOUT};
-pub use configure::configure_interface;
+pub use configure::{configure_interface, configure_interface_with, set_dad, Dad};
 pub use devconf::Ipv4Conf;
 pub use error::{Error, Result};
 pub use handle::Handle;

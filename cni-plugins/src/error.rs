@@ -633,6 +633,16 @@ pub enum Error {
         /// The interface.
         ifname: String,
     },
+    /// CHECK: an address on the pod interface failed IPv6 duplicate
+    /// address detection (another host on its segment has it; the kernel
+    /// no longer uses it).
+    #[error("address {address} on interface {ifname} failed duplicate address detection")]
+    CheckAddressDadFailed {
+        /// The address.
+        address: String,
+        /// The interface.
+        ifname: String,
+    },
     /// CHECK: a route of the previous result is not in the pod.
     #[error("Expected Route {{Dst: {dst} GW: {gateway}}} not found in routing table")]
     CheckRouteMissing {
@@ -743,6 +753,15 @@ pub enum Error {
     IpamNoGateway {
         /// The address.
         address: String,
+    },
+    /// An address of the IPAM result is its own gateway (or the node
+    /// side's address): the pod and the node would both hold it.
+    #[error("IPAM result for {address} has the address as its gateway {gateway}")]
+    IpamAddressIsGateway {
+        /// The address.
+        address: String,
+        /// The gateway.
+        gateway: String,
     },
     /// A step run on a thread of its own panicked.
     #[error("background step panicked")]
@@ -885,6 +904,7 @@ impl Error {
             | Error::CheckPodLinkKind { .. }
             | Error::CheckPodLinkMac { .. }
             | Error::CheckAddressMissing { .. }
+            | Error::CheckAddressDadFailed { .. }
             | Error::CheckRouteMissing { .. }
             | Error::CheckLinkMissing { .. }
             | Error::CheckBridgeMissing
@@ -902,6 +922,7 @@ impl Error {
             | Error::MasterNotFound { .. }
             | Error::IpamNoAddresses
             | Error::IpamNoGateway { .. }
+            | Error::IpamAddressIsGateway { .. }
             | Error::StepPanicked
             | Error::BridgeAddressTaken { .. }
             | Error::BridgePortNotUp { .. }

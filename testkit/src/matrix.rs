@@ -109,19 +109,6 @@ pub enum PluginChain {
     Flannel,
 }
 
-/// What a chain's plugin does about IPv6 duplicate address detection on
-/// the pod's interface: the one knob the matrix's kernel floor follows, so
-/// that the floor waits where (and only where) the plugin waits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PodDad {
-    /// `accept_dad` 0 on the pod's end before its addresses go on (the
-    /// bridge's default): nothing to wait for.
-    Off,
-    /// The kernel's DAD left on, and the ADD waits for the addresses to
-    /// leave the tentative state (Go's ptp and macvlan; ours too).
-    Wait,
-}
-
 impl PluginChain {
     /// Every chain, in table order.
     pub const ALL: [PluginChain; 8] = [
@@ -201,15 +188,6 @@ impl PluginChain {
         )
     }
 
-    /// What the chain's interface plugin does about IPv6 DAD on the pod's
-    /// interface (see [`PodDad`]).
-    pub fn pod_dad(self) -> PodDad {
-        match self {
-            PluginChain::Ptp | PluginChain::Macvlan | PluginChain::Ipvlan => PodDad::Wait,
-            _ => PodDad::Off,
-        }
-    }
-
     /// Why this kernel cannot run the chain, found by trying what it
     /// needs in a throwaway namespace: an ipvlan link (ipvlan), a bridge
     /// with VLAN filtering (bridge with `vlan`). `None`: it can.
@@ -279,11 +257,17 @@ impl MatrixCell {
         format!("{}/{}", self.stack.name(), self.chain.name())
     }
 
-    /// Whether an ADD waits for the kernel's IPv6 duplicate address
-    /// detection (1-2 s): the chain's [`PluginChain::pod_dad`] is
-    /// [`PodDad::Wait`] and the cell has IPv6.
+    /// Whether Go's ADD waits for the kernel's IPv6 duplicate address
+    /// detection (1-2 s): Go's ptp and macvlan leave `accept_dad` on and
+    /// wait for their IPv6 addresses to leave the tentative state (ipvlan
+    /// too). Ours do not (ptp turns DAD off on its veth, macvlan and ipvlan
+    /// use optimistic DAD).
     pub fn waits_for_dad(self) -> bool {
-        self.stack.has_v6() && self.chain.pod_dad() == PodDad::Wait
+        self.stack.has_v6()
+            && matches!(
+                self.chain,
+                PluginChain::Ptp | PluginChain::Macvlan | PluginChain::Ipvlan
+            )
     }
 
     /// The cell's position in [`MatrixCell::all`]: its subnets differ

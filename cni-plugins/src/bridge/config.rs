@@ -97,6 +97,16 @@ fn yes() -> bool {
 }
 
 impl BridgeConf {
+    /// The pod end's IPv6 DAD: off (nothing to wait for on a veth's pod
+    /// end) unless `enabledad` asks for it (on, enhanced, waited for).
+    pub fn dad(&self) -> cni_netns::Dad {
+        if self.enable_dad {
+            cni_netns::Dad::On
+        } else {
+            cni_netns::Dad::Off
+        }
+    }
+
     /// Loads and validates the config of a request: VLAN ranges, the MAC
     /// request from `CNI_ARGS` (`args_raw`), `args.cni.mac` and
     /// `runtimeConfig.mac`.

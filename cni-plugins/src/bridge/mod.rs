@@ -446,12 +446,7 @@ fn ensure_vlan_gateway(
 /// one a netlink request: every `/proc/sys/net/ipv{4,6}` lookup grows with
 /// the node's pods (see `Handle::sysctl_set`).
 fn pod_settings(pod: &impl NetnsHandle, ifname: &str, index: u32, conf: &BridgeConf) {
-    let v6 = format!("net/ipv6/conf/{ifname}");
-    let _ = if conf.enable_dad {
-        pod.sysctl_set_in(&v6, &[("enhanced_dad", "1"), ("accept_dad", "1")])
-    } else {
-        pod.sysctl_set_in(&v6, &[("accept_dad", "0")])
-    };
+    cni_netns::set_dad(pod, ifname, conf.dad());
     let _ = pod.set_ipv4_conf(index, &[(Ipv4Conf::ArpNotify, 1)]);
 }
 

@@ -27,12 +27,12 @@ use std::path::{Path, PathBuf};
 
 use cni_exec::{Plugin, Request};
 use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
-use cni_netns::{Link, MacAddr};
+use cni_netns::{Dad, Link, MacAddr};
 use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
 use crate::steps::iface::{self, interface};
-use crate::steps::{check, ipam, Undo};
+use crate::steps::{check, conf, ipam, Undo};
 use crate::{Error, Result};
 
 /// Where PCI devices are listed (Go's `sysBusPCI`).
@@ -62,6 +62,11 @@ pub struct HostDeviceConf {
     pub selector: Selector,
     /// `dns`, copied into the result when there is IPAM.
     pub dns: Dns,
+    /// `optimisticDad` (default true): with IPAM, the pod's IPv6
+    /// addresses use optimistic DAD ([`cni_netns::Dad::Optimistic`]),
+    /// usable as soon as the ADD returns; false gives Go's (the ADD waits
+    /// for DAD).
+    pub optimistic_dad: bool,
 }
 
 #[derive(Deserialize)]
@@ -74,6 +79,8 @@ pub(crate) struct Raw {
     kernelpath: String,
     #[serde(rename = "pciBusID", default)]
     pci_bus_id: String,
+    #[serde(rename = "optimisticDad", default = "conf::yes")]
+    optimistic_dad: bool,
 }
 
 impl HostDeviceConf {
@@ -101,6 +108,7 @@ impl HostDeviceConf {
         Ok(HostDeviceConf {
             selector,
             dns: config.dns.clone().unwrap_or_default(),
+            optimistic_dad: raw.optimistic_dad,
         })
     }
 
@@ -157,13 +165,17 @@ impl<K: NetKernel> Plugin for HostDevice<K> {
         let host = self.kernel.current()?;
         // The node link as it was, once it is in the pod.
         let mut interfaces = Vec::new();
+        // With IPAM, the DAD of its addresses; set before the link comes
+        // up in the pod, so that its link-local address follows it too.
+        let dad = (!req.config.ipam_type().is_empty())
+            .then(|| conf::shared_segment_dad(conf.optimistic_dad));
         let moved = if dpdk {
             None
         } else {
             let dev = find_link(&host, &conf.selector).map_err(|e| Error::HostDeviceLookup {
                 source: Box::new(e),
             })?;
-            let link = move_in(&host, &dev, &pod, &req.ifname)?;
+            let link = move_in(&host, &dev, &pod, &req.ifname, dad)?;
             interfaces.push(interface(&link, &req.netns));
             Some(dev)
         };
@@ -192,7 +204,8 @@ impl<K: NetKernel> Plugin for HostDevice<K> {
         }
         result.interfaces = interfaces;
         if moved.is_some() {
-            iface::configure(&pod, &req.ifname, &result)?;
+            let dad = dad.unwrap_or_default();
+            iface::configure_with(&pod, &req.ifname, &result, dad)?;
         }
         result.dns = conf.dns.clone();
         undo.commit();
@@ -313,14 +326,23 @@ fn dir_entries(dir: &Path) -> std::io::Result<Vec<String>> {
 }
 
 /// Go's `moveLinkIn`: into the pod, down, original name saved in the
-/// alias, renamed to `CNI_IFNAME`, up.
-fn move_in<H: NetnsHandle>(host: &H, dev: &Link, pod: &H, ifname: &str) -> Result<Link> {
+/// alias, renamed to `CNI_IFNAME`, its IPv6 DAD set (`dad`, if any), up.
+fn move_in<H: NetnsHandle>(
+    host: &H,
+    dev: &Link,
+    pod: &H,
+    ifname: &str,
+    dad: Option<Dad>,
+) -> Result<Link> {
     host.move_to_netns(dev.index, pod.netns())?;
     let inside = pod.link_by_name(&dev.name)?;
     let configured = (|| -> Result<Link> {
         pod.set_down(inside.index)?;
         pod.set_alias(inside.index, &dev.name)?;
         pod.rename(inside.index, ifname)?;
+        if let Some(dad) = dad {
+            cni_netns::set_dad(pod, ifname, dad);
+        }
         pod.set_up(inside.index)?;
         Ok(pod.link_by_index(inside.index)?)
     })();

@@ -45,6 +45,10 @@ pub struct IpvlanConf {
     pub link_in_container: bool,
     /// `dns`, copied into the result.
     pub dns: Dns,
+    /// `optimisticDad` (default true): the pod's IPv6 addresses use
+    /// optimistic DAD ([`cni_netns::Dad::Optimistic`]), usable as soon as
+    /// the ADD returns; false gives Go's (the ADD waits for DAD).
+    pub optimistic_dad: bool,
 }
 
 #[derive(Deserialize)]
@@ -57,6 +61,8 @@ pub(crate) struct Raw {
     mtu: i64,
     #[serde(rename = "linkInContainer", default)]
     link_in_container: bool,
+    #[serde(rename = "optimisticDad", default = "conf::yes")]
+    optimistic_dad: bool,
 }
 
 impl IpvlanConf {
@@ -71,7 +77,14 @@ impl IpvlanConf {
             mtu,
             link_in_container: raw.link_in_container,
             dns: config.dns.clone().unwrap_or_default(),
+            optimistic_dad: raw.optimistic_dad,
         })
+    }
+
+    /// The pod interface's IPv6 DAD: optimistic unless `optimisticDad` is
+    /// false (then Go's: the namespace's DAD, waited for).
+    pub fn dad(&self) -> cni_netns::Dad {
+        conf::shared_segment_dad(self.optimistic_dad)
     }
 }
 
@@ -124,7 +137,7 @@ impl<K: NetKernel> Plugin for Ipvlan<K> {
             ip.interface = Some(0);
         }
         result.interfaces = vec![interface(&link, &req.netns)];
-        iface::configure_announced(&pod, &req.ifname, &result)?;
+        iface::configure_announced(&pod, &req.ifname, &result, conf.dad())?;
         result.dns = conf.dns.clone();
         undo.commit();
         Ok(result)

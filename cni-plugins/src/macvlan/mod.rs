@@ -48,6 +48,10 @@ pub struct MacvlanConf {
     pub bc_queue_len: Option<u32>,
     /// `dns`, copied into the result.
     pub dns: Dns,
+    /// `optimisticDad` (default true): the pod's IPv6 addresses use
+    /// optimistic DAD ([`cni_netns::Dad::Optimistic`]), usable as soon as
+    /// the ADD returns; false gives Go's (the ADD waits for DAD).
+    pub optimistic_dad: bool,
 }
 
 #[derive(Deserialize)]
@@ -64,6 +68,8 @@ pub(crate) struct Raw {
     link_in_container: bool,
     #[serde(default)]
     bcqueuelen: Option<u32>,
+    #[serde(rename = "optimisticDad", default = "conf::yes")]
+    optimistic_dad: bool,
 }
 
 impl MacvlanConf {
@@ -82,7 +88,14 @@ impl MacvlanConf {
             link_in_container: raw.link_in_container,
             bc_queue_len: raw.bcqueuelen,
             dns: config.dns.clone().unwrap_or_default(),
+            optimistic_dad: raw.optimistic_dad,
         })
+    }
+
+    /// The pod interface's IPv6 DAD: optimistic unless `optimisticDad` is
+    /// false (then Go's: the namespace's DAD, waited for).
+    pub fn dad(&self) -> cni_netns::Dad {
+        conf::shared_segment_dad(self.optimistic_dad)
     }
 }
 
@@ -145,7 +158,7 @@ impl<K: NetKernel> Plugin for Macvlan<K> {
             for ip in &mut result.ips {
                 ip.interface = Some(0);
             }
-            iface::configure_announced(&pod, &req.ifname, &result)?;
+            iface::configure_announced(&pod, &req.ifname, &result, conf.dad())?;
         }
         result.dns = conf.dns.clone();
         undo.commit();

@@ -9,6 +9,13 @@
 //!   IPAM routes (the default route via `G`);
 //! * node: `G/32` on the host veth and `A/32 dev veth scope host`.
 //!
+//! IPv6 duplicate address detection cannot find anything on the veth: its
+//! pod end's only neighbour is its node end, which holds only the
+//! gateways, and an address that is its own gateway is refused. So unless
+//! `enabledad` asks for Go's behaviour, DAD is off on the pod end
+//! ([`Dad::Off`]: `accept_dad` 0 before it comes up, the addresses and
+//! the node's gateway added `nodad`) and the ADD does not wait for it.
+//!
 //! ```
 //! use cni_plugins::ptp::PtpConf;
 //! use cni_types::NetworkConfig;
@@ -27,7 +34,7 @@ use std::sync::Arc;
 use cni_exec::{Plugin, Request};
 use cni_netns::firewall::{Backend, Firewall, RuleKind};
 use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
-use cni_netns::{AddressOptions, IpNetwork, KernelRoute, Link, SCOPE_HOST};
+use cni_netns::{AddressOptions, Dad, IpNetwork, KernelRoute, Link, SCOPE_HOST};
 use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
@@ -45,12 +52,18 @@ pub struct PtpConf {
     pub mtu: u32,
     /// `dns`: replaces the IPAM plugin's when any field is set.
     pub dns: Option<Dns>,
+    /// `enabledad` (bridge's key): IPv6 DAD in the pod as Go's ptp does
+    /// it (the namespace's setting, the ADD waiting for the addresses);
+    /// by default it is off ([`Dad::Off`]).
+    pub enable_dad: bool,
 }
 
 #[derive(Deserialize)]
 pub(crate) struct Raw {
     #[serde(default)]
     mtu: i64,
+    #[serde(rename = "enabledad", default)]
+    enable_dad: bool,
 }
 
 impl PtpConf {
@@ -63,7 +76,17 @@ impl PtpConf {
             ip_masq: config.ip_masq,
             mtu,
             dns: config.dns.clone().filter(|d| !d.is_empty()),
+            enable_dad: raw.enable_dad,
         })
+    }
+
+    /// The pod end's IPv6 DAD.
+    pub fn dad(&self) -> Dad {
+        if self.enable_dad {
+            Dad::Kernel
+        } else {
+            Dad::Off
+        }
     }
 }
 
@@ -117,6 +140,7 @@ impl<K: NetKernel> Plugin for Ptp<K> {
         let id = attachment(req);
         let mut undo = Undo::new();
         let mut result = ipam::add(req, &mut undo)?;
+        no_address_is_a_gateway(&result)?;
         let v4 = result.ips.iter().any(|ip| ip.address.is_ipv4());
         let v6 = result.ips.iter().any(|ip| ip.address.is_ipv6());
         host.enable_forwarding(v4, v6)?;
@@ -129,13 +153,14 @@ impl<K: NetKernel> Plugin for Ptp<K> {
             ip.interface = Some(1);
         }
         result.interfaces = vec![interface(&host_veth, ""), interface(&container, &req.netns)];
-        iface::configure(&pod, &req.ifname, &result)?;
+        let dad = conf.dad();
+        iface::configure_with(&pod, &req.ifname, &result, dad)?;
         for ip in &result.ips {
             let gw = ip.gateway.ok_or_else(|| Error::IpamNoGateway {
                 address: ip.address.to_string(),
             })?;
             point_to_point(&pod, &container, ip.address, gw)?;
-            gateway_on_host(&host, &host_veth, ip.address, gw)?;
+            gateway_on_host(&host, &host_veth, ip.address, gw, dad)?;
         }
         if conf.ip_masq {
             undo.push(|| self.firewall.delete_owned(RuleKind::Masquerade, &id));
@@ -203,6 +228,26 @@ impl<K: NetKernel> Plugin for Ptp<K> {
     }
 }
 
+/// The node end holds the gateways: an address that is a gateway of the
+/// result would be on both ends (and, with DAD off, go unnoticed).
+fn no_address_is_a_gateway(result: &CniResult) -> Result<()> {
+    for ip in &result.ips {
+        let own = ip.address.ip();
+        if let Some(gw) = result
+            .ips
+            .iter()
+            .filter_map(|i| i.gateway)
+            .find(|g| *g == own)
+        {
+            return Err(Error::IpamAddressIsGateway {
+                address: ip.address.to_string(),
+                gateway: gw.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// A prefix derived from an IPAM address that is not one.
 fn invalid_prefix(object: String, e: impl std::fmt::Display) -> Error {
     Error::InvalidPrefix {
@@ -255,18 +300,25 @@ pub fn point_to_point(
 }
 
 /// The node side: the gateway address on the host veth and a host route to
-/// the pod's address through it. Public for the same kernel floor as
-/// [`point_to_point`].
+/// the pod's address through it. With the pod's DAD off, the gateway is
+/// added `nodad` too (its only neighbour is the pod, whose addresses are
+/// not gateways), so that the pod can reach it as soon as the ADD returns.
+/// Public for the same kernel floor as [`point_to_point`].
 pub fn gateway_on_host(
     host: &impl NetnsHandle,
     veth: &Link,
     address: IpNetwork,
     gw: IpAddr,
+    dad: Dad,
 ) -> Result<()> {
     let prefix = host_prefix(gw);
     let gw_net = IpNetwork::new(gw, prefix)
         .map_err(|e| invalid_prefix(format!("gateway {gw}/{prefix}"), e))?;
-    host.add_address(veth.index, gw_net, AddressOptions::default())?;
+    let options = AddressOptions {
+        nodad: dad == Dad::Off && gw.is_ipv6(),
+        ..AddressOptions::default()
+    };
+    host.add_address(veth.index, gw_net, options)?;
     let pod_net = IpNetwork::new(address.ip(), prefix)
         .map_err(|e| invalid_prefix(format!("host route to {}", address.ip()), e))?;
     match host.add_route(&KernelRoute {

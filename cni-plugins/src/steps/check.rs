@@ -65,7 +65,10 @@ pub(crate) fn container_matches(link: &Link, intf: &Interface, kind: Option<&str
 }
 
 /// Go's `ip.ValidateExpectedInterfaceIPs` and `ip.ValidateExpectedRoute`
-/// for the pod interface `link`.
+/// for the pod interface `link`; and, ours, that no address on it (the
+/// result's or the IPv6 link-local one) failed duplicate address
+/// detection: with optimistic DAD the ADD returns before the kernel can
+/// find a duplicate, and CHECK is where it is reported.
 pub(crate) fn addresses_and_routes(
     pod: &impl NetnsHandle,
     link: &Link,
@@ -79,6 +82,12 @@ pub(crate) fn addresses_and_routes(
                 ifname: link.name.clone(),
             });
         }
+    }
+    if let Some(failed) = present.iter().find(|a| a.is_dad_failed()) {
+        return Err(Error::CheckAddressDadFailed {
+            address: failed.address.to_string(),
+            ifname: link.name.clone(),
+        });
     }
     if prev.routes.is_empty() {
         return Ok(());

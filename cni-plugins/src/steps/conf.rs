@@ -48,3 +48,19 @@ pub(crate) fn link_mode<M: std::str::FromStr>(kind: &'static str, mode: &str) ->
         mode: mode.to_owned(),
     })
 }
+
+/// The pod interface's IPv6 DAD on a shared L2 segment (macvlan, ipvlan,
+/// host-device): optimistic unless the config's `optimisticDad` is false,
+/// which gives Go's (DAD as the namespace has it, the ADD waiting for it).
+pub(crate) fn shared_segment_dad(optimistic: bool) -> cni_netns::Dad {
+    if optimistic {
+        cni_netns::Dad::Optimistic
+    } else {
+        cni_netns::Dad::Kernel
+    }
+}
+
+/// serde's default of `optimisticDad`.
+pub(crate) fn yes() -> bool {
+    true
+}

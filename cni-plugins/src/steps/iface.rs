@@ -7,7 +7,7 @@ use std::hash::{BuildHasher, Hasher};
 
 use cni_exec::Request;
 use cni_netns::kernel::{NetKernel, NetnsHandle};
-use cni_netns::{configure_interface, Ipv4Conf, Link};
+use cni_netns::{configure_interface_with, Dad, Ipv4Conf, Link};
 use cni_types::{CniResult, Interface};
 
 use super::{concurrently, ipam};
@@ -27,6 +27,17 @@ pub(crate) fn interface(link: &Link, sandbox: &str) -> Interface {
 /// `ifname`: addresses, up, routes (a route's gateway defaults to its
 /// family's first gateway).
 pub(crate) fn configure(pod: &impl NetnsHandle, ifname: &str, result: &CniResult) -> Result<()> {
+    configure_with(pod, ifname, result, Dad::Kernel)
+}
+
+/// [`configure`] with the interface's IPv6 DAD `dad`
+/// ([`cni_netns::configure_interface_with`]).
+pub(crate) fn configure_with(
+    pod: &impl NetnsHandle,
+    ifname: &str,
+    result: &CniResult,
+    dad: Dad,
+) -> Result<()> {
     let addresses: Vec<_> = result
         .ips
         .iter()
@@ -43,23 +54,24 @@ pub(crate) fn configure(pod: &impl NetnsHandle, ifname: &str, result: &CniResult
             ..cni_netns::KernelRoute::new(r.dst)
         })
         .collect();
-    configure_interface(pod, ifname, &addresses, &routes)?;
+    configure_interface_with(pod, ifname, &addresses, &routes, dad)?;
     Ok(())
 }
 
 /// macvlan's and ipvlan's pod side: announce the new address (ARP and
 /// unsolicited neighbour advertisements; either may be missing, as Go
-/// ignores), then [`configure`].
+/// ignores), then [`configure_with`] with `dad`.
 pub(crate) fn configure_announced(
     pod: &impl NetnsHandle,
     ifname: &str,
     result: &CniResult,
+    dad: Dad,
 ) -> Result<()> {
     if let Ok(link) = pod.link_by_name(ifname) {
         let _ = pod.set_ipv4_conf(link.index, &[(Ipv4Conf::ArpNotify, 1)]);
     }
     let _ = pod.sysctl_set(&format!("net/ipv6/conf/{ifname}/ndisc_notify"), "1");
-    configure(pod, ifname, result)
+    configure_with(pod, ifname, result, dad)
 }
 
 /// A temporary link name (`veth` + 8 hex digits, as Go's

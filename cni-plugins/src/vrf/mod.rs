@@ -311,6 +311,7 @@ fn global_addresses(pod: &impl NetnsHandle, link: &Link) -> Result<Vec<SavedAddr
             options: AddressOptions {
                 nodad: a.flags & IFA_F_NODAD != 0,
                 noprefixroute: a.flags & IFA_F_NOPREFIXROUTE != 0,
+                ..AddressOptions::default()
             },
         })
         .collect())

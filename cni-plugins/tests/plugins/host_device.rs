@@ -147,3 +147,43 @@ fn host_device_del_is_idempotent_and_rollback_moves_the_link_back() {
     let st = json!({"cniVersion": "1.1.0", "name": "hdnet", "type": "host-device", "device": "x"});
     node.exec(&bin, "STATUS", &env, &st).expect_ok("STATUS");
 }
+
+#[test]
+fn host_device_dual_stack_matches_go_but_for_optimistic_dad() {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("host-device")]) {
+        return;
+    }
+    // The device's peer is up: DAD needs a carrier.
+    let setup = |node: &Node| {
+        setup(node);
+        node.ip(&["link", "set", "hostdev0p", "up"]);
+    };
+    let ipam = json!({"type": "host-local",
+                      "ranges": [[{"subnet": "10.86.0.0/24"}], [{"subnet": "fd00:86::/64"}]],
+                      "routes": [{"dst": "0.0.0.0/0"}, {"dst": "::/0"}]});
+    for (extra, want) in [
+        // The deliberate difference (`differential_idempotent_del` applies
+        // it to Go's run): optimistic DAD on the pod's interface.
+        (
+            json!({"ipam": ipam.clone()}),
+            "optimistic_dad=1 use_optimistic=1",
+        ),
+        // `optimisticDad: false` is Go's.
+        (
+            json!({"ipam": ipam.clone(), "optimisticDad": false}),
+            "optimistic_dad=0 use_optimistic=0",
+        ),
+    ] {
+        let run = differential_idempotent_del(&Scenario {
+            plugin: "host-device",
+            conf: conf("1.0.0", extra),
+            setup: &setup,
+            args: "",
+        });
+        assert!(
+            run.dad.contains(&format!("pod eth0 accept_dad=1 {want}")),
+            "{:?}",
+            run.dad
+        );
+    }
+}

@@ -420,7 +420,9 @@ fn host_device_kernel_failure_at_each_add_step_puts_the_nic_back() {
         host_device_node,
         |k| HostDevice::with_kernel(k.clone()),
         &conf,
-        &[],
+        // The optimistic DAD sysctls: a failed write leaves the kernel's
+        // DAD, waited for (as bridge ignores its DAD sysctls).
+        &[(KernelOp::WriteSysctl, POD)],
     );
     assert_eq!(
         ops(&steps),
@@ -429,6 +431,7 @@ fn host_device_kernel_failure_at_each_add_step_puts_the_nic_back() {
             (KernelOp::SetDown, POD),
             (KernelOp::SetLinkOption, POD),
             (KernelOp::Rename, POD),
+            (KernelOp::WriteSysctl, POD),
             (KernelOp::SetUp, POD),
             (KernelOp::AddAddress, POD),
             (KernelOp::AddRoute, POD)

@@ -322,3 +322,33 @@ fn macvlan_gc_and_status_reach_our_host_local_in_1_1_0() {
     node.exec(&bin, "GC", &gce, &gc).expect_ok("GC");
     assert_eq!(leases(&node), vec!["10.92.0.3".to_string()]);
 }
+
+#[test]
+fn macvlan_dual_stack_matches_go_but_for_optimistic_dad() {
+    if !premise::require_all(&[Need::Root, Need::GoPlugin("macvlan")]) {
+        return;
+    }
+    let ipam = json!({"type": "host-local",
+                      "ranges": [[{"subnet": "10.81.0.0/24"}], [{"subnet": "fd00:81::/64"}]],
+                      "routes": [{"dst": "0.0.0.0/0"}, {"dst": "::/0"}]});
+    // The deliberate difference (`differential` applies it to Go's run):
+    // optimistic DAD on the pod's interface.
+    let run = differential(&sc(conf("1.0.0", json!({"ipam": ipam.clone()}))));
+    assert!(
+        run.dad
+            .contains(&"pod eth0 accept_dad=1 optimistic_dad=1 use_optimistic=1".into()),
+        "{:?}",
+        run.dad
+    );
+    // `optimisticDad: false` is Go's.
+    let run = differential(&sc(conf(
+        "1.0.0",
+        json!({"ipam": ipam, "optimisticDad": false}),
+    )));
+    assert!(
+        run.dad
+            .contains(&"pod eth0 accept_dad=1 optimistic_dad=0 use_optimistic=0".into()),
+        "{:?}",
+        run.dad
+    );
+}

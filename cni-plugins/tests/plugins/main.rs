@@ -26,6 +26,7 @@ mod host_local_go;
 mod host_local_input;
 mod host_local_stress;
 mod input_limits;
+mod ipv6_dad;
 mod ipvlan;
 mod leak_census;
 mod link_plugins;

@@ -19,14 +19,19 @@
 //! * macvlan, ipvlan: the link created into the pod on the node's master
 //!   under a temporary name and renamed, its ARP and ND notifications;
 //!
-//! then the addresses and routes through `configure_interface` (the
-//! plugins' own code: it waits for IPv6 DAD exactly where they do, as the
-//! chain's `pod_dad` knob sets `accept_dad`), ptp's point-to-point routes
+//! then the addresses and routes through `configure_interface_with` (the
+//! plugins' own code), ptp's point-to-point routes
 //! and node side (ptp's own functions), tuning's sysctl, the nf_tables
 //! elements (masquerade, one port mapping; native backend), bandwidth's
 //! qdiscs, IFB and filter, and the bridge port's wait to be operationally
 //! up. The node's shared objects (bridge, its gateway addresses, macvlan's
 //! master) are made before the first pod, as an untimed warm-up pod would.
+//!
+//! IPv6 DAD on the pod's interface is the plugin's own: the [`Dad`] its
+//! config gives for the cell's conflist (`BridgeConf::dad`, `PtpConf::dad`,
+//! `MacvlanConf::dad`, `IpvlanConf::dad`), set and waited for by the same
+//! `cni-netns` functions the plugins call, so the floor waits where, and
+//! only where, the plugin waits.
 //!
 //! DEL, per pod: the pod's namespace opened, bandwidth's qdiscs removed,
 //! then the link deleted (the host end of a veth; the macvlan in the pod:
@@ -45,11 +50,16 @@ use cni_netns::firewall::{
 use cni_netns::kernel::NetnsHandle;
 use cni_netns::tc::{self, PschedClock, RedirectFilterKind, Tbf};
 use cni_netns::{
-    configure_interface, sysctl, AddressOptions, BridgePortOptions, BridgeSpec, BridgeVlan, Handle,
-    IpNetwork, Ipv4Conf, IpvlanMode, IpvlanSpec, KernelRoute, Link, MacvlanMode, MacvlanSpec,
-    OperState, OwnedNetns, VethSpec,
+    configure_interface_with, set_dad, sysctl, AddressOptions, BridgePortOptions, BridgeSpec,
+    BridgeVlan, Dad, Handle, IpNetwork, Ipv4Conf, IpvlanMode, IpvlanSpec, KernelRoute, Link,
+    MacvlanMode, MacvlanSpec, OperState, OwnedNetns, VethSpec,
 };
-use cni_testkit::matrix::{MatrixCell, PluginChain, PodDad};
+use cni_plugins::bridge::BridgeConf;
+use cni_plugins::ipvlan::IpvlanConf;
+use cni_plugins::macvlan::MacvlanConf;
+use cni_plugins::ptp::PtpConf;
+use cni_testkit::matrix::{MatrixCell, PluginChain};
+use cni_types::NetworkConfig;
 
 use super::{Fallible, Samples, Scratch, INTERRUPTED};
 
@@ -101,7 +111,7 @@ pub(crate) fn run_cell(
         .node
         .netns()
         .run(|| {
-            let node = Node::new(cell, &scratch.tag)?;
+            let node = Node::new(cell, &scratch.tag, &scratch.state)?;
             node.run(&pods, warm_up, starts)
         })
         .map_err(|e| e.to_string())?
@@ -121,6 +131,8 @@ struct Node {
     /// cluster networks).
     networks: Vec<IpNetwork>,
     clock: PschedClock,
+    /// The pod interface's IPv6 DAD, as the chain's plugin configures it.
+    dad: Dad,
 }
 
 /// What one ADD made, for its DEL.
@@ -170,8 +182,30 @@ const STEPS: [&str; 9] = [
     "port up",
 ];
 
+/// The pod interface's IPv6 DAD that the cell's interface plugin (for
+/// flannel, its bridge delegate) gives for the cell's conflist.
+fn plugin_dad(cell: MatrixCell, tag: &str, state: &std::path::Path) -> Fallible<Dad> {
+    let list = cell.conflist_json(tag, state);
+    let mut plugin = list["plugins"][0].clone();
+    if cell.chain == PluginChain::Flannel {
+        plugin = plugin["delegate"].clone();
+        plugin["type"] = "bridge".into();
+    }
+    plugin["cniVersion"] = list["cniVersion"].clone();
+    plugin["name"] = list["name"].clone();
+    let config = NetworkConfig::from_slice(plugin.to_string().as_bytes())
+        .map_err(|e| format!("the {} plugin's config: {e}", cell.name()))?;
+    let e = |e: cni_plugins::Error| format!("the {} plugin's config: {e}", cell.name());
+    Ok(match cell.chain {
+        PluginChain::Ptp => PtpConf::load(&config).map_err(e)?.dad(),
+        PluginChain::Macvlan => MacvlanConf::load(&config, "").map_err(e)?.dad(),
+        PluginChain::Ipvlan => IpvlanConf::load(&config).map_err(e)?.dad(),
+        _ => BridgeConf::load(&config, "").map_err(e)?.dad(),
+    })
+}
+
 impl Node {
-    fn new(cell: MatrixCell, tag: &str) -> Fallible<Node> {
+    fn new(cell: MatrixCell, tag: &str, state: &std::path::Path) -> Fallible<Node> {
         let host = Handle::current().map_err(kernel)?;
         let subnets = cell
             .pod_subnets(tag)
@@ -221,6 +255,7 @@ impl Node {
             subnets,
             networks,
             clock: PschedClock::read(),
+            dad: plugin_dad(cell, tag, state)?,
         })
     }
 
@@ -323,7 +358,9 @@ impl Node {
             step(0);
             let _ = host.sysctl_set(&sysctl::accept_ra(&bridge.name), "0");
             host.enable_forwarding(v4, v6).map_err(kernel)?;
-            self.pod_dad(&pod)?;
+            // The bridge's pod settings: its DAD (before the link comes
+            // up), ARP notifications.
+            set_dad(&pod, "eth0", self.dad);
             let _ = pod.set_ipv4_conf(eth0, &[(Ipv4Conf::ArpNotify, 1)]);
             if chain == PluginChain::Flannel {
                 host.set_bridge_port(
@@ -371,7 +408,6 @@ impl Node {
             let link = pod.link_by_name(&tmp).map_err(kernel)?;
             pod.rename(link.index, "eth0").map_err(kernel)?;
             step(0);
-            self.pod_dad(&pod)?;
             let _ = pod.set_ipv4_conf(link.index, &[(Ipv4Conf::ArpNotify, 1)]);
             let _ = pod.sysctl_set("net/ipv6/conf/eth0/ndisc_notify", "1");
             step(1);
@@ -384,8 +420,6 @@ impl Node {
                 .map_err(kernel)?;
             let eth0 = pod.link_by_name("eth0").map_err(kernel)?;
             step(0);
-            self.pod_dad(&pod)?;
-            step(1);
             host_veth = Some(hv);
             eth0.index
         };
@@ -402,7 +436,14 @@ impl Node {
             })
             .collect::<Fallible<_>>()?;
         routes.extend(self.networks.iter().map(|n| KernelRoute::new(*n)));
-        configure_interface(&pod, "eth0", &addresses, &routes).map_err(kernel)?;
+        // The bridge set its DAD above and configures with the
+        // namespace's; the others configure with theirs.
+        let dad = if chain.on_bridge() {
+            Dad::Kernel
+        } else {
+            self.dad
+        };
+        configure_interface_with(&pod, "eth0", &addresses, &routes, dad).map_err(kernel)?;
         step(2);
         if chain == PluginChain::Ptp {
             let container = pod.link_by_index(pod_link).map_err(kernel)?;
@@ -411,7 +452,7 @@ impl Node {
                 let gw = gw.ok_or("no gateway")?;
                 cni_plugins::ptp::point_to_point(&pod, &container, address, gw)
                     .map_err(|e| e.to_string())?;
-                cni_plugins::ptp::gateway_on_host(&host, hv, address, gw)
+                cni_plugins::ptp::gateway_on_host(&host, hv, address, gw, self.dad)
                     .map_err(|e| e.to_string())?;
             }
             step(3);
@@ -498,15 +539,6 @@ impl Node {
             ifb,
             somaxconn,
         })
-    }
-
-    /// The chain's DAD setting on the pod's end ([`PodDad`]), before its
-    /// addresses go on.
-    fn pod_dad(&self, pod: &Handle) -> Fallible<()> {
-        if self.cell.stack.has_v6() && self.cell.chain.pod_dad() == PodDad::Off {
-            let _ = pod.sysctl_set_in("net/ipv6/conf/eth0", &[("accept_dad", "0")]);
-        }
-        Ok(())
     }
 
     /// One DEL's kernel requests: (firewall, link, total) seconds. As our

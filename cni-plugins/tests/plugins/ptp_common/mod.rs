@@ -329,11 +329,122 @@ pub(crate) fn normalise(v: &Value) -> Value {
     }
 }
 
+/// The IPv6 DAD state after ADD, as sorted lines: the pod's `eth0`
+/// sysctls (`accept_dad`, `optimistic_dad`, `use_optimistic`) and the
+/// `nodad` flag of each global IPv6 address in the pod and on the node.
+/// Where ours differs from Go's on purpose,
+/// [`apply_deliberate_dad_difference`] says how.
+pub(crate) fn dad_state(node: &str, pod: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let netns = cni_netns::Netns::open(Path::new(cni_netns::NETNS_RUN_DIR).join(pod))
+        .expect("open pod netns");
+    let sysctls = netns
+        .run(|| {
+            ["accept_dad", "optimistic_dad", "use_optimistic"]
+                .map(|k| {
+                    let v = std::fs::read_to_string(format!("/proc/sys/net/ipv6/conf/eth0/{k}"));
+                    v.map(|v| format!("{k}={}", v.trim()))
+                })
+                .into_iter()
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .expect("enter pod");
+    if let Ok(sysctls) = sysctls {
+        lines.push(format!("pod eth0 {}", sysctls.join(" ")));
+    }
+    for (side, ns) in [("node", node), ("pod", pod)] {
+        for l in ip_json_in(ns, &["-6", "addr", "show", "scope", "global"])
+            .as_array()
+            .unwrap()
+        {
+            let dev = norm_name(l["ifname"].as_str().unwrap_or(""));
+            // iproute2 lists the addresses `-6` leaves out as `{}`.
+            for a in l["addr_info"].as_array().cloned().unwrap_or_default() {
+                let Some(local) = a["local"].as_str() else {
+                    continue;
+                };
+                lines.push(format!(
+                    "{side} {dev} {local} nodad={}",
+                    a["nodad"] == json!(true)
+                ));
+            }
+        }
+    }
+    lines.sort();
+    lines
+}
+
+/// Go's run turned into ours by the deliberate differences of IPv6 DAD
+/// (docs/plugins/<plugin>.md): its [`dad_state`], and
+/// * ptp (unless `enabledad`), with IPv6 addresses: DAD off on the pod end
+///   (`accept_dad` 0) and every global IPv6 address, the pod's and the
+///   node's gateway, added `nodad`; so the node's gateway is usable at
+///   once and its `local` route is there when ADD returns (Go's appears
+///   when its DAD ends, after the ADD);
+/// * macvlan, ipvlan (with IPv6 addresses) and host-device (with IPAM),
+///   unless `optimisticDad` is false: `optimistic_dad` and
+///   `use_optimistic` 1 on the pod's interface.
+pub(crate) fn apply_deliberate_dad_difference(plugin: &str, conf: &Value, go: &mut Run) {
+    let has_v6 = go
+        .dad
+        .iter()
+        .any(|l| l.starts_with("pod eth0 ") && !l.contains("accept_dad="));
+    let optimistic = conf["optimisticDad"] != json!(false)
+        && match plugin {
+            "macvlan" | "ipvlan" => has_v6,
+            "host-device" => conf.get("ipam").is_some_and(|i| !i.is_null()),
+            _ => false,
+        };
+    let off = plugin == "ptp" && conf["enabledad"] != json!(true) && has_v6;
+    let mut ours: Vec<String> = go
+        .dad
+        .iter()
+        .map(|l| {
+            if l.starts_with("pod eth0 accept_dad=") {
+                let mut l = l.clone();
+                if off {
+                    l = l.replace("accept_dad=1", "accept_dad=0");
+                }
+                if optimistic {
+                    l = l
+                        .replace("optimistic_dad=0", "optimistic_dad=1")
+                        .replace("use_optimistic=0", "use_optimistic=1");
+                }
+                l
+            } else if off {
+                l.replace("nodad=false", "nodad=true")
+            } else {
+                l.clone()
+            }
+        })
+        .collect();
+    ours.sort();
+    if off {
+        for l in &ours {
+            let mut words = l.split(' ');
+            if let (Some("node"), Some(dev), Some(ip)) = (words.next(), words.next(), words.next())
+            {
+                let route = format!(
+                    "route local {ip} via=- dev={dev} scope=global proto=kernel src=- table=local"
+                );
+                if !go.node_after_add.contains(&route) {
+                    go.node_after_add.push(route);
+                }
+            }
+        }
+        go.node_after_add.sort();
+    }
+    go.dad = ours;
+}
+
 /// What one implementation did with one config: ADD's result, CHECK's
 /// outcome, the state after ADD and after DEL, and the DEL outcomes.
 #[derive(Debug, PartialEq)]
 pub(crate) struct Run {
     pub(crate) add: Result<Value, String>,
+    /// [`dad_state`] after ADD (compared through
+    /// [`apply_deliberate_dad_difference`]).
+    pub(crate) dad: Vec<String>,
     pub(crate) check: Option<bool>,
     pub(crate) node_after_add: Vec<String>,
     pub(crate) pod_after_add: Vec<String>,
@@ -371,6 +482,7 @@ pub(crate) fn run_scenario(imp: Impl, sc: &Scenario<'_>) -> Run {
     let pod_name = ns_name(&pod).to_owned();
     let node_after_add = kernel_state(node.name());
     let pod_after_add = kernel_state(&pod_name);
+    let dad = dad_state(node.name(), &pod_name);
     let mut check = None;
     let version = conf["cniVersion"].as_str().unwrap_or("").to_owned();
     if add.ok && !matches!(version.as_str(), "0.1.0" | "0.2.0" | "0.3.0" | "0.3.1") {
@@ -393,6 +505,7 @@ pub(crate) fn run_scenario(imp: Impl, sc: &Scenario<'_>) -> Run {
         } else {
             Err(error_msg(&add))
         },
+        dad,
         check,
         node_after_add,
         pod_after_add,
@@ -416,8 +529,9 @@ fn error_msg(out: &Out) -> String {
 /// did the same.
 #[track_caller]
 pub(crate) fn differential(sc: &Scenario<'_>) -> Run {
-    let go = run_scenario(Impl::Go, sc);
+    let mut go = run_scenario(Impl::Go, sc);
     let ours = run_scenario(Impl::Ours, sc);
+    apply_deliberate_dad_difference(sc.plugin, &sc.conf, &mut go);
     pretty_assertions::assert_eq!(go, ours, "Go (left) vs ours (right) for {}", sc.conf);
     ours
 }
@@ -429,6 +543,7 @@ pub(crate) fn differential(sc: &Scenario<'_>) -> Run {
 pub(crate) fn differential_idempotent_del(sc: &Scenario<'_>) -> Run {
     let mut go = run_scenario(Impl::Go, sc);
     let ours = run_scenario(Impl::Ours, sc);
+    apply_deliberate_dad_difference(sc.plugin, &sc.conf, &mut go);
     assert!(ours.del_again_ok, "repeated DEL: {ours:?}");
     go.del_again_ok = true;
     pretty_assertions::assert_eq!(go, ours, "Go (left) vs ours (right) for {}", sc.conf);
