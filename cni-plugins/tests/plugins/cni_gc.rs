@@ -934,7 +934,7 @@ fn a_copied_cache_record_is_removed_and_a_fifo_in_the_conf_dir_is_skipped() {
     let live = node.sandbox(&mut cri, "live", &[]);
     let gone = node.sandbox(&mut cri, "gone", &[]);
     node.ctd
-        .forget_sandboxes(&[gone.id.clone()])
+        .forget_sandboxes(std::slice::from_ref(&gone.id))
         .expect("forget a sandbox");
     let net = &node.nets[0];
     let real = net.cache_file(&gone.id, "eth0");
