@@ -229,6 +229,16 @@ pub enum Error {
         /// What was counted (`"entries"`, `"JSON values"`).
         what: &'static str,
     },
+    /// A network configuration (a plugin's stdin) holds more JSON values
+    /// than [`crate::limits::MAX_CONFIG_VALUES`] (code 7); reading stopped
+    /// there.
+    #[error(
+        "network configuration: more than {limit} JSON values (the limit for a configuration)"
+    )]
+    ConfigTooLarge {
+        /// The limit passed.
+        limit: usize,
+    },
     /// A network configuration that decodes but is invalid.
     #[error("{0}")]
     InvalidConfig(String),
@@ -281,7 +291,8 @@ impl Error {
             Error::InvalidConfig(_)
             | Error::SpecKey { .. }
             | Error::KeyType { .. }
-            | Error::ResultTooLarge { .. } => ErrorCode::InvalidNetworkConfig,
+            | Error::ResultTooLarge { .. }
+            | Error::ConfigTooLarge { .. } => ErrorCode::InvalidNetworkConfig,
             Error::Convert { .. } => ErrorCode::IncompatibleCniVersion,
             Error::Args(_) => ErrorCode::InvalidEnvironmentVariables,
             Error::InvalidName { code, .. } => *code,

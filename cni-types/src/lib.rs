@@ -36,9 +36,9 @@
 //!
 //! A result read from JSON (a config's `prevResult`, a plugin's answer) may
 //! hold at most 1024 interfaces, 4096 addresses, 4096 routes and 1024 entries
-//! in each `dns` list; the limits are counted while the JSON is parsed, so
-//! that memory stays bounded by them rather than by the input's size (see
-//! [`limits`]).
+//! in each `dns` list, and a network configuration at most 262144 JSON
+//! values; the limits are counted while the JSON is parsed, so that memory
+//! stays bounded by them rather than by the input's size (see [`limits`]).
 //!
 //! # Case of JSON keys
 //!

@@ -17,6 +17,10 @@
 //! | any other array inside a result | [`MAX_OTHER_ENTRIES`] (4096) |
 //! | JSON values in the whole result | [`MAX_RESULT_VALUES`] (131072) |
 //!
+//! A whole network configuration holds at most [`MAX_CONFIG_VALUES`]
+//! (262144) JSON values ([`Error::ConfigTooLarge`], code 7), counted the
+//! same way.
+//!
 //! ```
 //! use cni_types::{limits, Error, NetworkConfig};
 //!
@@ -33,7 +37,6 @@ use std::cell::RefCell;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::Error;
@@ -53,6 +56,12 @@ pub const MAX_OTHER_ENTRIES: usize = 4096;
 /// The most JSON values (objects, arrays, strings, numbers... each counts
 /// one) in a whole result: twice what a result at every list limit holds.
 pub const MAX_RESULT_VALUES: usize = 131_072;
+
+/// The most JSON values in a whole network configuration (a plugin's
+/// stdin): what keeps the memory of any key of it, not only `prevResult`,
+/// bounded (a 14 MB array of zeros cost a plugin 1 GB). A GC request
+/// listing 10,000 attachments holds some 30,000.
+pub const MAX_CONFIG_VALUES: usize = 262_144;
 
 /// The limit for an array under `key`.
 fn array_limit(key: &str) -> usize {
@@ -105,6 +114,7 @@ pub fn result_value_from_slice(bytes: &[u8], what: &str) -> Result<Value, Error>
         budget: &budget,
         path: &root,
         key: what,
+        in_result: true,
     }
     .deserialize(&mut de)
     .and_then(|v| de.end().map(|()| v));
@@ -124,7 +134,10 @@ pub fn config_value_from_slice(bytes: &[u8]) -> Result<Value, Error> {
 
 /// The count of values read so far and the first limit passed.
 struct Budget {
+    /// Values of the result(s) read.
     values: std::cell::Cell<usize>,
+    /// Values of the whole input.
+    all: std::cell::Cell<usize>,
     exceeded: RefCell<Option<Error>>,
 }
 
@@ -132,12 +145,27 @@ impl Budget {
     fn new() -> Self {
         Budget {
             values: std::cell::Cell::new(0),
+            all: std::cell::Cell::new(0),
             exceeded: RefCell::new(None),
         }
     }
 
-    /// Counts one value; past the limit, records it and fails.
-    fn take<E: de::Error>(&self, path: &Path<'_>) -> Result<(), E> {
+    /// Counts one value (of a result when `in_result`); past a limit,
+    /// records it and fails.
+    fn take<E: de::Error>(&self, path: &Path<'_>, in_result: bool) -> Result<(), E> {
+        let all = self.all.get() + 1;
+        self.all.set(all);
+        if all > MAX_CONFIG_VALUES {
+            let e = Error::ConfigTooLarge {
+                limit: MAX_CONFIG_VALUES,
+            };
+            let msg = e.to_string();
+            self.exceeded.borrow_mut().get_or_insert(e);
+            return Err(E::custom(msg));
+        }
+        if !in_result {
+            return Ok(());
+        }
         let n = self.values.get() + 1;
         self.values.set(n);
         if n > MAX_RESULT_VALUES {
@@ -212,12 +240,14 @@ impl fmt::Display for Path<'_> {
     }
 }
 
-/// A value inside a result: counted, its arrays bounded by `key`'s limit.
+/// A counted value; inside a result, its arrays bounded by `key`'s limit.
 struct Bounded<'a> {
     budget: &'a Budget,
     path: &'a Path<'a>,
     /// The object key the value is under ("" inside an array of arrays).
     key: &'a str,
+    /// Whether the value is part of a result (list limits apply).
+    in_result: bool,
 }
 
 impl<'de> DeserializeSeed<'de> for Bounded<'_> {
@@ -236,37 +266,37 @@ impl<'de> Visitor<'de> for Bounded<'_> {
     }
 
     fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
-        self.budget.take(self.path)?;
+        self.budget.take(self.path, self.in_result)?;
         Ok(Value::Bool(v))
     }
 
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
-        self.budget.take(self.path)?;
+        self.budget.take(self.path, self.in_result)?;
         Ok(Value::from(v))
     }
 
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
-        self.budget.take(self.path)?;
+        self.budget.take(self.path, self.in_result)?;
         Ok(Value::from(v))
     }
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
-        self.budget.take(self.path)?;
+        self.budget.take(self.path, self.in_result)?;
         Ok(Value::from(v))
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
-        self.budget.take(self.path)?;
+        self.budget.take(self.path, self.in_result)?;
         Ok(Value::String(v.to_string()))
     }
 
     fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
-        self.budget.take(self.path)?;
+        self.budget.take(self.path, self.in_result)?;
         Ok(Value::String(v))
     }
 
     fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
-        self.budget.take(self.path)?;
+        self.budget.take(self.path, self.in_result)?;
         Ok(Value::Null)
     }
 
@@ -279,8 +309,12 @@ impl<'de> Visitor<'de> for Bounded<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        self.budget.take(self.path)?;
-        let limit = array_limit(self.key);
+        self.budget.take(self.path, self.in_result)?;
+        let limit = if self.in_result {
+            array_limit(self.key)
+        } else {
+            usize::MAX
+        };
         let mut out = Vec::new();
         loop {
             let here = self.path.child(Seg::Index(out.len()));
@@ -288,6 +322,7 @@ impl<'de> Visitor<'de> for Bounded<'_> {
                 budget: self.budget,
                 path: &here,
                 key: "",
+                in_result: self.in_result,
             };
             match seq.next_element_seed(element)? {
                 None => return Ok(Value::Array(out)),
@@ -300,7 +335,7 @@ impl<'de> Visitor<'de> for Bounded<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        self.budget.take(self.path)?;
+        self.budget.take(self.path, self.in_result)?;
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
             let here = self.path.child(Seg::Key(&key));
@@ -308,6 +343,7 @@ impl<'de> Visitor<'de> for Bounded<'_> {
                 budget: self.budget,
                 path: &here,
                 key: &key,
+                in_result: self.in_result,
             })?;
             out.insert(key, value);
         }
@@ -329,6 +365,26 @@ impl<'de> DeserializeSeed<'de> for Config<'_> {
     }
 }
 
+impl Config<'_> {
+    /// The visitor for a value outside any result.
+    fn plain<'p>(&self, path: &'p Path<'p>) -> Bounded<'p>
+    where
+        Self: 'p,
+    {
+        Bounded {
+            budget: self.budget,
+            path,
+            key: "",
+            in_result: false,
+        }
+    }
+}
+
+const CONFIG: Path<'static> = Path {
+    parent: None,
+    seg: Seg::Root("network configuration"),
+};
+
 impl<'de> Visitor<'de> for Config<'_> {
     type Value = Value;
 
@@ -337,58 +393,56 @@ impl<'de> Visitor<'de> for Config<'_> {
     }
 
     fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
+        self.plain(&CONFIG).visit_bool(v)
     }
 
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
+        self.plain(&CONFIG).visit_i64(v)
     }
 
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
+        self.plain(&CONFIG).visit_u64(v)
     }
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
-        Ok(Value::from(v))
+        self.plain(&CONFIG).visit_f64(v)
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_string()))
+        self.plain(&CONFIG).visit_str(v)
     }
 
     fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
+        self.plain(&CONFIG).visit_string(v)
     }
 
     fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
-        Ok(Value::Null)
+        self.plain(&CONFIG).visit_unit()
     }
 
     fn visit_none<E: de::Error>(self) -> Result<Value, E> {
-        Ok(Value::Null)
+        self.plain(&CONFIG).visit_none()
     }
 
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        Value::deserialize(d)
+        self.plain(&CONFIG).visit_some(d)
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Value, A::Error> {
-        Value::deserialize(de::value::SeqAccessDeserializer::new(seq))
+        self.plain(&CONFIG).visit_seq(seq)
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        self.budget.take::<A::Error>(&CONFIG, false)?;
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            let value = if key.eq_ignore_ascii_case("prevResult") {
-                let root = Path::root(&key);
-                map.next_value_seed(Bounded {
-                    budget: self.budget,
-                    path: &root,
-                    key: &key,
-                })?
-            } else {
-                map.next_value::<Value>()?
-            };
+            let here = Path::root(&key);
+            let value = map.next_value_seed(Bounded {
+                budget: self.budget,
+                path: &here,
+                key: &key,
+                in_result: key.eq_ignore_ascii_case("prevResult"),
+            })?;
             out.insert(key, value);
         }
         Ok(Value::Object(out))
@@ -483,6 +537,33 @@ mod tests {
             e.to_string(),
             "prevResult: more than 131072 JSON values (the limit for a result)"
         );
+    }
+
+    /// Any key of a configuration counts towards its limit: a plugin's own
+    /// array of millions of zeros is refused, not built.
+    #[test]
+    fn a_configuration_past_its_value_limit_is_refused() {
+        let at = format!(
+            r#"{{"name":"n","x":[{}]}}"#,
+            vec!["0"; MAX_CONFIG_VALUES - 3].join(",")
+        );
+        config_value_from_slice(at.as_bytes()).unwrap();
+        let past = format!(
+            r#"{{"name":"n","x":[{}]}}"#,
+            vec!["0"; MAX_CONFIG_VALUES - 2].join(",")
+        );
+        let e = config_value_from_slice(past.as_bytes()).unwrap_err();
+        assert_eq!(
+            e,
+            Error::ConfigTooLarge {
+                limit: MAX_CONFIG_VALUES
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "network configuration: more than 262144 JSON values (the limit for a configuration)"
+        );
+        assert_eq!(e.code(), crate::ErrorCode::InvalidNetworkConfig);
     }
 
     #[test]

@@ -644,3 +644,32 @@ fn a_prev_result_past_the_result_limits_is_refused_in_bounded_memory() {
     // read) and the runtime's own: far from the 1.9 GB of before.
     assert!(maxrss_kib < 64 << 10, "peak RSS {maxrss_kib} KiB");
 }
+
+/// Any key of a configuration counts: a plugin's own array of 7 million
+/// zeros (14 MB) is refused before it is built (it cost bridge 1 GB).
+#[test]
+fn a_configuration_past_its_value_limit_is_refused_in_bounded_memory() {
+    let mut stdin =
+        br#"{"cniVersion":"1.0.0","name":"limits","type":"bridge","bridge":"br-limits","x":["#
+            .to_vec();
+    for i in 0..7_000_000 {
+        if i > 0 {
+            stdin.push(b',');
+        }
+        stdin.push(b'0');
+    }
+    stdin.extend_from_slice(b"]}");
+    let (out, maxrss_kib) = run_measured(
+        env!("CARGO_BIN_EXE_bridge"),
+        &add_env("c1", "eth0", "/nonexistent"),
+        stdin,
+    );
+    let v = out.error("bridge");
+    assert_eq!(v["code"], 7, "{v}");
+    assert_eq!(
+        v["msg"],
+        "network configuration: more than 262144 JSON values (the limit for a configuration)"
+    );
+    assert!(out.elapsed < Duration::from_secs(5), "{:?}", out.elapsed);
+    assert!(maxrss_kib < 64 << 10, "peak RSS {maxrss_kib} KiB");
+}
