@@ -208,13 +208,14 @@ fn decode_result(
     let name = || plugin.display().to_string();
     // One version rule for both ends (Go's `version.ConfigDecoder`).
     let conf_version = cni_types::config_version(netconf)?;
-    let mut value: Value = serde_json::from_slice(stdout).map_err(|e| Error::DecodeResult {
-        plugin: name(),
-        source: cni_types::Error::Decode {
-            what: "raw result".into(),
-            reason: e.to_string(),
-        },
-    })?;
+    // Within the result limits, counted as it is parsed.
+    let mut value =
+        cni_types::limits::result_value_from_slice(stdout, "result").map_err(|source| {
+            Error::DecodeResult {
+                plugin: name(),
+                source,
+            }
+        })?;
     if value.is_null() {
         value = Value::Object(serde_json::Map::new());
     }

@@ -32,20 +32,66 @@ pub fn parse_level(s: &str) -> Option<Level> {
     })
 }
 
+/// The config's logging keys, read without building the rest of the
+/// config: this runs on stdin before the runner's bounded parse, so the
+/// other keys (a huge `prevResult`) are skipped, not decoded. The last of
+/// duplicate keys wins, as in a JSON object read whole.
+#[derive(Default)]
+struct LogKeys {
+    file: Option<serde_json::Value>,
+    level: Option<serde_json::Value>,
+    to_stderr: Option<serde_json::Value>,
+}
+
+impl<'de> serde::Deserialize<'de> for LogKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Keys;
+        impl<'de> serde::de::Visitor<'de> for Keys {
+            type Value = LogKeys;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a network configuration object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<LogKeys, A::Error> {
+                let mut keys = LogKeys::default();
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    let slot = match key.as_ref() {
+                        "logFile" => &mut keys.file,
+                        "logLevel" => &mut keys.level,
+                        "logToStderr" => &mut keys.to_stderr,
+                        _ => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    *slot = Some(map.next_value()?);
+                }
+                Ok(keys)
+            }
+        }
+        d.deserialize_map(Keys)
+    }
+}
+
 /// Where and how much to log, from the config and the environment; `None`
 /// when nothing asks for logging.
 pub fn settings(stdin: &[u8], env: &Env) -> Option<(Option<String>, Level)> {
-    let conf: serde_json::Value = serde_json::from_slice(stdin).unwrap_or_default();
-    let pick = |key: &str, var: &str| {
-        conf.get(key)
+    let conf: LogKeys = serde_json::from_slice(stdin).unwrap_or_default();
+    let pick = |value: Option<serde_json::Value>, var: &str| {
+        value
+            .as_ref()
             .and_then(|v| v.as_str())
             .filter(|s| !s.is_empty())
             .map(str::to_string)
             .or_else(|| Some(env.get(var).to_string()).filter(|s| !s.is_empty()))
     };
-    let file = pick("logFile", "CNI_LOG_FILE");
-    let level = pick("logLevel", "CNI_LOG_LEVEL");
-    let to_stderr = conf.get("logToStderr").and_then(|v| v.as_bool()) != Some(false);
+    let to_stderr = conf.to_stderr.as_ref().and_then(|v| v.as_bool()) != Some(false);
+    let file = pick(conf.file, "CNI_LOG_FILE");
+    let level = pick(conf.level, "CNI_LOG_LEVEL");
     if file.is_none() && (level.is_none() || !to_stderr) {
         return None;
     }

@@ -198,7 +198,12 @@ fn validate_config(stdin: &[u8]) -> Result<serde_json::Map<String, Value>, CniEr
             "",
         )
     };
-    let value: Value = serde_json::from_slice(stdin).map_err(|e| decode_err(e.to_string()))?;
+    // `prevResult` is read within the result limits, counted as it is
+    // parsed: a huge one costs an error, not memory.
+    let value = cni_types::limits::config_value_from_slice(stdin).map_err(|e| match e {
+        cni_types::Error::Decode { reason, .. } => decode_err(reason),
+        other => other.to_cni_error(),
+    })?;
     let map = match value {
         Value::Object(m) => m,
         Value::Null => serde_json::Map::new(),

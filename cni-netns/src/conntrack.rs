@@ -100,6 +100,10 @@ impl Conntrack {
 
     /// Like [`Conntrack::delete_udp_by_dst_port`] for several ports with a
     /// single dump (portmap's host ports of one attachment).
+    ///
+    /// An entry the kernel refuses to delete does not stop the others: every
+    /// matching entry is tried, and the refusals come back together
+    /// ([`Error::ConntrackDelete`]) with the number deleted.
     pub fn delete_udp_by_dst_ports(
         &mut self,
         family: ConntrackFamily,
@@ -108,28 +112,23 @@ impl Conntrack {
         if ports.is_empty() {
             return Ok(0);
         }
-        let err = |op, source| Error::Conntrack {
-            op,
+        let entries = self.dump(family).map_err(|source| Error::Conntrack {
+            op: "dump entries",
             family: family.name(),
             ports: ports.to_vec(),
             source,
-        };
-        let entries = self.dump(family).map_err(|e| err("dump entries", e))?;
-        let mut deleted = 0;
-        for entry in entries {
-            if !ports
-                .iter()
-                .any(|&p| udp_dst_port_matches(&entry.tuple_orig, p))
-            {
-                continue;
-            }
-            match self.delete(family, &entry) {
-                Ok(()) => deleted += 1,
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-                Err(e) => return Err(err("delete entry", e)),
-            }
+        })?;
+        let (deleted, failures) =
+            delete_matching(&entries, ports, |entry| self.delete(family, entry));
+        if failures.is_empty() {
+            return Ok(deleted);
         }
-        Ok(deleted)
+        Err(Error::ConntrackDelete {
+            family: family.name(),
+            ports: ports.to_vec(),
+            deleted,
+            failures,
+        })
     }
 
     fn dump(&mut self, family: ConntrackFamily) -> io::Result<Vec<Entry>> {
@@ -173,6 +172,32 @@ impl Conntrack {
         self.conn.receive(seq, |_| Ok(()))?;
         Ok(())
     }
+}
+
+/// Deletes (with `delete`) every entry of `entries` that is UDP to one of
+/// `ports`, going on past failures; returns how many were deleted and the
+/// failures (an entry that expired meanwhile, `ENOENT`, is neither).
+fn delete_matching(
+    entries: &[Entry],
+    ports: &[u16],
+    mut delete: impl FnMut(&Entry) -> io::Result<()>,
+) -> (usize, Vec<io::Error>) {
+    let mut deleted = 0;
+    let mut failures = Vec::new();
+    for entry in entries {
+        if !ports
+            .iter()
+            .any(|&p| udp_dst_port_matches(&entry.tuple_orig, p))
+        {
+            continue;
+        }
+        match delete(entry) {
+            Ok(()) => deleted += 1,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) => failures.push(e),
+        }
+    }
+    (deleted, failures)
 }
 
 fn open_socket() -> io::Result<Conntrack> {
@@ -273,6 +298,61 @@ mod tests {
         assert!(!udp_dst_port_matches(&entry.tuple_orig, 1234));
         assert!(entry.zone_raw.is_some());
         assert_eq!(entry.tuple_orig_raw.len(), 4 + tuple.len());
+    }
+
+    /// A UDP entry to `port` from `src` (the last address byte).
+    fn udp_entry(src: u8, port: u16) -> Entry {
+        let proto = [
+            attr(CTA_PROTO_NUM, &[17]),
+            attr(CTA_PROTO_DST_PORT, &port.to_be_bytes()),
+        ]
+        .concat();
+        let tuple = [
+            attr(1 | 0x8000, &attr(1, &[10, 0, 0, src])),
+            attr(CTA_TUPLE_PROTO | 0x8000, &proto),
+        ]
+        .concat();
+        parse_entry(&attr(CTA_TUPLE_ORIG | 0x8000, &tuple)).unwrap()
+    }
+
+    /// One refused delete does not stop the others: every matching entry
+    /// is tried, the refusals are collected, expired entries are neither.
+    #[test]
+    fn deletes_go_on_past_a_refused_entry() {
+        let entries = [
+            udp_entry(1, 53),
+            udp_entry(2, 53), // refused
+            udp_entry(3, 80), // another port: untouched
+            udp_entry(4, 53), // expired meanwhile
+            udp_entry(5, 53),
+            udp_entry(6, 53), // refused
+        ];
+        let mut tried = Vec::new();
+        let (deleted, failures) = delete_matching(&entries, &[53], |e| {
+            let src = e.tuple_orig[11];
+            tried.push(src);
+            match src {
+                2 => Err(io::Error::from_raw_os_error(libc::EPERM)),
+                4 => Err(io::Error::from_raw_os_error(libc::ENOENT)),
+                6 => Err(io::Error::from_raw_os_error(libc::EBUSY)),
+                _ => Ok(()),
+            }
+        });
+        assert_eq!(tried, [1, 2, 4, 5, 6]);
+        assert_eq!(deleted, 2);
+        let codes: Vec<_> = failures.iter().map(|e| e.raw_os_error()).collect();
+        assert_eq!(codes, [Some(libc::EPERM), Some(libc::EBUSY)]);
+        let e = Error::ConntrackDelete {
+            family: "ipv4",
+            ports: vec![53],
+            deleted,
+            failures,
+        };
+        assert_eq!(
+            e.to_string(),
+            "conntrack delete entries (ipv4 UDP, destination ports [53]): 2 deleted, 2 refused: \
+             Operation not permitted (os error 1); Device or resource busy (os error 16)"
+        );
     }
 
     #[test]

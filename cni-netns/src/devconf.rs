@@ -15,7 +15,7 @@ use nix::errno::Errno;
 use crate::error::Result;
 use crate::handle::Handle;
 use crate::link::link_msg;
-use crate::netlink::{attr, NlError};
+use crate::netlink::attr;
 
 /// An IPv4 per-interface setting (`net.ipv4.conf.<if>.<name>`) that
 /// [`Handle::set_ipv4_conf`] writes over netlink. The value is the
@@ -116,10 +116,11 @@ impl Handle {
         let replies = match self.request_raw(RTM_GETNETCONF, &req) {
             Ok(r) => r,
             // No handler for the family: IPv6 disabled at boot.
-            Err(NlError::Kernel {
-                errno: Errno::EOPNOTSUPP | Errno::EAFNOSUPPORT,
-                ..
-            }) if ipv6 => return Ok(None),
+            Err(e)
+                if ipv6 && (e.is_errno(Errno::EOPNOTSUPP) || e.is_errno(Errno::EAFNOSUPPORT)) =>
+            {
+                return Ok(None)
+            }
             Err(e) => return Err(self.error(e, op)),
         };
         for (ty, body) in replies {

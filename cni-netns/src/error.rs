@@ -42,14 +42,16 @@ pub enum Error {
         errno: Errno,
     },
     /// The kernel refused a netlink request.
-    #[error("{op} in {netns}: {}{}", .errno.desc(), fmt_ext(.message))]
+    #[error("{op} in {netns}: {}{}", errno_text(*.errno), fmt_ext(.message))]
     Netlink {
         /// The operation and its object (`"add address 10.1.0.5/24 to eth0"`).
         op: String,
         /// The namespace the socket belongs to.
         netns: String,
-        /// The errno the kernel answered with.
-        errno: Errno,
+        /// The errno the kernel answered with, as it sent it: kernel-internal
+        /// codes that are no `Errno` (`ENOTSUPP`, 524) are kept. Compare with
+        /// [`Error::errno`] or [`Error::is_errno`].
+        errno: i32,
         /// The kernel's extended ack message, when it sent one.
         message: Option<String>,
     },
@@ -109,6 +111,17 @@ pub enum Error {
         netns: String,
         /// How many dumps were tried.
         attempts: u32,
+    },
+    /// The kernel did not answer a netlink request in time (the reply was
+    /// lost): the socket waits this long for each part of a reply.
+    #[error("{op} in {netns}: no netlink reply within {timeout:?}")]
+    NetlinkTimeout {
+        /// The operation.
+        op: String,
+        /// The namespace.
+        netns: String,
+        /// How long the socket waited.
+        timeout: Duration,
     },
     /// The socket itself failed (open, send, receive).
     #[error("{op} in {netns}: netlink socket: {source}")]
@@ -300,6 +313,18 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// Some conntrack entries could not be deleted (the others were).
+    #[error("conntrack delete entries ({family} UDP, destination ports {ports:?}): {deleted} deleted, {} refused: {}", .failures.len(), fmt_failures(.failures))]
+    ConntrackDelete {
+        /// `ipv4` or `ipv6`.
+        family: &'static str,
+        /// The destination ports whose entries were targeted.
+        ports: Vec<u16>,
+        /// How many entries were deleted.
+        deleted: usize,
+        /// Why each refused entry was refused, in the order tried.
+        failures: Vec<io::Error>,
+    },
     /// A conntrack netlink socket could not be opened.
     #[error("open conntrack netlink socket in {netns}: {source}")]
     ConntrackOpen {
@@ -375,6 +400,70 @@ pub enum Error {
     // ---- end native nf_tables ----
 }
 
+/// The kernel's codes above the C library's range (`include/linux/errno.h`:
+/// never meant to reach user space, but some netlink paths return them).
+const KERNEL_ERRNOS: [(i32, &str, &str); 19] = [
+    (512, "ERESTARTSYS", "restart system call"),
+    (513, "ERESTARTNOINTR", "restart system call"),
+    (514, "ERESTARTNOHAND", "restart if no handler"),
+    (515, "ENOIOCTLCMD", "no ioctl command"),
+    (
+        516,
+        "ERESTART_RESTARTBLOCK",
+        "restart by calling sys_restart_syscall",
+    ),
+    (517, "EPROBE_DEFER", "driver requests probe retry"),
+    (518, "EOPENSTALE", "open found a stale dentry"),
+    (519, "ENOPARAM", "parameter not supported"),
+    (521, "EBADHANDLE", "illegal NFS file handle"),
+    (522, "ENOTSYNC", "update synchronization mismatch"),
+    (523, "EBADCOOKIE", "cookie is stale"),
+    (524, "ENOTSUPP", "operation is not supported"),
+    (525, "ETOOSMALL", "buffer or request is too small"),
+    (526, "ESERVERFAULT", "an untranslatable error occurred"),
+    (527, "EBADTYPE", "type not supported by server"),
+    (
+        528,
+        "EJUKEBOX",
+        "request initiated, but will not complete before timeout",
+    ),
+    (529, "EIOCBQUEUED", "iocb queued, will get completion event"),
+    (530, "ERECALLCONFLICT", "conflict with recalled state"),
+    (531, "ENOGRACE", "NFS file lock reclaim refused"),
+];
+
+/// An errno as a message: the C library's description for the codes it
+/// knows (`File exists`), otherwise the number with the kernel's name for
+/// it when it has one (`error 524 (ENOTSUPP: operation is not supported)`).
+pub(crate) fn errno_text(errno: i32) -> String {
+    let known = Errno::from_raw(errno);
+    if known != Errno::UnknownErrno {
+        return known.desc().to_string();
+    }
+    match KERNEL_ERRNOS.iter().find(|(n, _, _)| *n == errno) {
+        Some((_, name, desc)) => format!("error {errno} ({name}: {desc})"),
+        None => format!("unknown error {errno}"),
+    }
+}
+
+/// The distinct reasons of `failures`, in order, with a count when one
+/// repeats (a thousand refusals for one reason make one line).
+fn fmt_failures(failures: &[io::Error]) -> String {
+    let mut distinct: Vec<(String, usize)> = Vec::new();
+    for f in failures {
+        let text = f.to_string();
+        match distinct.iter_mut().find(|(t, _)| *t == text) {
+            Some((_, n)) => *n += 1,
+            None => distinct.push((text, 1)),
+        }
+    }
+    let parts: Vec<String> = distinct
+        .into_iter()
+        .map(|(t, n)| if n == 1 { t } else { format!("{t} (x{n})") })
+        .collect();
+    parts.join("; ")
+}
+
 fn fmt_ext(message: &Option<String>) -> String {
     match message {
         Some(m) if !m.is_empty() => format!(" ({m})"),
@@ -383,17 +472,32 @@ fn fmt_ext(message: &Option<String>) -> String {
 }
 
 impl Error {
-    /// The errno behind this error, when there is one.
+    /// The errno behind this error, when there is one and the C library
+    /// knows it (see [`Error::raw_errno`] for the others).
     pub fn errno(&self) -> Option<Errno> {
+        self.raw_errno()
+            .map(Errno::from_raw)
+            .filter(|e| *e != Errno::UnknownErrno)
+    }
+
+    /// The errno behind this error as a number, when there is one,
+    /// kernel-internal codes (`ENOTSUPP`, 524) included.
+    pub fn raw_errno(&self) -> Option<i32> {
         match self {
-            Error::Netlink { errno, .. } | Error::Netns { errno, .. } => Some(*errno),
+            Error::Netlink { errno, .. } => Some(*errno),
+            Error::Netns { errno, .. } => Some(*errno as i32),
             Error::Socket { source, .. }
             | Error::Sysctl { source, .. }
-            | Error::Thread { source, .. } => source.raw_os_error().map(Errno::from_raw),
-            Error::NetnsNotFound { .. } | Error::LinkNotFound { .. } => Some(Errno::ENOENT),
-            Error::Unsupported { .. } => Some(Errno::EOPNOTSUPP),
+            | Error::Thread { source, .. } => source.raw_os_error(),
+            Error::NetnsNotFound { .. } | Error::LinkNotFound { .. } => Some(libc::ENOENT),
+            Error::Unsupported { .. } => Some(libc::EOPNOTSUPP),
             _ => None,
         }
+    }
+
+    /// True when the errno behind this error is `errno`.
+    pub fn is_errno(&self, errno: Errno) -> bool {
+        self.raw_errno() == Some(errno as i32)
     }
 
     /// True when the object the operation needed is missing: a link,
@@ -404,8 +508,8 @@ impl Error {
             Error::NetnsNotFound { .. } | Error::LinkNotFound { .. } => true,
             Error::Sysctl { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
             Error::Netlink { errno, .. } => matches!(
-                errno,
-                Errno::ENODEV | Errno::ENOENT | Errno::ESRCH | Errno::EADDRNOTAVAIL
+                *errno,
+                libc::ENODEV | libc::ENOENT | libc::ESRCH | libc::EADDRNOTAVAIL
             ),
             Error::Netns { errno, .. } => *errno == Errno::ENOENT,
             _ => false,

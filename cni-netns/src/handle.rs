@@ -146,6 +146,7 @@ impl Handle {
                 netns,
                 attempts,
             },
+            NlError::Timeout(timeout) => Error::NetlinkTimeout { op, netns, timeout },
         }
     }
 
@@ -159,16 +160,14 @@ impl Handle {
 
     pub(crate) fn unsupported(&self, op: String, feature: &'static str, e: Error) -> Error {
         match e {
-            Error::Netlink {
-                errno: Errno::EOPNOTSUPP,
-                message,
-                ..
-            } => Error::Unsupported {
-                op,
-                feature,
-                netns: self.name.clone(),
-                message,
-            },
+            Error::Netlink { errno, message, .. } if errno == Errno::EOPNOTSUPP as i32 => {
+                Error::Unsupported {
+                    op,
+                    feature,
+                    netns: self.name.clone(),
+                    message,
+                }
+            }
             other => other,
         }
     }

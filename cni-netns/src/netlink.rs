@@ -12,11 +12,14 @@
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NetlinkPayload};
 use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket as NlSocket, SocketAddr};
 use nix::errno::Errno;
+use nix::sys::socket::{setsockopt, sockopt};
+use nix::sys::time::TimeVal;
 
 /// How many times a dump is retried when the kernel flags it inconsistent,
 /// as Go's `pkg/netlinksafe` does.
@@ -46,20 +49,34 @@ pub(crate) const NLA_TYPE_MASK: u16 = 0x3fff;
 
 const RECV_BUF: usize = 64 * 1024;
 
+/// How long a socket waits for the next datagram of a reply. The kernel
+/// answers a request while handling its `send` (a dump's next part while
+/// handling the previous `recv`), so the wait is for a reply that was
+/// lost, not for work: generous on a loaded node, and still bounded so a
+/// lost reply cannot hold a handle's lock (and the plugin) forever.
+pub(crate) const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Why a request failed, before the caller names the operation.
 #[derive(Debug)]
 pub(crate) enum NlError {
-    /// The kernel answered with a negative errno.
-    Kernel {
-        errno: Errno,
-        message: Option<String>,
-    },
+    /// The kernel answered with a negative errno: `errno` is the positive
+    /// number as sent, kernel-internal codes (`ENOTSUPP`, 524) included.
+    Kernel { errno: i32, message: Option<String> },
     /// The socket failed.
     Io(io::Error),
     /// A reply could not be decoded.
     Decode(String),
     /// Every dump attempt came back interrupted.
     Interrupted(u32),
+    /// No reply came within the socket's receive timeout.
+    Timeout(Duration),
+}
+
+impl NlError {
+    /// True when the kernel answered with `errno`.
+    pub(crate) fn is_errno(&self, errno: Errno) -> bool {
+        matches!(self, NlError::Kernel { errno: e, .. } if *e == errno as i32)
+    }
 }
 
 impl From<NlError> for io::Error {
@@ -67,10 +84,14 @@ impl From<NlError> for io::Error {
     /// nf_tables): the kernel's errno as the OS error.
     fn from(e: NlError) -> io::Error {
         match e {
-            NlError::Kernel { errno, .. } => io::Error::from_raw_os_error(errno as i32),
+            NlError::Kernel { errno, .. } => io::Error::from_raw_os_error(errno),
             NlError::Io(e) => e,
             NlError::Decode(detail) => io::Error::new(io::ErrorKind::InvalidData, detail),
             NlError::Interrupted(_) => io::Error::from_raw_os_error(libc::EINTR),
+            NlError::Timeout(after) => io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no netlink reply within {after:?}"),
+            ),
         }
     }
 }
@@ -256,14 +277,14 @@ pub(crate) fn walk_datagram(
                     return Ok(Progress::Finished);
                 }
                 return Err(NlError::Kernel {
-                    errno: Errno::from_raw(code.saturating_neg()),
+                    errno: code.saturating_neg(),
                     message: ext_ack_message(m.raw, m.flags),
                 });
             }
             NLMSG_DONE => {
                 if let Some(code) = m.code().filter(|c| *c < 0) {
                     return Err(NlError::Kernel {
-                        errno: Errno::from_raw(code.saturating_neg()),
+                        errno: code.saturating_neg(),
                         message: None,
                     });
                 }
@@ -314,21 +335,41 @@ pub(crate) struct Conn {
     sock: NlSocket,
     seq: u32,
     buf: Vec<u8>,
+    timeout: Duration,
 }
 
 impl Conn {
     /// Opens a `protocol` socket in the calling thread's namespace, reading
     /// datagrams of up to `recv_buf` bytes (a larger one is an error, not
-    /// a silent truncation).
+    /// a silent truncation) and waiting at most [`REPLY_TIMEOUT`] for each.
     pub(crate) fn open(protocol: isize, recv_buf: usize) -> io::Result<Conn> {
         let mut sock = NlSocket::new(protocol)?;
         sock.bind_auto()?;
         sock.connect(&SocketAddr::new(0, 0))?;
-        Ok(Conn {
+        Conn::over(sock, recv_buf)
+    }
+
+    /// A connection over `sock`, an open and connected socket.
+    fn over(sock: NlSocket, recv_buf: usize) -> io::Result<Conn> {
+        let mut conn = Conn {
             sock,
             seq: 0,
             buf: vec![0; recv_buf],
-        })
+            timeout: REPLY_TIMEOUT,
+        };
+        conn.set_reply_timeout(REPLY_TIMEOUT)?;
+        Ok(conn)
+    }
+
+    /// Waits at most `timeout` for each datagram of a reply (`SO_RCVTIMEO`).
+    pub(crate) fn set_reply_timeout(&mut self, timeout: Duration) -> io::Result<()> {
+        let tv = TimeVal::new(
+            libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+            libc::suseconds_t::from(timeout.subsec_micros()),
+        );
+        setsockopt(&self.sock, sockopt::ReceiveTimeout, &tv)?;
+        self.timeout = timeout;
+        Ok(())
     }
 
     /// The socket, for options.
@@ -396,10 +437,12 @@ impl Conn {
             };
             if r < 0 {
                 let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
+                match e.kind() {
+                    io::ErrorKind::Interrupted => continue,
+                    // What SO_RCVTIMEO ends a wait with.
+                    io::ErrorKind::WouldBlock => return Err(NlError::Timeout(self.timeout)),
+                    _ => return Err(NlError::Io(e)),
                 }
-                return Err(NlError::Io(e));
             }
             let r = r as usize;
             if r > self.buf.len() {
@@ -641,22 +684,17 @@ mod tests {
         ] {
             let (mut out, mut intr) = (Vec::new(), false);
             match process_datagram(&control(2, 1, code), 1, &mut out, &mut intr) {
-                Err(NlError::Kernel { errno: e, message }) => {
-                    assert_eq!(e, errno);
-                    assert_eq!(message, None);
+                Err(e @ NlError::Kernel { .. }) => {
+                    assert!(e.is_errno(errno), "{e:?}");
+                    assert!(matches!(e, NlError::Kernel { message: None, .. }));
                 }
                 other => panic!("{other:?}"),
             }
         }
         // A dump that fails reports the errno carried by NLMSG_DONE.
         let (mut out, mut intr) = (Vec::new(), false);
-        assert!(matches!(
-            process_datagram(&control(3, 1, -16), 1, &mut out, &mut intr),
-            Err(NlError::Kernel {
-                errno: Errno::EBUSY,
-                ..
-            })
-        ));
+        let e = process_datagram(&control(3, 1, -16), 1, &mut out, &mut intr).unwrap_err();
+        assert!(e.is_errno(Errno::EBUSY), "{e:?}");
         // Garbage is a decode error, not a panic.
         assert!(matches!(
             process_datagram(&[0xff; 7], 1, &mut out, &mut intr),
@@ -683,6 +721,53 @@ mod tests {
             process_datagram(&bad, 1, &mut out, &mut intr),
             Err(NlError::Decode(_))
         ));
+    }
+
+    /// A kernel-internal errno (`ENOTSUPP`, 524) reaches the caller as
+    /// 524, not as the 0 of an errno nix does not know.
+    #[test]
+    fn kernel_internal_errnos_are_kept() {
+        let (mut out, mut intr) = (Vec::new(), false);
+        let e = process_datagram(&control(2, 1, -524), 1, &mut out, &mut intr).unwrap_err();
+        assert_eq!(io::Error::from(e).raw_os_error(), Some(524));
+    }
+
+    /// A request whose reply never comes fails after the receive timeout
+    /// instead of blocking (with the socket's lock held) forever: the
+    /// "kernel" is the other end of a socket pair that never answers.
+    #[test]
+    fn a_request_without_reply_times_out() {
+        use std::os::fd::{FromRawFd, IntoRawFd};
+        let (ours, peer) = nix::sys::socket::socketpair(
+            nix::sys::socket::AddressFamily::Unix,
+            nix::sys::socket::SockType::Datagram,
+            None,
+            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        )
+        .unwrap();
+        // SAFETY: `ours` is an open socket whose ownership moves here.
+        let sock = unsafe { NlSocket::from_raw_fd(ours.into_raw_fd()) };
+        let mut conn = Conn::over(sock, RECV_BUF).unwrap();
+        assert_eq!(
+            nix::sys::socket::getsockopt(&conn.sock, sockopt::ReceiveTimeout).unwrap(),
+            TimeVal::new(10, 0),
+            "every socket gets REPLY_TIMEOUT"
+        );
+        conn.set_reply_timeout(Duration::from_millis(200)).unwrap();
+        let socket = Socket {
+            conn: Mutex::new(conn),
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let r = socket.request(RouteNetlinkMessage::GetLink(LinkMessage::default()), 0);
+            let _ = tx.send(r.map(|_| ()));
+        });
+        let answer = rx.recv_timeout(Duration::from_secs(10));
+        drop(peer);
+        match answer {
+            Ok(Err(NlError::Timeout(after))) => assert_eq!(after, Duration::from_millis(200)),
+            other => panic!("expected a timeout, got {other:?}"),
+        }
     }
 
     #[test]

@@ -261,12 +261,51 @@ fn multipath_route_encodes_each_nexthop() {
     );
 }
 
+/// A kernel-internal errno (`ENOTSUPP`, 524, which nix has no name for)
+/// keeps its number and gets the kernel's name in the message.
+#[test]
+fn kernel_internal_errnos_keep_their_number() {
+    let e = Error::Netlink {
+        op: "add vlan filter to br0".into(),
+        netns: "ns".into(),
+        errno: 524,
+        message: None,
+    };
+    assert_eq!(
+        e.to_string(),
+        "add vlan filter to br0 in ns: error 524 (ENOTSUPP: operation is not supported)"
+    );
+    assert_eq!(e.raw_errno(), Some(524));
+    assert_eq!(e.errno(), None, "no C library errno for 524");
+    assert!(!e.is_errno(Errno::UnknownErrno));
+    let e = Error::Netlink {
+        op: "x".into(),
+        netns: "ns".into(),
+        errno: 4000,
+        message: None,
+    };
+    assert_eq!(e.to_string(), "x in ns: unknown error 4000");
+}
+
+#[test]
+fn netlink_timeouts_name_the_operation() {
+    let e = Error::NetlinkTimeout {
+        op: "add route 0.0.0.0/0 via 10.1.0.1".into(),
+        netns: "/run/netns/x".into(),
+        timeout: std::time::Duration::from_secs(10),
+    };
+    assert_eq!(
+        e.to_string(),
+        "add route 0.0.0.0/0 via 10.1.0.1 in /run/netns/x: no netlink reply within 10s"
+    );
+}
+
 #[test]
 fn netlink_errors_name_op_object_and_namespace() {
     let e = Error::Netlink {
         op: "add address 10.1.0.5/24 to eth0".into(),
         netns: "/run/netns/x".into(),
-        errno: Errno::EEXIST,
+        errno: Errno::EEXIST as i32,
         message: None,
     };
     assert_eq!(
@@ -284,7 +323,7 @@ fn netlink_errors_name_op_object_and_namespace() {
         let e = Error::Netlink {
             op: "delete route".into(),
             netns: "ns".into(),
-            errno,
+            errno: errno as i32,
             message: Some("No such route".into()),
         };
         assert!(e.is_not_found(), "{errno} should read as not found");
@@ -293,7 +332,7 @@ fn netlink_errors_name_op_object_and_namespace() {
     let e = Error::Netlink {
         op: "add bridge br0".into(),
         netns: "ns".into(),
-        errno: Errno::EOPNOTSUPP,
+        errno: Errno::EOPNOTSUPP as i32,
         message: Some("VLAN filtering is not supported".into()),
     };
     assert!(e.is_unsupported());
@@ -301,6 +340,7 @@ fn netlink_errors_name_op_object_and_namespace() {
         e.to_string().ends_with("(VLAN filtering is not supported)"),
         "{e}"
     );
+    assert!(e.is_errno(Errno::EOPNOTSUPP) && !e.is_errno(Errno::EEXIST));
     assert!(Error::LinkNotFound {
         op: "get link eth9".into(),
         name: "eth9".into(),

@@ -402,9 +402,13 @@ impl NetworkConfig {
     /// spec-defined key of the wrong type (code 7, the key named). Does not validate the name: see
     /// [`NetworkConfig::validate_name`].
     pub fn from_slice(bytes: &[u8]) -> Result<Self, Error> {
-        let raw: Map<String, Value> =
-            serde_json::from_slice(bytes).map_err(|e| decode("network configuration", e))?;
-        NetworkConfig::from_map(raw)
+        match crate::limits::config_value_from_slice(bytes)? {
+            Value::Object(raw) => NetworkConfig::from_map(raw),
+            other => Err(decode(
+                "network configuration",
+                format!("expected an object, got {other}"),
+            )),
+        }
     }
 
     /// Decodes a plugin config from a JSON object.

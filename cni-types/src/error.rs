@@ -218,6 +218,27 @@ pub enum Error {
         /// The decoder's message.
         reason: String,
     },
+    /// A result (a config's `prevResult`, a plugin's answer) holds more than
+    /// a limit of [`crate::limits`] allows (code 7); reading stopped there.
+    #[error("{path}: more than {limit} {what} (the limit for a result)")]
+    ResultTooLarge {
+        /// Where, as a path (`prevResult.interfaces`).
+        path: String,
+        /// The limit passed.
+        limit: usize,
+        /// What was counted (`"entries"`, `"JSON values"`).
+        what: &'static str,
+    },
+    /// A network configuration (a plugin's stdin) holds more JSON values
+    /// than [`crate::limits::MAX_CONFIG_VALUES`] (code 7); reading stopped
+    /// there.
+    #[error(
+        "network configuration: more than {limit} JSON values (the limit for a configuration)"
+    )]
+    ConfigTooLarge {
+        /// The limit passed.
+        limit: usize,
+    },
     /// A network configuration that decodes but is invalid.
     #[error("{0}")]
     InvalidConfig(String),
@@ -267,9 +288,11 @@ impl Error {
             | Error::UnsupportedResultVersion(_)
             | Error::PrevResultVersion { .. } => ErrorCode::IncompatibleCniVersion,
             Error::Decode { .. } => ErrorCode::DecodingFailure,
-            Error::InvalidConfig(_) | Error::SpecKey { .. } | Error::KeyType { .. } => {
-                ErrorCode::InvalidNetworkConfig
-            }
+            Error::InvalidConfig(_)
+            | Error::SpecKey { .. }
+            | Error::KeyType { .. }
+            | Error::ResultTooLarge { .. }
+            | Error::ConfigTooLarge { .. } => ErrorCode::InvalidNetworkConfig,
             Error::Convert { .. } => ErrorCode::IncompatibleCniVersion,
             Error::Args(_) => ErrorCode::InvalidEnvironmentVariables,
             Error::InvalidName { code, .. } => *code,

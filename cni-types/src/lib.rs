@@ -32,6 +32,14 @@
 //! # Ok::<(), cni_types::Error>(())
 //! ```
 //!
+//! # Limits
+//!
+//! A result read from JSON (a config's `prevResult`, a plugin's answer) may
+//! hold at most 1024 interfaces, 4096 addresses, 4096 routes and 1024 entries
+//! in each `dns` list, and a network configuration at most 262144 JSON
+//! values; the limits are counted while the JSON is parsed, so that memory
+//! stays bounded by them rather than by the input's size (see [`limits`]).
+//!
 //! # Case of JSON keys
 //!
 //! Go's `encoding/json` matches keys to fields case-insensitively (an exact
@@ -47,6 +55,7 @@ pub mod config;
 pub mod error;
 pub mod json;
 pub mod keys;
+pub mod limits;
 pub mod result;
 pub mod validate;
 pub mod version;

@@ -299,11 +299,13 @@ impl CniResult {
     /// invoker does since cni#895; Go's `create` would assume 0.1.0).
     ///
     /// Returns the version the result was written in and the result.
+    ///
+    /// The [`crate::limits`] apply while the JSON is read.
     pub fn from_slice(
         bytes: &[u8],
         default_version: Version,
     ) -> Result<(Version, CniResult), Error> {
-        let value: Value = serde_json::from_slice(bytes).map_err(decode_err)?;
+        let value = crate::limits::result_value_from_slice(bytes, "result")?;
         CniResult::from_value(&value, default_version)
     }
 
@@ -328,7 +330,16 @@ impl CniResult {
     /// Parses `value` in the shape of `version`, ignoring the result's own
     /// `cniVersion`. This is what Go's `version.ParsePrevResult` does with a
     /// `prevResult`: it always reads it as the config's version.
+    ///
+    /// A result past the [`crate::limits`] (a value built without
+    /// [`crate::limits::result_value_from_slice`]) is refused.
     pub fn from_value_as(value: &Value, version: Version) -> Result<CniResult, Error> {
+        let r = CniResult::from_value_unchecked(value, version)?;
+        crate::limits::check_counts(&r)?;
+        Ok(r)
+    }
+
+    fn from_value_unchecked(value: &Value, version: Version) -> Result<CniResult, Error> {
         match family_of(version)? {
             ResultFamily::V100 => {
                 let w = Wire100::deserialize(value).map_err(decode_err)?;

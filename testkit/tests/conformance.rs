@@ -528,3 +528,50 @@ fn plugins_start_with_no_signal_blocked() {
         );
     }
 }
+
+/// A plugin that prints without end (200 MB per call) is killed at the
+/// runtime's output cap (16 MiB) and its cases fail saying so; the kit's
+/// memory stays bounded (it held the whole output before: 413 MB).
+#[test]
+fn a_plugin_printing_without_end_is_cut_at_the_output_cap() {
+    if !cni_testkit::premise::require_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = script_plugin(
+        dir.path(),
+        "loopback",
+        "cat >/dev/null; head -c 200000000 /dev/zero",
+    );
+    // Peak RSS from GNU time's wait4, not ours: a child of the test
+    // process shares its memory until exec and the kernel counts it.
+    let report = dir.path().join("rss");
+    let out = Command::new("/usr/bin/time")
+        .arg("-o")
+        .arg(&report)
+        .args(["-f", "%M", "--", env!("CARGO_BIN_EXE_cni-conformance")])
+        .args(["--timeout", "60"])
+        .arg(&plugin)
+        .output()
+        .expect("run cni-conformance under /usr/bin/time");
+    let maxrss_kib: u64 = std::fs::read_to_string(&report)
+        .expect("GNU time's report (is /usr/bin/time installed?)")
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .expect("an RSS figure");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("wrote more than 16777216 bytes to stdout"),
+        "{stdout}"
+    );
+    let run = Run {
+        code: out.status.code(),
+        stdout,
+        stderr: String::new(),
+    };
+    assert!(run.case("version").starts_with("FAIL "), "{}", run.stdout);
+    eprintln!("cni-conformance peak RSS: {} MiB", maxrss_kib >> 10);
+    assert!(maxrss_kib < 128 << 10, "peak RSS {maxrss_kib} KiB");
+}

@@ -714,7 +714,7 @@ impl FakeHandle {
         Error::Netlink {
             op,
             netns: self.name().to_owned(),
-            errno,
+            errno: errno as i32,
             message: None,
         }
     }
@@ -907,7 +907,7 @@ impl FakeHandle {
             Error::Netlink { errno, .. } => Error::Sysctl {
                 op: "write",
                 key: key.clone(),
-                source: std::io::Error::from_raw_os_error(errno as i32),
+                source: std::io::Error::from_raw_os_error(errno),
             },
             other => other,
         })
@@ -1201,7 +1201,7 @@ impl NetnsHandle for FakeHandle {
             } => Error::Tun {
                 op,
                 netns,
-                reason: format!("/dev/net/tun: {}", std::io::Error::from(errno)),
+                reason: format!("/dev/net/tun: {}", std::io::Error::from_raw_os_error(errno)),
             },
             other => other,
         })?;

@@ -583,3 +583,93 @@ fn admin_named_files_are_read_with_a_cap() {
     assert!(out.code.is_some(), "killed: {stderr}");
     assert!(stderr.contains("larger than 4194304 bytes"), "{stderr}");
 }
+
+/// Runs `bin` as [`run`] does under GNU time, and returns its outcome
+/// with its peak resident set size in KiB (`%M`, from time's `wait4`). Not
+/// from our own `wait4`: a child of this large test process shares its
+/// memory until exec, and the kernel counts that in the child's peak.
+fn run_measured(bin: &str, env: &[(&str, &str)], stdin: Vec<u8>) -> (Outcome, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("rss");
+    let mut cmd = Command::new("/usr/bin/time");
+    cmd.arg("-o").arg(&report).args(["-f", "%M", "--", bin]);
+    let out = run_cmd(cmd, bin, env, stdin);
+    let text = std::fs::read_to_string(&report)
+        .unwrap_or_else(|e| panic!("GNU time's report (is /usr/bin/time installed?): {e}"));
+    let kib = text
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no RSS figure in {text:?}"));
+    (out, kib)
+}
+
+/// A `prevResult` of 380,000 tiny interfaces (9 MB, inside the stdin cap)
+/// is refused as soon as the 1025th is read, naming the key, and the
+/// plugin's memory stays near its stdin's size (it took 1.9 GB when the
+/// whole result was decoded and copied).
+#[test]
+fn a_prev_result_past_the_result_limits_is_refused_in_bounded_memory() {
+    let interfaces: Vec<Value> = (0..380_000)
+        .map(|i| json!({ "name": format!("veth{i:08}") }))
+        .collect();
+    let stdin = serde_json::to_vec(&json!({
+        "cniVersion": "1.0.0", "name": "limits", "type": "bridge", "bridge": "br-limits",
+        "prevResult": {"cniVersion": "1.0.0", "interfaces": interfaces},
+    }))
+    .unwrap();
+    assert!(
+        stdin.len() > 8 << 20 && stdin.len() < MAX_STDIN,
+        "{}",
+        stdin.len()
+    );
+    let (out, maxrss_kib) = run_measured(
+        env!("CARGO_BIN_EXE_bridge"),
+        &add_env("c1", "eth0", "/nonexistent"),
+        stdin,
+    );
+    let v = out.error("bridge");
+    assert_eq!(v["code"], 7, "{v}");
+    assert_eq!(
+        v["msg"],
+        "prevResult.interfaces: more than 1024 entries (the limit for a result)"
+    );
+    eprintln!(
+        "bridge: refused in {:?}, peak RSS {} MiB",
+        out.elapsed,
+        maxrss_kib >> 10
+    );
+    assert!(out.elapsed < Duration::from_secs(5), "{:?}", out.elapsed);
+    // The stdin buffer itself (9 MB, in a vector that doubled while it was
+    // read) and the runtime's own: far from the 1.9 GB of before.
+    assert!(maxrss_kib < 64 << 10, "peak RSS {maxrss_kib} KiB");
+}
+
+/// Any key of a configuration counts: a plugin's own array of 7 million
+/// zeros (14 MB) is refused before it is built (it cost bridge 1 GB).
+#[test]
+fn a_configuration_past_its_value_limit_is_refused_in_bounded_memory() {
+    let mut stdin =
+        br#"{"cniVersion":"1.0.0","name":"limits","type":"bridge","bridge":"br-limits","x":["#
+            .to_vec();
+    for i in 0..7_000_000 {
+        if i > 0 {
+            stdin.push(b',');
+        }
+        stdin.push(b'0');
+    }
+    stdin.extend_from_slice(b"]}");
+    let (out, maxrss_kib) = run_measured(
+        env!("CARGO_BIN_EXE_bridge"),
+        &add_env("c1", "eth0", "/nonexistent"),
+        stdin,
+    );
+    let v = out.error("bridge");
+    assert_eq!(v["code"], 7, "{v}");
+    assert_eq!(
+        v["msg"],
+        "network configuration: more than 262144 JSON values (the limit for a configuration)"
+    );
+    assert!(out.elapsed < Duration::from_secs(5), "{:?}", out.elapsed);
+    assert!(maxrss_kib < 64 << 10, "peak RSS {maxrss_kib} KiB");
+}

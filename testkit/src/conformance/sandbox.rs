@@ -31,7 +31,16 @@ pub(crate) struct Reply {
     pub(crate) stdout: Vec<u8>,
     pub(crate) stderr: Vec<u8>,
     pub(crate) timed_out: bool,
+    /// The stream (`"stdout"`, `"stderr"`) the plugin wrote more than
+    /// [`MAX_OUTPUT`] bytes to; it was killed then.
+    pub(crate) overflow: Option<&'static str>,
 }
+
+/// The most a plugin may write to each of its stdout and stderr, as for a
+/// runtime ([`cni_exec::process::MAX_OUTPUT`]): past it the plugin is
+/// killed and the call fails, so a plugin printing without end cannot take
+/// the kit's memory.
+pub(crate) const MAX_OUTPUT: usize = cni_exec::process::MAX_OUTPUT;
 
 impl Reply {
     pub(crate) fn success(&self) -> bool {
@@ -41,6 +50,10 @@ impl Reply {
     /// A one-line account of a failed call for a case's reason.
     pub(crate) fn describe(&self) -> String {
         let status = match (self.timed_out, self.code) {
+            _ if self.overflow.is_some() => format!(
+                "killed: wrote more than {MAX_OUTPUT} bytes to {}",
+                self.overflow.unwrap_or_default()
+            ),
             (true, _) => "timed out (killed)".to_owned(),
             (false, Some(c)) => format!("exit {c}"),
             (false, None) => "killed by a signal".to_owned(),
@@ -426,24 +439,30 @@ impl Sandbox {
         }
         let what = program.display().to_string();
         let mut child = cmd.spawn().map_err(io_err(format!("run {what}")))?;
+        let pgid = child.id() as i32;
         let (tx, rx) = mpsc::channel();
         let mut readers = 0;
-        if let Some(mut out) = child.stdout.take() {
+        let pipes: [(bool, Option<Box<dyn Read + Send>>); 2] = [
+            (true, child.stdout.take().map(|p| Box::new(p) as _)),
+            (false, child.stderr.take().map(|p| Box::new(p) as _)),
+        ];
+        for (is_stdout, pipe) in pipes {
+            let Some(pipe) = pipe else { continue };
             let tx = tx.clone();
             readers += 1;
             std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let _ = out.read_to_end(&mut buf);
-                let _ = tx.send((true, buf));
-            });
-        }
-        if let Some(mut err) = child.stderr.take() {
-            let tx = tx.clone();
-            readers += 1;
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let _ = err.read_to_end(&mut buf);
-                let _ = tx.send((false, buf));
+                let read = match cni_exec::capped::read_to_end(pipe, MAX_OUTPUT as u64) {
+                    Ok(buf) => Some(buf),
+                    // Past the cap: nothing more is read, so end the
+                    // writer now rather than at the timeout.
+                    Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                        // SAFETY: kill(2) on the process group we created.
+                        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+                        None
+                    }
+                    Err(_) => Some(Vec::new()),
+                };
+                let _ = tx.send((is_stdout, read));
             });
         }
         drop(tx);
@@ -456,7 +475,6 @@ impl Sandbox {
         }
         let deadline = Instant::now() + timeout;
         let mut reply = Reply::default();
-        let pgid = child.id() as i32;
         let status = loop {
             match child
                 .try_wait()
@@ -488,8 +506,12 @@ impl Sandbox {
                 .saturating_duration_since(Instant::now())
                 .max(Duration::from_millis(100));
             match rx.recv_timeout(left) {
-                Ok((true, buf)) => reply.stdout = buf,
-                Ok((false, buf)) => reply.stderr = buf,
+                Ok((true, Some(buf))) => reply.stdout = buf,
+                Ok((false, Some(buf))) => reply.stderr = buf,
+                Ok((is_stdout, None)) => {
+                    reply.overflow = Some(if is_stdout { "stdout" } else { "stderr" });
+                    reply.code = None;
+                }
                 Err(_) => {
                     // A leftover child holds the pipe open: end the group.
                     reply.timed_out = true;

@@ -4,7 +4,6 @@ use std::io;
 
 use netlink_sys::protocols::NETLINK_NETFILTER;
 use nix::sys::socket::{setsockopt, sockopt};
-use nix::sys::time::TimeVal;
 
 use super::encode::Msg;
 use super::wire::*;
@@ -40,8 +39,6 @@ impl NfSocket {
         let sock = conn.socket();
         let _ = setsockopt(sock, sockopt::SndBufForce, &(4 << 20));
         let _ = setsockopt(sock, sockopt::RcvBufForce, &(4 << 20));
-        // A reply that never comes must not hang a CNI call forever.
-        let _ = setsockopt(sock, sockopt::ReceiveTimeout, &TimeVal::new(10, 0));
         conn.set_seq(
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -188,10 +185,7 @@ impl NfSocket {
         match received {
             Ok(false) => Ok(Some(out)),
             Ok(true) => Err(io::Error::from_raw_os_error(libc::EINTR)),
-            Err(NlError::Kernel {
-                errno: nix::errno::Errno::ENOENT,
-                ..
-            }) => Ok(None),
+            Err(e) if e.is_errno(nix::errno::Errno::ENOENT) => Ok(None),
             Err(e) => Err(e.into()),
         }
     }
@@ -201,9 +195,11 @@ impl NfSocket {
 mod tests {
     use super::*;
     use nix::sys::socket::getsockopt;
+    use nix::sys::time::TimeVal;
 
     /// As root the socket gets its 4 MiB buffers (the kernel reports
-    /// twice what was set) and its 10 s receive timeout.
+    /// twice what was set) and the 10 s receive timeout of every netlink
+    /// socket.
     #[test]
     fn open_sets_buffers_and_timeout() {
         if !cni_testkit::premise::require_root() {
