@@ -79,31 +79,6 @@ fn array_limit(key: &str) -> usize {
     }
 }
 
-/// Refuses a decoded result past a list limit (for results decoded from a
-/// JSON value built some other way).
-pub(crate) fn check_counts(r: &crate::CniResult) -> Result<(), Error> {
-    let lists = [
-        ("result.interfaces", r.interfaces.len(), MAX_INTERFACES),
-        ("result.ips", r.ips.len(), MAX_IPS),
-        ("result.routes", r.routes.len(), MAX_ROUTES),
-        (
-            "result.dns.nameservers",
-            r.dns.nameservers.len(),
-            MAX_DNS_ENTRIES,
-        ),
-        ("result.dns.search", r.dns.search.len(), MAX_DNS_ENTRIES),
-        ("result.dns.options", r.dns.options.len(), MAX_DNS_ENTRIES),
-    ];
-    match lists.into_iter().find(|(_, n, limit)| n > limit) {
-        Some((path, _, limit)) => Err(Error::ResultTooLarge {
-            path: path.into(),
-            limit,
-            what: "entries",
-        }),
-        None => Ok(()),
-    }
-}
-
 /// Reads the JSON text of a result (`what` names it in errors, e.g.
 /// `"result"`) with the limits applied.
 pub fn result_value_from_slice(bytes: &[u8], what: &str) -> Result<Value, Error> {

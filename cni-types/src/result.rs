@@ -335,7 +335,7 @@ impl CniResult {
     /// [`crate::limits::result_value_from_slice`]) is refused.
     pub fn from_value_as(value: &Value, version: Version) -> Result<CniResult, Error> {
         let r = CniResult::from_value_unchecked(value, version)?;
-        crate::limits::check_counts(&r)?;
+        check_counts(&r)?;
         Ok(r)
     }
 
@@ -571,6 +571,43 @@ impl<'de> Deserialize<'de> for VersionedResult {
         CniResult::from_value(&value, Version::V0_1_0)
             .map(|(version, result)| VersionedResult { version, result })
             .map_err(serde::de::Error::custom)
+    }
+}
+
+/// Refuses a decoded result past a list limit (for results decoded from a
+/// JSON value built some other way).
+fn check_counts(r: &CniResult) -> Result<(), Error> {
+    let lists = [
+        (
+            "result.interfaces",
+            r.interfaces.len(),
+            crate::limits::MAX_INTERFACES,
+        ),
+        ("result.ips", r.ips.len(), crate::limits::MAX_IPS),
+        ("result.routes", r.routes.len(), crate::limits::MAX_ROUTES),
+        (
+            "result.dns.nameservers",
+            r.dns.nameservers.len(),
+            crate::limits::MAX_DNS_ENTRIES,
+        ),
+        (
+            "result.dns.search",
+            r.dns.search.len(),
+            crate::limits::MAX_DNS_ENTRIES,
+        ),
+        (
+            "result.dns.options",
+            r.dns.options.len(),
+            crate::limits::MAX_DNS_ENTRIES,
+        ),
+    ];
+    match lists.into_iter().find(|(_, n, limit)| n > limit) {
+        Some((path, _, limit)) => Err(Error::ResultTooLarge {
+            path: path.into(),
+            limit,
+            what: "entries",
+        }),
+        None => Ok(()),
     }
 }
 
