@@ -222,17 +222,6 @@ pub fn plan(obs: &Observation, policy: &Policy) -> Result<Plan, Error> {
         .iter()
         .filter_map(|f| f.attachment.as_ref().ok().map(|a| (f, a)))
         .collect();
-    if obs.sandboxes.is_empty() {
-        let recent = cached.iter().filter(|(f, _)| young(f.modified)).count();
-        if recent > 0 {
-            return Err(Error::CollectRefused {
-                reason: format!(
-                    "the runtime lists no sandbox, but {recent} cached attachment(s) are younger \
-                     than {min_age:?}: a runtime that lost its state, or the wrong runtime socket"
-                ),
-            });
-        }
-    }
     let live: BTreeSet<&str> = obs
         .sandboxes
         .iter()
@@ -263,6 +252,28 @@ pub fn plan(obs: &Observation, policy: &Policy) -> Result<Plan, Error> {
         }
     }
 
+    // Only the attachments of networks that may be collected count: the
+    // others are left alone whatever the runtime says (and other
+    // runtimes write theirs at any moment).
+    if obs.sandboxes.is_empty() {
+        let recent = cached
+            .iter()
+            .filter(|(_, a)| {
+                networks
+                    .get(a.network.as_str())
+                    .is_some_and(|l| !l.disable_gc)
+            })
+            .filter(|(f, _)| young(f.modified))
+            .count();
+        if recent > 0 {
+            return Err(Error::CollectRefused {
+                reason: format!(
+                    "the runtime lists no sandbox, but {recent} cached attachment(s) are younger \
+                     than {min_age:?}: a runtime that lost its state, or the wrong runtime socket"
+                ),
+            });
+        }
+    }
     if !policy.delete_unlisted {
         refuse_unlisted(obs, &cached, &networks)?;
     }
@@ -924,6 +935,19 @@ mod tests {
             matches!(&e, Error::CollectRefused { reason } if reason.contains("lists no sandbox")),
             "{e}"
         );
+        // Young attachments of a network left alone (not configured, or
+        // disableGC) count for nothing: even asked, only b goes.
+        let asked = Policy {
+            delete_unlisted: true,
+            ..Policy::new(HOUR)
+        };
+        let mut elsewhere = o.clone();
+        elsewhere.cache[0] = cached("elsewhere", "a", at.ago(10));
+        assert_eq!(dels(&plan(&elsewhere, &asked).unwrap()), ["pods/b/eth0"]);
+        elsewhere
+            .networks
+            .push(net("elsewhere", "1.1.0", r#","disableGC":true"#));
+        assert_eq!(dels(&plan(&elsewhere, &asked).unwrap()), ["pods/b/eth0"]);
         // Only old attachments: still refused (the runtime lists none of
         // them), unless the operator asks for it.
         o.cache.remove(0);
