@@ -316,13 +316,13 @@ impl MatrixCell {
 
     /// The subnets the pods' addresses come from, within
     /// [`MatrixCell::subnets`]: flannel's node subnets (a /24 and a /80),
-    /// the first ranges of [`PluginChain::BridgeTwoRanges`] (/17 and /65),
-    /// the cell's subnets otherwise. Their first address is the gateway.
+    /// the cell's subnets otherwise (both ranges of
+    /// [`PluginChain::BridgeTwoRanges`] are in them). Their first address
+    /// is the gateway.
     pub fn pod_subnets(self, tag: &str) -> Vec<String> {
         let (v4, v6) = self.prefixes(tag);
         let (a, b) = match self.chain {
             PluginChain::Flannel => (format!("10.{v4}.1.0/24"), format!("{v6}:0:1::/80")),
-            PluginChain::BridgeTwoRanges => (format!("10.{v4}.0.0/17"), format!("{v6}::/65")),
             _ => return self.subnets(tag),
         };
         let mut out = Vec::new();
@@ -365,20 +365,26 @@ impl MatrixCell {
         };
         let subnets = self.subnets(tag);
         let ranges: Vec<Value> = if self.chain == PluginChain::BridgeTwoRanges {
-            // Per family, a first range of 8 addresses (.2-.9) in the
-            // first half of the cell's subnet, then the second half.
+            // Per family, two ranges of the cell's subnet, as an operator
+            // splits a node's pool: a first of 8 addresses (.2-.9), then
+            // one from the upper half. One subnet, one gateway (its first
+            // address): bridge's isGateway puts one address per family on
+            // the bridge (two subnets in one range set would need two, and
+            // both Go's bridge and ours refuse a second IPv4 one).
             let (v4, v6) = self.prefixes(tag);
             let mut r = Vec::new();
             if self.stack.has_v4() {
+                let subnet = format!("10.{v4}.0.0/16");
                 r.push(json!([
-                    {"subnet": format!("10.{v4}.0.0/17"), "rangeEnd": format!("10.{v4}.0.9")},
-                    {"subnet": format!("10.{v4}.128.0/17")},
+                    {"subnet": subnet, "rangeStart": format!("10.{v4}.0.2"), "rangeEnd": format!("10.{v4}.0.9")},
+                    {"subnet": subnet, "rangeStart": format!("10.{v4}.128.1")},
                 ]));
             }
             if self.stack.has_v6() {
+                let subnet = format!("{v6}::/64");
                 r.push(json!([
-                    {"subnet": format!("{v6}::/65"), "rangeEnd": format!("{v6}::9")},
-                    {"subnet": format!("{v6}:0:8000::/65")},
+                    {"subnet": subnet, "rangeStart": format!("{v6}::2"), "rangeEnd": format!("{v6}::9")},
+                    {"subnet": subnet, "rangeStart": format!("{v6}::8000:0:0:1")},
                 ]));
             }
             r
