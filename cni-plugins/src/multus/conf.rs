@@ -267,7 +267,7 @@ pub(crate) fn string(raw: &Map<String, Value>, key: &str) -> Result<Option<Strin
     }
 }
 
-fn boolean(raw: &Map<String, Value>, key: &str, default: bool) -> Result<bool, Error> {
+pub(crate) fn boolean(raw: &Map<String, Value>, key: &str, default: bool) -> Result<bool, Error> {
     match get(raw, key) {
         None => Ok(default),
         Some(Value::Bool(b)) => Ok(*b),

@@ -75,16 +75,21 @@ pub fn rotation(options: Option<&LogOptions>) -> Rotation {
 }
 
 /// The shim's logging (Go's `shimConfig`): `logFile`, `logLevel`,
-/// `logToStderr` (default off); rotation with Go's defaults.
-pub fn shim_log_config(stdin: &[u8]) -> LogConfig {
+/// `logToStderr` (default off); rotation with Go's defaults. A key of the
+/// wrong type is refused (code 7, naming it), as Go's `shimConfig` fails to
+/// unmarshal it; stdin that is not a JSON object gives the defaults (the
+/// daemon reports it).
+pub fn shim_log_config(stdin: &[u8]) -> Result<LogConfig, super::Error> {
     let m: Map<String, Value> = serde_json::from_slice(stdin).unwrap_or_default();
-    let s = |k: &str| m.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
-    LogConfig {
-        file: s("logFile").map(PathBuf::from),
-        level: s("logLevel").and_then(LogLevel::parse).unwrap_or_default(),
-        to_stderr: m.get("logToStderr").and_then(Value::as_bool) == Some(true),
+    Ok(LogConfig {
+        file: super::conf::string(&m, "logFile")?.map(PathBuf::from),
+        level: super::conf::string(&m, "logLevel")?
+            .as_deref()
+            .and_then(LogLevel::parse)
+            .unwrap_or_default(),
+        to_stderr: super::conf::boolean(&m, "logToStderr", false)?,
         options: None,
-    }
+    })
 }
 
 /// The process's log sinks: stderr and a rotating file, and the level.
@@ -293,9 +298,21 @@ mod tests {
 
     #[test]
     fn shim_defaults() {
-        let c = shim_log_config(br#"{"logFile":"/x.log","logLevel":"Verbose"}"#);
+        let c = shim_log_config(br#"{"logFile":"/x.log","logLevel":"Verbose"}"#).unwrap();
         assert_eq!(c.level, LogLevel::Verbose);
         assert!(!c.to_stderr);
-        assert_eq!(shim_log_config(b"[").level, LogLevel::Panic);
+        assert_eq!(shim_log_config(b"[").unwrap().level, LogLevel::Panic);
+        for bad in [
+            r#"{"logFile": 1}"#,
+            r#"{"logLevel": ["debug"]}"#,
+            r#"{"logToStderr": "yes"}"#,
+        ] {
+            let e = shim_log_config(bad.as_bytes()).unwrap_err();
+            assert_eq!(
+                e.code(),
+                cni_types::ErrorCode::InvalidNetworkConfig,
+                "{bad}: {e}"
+            );
+        }
     }
 }

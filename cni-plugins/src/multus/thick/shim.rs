@@ -92,7 +92,7 @@ pub fn send(
 
 fn forward(req: &Request) -> Result<Result<CniResponse, CniError>, Error> {
     // Go's shimConfig: the shim's own logging settings.
-    crate::multus::logging::configure_global(&crate::multus::logging::shim_log_config(&req.stdin));
+    crate::multus::logging::configure_global(&crate::multus::logging::shim_log_config(&req.stdin)?);
     send(
         &socket_path(&req.stdin)?,
         api::CNI_ENDPOINT,

@@ -305,39 +305,64 @@ fn multus_daemon_keys_of_the_wrong_kind() {
 #[cfg(feature = "multus")]
 #[test]
 fn multus_shim_socket_dir_of_the_wrong_kind_is_refused() {
+    shim_refuses_wrong_kinds(&["socketDir"]);
+}
+
+/// The shim's own logging keys (Go's `shimConfig` fails to unmarshal them):
+/// code 7 naming the key, not silently the default.
+#[test]
+fn multus_shim_log_keys_of_the_wrong_kind_are_refused() {
+    shim_refuses_wrong_kinds(&["logFile", "logLevel", "logToStderr"]);
+}
+
+/// multus-shim ADD with each of `keys` set to values of the wrong kind:
+/// each refused (code 7) naming the key.
+fn shim_refuses_wrong_kinds(keys: &[&str]) {
     if !cni_testkit::premise::require_root() {
         return;
     }
     let node = common::netns("wrongshim");
     let empty = tempfile::tempdir().unwrap();
     let mut problems = Vec::new();
-    // ADD only: before the fix, a DEL fell back on the node's own delegate
-    // cache (the default cniDir).
-    for value in [
-        json!(12345),
-        json!(true),
-        json!({"wrong": ["kind"]}),
-        json!(["/run"]),
-    ] {
-        let c = json!({"cniVersion": "1.0.0", "name": "wrongtypes", "type": "multus-shim",
-            "socketDir": value});
-        let reply = common::run(
-            &node,
-            &Call {
-                plugin: Path::new(env!("CARGO_BIN_EXE_multus-shim")),
-                cni_path: empty.path(),
-                command: "ADD",
-                container_id: "wrongtypes",
-                netns: "/nonexistent/wrongtypes",
-                ifname: "eth0",
-                args: "",
-            },
-            &c,
-        );
-        match verdict(&reply, "socketDir") {
-            Verdict::Refused => {}
-            Verdict::Unclear(why) | Verdict::Accepted(why) => {
-                problems.push(format!("socketDir = {value}: {why}"))
+    for key in keys {
+        // ADD only: before the fix, a DEL fell back on the node's own
+        // delegate cache (the default cniDir).
+        let wrong = if *key == "logToStderr" {
+            [
+                json!(12345),
+                json!("yes"),
+                json!({"wrong": ["kind"]}),
+                json!(["/run"]),
+            ]
+        } else {
+            [
+                json!(12345),
+                json!(true),
+                json!({"wrong": ["kind"]}),
+                json!(["/run"]),
+            ]
+        };
+        for value in wrong {
+            let mut c = json!({"cniVersion": "1.0.0", "name": "wrongtypes", "type": "multus-shim"});
+            c[*key] = value.clone();
+            let reply = common::run(
+                &node,
+                &Call {
+                    plugin: Path::new(env!("CARGO_BIN_EXE_multus-shim")),
+                    cni_path: empty.path(),
+                    command: "ADD",
+                    container_id: "wrongtypes",
+                    netns: "/nonexistent/wrongtypes",
+                    ifname: "eth0",
+                    args: "",
+                },
+                &c,
+            );
+            match verdict(&reply, key) {
+                Verdict::Refused => {}
+                Verdict::Unclear(why) | Verdict::Accepted(why) => {
+                    problems.push(format!("{key} = {value}: {why}"))
+                }
             }
         }
     }
