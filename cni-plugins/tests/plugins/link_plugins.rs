@@ -794,16 +794,22 @@ fn multus_auxiliary_chain_runs_passthru_then_tuning() {
 fn newlink_attrs(w: &World, plugin: &Path, ifname: &str, conf: &Value) -> Vec<(Vec<u16>, Vec<u8>)> {
     let trace = w.data.path().join(format!("strace-{}", hex6()));
     let wrapper = w.data.path().join(format!("traced-{}", hex6()));
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\nexec strace -f -o {} -s 0 -e trace=sendto -e write=all {}\n",
-            trace.display(),
-            plugin.display()
-        ),
-    )
-    .expect("write wrapper");
-    sh(&["chmod", "+x", &wrapper.display().to_string()]);
+    let script = format!(
+        "#!/bin/sh\nexec strace -f -o {} -s 0 -e trace=sendto -e write=all {}\n",
+        trace.display(),
+        plugin.display()
+    );
+    // Written by a child process: a file this multi-threaded test process
+    // had open for writing could leak into a child another test thread
+    // forks meanwhile, and exec'ing it would then fail with ETXTBSY.
+    sh(&[
+        "sh",
+        "-c",
+        "printf %s \"$1\" >\"$2\" && chmod 755 \"$2\"",
+        "sh",
+        &script,
+        &wrapper.display().to_string(),
+    ]);
     let r = w.call_in(&wrapper, "ADD", ifname, &netns_path(&w.pod), "", conf);
     let text = std::fs::read_to_string(&trace).expect("strace output");
 
