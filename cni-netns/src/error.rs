@@ -521,9 +521,14 @@ impl Error {
         matches!(self.errno(), Some(Errno::EEXIST)) || matches!(self, Error::VethPeerExists { .. })
     }
 
-    /// True when the kernel lacks the requested feature.
+    /// True when the kernel lacks the requested feature: `EOPNOTSUPP`, or
+    /// the kernel-internal `ENOTSUPP` (524) some netlink paths return.
     pub fn is_unsupported(&self) -> bool {
-        matches!(self, Error::Unsupported { .. }) || matches!(self.errno(), Some(Errno::EOPNOTSUPP))
+        /// `ENOTSUPP` (`include/linux/errno.h`): no C library name.
+        const ENOTSUPP: i32 = 524;
+        matches!(self, Error::Unsupported { .. })
+            || matches!(self.errno(), Some(Errno::EOPNOTSUPP))
+            || self.raw_errno() == Some(ENOTSUPP)
     }
 
     /// True when the network namespace opened is gone: its path does not

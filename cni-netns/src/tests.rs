@@ -278,6 +278,8 @@ fn kernel_internal_errnos_keep_their_number() {
     assert_eq!(e.raw_errno(), Some(524));
     assert_eq!(e.errno(), None, "no C library errno for 524");
     assert!(!e.is_errno(Errno::UnknownErrno));
+    // The kernel's "not supported" either way.
+    assert!(e.is_unsupported());
     let e = Error::Netlink {
         op: "x".into(),
         netns: "ns".into(),
@@ -285,6 +287,7 @@ fn kernel_internal_errnos_keep_their_number() {
         message: None,
     };
     assert_eq!(e.to_string(), "x in ns: unknown error 4000");
+    assert!(!e.is_unsupported());
 }
 
 #[test]
