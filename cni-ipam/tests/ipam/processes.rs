@@ -167,7 +167,14 @@ fn killed_writer_leaves_a_consistent_store() {
         // reservation may belong to an ADD that never got to report.
         let c = config(tmp.path());
         let mut owners = HashSet::new();
-        for entry in fs::read_dir(&net).unwrap() {
+        // On busy cores the first child may be killed before its first
+        // reservation made the network's directory: nothing to check then.
+        let entries: Vec<_> = match fs::read_dir(&net) {
+            Ok(d) => d.collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && round == 0 => Vec::new(),
+            Err(e) => panic!("read {}: {e}", net.display()),
+        };
+        for entry in entries {
             let name = entry.unwrap().file_name().into_string().unwrap();
             if name.parse::<std::net::IpAddr>().is_err() {
                 continue;
