@@ -707,10 +707,10 @@ mod tests {
         // What decides at once is answered at once, whatever is held.
         let (out, took) = d.ask(b"ping\n");
         assert_eq!(out, "pong");
-        assert!(took < Duration::from_secs(1), "pong after {took:?}");
+        assert!(took < Duration::from_secs(4), "pong after {took:?}");
         let (out, took) = d.ask(b"post /cni");
         assert_eq!(out, "busy");
-        assert!(took < Duration::from_secs(1), "busy after {took:?}");
+        assert!(took < Duration::from_secs(4), "busy after {took:?}");
         // A request sent in pieces is waited for (without holding others).
         let started = Instant::now();
         let mut c = UnixStream::connect(&d.path).unwrap();
@@ -721,7 +721,7 @@ mod tests {
         let mut out = String::new();
         let _ = c.read_to_string(&mut out);
         assert_eq!(out, "pong");
-        assert!(started.elapsed() < Duration::from_secs(1));
+        assert!(started.elapsed() < Duration::from_secs(4));
         // Each idle one is answered within its wait, none after another's.
         let started = Instant::now();
         for mut c in idle {

@@ -1350,12 +1350,12 @@ fn daemon_answers_busy_at_once_past_its_cap() {
         Some(11),
         "over the cap"
     );
-    assert!(took < Duration::from_secs(1), "busy after {took:?}");
+    assert!(took < Duration::from_secs(4), "busy after {took:?}");
     let newest = idle.last().expect("an idle connection");
     newest
-        .set_read_timeout(Some(Duration::from_secs(1)))
+        .set_read_timeout(Some(Duration::from_secs(5)))
         .expect("timeout");
-    let line = cni_ipam::dhcp::rpc::read_line(newest).expect("busy within 1 s, unasked");
+    let line = cni_ipam::dhcp::rpc::read_line(newest).expect("busy within 5 s, unasked");
     let reply: cni_ipam::dhcp::rpc::DaemonReply = serde_json::from_str(&line).expect("a reply");
     assert_eq!(reply.error.map(|e| e.code.as_u32()), Some(11), "{line}");
     drop(idle);
