@@ -336,32 +336,12 @@ fn host_device_ipv6_addresses_are_optimistic_when_add_returns() {
     }
 }
 
-/// Whether this kernel can create an ipvlan (tried in a throwaway node).
-fn kernel_has_ipvlan() -> bool {
-    let node = Node::new();
-    std::process::Command::new("ip")
-        .args([
-            "-n",
-            node.name(),
-            "link",
-            "add",
-            "ipvprobe",
-            "link",
-            "uplink0",
-        ])
-        .args(["type", "ipvlan"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
 #[test]
 fn ipvlan_ipv6_addresses_are_optimistic_when_add_returns() {
     if !premise::require_all(&[Need::Root, Need::GoPlugin("host-local")]) {
         return;
     }
     let has_ipvlan = kernel_has_ipvlan();
-    eprintln!("kernel ipvlan support: {has_ipvlan}");
     for (stack, ranges, routes) in stacks("10.96.0.0/24", "fd00:96::/64") {
         let mut node = Node::new();
         let pod = slow_dad_pod(&mut node);

@@ -35,28 +35,6 @@ fn sc(conf: Value) -> Scenario<'static> {
     }
 }
 
-/// Whether this kernel can create an ipvlan (tried in a throwaway node).
-fn kernel_has_ipvlan() -> bool {
-    let node = Node::new();
-    let ok = std::process::Command::new("ip")
-        .args([
-            "-n",
-            node.name(),
-            "link",
-            "add",
-            "ipvprobe",
-            "link",
-            "uplink0",
-            "type",
-            "ipvlan",
-        ])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    eprintln!("kernel ipvlan support: {ok}");
-    ok
-}
-
 #[test]
 fn ipvlan_matches_go() {
     if !premise::require_all(&[Need::Root, Need::GoPlugin("ipvlan")]) {

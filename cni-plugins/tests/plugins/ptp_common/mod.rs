@@ -555,3 +555,25 @@ pub(crate) fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
 }
+
+/// Whether this kernel can create an ipvlan (tried in a throwaway node).
+pub(crate) fn kernel_has_ipvlan() -> bool {
+    let node = Node::new();
+    let ok = std::process::Command::new("ip")
+        .args([
+            "-n",
+            node.name(),
+            "link",
+            "add",
+            "ipvprobe",
+            "link",
+            "uplink0",
+            "type",
+            "ipvlan",
+        ])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    eprintln!("kernel ipvlan support: {ok}");
+    ok
+}
