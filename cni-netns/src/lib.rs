@@ -23,7 +23,7 @@
 //! * [`kernel`]: the operations the interface plugins do, behind a trait
 //!   ([`kernel::NetKernel`], [`kernel::NetnsHandle`]) with the real
 //!   implementation ([`kernel::LinuxKernel`]) and an in-memory recording
-//!   one for tests without root ([`kernel::FakeKernel`]).
+//!   one for tests without root (`kernel::FakeKernel`, feature `fake`).
 //! * [`tc`] programs traffic control (TBF and ingress qdiscs, mirred
 //!   redirect filters, IFB devices) for the bandwidth plugin.
 //! * [`firewall`] programs masquerade, port mappings and the bridge MAC

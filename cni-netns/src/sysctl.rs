@@ -178,10 +178,13 @@ pub(crate) fn set_in_with(roots: &Roots, dir: &str, entries: &[(&str, &str)]) ->
                     Err(Error::Sysctl {
                         op: "open",
                         key: format!("{dir}/{k}"),
-                        source: std::io::Error::from(e.kind()),
+                        // The errno kept (ENOENT: no such link).
+                        source: e
+                            .raw_os_error()
+                            .map_or_else(|| e.kind().into(), std::io::Error::from_raw_os_error),
                     })
                 })
-                .collect()
+                .collect();
         }
     };
     entries

@@ -26,8 +26,10 @@ use crate::AddressFamilyFilter;
 const NODE: &str = "node";
 
 // linux/if_addr.h and linux/rtnetlink.h.
+const IFA_F_SECONDARY: u32 = 0x01;
 const IFA_F_NODAD: u32 = 0x02;
 const IFA_F_NOPREFIXROUTE: u32 = 0x200;
+const RTN_UNICAST: u8 = 1;
 const RTN_LOCAL: u8 = 2;
 
 /// A change [`FakeKernel`] records (reads are not recorded).
@@ -429,14 +431,21 @@ impl Namespace {
     fn address_routes(&self, a: &Address) -> Vec<KernelRoute> {
         let table = self.table_of(a.index);
         let ip = a.address.ip();
+        let up = self.link(a.index).is_some_and(FakeLink::is_up);
         let mut routes = Vec::new();
-        if a.flags & IFA_F_NOPREFIXROUTE == 0 && !full_prefix(a.address) {
+        let own_prefix = a.flags & (IFA_F_NOPREFIXROUTE | IFA_F_SECONDARY) == 0;
+        if up && own_prefix && !full_prefix(a.address) {
             if let Ok(subnet) = IpNetwork::new(a.address.network(), a.address.prefix()) {
                 routes.push(KernelRoute {
                     oif: Some(a.index),
                     src: Some(ip).filter(|_| ip.is_ipv4()),
                     table: Some(table),
-                    scope: Some(SCOPE_LINK),
+                    scope: Some(if ip.is_ipv4() {
+                        SCOPE_LINK
+                    } else {
+                        SCOPE_UNIVERSE
+                    }),
+                    kind: RTN_UNICAST,
                     ..KernelRoute::new(subnet)
                 });
             }
@@ -464,25 +473,113 @@ impl Namespace {
         });
     }
 
+    /// Whether link `index` keeps its IPv6 addresses when it goes down:
+    /// `net/ipv6/conf/all/keep_addr_on_down`, else the link's own, is
+    /// positive (the kernel's `addrconf_ifdown`).
+    fn keeps_addresses_on_down(&self, index: u32) -> bool {
+        let on = |key: String| {
+            self.sysctls
+                .get(&key)
+                .and_then(|v| v.trim().parse::<i32>().ok())
+                .is_some_and(|v| v > 0)
+        };
+        on("net/ipv6/conf/all/keep_addr_on_down".into())
+            || self
+                .link(index)
+                .is_some_and(|l| on(format!("net/ipv6/conf/{}/keep_addr_on_down", l.link.name)))
+    }
+
     /// What the kernel does to link `index` when it goes down: its IPv6
-    /// addresses go (`keep_addr_on_down` is 0) and so do its routes, but
-    /// for those of the addresses left.
+    /// addresses go unless it keeps them (`keep_addr_on_down`), and every
+    /// route through it goes but for the local routes of the addresses
+    /// left (the prefix routes of IPv4 addresses, and of kept IPv6 ones,
+    /// come back with [`Namespace::link_up`]).
     fn link_down(&mut self, index: u32) {
+        if !self.keeps_addresses_on_down(index) {
+            self.addresses
+                .retain(|a| !(a.index == index && a.address.is_ipv6()));
+        }
         let kept: Vec<Address> = self
             .addresses
             .iter()
-            .filter(|a| a.index == index && a.address.is_ipv4())
+            .filter(|a| a.index == index)
             .cloned()
             .collect();
-        self.addresses
-            .retain(|a| !(a.index == index && a.address.is_ipv6()));
-        let keep: Vec<KernelRoute> = kept.iter().flat_map(|a| self.address_routes(a)).collect();
+        let keep: Vec<KernelRoute> = kept
+            .iter()
+            .flat_map(|a| self.address_routes(a))
+            .filter(|r| r.kind == RTN_LOCAL)
+            .collect();
         self.routes.retain(|r| {
             r.oif != Some(index)
                 || keep
                     .iter()
                     .any(|k| k.dst == r.dst && k.table == r.table && k.kind == r.kind)
         });
+    }
+
+    /// What the kernel does when IPv4 primary address `gone` goes: the
+    /// secondaries of its subnet go too, or with `promote_secondaries` the
+    /// first becomes primary (with the prefix route).
+    fn primary_gone(&mut self, gone: &Address) {
+        let same_subnet = |a: &Address| {
+            a.index == gone.index
+                && a.address.is_ipv4()
+                && a.address.prefix() == gone.address.prefix()
+                && a.address.network() == gone.address.network()
+        };
+        let name = self.name_of(gone.index);
+        let promote = [
+            "net/ipv4/conf/all/promote_secondaries".to_owned(),
+            format!("net/ipv4/conf/{name}/promote_secondaries"),
+        ]
+        .iter()
+        .any(|k| self.sysctls.get(k).is_some_and(|v| v.trim() == "1"));
+        if promote {
+            if let Some(a) = self.addresses.iter_mut().find(|a| same_subnet(a)) {
+                a.flags &= !IFA_F_SECONDARY;
+                let a = a.clone();
+                let routes = self.address_routes(&a);
+                self.routes.extend(routes);
+            }
+        } else {
+            self.addresses.retain(|a| !same_subnet(a));
+        }
+    }
+
+    /// What the kernel does to link `index` when it comes up: the prefix
+    /// routes of its addresses are (re)installed.
+    fn link_up(&mut self, index: u32) {
+        let routes: Vec<KernelRoute> = self
+            .addresses
+            .iter()
+            .filter(|a| a.index == index)
+            .flat_map(|a| self.address_routes(a))
+            .collect();
+        for r in routes {
+            if !self
+                .routes
+                .iter()
+                .any(|k| k.dst == r.dst && k.oif == r.oif && k.table == r.table && k.kind == r.kind)
+            {
+                self.routes.push(r);
+            }
+        }
+    }
+
+    /// The sysctls of link `name` (`net/ipv{4,6}/conf/<name>/...`).
+    fn link_sysctl_prefixes(name: &str) -> [String; 2] {
+        [
+            format!("net/ipv4/conf/{name}/"),
+            format!("net/ipv6/conf/{name}/"),
+        ]
+    }
+
+    /// Drops the sysctls of link `name` (gone, or moved away).
+    fn drop_link_sysctls(&mut self, name: &str) {
+        let prefixes = Namespace::link_sysctl_prefixes(name);
+        self.sysctls
+            .retain(|k, _| !prefixes.iter().any(|p| k.starts_with(p.as_str())));
     }
 
     /// Sets link `index`'s master as the kernel does: joining or leaving a
@@ -529,26 +626,44 @@ impl Namespace {
     /// What the kernel checks of a route to add: its device exists, its
     /// gateway is reachable.
     fn check_route(&self, r: &KernelRoute) -> std::result::Result<(), Errno> {
-        if let Some(oif) = r.oif {
-            self.link(oif).ok_or(Errno::ENODEV)?;
+        let up = match r.oif {
+            Some(oif) => self.link(oif).ok_or(Errno::ENODEV)?.is_up(),
+            None => true,
+        };
+        // fib_check_nh: a gateway must be on a connected route (none is
+        // through a down link), else the device must be up ("Nexthop
+        // device is not up").
+        match r.gateway {
+            Some(gw) if !self.reachable(gw, r.oif) => Err(Errno::ENETUNREACH),
+            _ if !up => Err(Errno::ENETDOWN),
+            _ => Ok(()),
         }
-        if let Some(gw) = r.gateway {
-            if !self.reachable(gw, r.oif) {
-                return Err(Errno::ENETUNREACH);
-            }
-        }
-        Ok(())
     }
 
     /// Whether `gw` is on a connected (gateway-less) route, out of `oif`
     /// when given.
     fn reachable(&self, gw: IpAddr, oif: Option<u32>) -> bool {
-        self.routes.iter().any(|r| {
+        self.connected(gw, oif).is_some()
+    }
+
+    /// The connected (gateway-less) route `gw` is on, out of `oif` when
+    /// given.
+    fn connected(&self, gw: IpAddr, oif: Option<u32>) -> Option<&KernelRoute> {
+        self.routes.iter().find(|r| {
             r.gateway.is_none()
                 && r.dst.contains(gw)
                 && (oif.is_none() || r.oif == oif)
                 && r.dst.is_ipv4() == gw.is_ipv4()
         })
+    }
+
+    /// Route `r` as the kernel installs it: a gateway without a device
+    /// goes out of the device of the connected route it is on.
+    fn resolved(&self, mut r: KernelRoute) -> KernelRoute {
+        if let (None, Some(gw)) = (r.oif, r.gateway) {
+            r.oif = self.connected(gw, None).and_then(|c| c.oif);
+        }
+        r
     }
 }
 
@@ -605,6 +720,7 @@ impl World {
             .position(|l| l.link.index == index)
             .ok_or(Errno::ENODEV)?;
         let mut link = ns.links.remove(pos);
+        ns.drop_link_sysctls(&link.link.name);
         ns.addresses.retain(|a| a.index != index);
         ns.routes.retain(|r| r.oif != Some(index));
         for l in &mut ns.links {
@@ -644,6 +760,7 @@ impl World {
             return;
         };
         let link = ns.links.remove(pos);
+        ns.drop_link_sysctls(&link.link.name);
         ns.addresses.retain(|a| a.index != index);
         ns.routes.retain(|r| r.oif != Some(index));
         for l in &mut ns.links {
@@ -900,6 +1017,15 @@ impl FakeHandle {
         let what = |_: &Namespace| (format!("write sysctl {key}"), format!("{key}={value}"));
         self.change(KernelOp::WriteSysctl, what, |w, here| {
             let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
+            // A link's sysctls exist while it does.
+            let link = key
+                .strip_prefix("net/ipv4/conf/")
+                .or_else(|| key.strip_prefix("net/ipv6/conf/"))
+                .and_then(|rest| rest.split_once('/'))
+                .map(|(link, _)| link);
+            if link.is_some_and(|l| l != "all" && l != "default" && ns.by_name(l).is_none()) {
+                return Err(Errno::ENOENT);
+            }
             let old = ns.sysctls.insert(key.clone(), value.to_owned());
             Ok(old.as_deref() != Some(value))
         })
@@ -917,6 +1043,8 @@ impl FakeHandle {
         let r = KernelRoute {
             table: Some(r.table.unwrap_or(TABLE_MAIN)),
             scope: Some(r.scope.unwrap_or(SCOPE_UNIVERSE)),
+            // Added routes are unicast, as the real handle's.
+            kind: RTN_UNICAST,
             ..r.clone()
         };
         let what = |ns: &Namespace| {
@@ -926,6 +1054,7 @@ impl FakeHandle {
         self.change(KernelOp::AddRoute, what, |w, here| {
             let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
             ns.check_route(&r)?;
+            let r = ns.resolved(r.clone());
             let same =
                 |k: &KernelRoute| k.dst == r.dst && k.table == r.table && k.priority == r.priority;
             if ns
@@ -1266,8 +1395,13 @@ impl NetnsHandle for FakeHandle {
         self.change(KernelOp::SetUp, describe, |w, here| {
             let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
             let link = ns.link_mut(index).ok_or(Errno::ENODEV)?;
+            let was_up = link.is_up();
             link.link.flags |= libc::IFF_UP as u32;
-            if link.link.flags & libc::IFF_LOOPBACK as u32 != 0 {
+            let loopback = link.link.flags & libc::IFF_LOOPBACK as u32 != 0;
+            if !was_up {
+                ns.link_up(index);
+            }
+            if loopback {
                 // The kernel's addresses of an up loopback (their routes,
                 // in table local, are not modelled).
                 for address in ["127.0.0.1/8", "::1/128"] {
@@ -1320,7 +1454,8 @@ impl NetnsHandle for FakeHandle {
             ns.link(index).ok_or(Errno::ENODEV)?;
             ns.link(master).ok_or(Errno::ENODEV)?;
             if index == master {
-                return Err(Errno::EINVAL);
+                // netdev_upper_dev_link: a link above itself is a loop.
+                return Err(Errno::ELOOP);
             }
             ns.set_master(index, Some(master));
             Ok(())
@@ -1370,16 +1505,44 @@ impl NetnsHandle for FakeHandle {
     }
 
     fn rename(&self, index: u32, new_name: &str) -> Result<()> {
-        let taken = self.read(|ns| Ok(ns.by_name(new_name).is_some()))?;
-        self.set_link(KernelOp::Rename, index, &format!("name {new_name}"), |l| {
-            if taken {
+        let describe = |ns: &Namespace| {
+            let name = ns.name_of(index);
+            (
+                format!("set name {new_name} on {name}"),
+                format!("name {new_name} on {name}"),
+            )
+        };
+        self.change(KernelOp::Rename, describe, |w, here| {
+            let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
+            let old = ns.link(index).ok_or(Errno::ENODEV)?.link.name.clone();
+            // The kernel's dev_change_name: its own name is no change; an
+            // up link is renamed too (Linux >= 6.2).
+            if old == new_name {
+                return Ok(());
+            }
+            if ns.by_name(new_name).is_some() {
                 return Err(Errno::EEXIST);
             }
-            // The kernel renames a link only while it is down.
-            if l.is_up() {
-                return Err(Errno::EBUSY);
+            if let Some(l) = ns.link_mut(index) {
+                l.link.name = new_name.to_owned();
             }
-            l.link.name = new_name.to_owned();
+            // Its sysctls follow it.
+            let [from4, from6] = Namespace::link_sysctl_prefixes(&old);
+            let [to4, to6] = Namespace::link_sysctl_prefixes(new_name);
+            let moved: Vec<(String, String)> = ns
+                .sysctls
+                .iter()
+                .filter_map(|(k, v)| {
+                    let k = if let Some(rest) = k.strip_prefix(from4.as_str()) {
+                        format!("{to4}{rest}")
+                    } else {
+                        format!("{to6}{}", k.strip_prefix(from6.as_str())?)
+                    };
+                    Some((k, v.clone()))
+                })
+                .collect();
+            ns.drop_link_sysctls(&old);
+            ns.sysctls.extend(moved);
             Ok(())
         })
     }
@@ -1451,10 +1614,20 @@ impl NetnsHandle for FakeHandle {
             }
             let ip = addr.ip();
             let link_local = matches!(ip, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80);
+            // A second IPv4 address in a subnet of the link is secondary:
+            // no prefix route of its own.
+            let secondary = addr.is_ipv4()
+                && ns.addresses.iter().any(|a| {
+                    a.index == index
+                        && a.address.is_ipv4()
+                        && a.address.prefix() == addr.prefix()
+                        && a.address.network() == addr.network()
+                });
             let address = Address {
                 index,
                 address: addr,
                 flags: if opts.nodad { IFA_F_NODAD } else { 0 }
+                    | if secondary { IFA_F_SECONDARY } else { 0 }
                     | if opts.noprefixroute {
                         IFA_F_NOPREFIXROUTE
                     } else {
@@ -1487,6 +1660,9 @@ impl NetnsHandle for FakeHandle {
                 .ok_or(Errno::EADDRNOTAVAIL)?;
             let gone = ns.addresses.remove(pos);
             ns.remove_address_routes(&gone);
+            if gone.address.is_ipv4() && gone.flags & IFA_F_SECONDARY == 0 {
+                ns.primary_gone(&gone);
+            }
             Ok(())
         })
     }
@@ -1527,14 +1703,24 @@ impl NetnsHandle for FakeHandle {
         let r = KernelRoute {
             table: Some(r.table.unwrap_or(TABLE_MAIN)),
             scope: Some(r.scope.unwrap_or(SCOPE_UNIVERSE)),
+            // Added routes are unicast, as the real handle's.
+            kind: RTN_UNICAST,
             ..r.clone()
         };
         self.change(KernelOp::AddRoute, what, |w, here| {
             let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
             ns.check_route(&r)?;
-            ns.routes
-                .retain(|k| !(k.dst == r.dst && k.table == r.table && k.priority == r.priority));
-            ns.routes.push(r);
+            let r = ns.resolved(r);
+            // The kernel replaces one route of the same key (with several,
+            // as after an append, the last added), else adds it.
+            match ns
+                .routes
+                .iter()
+                .rposition(|k| k.dst == r.dst && k.table == r.table && k.priority == r.priority)
+            {
+                Some(pos) => ns.routes[pos] = r,
+                None => ns.routes.push(r),
+            }
             Ok(())
         })
     }
@@ -1547,10 +1733,11 @@ impl NetnsHandle for FakeHandle {
         self.change(KernelOp::DelRoute, what, |w, here| {
             let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
             let table = r.table.unwrap_or(TABLE_MAIN);
+            // The latest added of several that match (the kernel's first).
             let pos = ns
                 .routes
                 .iter()
-                .position(|k| {
+                .rposition(|k| {
                     k.dst == r.dst
                         && k.table == Some(table)
                         && (r.oif.is_none() || k.oif == r.oif)
@@ -1724,12 +1911,12 @@ mod tests {
         assert_eq!(k.link_list(NODE), ["lo"]);
         assert_eq!(k.link_list("pod"), ["lo", "nic0 alias uplink"]);
         assert!(k.address_list("pod").is_empty() && k.route_list(NODE).is_empty());
-        // The kernel renames only links that are down.
+        // An up link is renamed too (Linux >= 6.2), its own name is no
+        // change.
         pod.set_up(nic).unwrap();
-        let e = pod.rename(nic, "eth0").unwrap_err();
-        assert_eq!(e.errno(), Some(Errno::EBUSY), "{e}");
-        pod.set_down(nic).unwrap();
         pod.rename(nic, "eth0").unwrap();
+        pod.rename(nic, "eth0").unwrap();
+        pod.set_down(nic).unwrap();
         // A name taken in the target refuses the move.
         k.add_device(NODE, "eth0");
         let e = pod.move_to_netns(nic, host.netns()).unwrap_err();

@@ -10,11 +10,13 @@
 //!   addresses, routes and sysctls.
 //!
 //! [`LinuxKernel`] is the real one: its handle is [`Handle`] (rtnetlink),
-//! the trait's methods are `Handle`'s own. [`FakeKernel`] keeps a model of
-//! each namespace's links, addresses, routes and sysctls in memory, records
-//! every change in order ([`FakeKernel::calls`]) and fails the calls a test
-//! asks it to ([`FakeKernel::fail_next`]), so that rollback paths can be
-//! driven. The firewall has its own trait,
+//! the trait's methods are `Handle`'s own. `FakeKernel` (feature `fake`,
+//! as tokio's `test-util`) keeps a model of each namespace's links,
+//! addresses, routes and sysctls in memory, records every change in order
+//! (`FakeKernel::calls`) and fails the calls a test asks it to
+//! (`FakeKernel::fail_nth`), so that rollback paths can be driven; a
+//! conformance suite runs the same scripts on it and on Linux and compares
+//! them after every step. The firewall has its own trait,
 //! [`Firewall`](crate::firewall::Firewall), and its own recording double,
 //! [`RecordingFirewall`](crate::firewall::RecordingFirewall).
 //!
@@ -52,6 +54,10 @@
 //! # Ok::<(), cni_netns::Error>(())
 //! ```
 
+#[cfg(any(test, feature = "fake"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "fake")))]
+pub mod conformance;
+#[cfg(any(test, feature = "fake"))]
 mod fake;
 
 use std::net::IpAddr;
@@ -71,8 +77,11 @@ use crate::netns::Netns;
 use crate::route::KernelRoute;
 use crate::AddressFamilyFilter;
 
+#[cfg(any(test, feature = "fake"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "fake")))]
 pub use fake::{FakeHandle, FakeKernel, FakeNetns, KernelCall, KernelOp};
-/// The errno [`FakeKernel::fail_next`] fails with (re-exported so callers
+/// The errno of a kernel error ([`Error::errno`](crate::Error::errno)) and
+/// of an injected fault (re-exported so callers
 /// match versions).
 pub use nix::errno::Errno;
 

@@ -10,4 +10,5 @@ mod firewall_conntrack;
 mod firewall_native;
 mod firewall_traffic;
 mod kernel;
+mod kernel_conformance;
 mod tc;

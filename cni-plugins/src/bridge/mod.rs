@@ -59,7 +59,7 @@ const PORT_UP_TIMEOUT: Duration = Duration::from_millis(2550);
 
 /// The bridge plugin. Its kernel is the real one ([`LinuxKernel`]) and its
 /// firewall nftables by default; tests may pass others
-/// ([`Bridge::with_kernel`]: a [`FakeKernel`](cni_netns::kernel::FakeKernel)
+/// ([`Bridge::with_kernel`]: a `cni_netns::kernel::FakeKernel`
 /// and a [`RecordingFirewall`](cni_netns::firewall::RecordingFirewall)
 /// run its ADD and DEL without root).
 #[derive(Debug, Clone)]

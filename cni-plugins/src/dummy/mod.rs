@@ -33,7 +33,7 @@ use crate::steps::{check, iface, ipam, Undo};
 use crate::{Error, Result};
 
 /// The dummy plugin, on the real kernel by default; on another one (a
-/// [`FakeKernel`](cni_netns::kernel::FakeKernel) in tests without root)
+/// `cni_netns::kernel::FakeKernel` in tests without root)
 /// with [`Dummy::with_kernel`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Dummy<K = LinuxKernel> {

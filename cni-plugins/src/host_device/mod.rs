@@ -128,7 +128,7 @@ impl HostDeviceConf {
 }
 
 /// The host-device plugin, on the real kernel by default; on another one
-/// (a [`FakeKernel`](cni_netns::kernel::FakeKernel) in tests without
+/// (a `cni_netns::kernel::FakeKernel` in tests without
 /// root) with [`HostDevice::with_kernel`]. The `kernelpath` and
 /// `pciBusID` selectors and the DPDK check read sysfs (`/sys/devices`,
 /// [`SYS_BUS_PCI`]) directly, whatever the kernel.

@@ -89,7 +89,7 @@ impl IpvlanConf {
 }
 
 /// The ipvlan plugin, on the real kernel by default; on another one (a
-/// [`FakeKernel`](cni_netns::kernel::FakeKernel) in tests without root)
+/// `cni_netns::kernel::FakeKernel` in tests without root)
 /// with [`Ipvlan::with_kernel`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Ipvlan<K = LinuxKernel> {

@@ -29,7 +29,7 @@ use crate::{Error, Result};
 const LO: &str = "lo";
 
 /// The loopback plugin, on the real kernel by default; on another one (a
-/// [`FakeKernel`](cni_netns::kernel::FakeKernel) in tests without root)
+/// `cni_netns::kernel::FakeKernel` in tests without root)
 /// with [`Loopback::with_kernel`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Loopback<K = LinuxKernel> {

@@ -100,7 +100,7 @@ impl MacvlanConf {
 }
 
 /// The macvlan plugin, on the real kernel by default; on another one (a
-/// [`FakeKernel`](cni_netns::kernel::FakeKernel) in tests without root)
+/// `cni_netns::kernel::FakeKernel` in tests without root)
 /// with [`Macvlan::with_kernel`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Macvlan<K = LinuxKernel> {

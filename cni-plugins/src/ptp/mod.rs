@@ -93,7 +93,7 @@ impl PtpConf {
 /// The ptp plugin. Its firewall is native nf_tables unless built
 /// [`Ptp::with_backend`] (the binary reads `CNI_FIREWALL_BACKEND`); its
 /// kernel the real one unless built [`Ptp::with_kernel`] (a
-/// [`FakeKernel`](cni_netns::kernel::FakeKernel) in tests without root).
+/// `cni_netns::kernel::FakeKernel` in tests without root).
 #[derive(Debug, Clone)]
 pub struct Ptp<K = LinuxKernel> {
     kernel: K,

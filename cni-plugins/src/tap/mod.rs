@@ -159,7 +159,7 @@ impl TapConf {
 }
 
 /// The tap plugin, on the real kernel by default; on another one (a
-/// [`FakeKernel`](cni_netns::kernel::FakeKernel) in tests without root)
+/// `cni_netns::kernel::FakeKernel` in tests without root)
 /// with [`Tap::with_kernel`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Tap<K = LinuxKernel> {

@@ -86,7 +86,7 @@ impl VlanConf {
 }
 
 /// The vlan plugin, on the real kernel by default; on another one (a
-/// [`FakeKernel`](cni_netns::kernel::FakeKernel) in tests without root)
+/// `cni_netns::kernel::FakeKernel` in tests without root)
 /// with [`Vlan::with_kernel`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Vlan<K = LinuxKernel> {

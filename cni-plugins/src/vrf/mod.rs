@@ -70,7 +70,7 @@ impl VrfConf {
 }
 
 /// The vrf plugin, on the real kernel by default; on another one (a
-/// [`FakeKernel`](cni_netns::kernel::FakeKernel) in tests without root)
+/// `cni_netns::kernel::FakeKernel` in tests without root)
 /// with [`VrfPlugin::with_kernel`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VrfPlugin<K = LinuxKernel> {

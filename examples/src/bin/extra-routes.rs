@@ -3,7 +3,7 @@
 //! the result; DEL removes them (and succeeds when they or the pod are gone).
 //!
 //! Its kernel work goes through [`NetKernel`], so that its unit tests run
-//! it on a [`FakeKernel`](cni_netns::kernel::FakeKernel) without root; the
+//! it on a `cni_netns::kernel::FakeKernel` without root; the
 //! binary uses the real kernel ([`LinuxKernel`]).
 use cni_exec::{Plugin, Request};
 use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
