@@ -32,7 +32,8 @@ const IFA_F_NOPREFIXROUTE: u32 = 0x200;
 const RTN_UNICAST: u8 = 1;
 const RTN_LOCAL: u8 = 2;
 
-/// A change [`FakeKernel`] records (reads are not recorded).
+/// A kind of kernel call: a change [`FakeKernel`] records, or a read (not
+/// recorded); either can be failed ([`FakeKernel::fail_nth`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum KernelOp {
@@ -66,6 +67,17 @@ pub enum KernelOp {
     DelRoute,
     /// A sysctl (or an IPv4 per-link setting) written.
     WriteSysctl,
+    /// Read: one link looked up (by name, index; its details, its VLAN
+    /// id).
+    GetLink,
+    /// Read: the links listed (also by MAC, by master; the VRFs).
+    ListLinks,
+    /// Read: the addresses listed.
+    ListAddresses,
+    /// Read: the routes listed (also for the default route's link).
+    ListRoutes,
+    /// Read: a sysctl read.
+    ReadSysctl,
 }
 
 /// One recorded change: its namespace (the path it was opened by, `node`
@@ -135,6 +147,8 @@ struct Namespace {
 struct Fault {
     op: KernelOp,
     netns: String,
+    /// Calls of `op` in `netns` to let through first.
+    skip: usize,
     errno: Errno,
 }
 
@@ -148,27 +162,35 @@ struct World {
 }
 
 /// An in-memory kernel: each namespace's links, addresses, routes and
-/// sysctls, changed by the [`NetnsHandle`] calls as the kernel would
-/// (deleting a veth deletes its peer, a link's addresses and routes go
-/// with it, an address adds its prefix route, a route's gateway must be
-/// reachable, names are unique per namespace, an up link cannot be
-/// renamed, a link going down loses its IPv6 addresses and its routes,
-/// joining or leaving a VRF cycles the link and moves its addresses'
-/// routes to the VRF's table or back, a link moved to another namespace
-/// arrives down and bare, a removed namespace's plain devices return to
-/// `node`), every change recorded in order ([`FakeKernel::calls`]), and
-/// failures injected on request ([`FakeKernel::fail_next`]) with the error
-/// the real kernel gives ([`Error::Netlink`] with the errno asked for;
-/// [`Error::Tun`] for a tap, [`Error::Sysctl`] for a sysctl).
+/// sysctls, changed by the [`NetnsHandle`] calls as the kernel would, as
+/// the conformance suite ([`conformance`](super::conformance)) checks
+/// against Linux: deleting a veth deletes its peer, a link's addresses,
+/// routes and sysctls go with it, its members lose their master; an
+/// address adds its prefix route while the link is up (not for a
+/// secondary IPv4 address, which goes with its primary); a route needs an
+/// up device (`ENETDOWN`) and a reachable gateway (`ENETUNREACH`); a link
+/// going down loses its routes and, unless `keep_addr_on_down`, its IPv6
+/// addresses, and coming up restores its prefix routes; names are unique
+/// per namespace (renaming to its own name is no change, an up link can be
+/// renamed, its sysctls follow); joining or leaving a VRF cycles the link
+/// and moves its addresses' routes to the VRF's table or back; a link
+/// moved to another namespace arrives down and bare; a removed namespace's
+/// plain devices return to `node`. Every change is recorded in order
+/// ([`FakeKernel::calls`]), and failures are injected on request, reads
+/// included ([`FakeKernel::fail_nth`]), with the error the real kernel
+/// gives ([`Error::Netlink`] with the errno asked for; [`Error::Tun`] for
+/// a tap, [`Error::Sysctl`] for a sysctl); a verb the real handle does in
+/// several calls (`ensure_bridge`, `setup_veth_with`, `add_vrf`,
+/// `add_tap`) does the same calls, so a fault fails it half-way.
 ///
 /// The caller's namespace is `node` (with `lo`); others are made with
 /// [`FakeKernel::add_netns`] and opened by that path. Clones share the
 /// model. Not modelled: operational state beyond "up" (a veth end is
-/// operationally up when both ends are up), prefix routes of a down link
-/// (they stay), local routes outside VRFs, IPv6 link-local addresses, DAD
-/// (addresses settle at once), VLAN tables, link kinds a kernel lacks
-/// (every kind can be made), sysctls that do not exist (every write
-/// succeeds).
+/// operationally up when both ends are up), local routes outside VRFs,
+/// broadcast and multicast routes, route metrics, IPv6 link-local
+/// addresses, DAD (addresses settle at once), VLAN tables, link kinds a
+/// kernel lacks (every kind can be made), sysctls that do not exist but
+/// for those of a missing link (every other write succeeds).
 ///
 /// ```
 /// use cni_netns::kernel::{FakeKernel, KernelOp, NetKernel, NetnsHandle};
@@ -292,11 +314,39 @@ impl FakeKernel {
     }
 
     /// The next call of kind `op` in namespace `netns` (`node` for the
-    /// caller's) fails with `errno`, changing nothing.
+    /// caller's) fails with `errno`, changing nothing:
+    /// [`FakeKernel::fail_nth`] with `n` 1.
     pub fn fail_next(&self, op: KernelOp, netns: &str, errno: Errno) {
+        self.fail_nth(op, netns, 1, errno);
+    }
+
+    /// The `n`-th call from now (1: the next) of kind `op` in namespace
+    /// `netns` fails with `errno`, changing nothing; reads too. A verb of
+    /// several kernel calls (as [`NetnsHandle::ensure_bridge`]: look up,
+    /// create, look up, set up) fails at that call, leaving what the
+    /// calls before it did, as on Linux.
+    ///
+    /// ```
+    /// use cni_netns::kernel::{Errno, FakeKernel, KernelOp, NetKernel, NetnsHandle};
+    /// use cni_netns::BridgeSpec;
+    ///
+    /// let kernel = FakeKernel::new();
+    /// let host = kernel.current()?;
+    /// kernel.fail_nth(KernelOp::SetUp, "node", 1, Errno::ENOBUFS);
+    /// let spec = BridgeSpec { name: "cni0".into(), mtu: None, promisc: false, vlan_filtering: false };
+    /// assert!(host.ensure_bridge(&spec).is_err());
+    /// // Half-way: made, not up.
+    /// assert!(!host.link_by_name("cni0")?.is_up());
+    /// kernel.fail_nth(KernelOp::ListRoutes, "node", 2, Errno::EINTR);
+    /// host.routes(Default::default())?;
+    /// assert_eq!(host.routes(Default::default()).unwrap_err().errno(), Some(Errno::EINTR));
+    /// # Ok::<(), cni_netns::Error>(())
+    /// ```
+    pub fn fail_nth(&self, op: KernelOp, netns: &str, n: usize, errno: Errno) {
         self.world().faults.push(Fault {
             op,
             netns: netns.to_owned(),
+            skip: n.saturating_sub(1),
             errno,
         });
     }
@@ -773,13 +823,22 @@ impl World {
         }
     }
 
-    /// An injected fault for `op` in `netns`, consumed.
+    /// A call of `op` in `netns`: the injected fault it meets, consumed
+    /// (the other faults of its kind count it).
     fn fault(&mut self, op: KernelOp, netns: &str) -> Option<Errno> {
-        let pos = self
-            .faults
-            .iter()
-            .position(|f| f.op == op && f.netns == netns)?;
-        Some(self.faults.remove(pos).errno)
+        let mut fired = None;
+        self.faults.retain_mut(|f| {
+            if f.op != op || f.netns != netns {
+                return true;
+            }
+            if f.skip == 0 && fired.is_none() {
+                fired = Some(f.errno);
+                return false;
+            }
+            f.skip = f.skip.saturating_sub(1);
+            true
+        });
+        fired
     }
 }
 
@@ -863,6 +922,26 @@ impl FakeHandle {
             }
             Err(errno) => Err(self.netlink_error(description, errno)),
         }
+    }
+
+    /// A read of kind `op` (described by `what`): fails with an injected
+    /// fault.
+    fn reading(&self, op: KernelOp, what: impl FnOnce() -> String) -> Result<()> {
+        let fault = self.kernel.world().fault(op, self.name());
+        match fault {
+            Some(errno) => Err(self.netlink_error(what(), errno)),
+            None => Ok(()),
+        }
+    }
+
+    /// Link `index` as reported, without a read that can fail (a step
+    /// inside a verb the kernel does in one call).
+    fn peek_link(&self, index: u32) -> Result<Link> {
+        self.find(
+            |l| l.link.index == index,
+            format!("get link #{index}"),
+            &format!("#{index}"),
+        )
     }
 
     fn read<T>(&self, f: impl FnOnce(&Namespace) -> Result<T>) -> Result<T> {
@@ -1103,11 +1182,13 @@ impl NetnsHandle for FakeHandle {
     }
 
     fn link_by_name(&self, name: &str) -> Result<Link> {
+        self.reading(KernelOp::GetLink, || format!("get link {name}"))?;
         self.find(|l| l.link.name == name, format!("get link {name}"), name)
     }
 
     fn link_by_index(&self, index: u32) -> Result<Link> {
         let op = format!("get link #{index}");
+        self.reading(KernelOp::GetLink, || op.clone())?;
         self.find(|l| l.link.index == index, op.clone(), &format!("#{index}"))
             .map_err(|e| match e {
                 Error::LinkNotFound { .. } => self.netlink_error(op, Errno::ENODEV),
@@ -1132,6 +1213,7 @@ impl NetnsHandle for FakeHandle {
     }
 
     fn default_route_link(&self) -> Result<Option<Link>> {
+        self.reading(KernelOp::ListRoutes, || "list routes".into())?;
         let oif = self.read(|ns| {
             Ok(ns
                 .routes
@@ -1143,6 +1225,7 @@ impl NetnsHandle for FakeHandle {
     }
 
     fn links(&self) -> Result<Vec<Link>> {
+        self.reading(KernelOp::ListLinks, || "list links".into())?;
         let w = self.kernel.world();
         let ns = w
             .namespaces
@@ -1214,9 +1297,11 @@ impl NetnsHandle for FakeHandle {
             }
             other => other?,
         };
-        // As the real one: the host end's accept_ra is 0, failures ignored.
+        // As the real one: the end is looked up (a failure leaves the
+        // pair), then its accept_ra is 0, failures ignored.
+        let link = self.link_by_index(index)?;
         let _ = self.write_sysctl(&format!("net/ipv6/conf/{name}/accept_ra"), "0");
-        self.link_by_index(index)
+        Ok(link)
     }
 
     fn ensure_bridge(&self, spec: &BridgeSpec) -> Result<Link> {
@@ -1296,6 +1381,7 @@ impl NetnsHandle for FakeHandle {
     }
 
     fn vlan_id(&self, name: &str) -> Result<Option<u16>> {
+        self.reading(KernelOp::GetLink, || format!("get link {name}"))?;
         self.read(|ns| {
             ns.by_name(name)
                 .map(|l| l.vlan_id)
@@ -1318,11 +1404,12 @@ impl NetnsHandle for FakeHandle {
         if let Some(context) = selinux_context {
             object.push_str(&format!(" context {context}"));
         }
-        // Kind `tun`, as the kernel reports a tap; MTU and MAC applied.
-        let (mtu, mac) = (spec.mtu, spec.mac);
+        // Kind `tun`, as the kernel reports a tap; then, as the real one,
+        // looked up, its MAC set, looked up again, deleted when one of
+        // those fails.
+        let mtu = spec.mtu;
         self.add_here("tun", &spec.name, object, |l| {
             l.link.mtu = mtu.unwrap_or(l.link.mtu);
-            l.link.mac = mac.or(l.link.mac);
         })
         .map_err(|e| match e {
             Error::Netlink {
@@ -1334,20 +1421,30 @@ impl NetnsHandle for FakeHandle {
             },
             other => other,
         })?;
-        self.link_by_name(&spec.name)
+        let link = self.link_by_name(&spec.name)?;
+        let configured = spec
+            .mac
+            .map_or(Ok(()), |mac| self.set_mac(link.index, mac))
+            .and_then(|()| self.link_by_index(link.index));
+        if configured.is_err() {
+            let _ = self.delete_link(link.index);
+        }
+        configured
     }
 
     fn add_vrf(&self, name: &str, table: u32) -> Result<Vrf> {
-        // Made up at once (the real one sets it up, or deletes it).
-        let object = format!("vrf {name} table {table} up");
-        self.add_here("vrf", name, object, |l| {
-            l.vrf_table = Some(table);
-            l.link.flags |= libc::IFF_UP as u32;
-        })?;
-        Ok(Vrf {
-            link: self.link_by_name(name)?,
-            table,
-        })
+        // As the real one: made, looked up, set up and looked up again;
+        // deleted when a step after its making fails.
+        let object = format!("vrf {name} table {table}");
+        self.add_here("vrf", name, object, |l| l.vrf_table = Some(table))?;
+        let link = self.link_by_name(name)?;
+        let up = self
+            .set_up(link.index)
+            .and_then(|()| self.link_by_index(link.index));
+        if up.is_err() {
+            let _ = self.delete_link(link.index);
+        }
+        Ok(Vrf { link: up?, table })
     }
 
     fn vrf_by_name(&self, name: &str) -> Result<Option<Vrf>> {
@@ -1369,6 +1466,7 @@ impl NetnsHandle for FakeHandle {
     }
 
     fn vrfs(&self) -> Result<Vec<Vrf>> {
+        self.reading(KernelOp::ListLinks, || "list links".into())?;
         let tables = self.read(|ns| {
             Ok(ns
                 .links
@@ -1380,7 +1478,7 @@ impl NetnsHandle for FakeHandle {
             .into_iter()
             .map(|(index, table)| {
                 Ok(Vrf {
-                    link: self.link_by_index(index)?,
+                    link: self.peek_link(index)?,
                     table,
                 })
             })
@@ -1563,7 +1661,9 @@ impl NetnsHandle for FakeHandle {
     }
 
     fn delete_link_by_name(&self, name: &str) -> Result<bool> {
-        match self.link_by_name(name) {
+        // One call on Linux (by name): no lookup that could fail.
+        let found = self.find(|l| l.link.name == name, format!("get link {name}"), name);
+        match found {
             Ok(link) => self.delete_link(link.index).map(|()| true),
             Err(e) if e.is_not_found() => Ok(false),
             Err(e) => Err(e),
@@ -1590,6 +1690,7 @@ impl NetnsHandle for FakeHandle {
     }
 
     fn addresses(&self, index: Option<u32>, family: AddressFamilyFilter) -> Result<Vec<Address>> {
+        self.reading(KernelOp::ListAddresses, || "list addresses".into())?;
         self.read(|ns| {
             Ok(ns
                 .addresses
@@ -1677,6 +1778,7 @@ impl NetnsHandle for FakeHandle {
     }
 
     fn routes(&self, family: AddressFamilyFilter) -> Result<Vec<KernelRoute>> {
+        self.reading(KernelOp::ListRoutes, || "list routes".into())?;
         self.read(|ns| {
             Ok(ns
                 .routes
@@ -1752,7 +1854,15 @@ impl NetnsHandle for FakeHandle {
     }
 
     fn sysctl_get(&self, key: &str) -> Result<Option<String>> {
-        self.read(|ns| Ok(ns.sysctls.get(&slash(key)).cloned()))
+        let key = slash(key);
+        if let Some(errno) = self.kernel.world().fault(KernelOp::ReadSysctl, self.name()) {
+            return Err(Error::Sysctl {
+                op: "read",
+                key,
+                source: std::io::Error::from_raw_os_error(errno as i32),
+            });
+        }
+        self.read(|ns| Ok(ns.sysctls.get(&key).cloned()))
     }
 
     fn sysctl_set(&self, key: &str, value: &str) -> Result<bool> {
@@ -1767,15 +1877,37 @@ impl NetnsHandle for FakeHandle {
     }
 
     fn set_ipv4_conf(&self, index: u32, settings: &[(Ipv4Conf, u32)]) -> Result<()> {
-        let name = self
-            .link_by_index(index)
-            .map_err(|_| self.netlink_error(format!("set ipv4 conf of #{index}"), Errno::ENODEV))?
-            .name;
-        for (conf, value) in settings {
-            self.write_sysctl(
-                &format!("net/ipv4/conf/{name}/{}", conf.name()),
-                &value.to_string(),
-            )?;
+        if settings.is_empty() {
+            return Ok(());
+        }
+        // One netlink message on Linux: all or nothing (one fault), a
+        // record per setting.
+        let what = |ns: &Namespace| {
+            let op = format!("set ipv4 conf of {}", ns.name_of(index));
+            (op.clone(), op)
+        };
+        let written = self.change(KernelOp::WriteSysctl, what, |w, here| {
+            let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
+            let name = ns.link(index).ok_or(Errno::ENODEV)?.link.name.clone();
+            let mut written = Vec::new();
+            for (conf, value) in settings {
+                let key = format!("net/ipv4/conf/{name}/{}", conf.name());
+                ns.sysctls.insert(key.clone(), value.to_string());
+                written.push(format!("{key}={value}"));
+            }
+            Ok(written)
+        })?;
+        let mut w = self.kernel.world();
+        // `change` recorded the first; the others follow it.
+        if let Some(first) = w.calls.last_mut() {
+            first.object = written[0].clone();
+        }
+        for object in &written[1..] {
+            w.calls.push(KernelCall {
+                netns: self.name().to_owned(),
+                op: KernelOp::WriteSysctl,
+                object: object.clone(),
+            });
         }
         Ok(())
     }
@@ -1841,6 +1973,91 @@ mod tests {
         assert!(k.calls().is_empty());
         host.setup_veth("eth0", pod.netns(), None, None).unwrap();
         assert_eq!(k.link_names("pod"), ["lo", "eth0"]);
+    }
+
+    #[test]
+    fn fail_nth_counts_calls_of_its_kind_reads_included() {
+        let (k, _, pod) = pod();
+        let eth0 = k.add_device("pod", "eth0");
+        let addr = |s: &str| s.parse::<IpNetwork>().unwrap();
+        k.fail_nth(KernelOp::AddAddress, "pod", 2, Errno::ENOSPC);
+        // Another namespace's calls do not count.
+        k.fail_nth(KernelOp::ListLinks, NODE, 1, Errno::EIO);
+        pod.add_address(eth0, addr("10.0.0.1/24"), Default::default())
+            .unwrap();
+        let e = pod
+            .add_address(eth0, addr("10.0.0.2/24"), Default::default())
+            .unwrap_err();
+        assert_eq!(e.errno(), Some(Errno::ENOSPC), "{e}");
+        pod.add_address(eth0, addr("10.0.0.3/24"), Default::default())
+            .unwrap();
+        assert_eq!(k.address_list("pod").len(), 2);
+        // Reads fail too, each kind its own.
+        pod.links().unwrap();
+        k.fail_next(KernelOp::GetLink, "pod", Errno::EINTR);
+        k.fail_next(KernelOp::ListRoutes, "pod", Errno::EBUSY);
+        k.fail_next(KernelOp::ListAddresses, "pod", Errno::ENOBUFS);
+        k.fail_next(KernelOp::ReadSysctl, "pod", Errno::EACCES);
+        let e = pod.link_by_name("eth0").unwrap_err();
+        assert_eq!(e.errno(), Some(Errno::EINTR), "{e}");
+        assert!(e.to_string().contains("get link eth0"), "{e}");
+        assert_eq!(
+            pod.routes(AddressFamilyFilter::All).unwrap_err().errno(),
+            Some(Errno::EBUSY)
+        );
+        assert_eq!(
+            pod.addresses(None, AddressFamilyFilter::All)
+                .unwrap_err()
+                .errno(),
+            Some(Errno::ENOBUFS)
+        );
+        assert_eq!(
+            pod.sysctl_get("net.ipv4.ip_forward").unwrap_err().errno(),
+            Some(Errno::EACCES)
+        );
+        // Each fault fired once.
+        pod.link_by_name("eth0").unwrap();
+        pod.routes(AddressFamilyFilter::All).unwrap();
+    }
+
+    #[test]
+    fn a_verb_of_several_calls_fails_half_way_as_linux_leaves_it() {
+        let (k, host, pod) = pod();
+        // ensure_bridge: made, then set up; the set-up fails: a down bridge.
+        k.fail_next(KernelOp::SetUp, NODE, Errno::ENOBUFS);
+        let spec = BridgeSpec {
+            name: "cni0".into(),
+            mtu: None,
+            promisc: false,
+            vlan_filtering: false,
+        };
+        assert!(host.ensure_bridge(&spec).is_err());
+        assert_eq!(k.link_list(NODE), ["lo", "cni0@bridge"]);
+        assert!(host.ensure_bridge(&spec).unwrap().is_up());
+        // setup_veth_with: the pair is made, the look-up after it fails:
+        // the pair stays.
+        k.fail_nth(KernelOp::GetLink, NODE, 1, Errno::EINTR);
+        assert!(host.setup_veth("eth0", pod.netns(), None, None).is_err());
+        assert_eq!(k.link_names("pod"), ["lo", "eth0"]);
+        // add_vrf: made, set up; the set-up fails: the VRF is deleted.
+        k.fail_next(KernelOp::SetUp, "pod", Errno::ENOMEM);
+        let e = pod.add_vrf("blue", 10).unwrap_err();
+        assert_eq!(e.errno(), Some(Errno::ENOMEM), "{e}");
+        assert_eq!(k.link_names("pod"), ["lo", "eth0"]);
+        let ops: Vec<KernelOp> = k.calls().iter().rev().take(2).map(|c| c.op).collect();
+        assert_eq!(ops, [KernelOp::DeleteLink, KernelOp::AddLink]);
+        // set_ipv4_conf is one message: all or nothing.
+        let eth0 = pod.link_by_name("eth0").unwrap().index;
+        k.fail_next(KernelOp::WriteSysctl, "pod", Errno::EPERM);
+        let settings = [(Ipv4Conf::ArpNotify, 1), (Ipv4Conf::RouteLocalnet, 1)];
+        assert!(pod.set_ipv4_conf(eth0, &settings).is_err());
+        assert_eq!(k.sysctl("pod", "net/ipv4/conf/eth0/arp_notify"), None);
+        pod.set_ipv4_conf(eth0, &settings).unwrap();
+        assert_eq!(
+            k.sysctl("pod", "net/ipv4/conf/eth0/route_localnet")
+                .as_deref(),
+            Some("1")
+        );
     }
 
     #[test]

@@ -28,7 +28,7 @@ fn linux_and_the_fake_agree_after_every_step() {
         fake.add_netns("b");
         let mut modelled = Run::new(&fake, "a", "b").unwrap();
         match compare(&script, &mut linux, &mut modelled).unwrap() {
-            None => println!(
+            None => eprintln!(
                 "SKIP {}: this kernel lacks a link kind it makes",
                 script.name
             ),

@@ -569,7 +569,9 @@ fn vrf_kernel_failure_at_each_add_step_leaves_the_pod_as_it_was() {
     assert_eq!(
         ops(&steps),
         [
+            // The VRF made, then set up (a failure deletes it, as on Linux).
             (KernelOp::AddLink, POD),
+            (KernelOp::SetUp, POD),
             (KernelOp::SetMaster, POD),
             (KernelOp::AddAddress, POD),
             (KernelOp::AddRoute, POD)
