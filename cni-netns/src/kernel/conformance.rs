@@ -152,6 +152,13 @@ fn err(op: Op, expect: &'static str) -> Step {
     Step { op, expect }
 }
 
+impl Step {
+    /// The step with outcome `expect`.
+    fn with(self, expect: &'static str) -> Step {
+        Step { expect, ..self }
+    }
+}
+
 fn route(dst: &'static str, via: Option<&'static str>, dev: Option<&'static str>) -> Route {
     Route {
         dst,
@@ -377,6 +384,99 @@ pub fn scripts() -> Vec<Script> {
                 ok(Rename(A, "br0", "br1")),
                 ok(Delete(A, "br1")),
                 err(Sysctl(A, "net/ipv4/conf/{br1}/arp_notify", "1"), "ENOENT"),
+            ],
+        },
+        Script {
+            name: "loopback, IPv6 addresses and routes, tables",
+            steps: vec![
+                ok(Up(A, "lo")),
+                ok(Bridge(A, "br0")),
+                ok(AddAddr(A, "br0", "2001:db8::1/64")),
+                err(AddAddr(A, "br0", "2001:db8::1/64"), "EEXIST"),
+                ok(AddAddr(A, "br0", "2001:db8:5::1/128")),
+                ok(AddRoute(
+                    A,
+                    route("2001:db8:9::/64", Some("2001:db8::ff"), None),
+                )),
+                err(
+                    AddRoute(A, route("2001:db8:9::/64", Some("2001:db8::fe"), None)),
+                    "EEXIST",
+                ),
+                ok(AddRouteEcmp(
+                    A,
+                    route("2001:db8:9::/64", Some("2001:db8::fe"), Some("br0")),
+                )),
+                ok(AddRoute(
+                    A,
+                    Route {
+                        table: Some(100),
+                        ..route("10.0.0.0/8", None, Some("br0"))
+                    },
+                )),
+                ok(DelRoute(
+                    A,
+                    Route {
+                        table: Some(100),
+                        ..route("10.0.0.0/8", None, None)
+                    },
+                )),
+                ok(ReplaceRoute(A, route("2001:db8:7::/64", None, Some("br0")))),
+                ok(DelAddr(A, "br0", "2001:db8::1/64")),
+                err(DelAddr(A, "br0", "2001:db8::1/64"), "EADDRNOTAVAIL"),
+                ok(Down(A, "lo")),
+            ],
+        },
+        Script {
+            name: "a bridge of veths: members, their peers, deleting the bridge",
+            steps: vec![
+                ok(Bridge(A, "br0")),
+                ok(AddAddr(A, "br0", "10.0.0.1/24")),
+                ok(Veth {
+                    ns: A,
+                    alias: "v0",
+                    peer: "eth0",
+                    peer_ns: B,
+                    up: true,
+                    master: Some("br0"),
+                }),
+                ok(Veth {
+                    ns: A,
+                    alias: "v1",
+                    peer: "eth1",
+                    peer_ns: B,
+                    up: false,
+                    master: Some("br0"),
+                }),
+                ok(Down(A, "v1")),
+                ok(Down(A, "v1")),
+                ok(Up(B, "eth1")),
+                ok(Delete(B, "eth1")),
+                ok(Delete(A, "br0")),
+                ok(Bridge(A, "br0")),
+                ok(Master(A, "v0", "br0")),
+                // The old master is released first.
+                err(Master(A, "v0", "nothere"), "EINVAL"),
+                ok(Delete(A, "v0")),
+                ok(Move(B, "lo", A)).with("EINVAL"),
+                ok(Move(A, "br0", B)).with("EINVAL"),
+            ],
+        },
+        Script {
+            name: "ensure_bridge on a link that is not a bridge",
+            steps: vec![
+                ok(Veth {
+                    ns: A,
+                    alias: "v0",
+                    peer: "br0",
+                    peer_ns: A,
+                    up: false,
+                    master: None,
+                }),
+                err(Bridge(A, "br0"), "error WrongLinkKind"),
+                err(Master(A, "v0", "br0"), "EOPNOTSUPP"),
+                ok(Rename(A, "br0", "this-name-is-too-long")).with("ERANGE"),
+                err(Delete(A, "lo"), "EOPNOTSUPP"),
+                ok(Down(A, "lo")),
             ],
         },
         Script {

@@ -19,7 +19,7 @@ use crate::link::{
     BridgePortOptions, BridgeSpec, BridgeVlan, IpvlanMode, IpvlanSpec, Link, LinkDetails, MacAddr,
     MacvlanMode, MacvlanSpec, OperState, TapSpec, VethSpec, VlanSpec, Vrf, VLAN_ID_MAX,
 };
-use crate::route::{KernelRoute, SCOPE_HOST, SCOPE_LINK, SCOPE_UNIVERSE, TABLE_MAIN};
+use crate::route::{KernelRoute, NextHop, SCOPE_HOST, SCOPE_LINK, SCOPE_UNIVERSE, TABLE_MAIN};
 use crate::AddressFamilyFilter;
 
 /// The namespace [`FakeKernel::current`](NetKernel::current) opens.
@@ -484,7 +484,9 @@ impl Namespace {
         let up = self.link(a.index).is_some_and(FakeLink::is_up);
         let mut routes = Vec::new();
         let own_prefix = a.flags & (IFA_F_NOPREFIXROUTE | IFA_F_SECONDARY) == 0;
-        if up && own_prefix && !full_prefix(a.address) {
+        // An IPv4 /32 has no prefix route, an IPv6 /128 has one.
+        let host = a.address.is_ipv4() && full_prefix(a.address);
+        if up && own_prefix && !host {
             if let Ok(subnet) = IpNetwork::new(a.address.network(), a.address.prefix()) {
                 routes.push(KernelRoute {
                     oif: Some(a.index),
@@ -561,7 +563,7 @@ impl Namespace {
             .filter(|r| r.kind == RTN_LOCAL)
             .collect();
         self.routes.retain(|r| {
-            r.oif != Some(index)
+            !r.through(index)
                 || keep
                     .iter()
                     .any(|k| k.dst == r.dst && k.table == r.table && k.kind == r.kind)
@@ -758,7 +760,14 @@ impl World {
     ) -> std::result::Result<(), Errno> {
         let target = self.namespaces.get(to).ok_or(Errno::EINVAL)?;
         let ns = self.namespaces.get(from).ok_or(Errno::ENOENT)?;
-        let name = &ns.link(index).ok_or(Errno::ENODEV)?.link.name;
+        let link = ns.link(index).ok_or(Errno::ENODEV)?;
+        // NETIF_F_NETNS_LOCAL: loopback, bridges and VRFs stay.
+        if link.link.flags & libc::IFF_LOOPBACK as u32 != 0
+            || matches!(link.link.kind.as_deref(), Some("bridge" | "vrf"))
+        {
+            return Err(Errno::EINVAL);
+        }
+        let name = &link.link.name;
         let clash = target.by_name(name).is_some();
         if clash && !rename_on_clash {
             return Err(Errno::EEXIST);
@@ -772,7 +781,7 @@ impl World {
         let mut link = ns.links.remove(pos);
         ns.drop_link_sysctls(&link.link.name);
         ns.addresses.retain(|a| a.index != index);
-        ns.routes.retain(|r| r.oif != Some(index));
+        ns.routes.retain(|r| !r.through(index));
         for l in &mut ns.links {
             if l.link.master == Some(index) {
                 l.link.master = None;
@@ -812,7 +821,7 @@ impl World {
         let link = ns.links.remove(pos);
         ns.drop_link_sysctls(&link.link.name);
         ns.addresses.retain(|a| a.index != index);
-        ns.routes.retain(|r| r.oif != Some(index));
+        ns.routes.retain(|r| !r.through(index));
         for l in &mut ns.links {
             if l.link.master == Some(index) {
                 l.link.master = None;
@@ -1010,6 +1019,7 @@ impl FakeHandle {
     ) -> Result<()> {
         let what = |_: &Namespace| (format!("add {object}"), object.clone());
         self.change(KernelOp::AddLink, what, |w, here| {
+            valid_name(name)?;
             if w.namespaces
                 .get(here)
                 .ok_or(Errno::ENOENT)?
@@ -1048,6 +1058,7 @@ impl FakeHandle {
             )
         };
         self.change(KernelOp::AddLink, what, |w, here| {
+            valid_name(name)?;
             let parent_link = w
                 .namespaces
                 .get(here)
@@ -1136,14 +1147,35 @@ impl FakeHandle {
             let r = ns.resolved(r.clone());
             let same =
                 |k: &KernelRoute| k.dst == r.dst && k.table == r.table && k.priority == r.priority;
-            if ns
-                .routes
-                .iter()
-                .any(|k| same(k) && (exclusive || (k.gateway == r.gateway && k.oif == r.oif)))
-            {
+            let hop = |k: &KernelRoute| {
+                (k.gateway == r.gateway && k.oif == r.oif)
+                    || k.multipath
+                        .iter()
+                        .any(|h| h.gateway == r.gateway && Some(h.oif) == r.oif)
+            };
+            if ns.routes.iter().any(|k| same(k) && (exclusive || hop(k))) {
                 return Err(Errno::EEXIST);
             }
-            ns.routes.push(r.clone());
+            // An IPv6 route appended to one of the same key becomes one
+            // of its paths (the kernel's siblings); IPv4 keeps two routes.
+            let sibling = r.dst.is_ipv6() && r.multipath.is_empty();
+            match ns.routes.iter_mut().find(|k| sibling && same(k)) {
+                Some(k) => {
+                    if k.multipath.is_empty() {
+                        k.multipath.push(NextHop {
+                            gateway: k.gateway.take(),
+                            oif: k.oif.take().unwrap_or(0),
+                            weight: 1,
+                        });
+                    }
+                    k.multipath.push(NextHop {
+                        gateway: r.gateway,
+                        oif: r.oif.unwrap_or(0),
+                        weight: 1,
+                    });
+                }
+                None => ns.routes.push(r.clone()),
+            }
             Ok(())
         })
     }
@@ -1163,6 +1195,25 @@ fn address_change(
             format!("{verb} address {addr} {prep} {name}"),
             format!("{addr} on {name}"),
         )
+    }
+}
+
+/// The kernel's check of a link name (`IFLA_IFNAME`): at most 15 bytes.
+fn valid_name(name: &str) -> std::result::Result<(), Errno> {
+    if name.len() >= libc::IFNAMSIZ {
+        return Err(Errno::ERANGE);
+    }
+    Ok(())
+}
+
+/// Whether route `r` goes out of link `index` (one of its paths does).
+trait Through {
+    fn through(&self, index: u32) -> bool;
+}
+
+impl Through for KernelRoute {
+    fn through(&self, index: u32) -> bool {
+        self.oif == Some(index) || self.multipath.iter().any(|h| h.oif == index)
     }
 }
 
@@ -1255,6 +1306,7 @@ impl NetnsHandle for FakeHandle {
         let object = format!("veth {name} peer {peer_name} in {peer_ns}");
         let what = |_: &Namespace| (format!("add {object}"), object.clone());
         let index = self.change(KernelOp::AddLink, what, |w, here| {
+            valid_name(&peer_name)?;
             let target = w.namespaces.get(&peer_ns).ok_or(Errno::EINVAL)?;
             if target.by_name(&peer_name).is_some() {
                 return Err(Errno::EEXIST);
@@ -1549,10 +1601,24 @@ impl NetnsHandle for FakeHandle {
         };
         self.change(KernelOp::SetMaster, describe, |w, here| {
             let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
-            ns.link(index).ok_or(Errno::ENODEV)?;
-            ns.link(master).ok_or(Errno::ENODEV)?;
+            let old = ns.link(index).ok_or(Errno::ENODEV)?.link.master;
+            if old == Some(master) {
+                return Ok(());
+            }
+            // The kernel's do_set_master: the old master is released
+            // first, then the new one must exist (EINVAL), take members
+            // (EOPNOTSUPP) and not be the link itself (ELOOP).
+            if old.is_some() {
+                ns.set_master(index, None);
+            }
+            let kind = ns.link(master).ok_or(Errno::EINVAL)?.link.kind.clone();
+            if matches!(
+                kind.as_deref(),
+                Some("veth" | "dummy" | "macvlan" | "ipvlan" | "vlan" | "tun")
+            ) {
+                return Err(Errno::EOPNOTSUPP);
+            }
             if index == master {
-                // netdev_upper_dev_link: a link above itself is a loop.
                 return Err(Errno::ELOOP);
             }
             ns.set_master(index, Some(master));
@@ -1618,6 +1684,7 @@ impl NetnsHandle for FakeHandle {
             if old == new_name {
                 return Ok(());
             }
+            valid_name(new_name)?;
             if ns.by_name(new_name).is_some() {
                 return Err(Errno::EEXIST);
             }
@@ -1651,10 +1718,16 @@ impl NetnsHandle for FakeHandle {
             (format!("delete link {name}"), name)
         };
         self.change(KernelOp::DeleteLink, what, |w, here| {
-            w.namespaces
+            let link = w
+                .namespaces
                 .get(here)
                 .and_then(|ns| ns.link(index))
                 .ok_or(Errno::ENODEV)?;
+            // Only links made over rtnetlink (with a kind) can be deleted:
+            // not the loopback, not a physical device.
+            if link.link.kind.is_none() {
+                return Err(Errno::EOPNOTSUPP);
+            }
             w.remove_link(here, index);
             Ok(())
         })
@@ -1937,7 +2010,8 @@ mod tests {
     #[test]
     fn an_address_brings_its_prefix_route_and_gateways_must_be_reachable() {
         let (k, _, pod) = pod();
-        let idx = k.add_device("pod", "eth0");
+        let idx = pod.add_dummy("eth0").unwrap().index;
+        pod.set_up(idx).unwrap();
         let off_link = KernelRoute {
             gateway: Some("192.0.2.1".parse().unwrap()),
             oif: Some(idx),
@@ -1956,6 +2030,11 @@ mod tests {
             ]
         );
         assert!(pod.add_route(&off_link).unwrap_err().is_exists());
+        // A physical device cannot be deleted; a dummy takes its
+        // addresses and routes along.
+        let nic = k.add_device("pod", "nic0");
+        let e = pod.delete_link(nic).unwrap_err();
+        assert_eq!(e.errno(), Some(Errno::EOPNOTSUPP), "{e}");
         pod.delete_link(idx).unwrap();
         assert!(k.route_list("pod").is_empty() && k.address_list("pod").is_empty());
     }
