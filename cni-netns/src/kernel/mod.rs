@@ -99,182 +99,242 @@ pub trait NetKernel: Send + Sync {
     fn open(&self, path: &str) -> Result<Self::Handle>;
 }
 
-/// The operations the interface plugins do inside one namespace: the
-/// methods of [`Handle`] of the same names, with the same meaning and
-/// errors.
-pub trait NetnsHandle: Send + Sync {
-    /// What names this namespace as the target of a link created from
-    /// another one (a veth's peer, a macvlan made straight into the pod).
-    type Netns: Sync;
+/// Declares [`NetnsHandle`] and implements it for [`Handle`]: the verbs in
+/// the second block are `Handle`'s own methods of the same name and
+/// signature, and the implementation delegates to them, so that a new
+/// kernel verb is `Handle`'s method, one line here and the fake's
+/// implementation. (`Self::Netns` is [`Netns`] for `Handle`.)
+macro_rules! netns_handle {
+    (
+        $(#[$meta:meta])*
+        pub trait NetnsHandle { $($own:tt)* }
+        delegated to Handle { $(
+            $(#[$doc:meta])*
+            fn $name:ident(&self $(, $arg:ident: $ty:ty)* $(,)?) -> $ret:ty;
+        )* }
+        impl for Handle { $($own_impl:tt)* }
+    ) => {
+        $(#[$meta])*
+        pub trait NetnsHandle: Send + Sync {
+            $($own)*
+            $(
+                $(#[$doc])*
+                fn $name(&self $(, $arg: $ty)*) -> $ret;
+            )*
+        }
 
-    /// This namespace, as a target for links created elsewhere.
-    fn netns(&self) -> &Self::Netns;
+        impl NetnsHandle for Handle {
+            $($own_impl)*
+            $(
+                fn $name(&self $(, $arg: $ty)*) -> $ret {
+                    Handle::$name(self $(, $arg)*)
+                }
+            )*
+        }
+    };
+}
 
-    /// The namespace's path, as used in error messages.
-    fn netns_name(&self) -> &str;
+netns_handle! {
+    /// The operations the interface plugins do inside one namespace: the
+    /// methods of [`Handle`] of the same names, with the same meaning and
+    /// errors.
+    pub trait NetnsHandle {
+        /// What names this namespace as the target of a link created from
+        /// another one (a veth's peer, a macvlan made straight into the pod).
+        type Netns: Sync;
 
-    // ---- links ----
+        /// This namespace, as a target for links created elsewhere.
+        fn netns(&self) -> &Self::Netns;
 
-    /// [`Handle::link_by_name`].
-    fn link_by_name(&self, name: &str) -> Result<Link>;
+        /// The namespace's path, as used in error messages.
+        fn netns_name(&self) -> &str;
 
-    /// [`Handle::link_by_index`].
-    fn link_by_index(&self, index: u32) -> Result<Link>;
+        /// [`Handle::setup_veth`]: [`NetnsHandle::setup_veth_with`] with the
+        /// peer `peer_name` in `peer_netns`, the host end up.
+        fn setup_veth(
+            &self,
+            peer_name: &str,
+            peer_netns: &Self::Netns,
+            mtu: Option<u32>,
+            peer_mac: Option<MacAddr>,
+        ) -> Result<Link> {
+            self.setup_veth_with(&VethSpec::setup(peer_name, peer_netns, mtu, peer_mac))
+        }
 
-    /// [`Handle::link_details`].
-    fn link_details(&self, name: &str) -> Result<LinkDetails>;
-
-    /// [`Handle::links`].
-    fn links(&self) -> Result<Vec<Link>>;
-
-    /// [`Handle::link_by_mac`].
-    fn link_by_mac(&self, mac: MacAddr) -> Result<Option<Link>>;
-
-    /// [`Handle::links_with_master`].
-    fn links_with_master(&self, index: u32) -> Result<Vec<Link>>;
-
-    /// [`Handle::default_route_link`].
-    fn default_route_link(&self) -> Result<Option<Link>>;
-
-    /// [`Handle::setup_veth_with`]: a veth whose end here has a random
-    /// `veth%08x` name; returns that end.
-    fn setup_veth_with(&self, spec: &VethSpec<'_, Self::Netns>) -> Result<Link>;
-
-    /// [`Handle::setup_veth`]: [`NetnsHandle::setup_veth_with`] with the
-    /// peer `peer_name` in `peer_netns`, the host end up.
-    fn setup_veth(
-        &self,
-        peer_name: &str,
-        peer_netns: &Self::Netns,
-        mtu: Option<u32>,
-        peer_mac: Option<MacAddr>,
-    ) -> Result<Link> {
-        self.setup_veth_with(&VethSpec::setup(peer_name, peer_netns, mtu, peer_mac))
+        /// [`crate::sysctl::get_opt`] in this namespace: `None` when the
+        /// sysctl does not exist.
+        fn sysctl_get(&self, key: &str) -> Result<Option<String>>;
     }
+    delegated to Handle {
+        // ---- links ----
 
-    /// [`Handle::ensure_bridge`].
-    fn ensure_bridge(&self, spec: &BridgeSpec) -> Result<Link>;
+        /// [`Handle::link_by_name`].
+        fn link_by_name(&self, name: &str) -> Result<Link>;
 
-    /// [`Handle::add_macvlan`].
-    fn add_macvlan(&self, spec: &MacvlanSpec<'_, Self::Netns>) -> Result<()>;
+        /// [`Handle::link_by_index`].
+        fn link_by_index(&self, index: u32) -> Result<Link>;
 
-    /// [`Handle::add_ipvlan`].
-    fn add_ipvlan(&self, spec: &IpvlanSpec<'_, Self::Netns>) -> Result<()>;
+        /// [`Handle::link_details`].
+        fn link_details(&self, name: &str) -> Result<LinkDetails>;
 
-    /// [`Handle::set_macvlan_bc_queue_len`].
-    fn set_macvlan_bc_queue_len(&self, index: u32, len: u32) -> Result<()>;
+        /// [`Handle::links`].
+        fn links(&self) -> Result<Vec<Link>>;
 
-    /// [`Handle::add_vlan`].
-    fn add_vlan(&self, spec: &VlanSpec<'_, Self::Netns>) -> Result<()>;
+        /// [`Handle::link_by_mac`].
+        fn link_by_mac(&self, mac: MacAddr) -> Result<Option<Link>>;
 
-    /// [`Handle::vlan_id`].
-    fn vlan_id(&self, name: &str) -> Result<Option<u16>>;
+        /// [`Handle::links_with_master`].
+        fn links_with_master(&self, index: u32) -> Result<Vec<Link>>;
 
-    /// [`Handle::add_dummy`].
-    fn add_dummy(&self, name: &str) -> Result<Link>;
+        /// [`Handle::default_route_link`].
+        fn default_route_link(&self) -> Result<Option<Link>>;
 
-    /// [`Handle::add_tap`].
-    fn add_tap(&self, spec: &TapSpec, selinux_context: Option<&str>) -> Result<Link>;
+        /// [`Handle::setup_veth_with`]: a veth whose end here has a random
+        /// `veth%08x` name; returns that end.
+        fn setup_veth_with(&self, spec: &VethSpec<'_, Self::Netns>) -> Result<Link>;
 
-    /// [`Handle::add_vrf`].
-    fn add_vrf(&self, name: &str, table: u32) -> Result<Vrf>;
+        /// [`Handle::ensure_bridge`].
+        fn ensure_bridge(&self, spec: &BridgeSpec) -> Result<Link>;
 
-    /// [`Handle::vrf_by_name`].
-    fn vrf_by_name(&self, name: &str) -> Result<Option<Vrf>>;
+        /// [`Handle::add_macvlan`].
+        fn add_macvlan(&self, spec: &MacvlanSpec<'_, Self::Netns>) -> Result<()>;
 
-    /// [`Handle::vrfs`].
-    fn vrfs(&self) -> Result<Vec<Vrf>>;
+        /// [`Handle::add_ipvlan`].
+        fn add_ipvlan(&self, spec: &IpvlanSpec<'_, Self::Netns>) -> Result<()>;
 
-    /// [`Handle::set_up`].
-    fn set_up(&self, index: u32) -> Result<()>;
+        /// [`Handle::set_macvlan_bc_queue_len`].
+        fn set_macvlan_bc_queue_len(&self, index: u32, len: u32) -> Result<()>;
 
-    /// [`Handle::set_down`].
-    fn set_down(&self, index: u32) -> Result<()>;
+        /// [`Handle::add_vlan`].
+        fn add_vlan(&self, spec: &VlanSpec<'_, Self::Netns>) -> Result<()>;
 
-    /// [`Handle::set_master`].
-    fn set_master(&self, index: u32, master: u32) -> Result<()>;
+        /// [`Handle::vlan_id`].
+        fn vlan_id(&self, name: &str) -> Result<Option<u16>>;
 
-    /// [`Handle::set_nomaster`].
-    fn set_nomaster(&self, index: u32) -> Result<()>;
+        /// [`Handle::add_dummy`].
+        fn add_dummy(&self, name: &str) -> Result<Link>;
 
-    /// [`Handle::set_alias`].
-    fn set_alias(&self, index: u32, alias: &str) -> Result<()>;
+        /// [`Handle::add_tap`].
+        fn add_tap(&self, spec: &TapSpec, selinux_context: Option<&str>) -> Result<Link>;
 
-    /// [`Handle::move_to_netns`].
-    fn move_to_netns(&self, index: u32, netns: &Self::Netns) -> Result<()>;
+        /// [`Handle::add_vrf`].
+        fn add_vrf(&self, name: &str, table: u32) -> Result<Vrf>;
 
-    /// [`Handle::set_mac`].
-    fn set_mac(&self, index: u32, mac: MacAddr) -> Result<()>;
+        /// [`Handle::vrf_by_name`].
+        fn vrf_by_name(&self, name: &str) -> Result<Option<Vrf>>;
 
-    /// [`Handle::rename`].
-    fn rename(&self, index: u32, new_name: &str) -> Result<()>;
+        /// [`Handle::vrfs`].
+        fn vrfs(&self) -> Result<Vec<Vrf>>;
 
-    /// [`Handle::delete_link`].
-    fn delete_link(&self, index: u32) -> Result<()>;
+        /// [`Handle::set_up`].
+        fn set_up(&self, index: u32) -> Result<()>;
 
-    /// [`Handle::delete_link_by_name`]: `false` when there was none.
-    fn delete_link_by_name(&self, name: &str) -> Result<bool>;
+        /// [`Handle::set_down`].
+        fn set_down(&self, index: u32) -> Result<()>;
 
-    /// [`Handle::wait_oper_up`].
-    fn wait_oper_up(&self, index: u32, timeout: Duration) -> Result<Link>;
+        /// [`Handle::set_master`].
+        fn set_master(&self, index: u32, master: u32) -> Result<()>;
 
-    /// [`Handle::set_bridge_port`].
-    fn set_bridge_port(&self, index: u32, opts: &BridgePortOptions) -> Result<()>;
+        /// [`Handle::set_nomaster`].
+        fn set_nomaster(&self, index: u32) -> Result<()>;
 
-    /// [`Handle::add_bridge_vlans`].
-    fn add_bridge_vlans(&self, index: u32, vlans: &[BridgeVlan], on_bridge: bool) -> Result<()>;
+        /// [`Handle::set_alias`].
+        fn set_alias(&self, index: u32, alias: &str) -> Result<()>;
 
-    /// [`Handle::del_bridge_vlans`].
-    fn del_bridge_vlans(&self, index: u32, vlans: &[BridgeVlan], on_bridge: bool) -> Result<()>;
+        /// [`Handle::move_to_netns`].
+        fn move_to_netns(&self, index: u32, netns: &Self::Netns) -> Result<()>;
 
-    // ---- addresses ----
+        /// [`Handle::set_mac`].
+        fn set_mac(&self, index: u32, mac: MacAddr) -> Result<()>;
 
-    /// [`Handle::addresses`].
-    fn addresses(&self, index: Option<u32>, family: AddressFamilyFilter) -> Result<Vec<Address>>;
+        /// [`Handle::rename`].
+        fn rename(&self, index: u32, new_name: &str) -> Result<()>;
 
-    /// [`Handle::add_address`].
-    fn add_address(&self, index: u32, addr: IpNetwork, opts: AddressOptions) -> Result<()>;
+        /// [`Handle::delete_link`].
+        fn delete_link(&self, index: u32) -> Result<()>;
 
-    /// [`Handle::del_address`].
-    fn del_address(&self, index: u32, addr: IpNetwork) -> Result<()>;
+        /// [`Handle::delete_link_by_name`]: `false` when there was none.
+        fn delete_link_by_name(&self, name: &str) -> Result<bool>;
 
-    /// [`Handle::settle_addresses`].
-    fn settle_addresses(&self, index: u32, addresses: &[IpAddr], timeout: Duration) -> Result<()>;
+        /// [`Handle::wait_oper_up`].
+        fn wait_oper_up(&self, index: u32, timeout: Duration) -> Result<Link>;
 
-    // ---- routes ----
+        /// [`Handle::set_bridge_port`].
+        fn set_bridge_port(&self, index: u32, opts: &BridgePortOptions) -> Result<()>;
 
-    /// [`Handle::routes`].
-    fn routes(&self, family: AddressFamilyFilter) -> Result<Vec<KernelRoute>>;
+        /// [`Handle::add_bridge_vlans`].
+        fn add_bridge_vlans(&self, index: u32, vlans: &[BridgeVlan], on_bridge: bool) -> Result<()>;
 
-    /// [`Handle::add_route`].
-    fn add_route(&self, r: &KernelRoute) -> Result<()>;
+        /// [`Handle::del_bridge_vlans`].
+        fn del_bridge_vlans(&self, index: u32, vlans: &[BridgeVlan], on_bridge: bool) -> Result<()>;
 
-    /// [`Handle::add_route_ecmp`].
-    fn add_route_ecmp(&self, r: &KernelRoute) -> Result<()>;
+        // ---- addresses ----
 
-    /// [`Handle::replace_route`].
-    fn replace_route(&self, r: &KernelRoute) -> Result<()>;
+        /// [`Handle::addresses`].
+        fn addresses(
+            &self,
+            index: Option<u32>,
+            family: AddressFamilyFilter,
+        ) -> Result<Vec<Address>>;
 
-    /// [`Handle::del_route`].
-    fn del_route(&self, r: &KernelRoute) -> Result<()>;
+        /// [`Handle::add_address`].
+        fn add_address(&self, index: u32, addr: IpNetwork, opts: AddressOptions) -> Result<()>;
 
-    // ---- sysctls ----
+        /// [`Handle::del_address`].
+        fn del_address(&self, index: u32, addr: IpNetwork) -> Result<()>;
 
-    /// [`crate::sysctl::get_opt`] in this namespace: `None` when the
-    /// sysctl does not exist.
-    fn sysctl_get(&self, key: &str) -> Result<Option<String>>;
+        /// [`Handle::settle_addresses`].
+        fn settle_addresses(
+            &self,
+            index: u32,
+            addresses: &[IpAddr],
+            timeout: Duration,
+        ) -> Result<()>;
 
-    /// [`Handle::sysctl_set`].
-    fn sysctl_set(&self, key: &str, value: &str) -> Result<bool>;
+        // ---- routes ----
 
-    /// [`Handle::sysctl_set_in`].
-    fn sysctl_set_in(&self, dir: &str, entries: &[(&str, &str)]) -> Result<Vec<Result<bool>>>;
+        /// [`Handle::routes`].
+        fn routes(&self, family: AddressFamilyFilter) -> Result<Vec<KernelRoute>>;
 
-    /// [`Handle::set_ipv4_conf`].
-    fn set_ipv4_conf(&self, index: u32, settings: &[(Ipv4Conf, u32)]) -> Result<()>;
+        /// [`Handle::add_route`].
+        fn add_route(&self, r: &KernelRoute) -> Result<()>;
 
-    /// [`Handle::enable_forwarding`].
-    fn enable_forwarding(&self, ipv4: bool, ipv6: bool) -> Result<()>;
+        /// [`Handle::add_route_ecmp`].
+        fn add_route_ecmp(&self, r: &KernelRoute) -> Result<()>;
+
+        /// [`Handle::replace_route`].
+        fn replace_route(&self, r: &KernelRoute) -> Result<()>;
+
+        /// [`Handle::del_route`].
+        fn del_route(&self, r: &KernelRoute) -> Result<()>;
+
+        // ---- sysctls ----
+
+        /// [`Handle::sysctl_set`].
+        fn sysctl_set(&self, key: &str, value: &str) -> Result<bool>;
+
+        /// [`Handle::sysctl_set_in`].
+        fn sysctl_set_in(&self, dir: &str, entries: &[(&str, &str)]) -> Result<Vec<Result<bool>>>;
+
+        /// [`Handle::set_ipv4_conf`].
+        fn set_ipv4_conf(&self, index: u32, settings: &[(Ipv4Conf, u32)]) -> Result<()>;
+
+        /// [`Handle::enable_forwarding`].
+        fn enable_forwarding(&self, ipv4: bool, ipv6: bool) -> Result<()>;
+    }
+    impl for Handle {
+        type Netns = Netns;
+
+        fn netns(&self) -> &Netns {
+            Handle::netns(self)
+        }
+        fn netns_name(&self) -> &str {
+            Handle::netns_name(self)
+        }
+        fn sysctl_get(&self, key: &str) -> Result<Option<String>> {
+            self.run(|| crate::sysctl::get_opt(key))?
+        }
+    }
 }
 
 /// The real kernel: rtnetlink [`Handle`]s on real namespaces.
@@ -290,157 +350,5 @@ impl NetKernel for LinuxKernel {
 
     fn open(&self, path: &str) -> Result<Handle> {
         Handle::in_netns(&Netns::open(path)?)
-    }
-}
-
-impl NetnsHandle for Handle {
-    type Netns = Netns;
-
-    fn netns(&self) -> &Netns {
-        Handle::netns(self)
-    }
-    fn netns_name(&self) -> &str {
-        Handle::netns_name(self)
-    }
-    fn link_by_name(&self, name: &str) -> Result<Link> {
-        Handle::link_by_name(self, name)
-    }
-    fn link_by_index(&self, index: u32) -> Result<Link> {
-        Handle::link_by_index(self, index)
-    }
-    fn link_details(&self, name: &str) -> Result<LinkDetails> {
-        Handle::link_details(self, name)
-    }
-    fn links(&self) -> Result<Vec<Link>> {
-        Handle::links(self)
-    }
-    fn link_by_mac(&self, mac: MacAddr) -> Result<Option<Link>> {
-        Handle::link_by_mac(self, mac)
-    }
-    fn links_with_master(&self, index: u32) -> Result<Vec<Link>> {
-        Handle::links_with_master(self, index)
-    }
-    fn default_route_link(&self) -> Result<Option<Link>> {
-        Handle::default_route_link(self)
-    }
-    fn setup_veth_with(&self, spec: &VethSpec<'_>) -> Result<Link> {
-        Handle::setup_veth_with(self, spec)
-    }
-    fn ensure_bridge(&self, spec: &BridgeSpec) -> Result<Link> {
-        Handle::ensure_bridge(self, spec)
-    }
-    fn add_macvlan(&self, spec: &MacvlanSpec<'_>) -> Result<()> {
-        Handle::add_macvlan(self, spec)
-    }
-    fn add_ipvlan(&self, spec: &IpvlanSpec<'_>) -> Result<()> {
-        Handle::add_ipvlan(self, spec)
-    }
-    fn set_macvlan_bc_queue_len(&self, index: u32, len: u32) -> Result<()> {
-        Handle::set_macvlan_bc_queue_len(self, index, len)
-    }
-    fn add_vlan(&self, spec: &VlanSpec<'_>) -> Result<()> {
-        Handle::add_vlan(self, spec)
-    }
-    fn vlan_id(&self, name: &str) -> Result<Option<u16>> {
-        Handle::vlan_id(self, name)
-    }
-    fn add_dummy(&self, name: &str) -> Result<Link> {
-        Handle::add_dummy(self, name)
-    }
-    fn add_tap(&self, spec: &TapSpec, selinux_context: Option<&str>) -> Result<Link> {
-        Handle::add_tap(self, spec, selinux_context)
-    }
-    fn add_vrf(&self, name: &str, table: u32) -> Result<Vrf> {
-        Handle::add_vrf(self, name, table)
-    }
-    fn vrf_by_name(&self, name: &str) -> Result<Option<Vrf>> {
-        Handle::vrf_by_name(self, name)
-    }
-    fn vrfs(&self) -> Result<Vec<Vrf>> {
-        Handle::vrfs(self)
-    }
-    fn set_up(&self, index: u32) -> Result<()> {
-        Handle::set_up(self, index)
-    }
-    fn set_down(&self, index: u32) -> Result<()> {
-        Handle::set_down(self, index)
-    }
-    fn set_master(&self, index: u32, master: u32) -> Result<()> {
-        Handle::set_master(self, index, master)
-    }
-    fn set_nomaster(&self, index: u32) -> Result<()> {
-        Handle::set_nomaster(self, index)
-    }
-    fn set_alias(&self, index: u32, alias: &str) -> Result<()> {
-        Handle::set_alias(self, index, alias)
-    }
-    fn move_to_netns(&self, index: u32, netns: &Netns) -> Result<()> {
-        Handle::move_to_netns(self, index, netns)
-    }
-    fn set_mac(&self, index: u32, mac: MacAddr) -> Result<()> {
-        Handle::set_mac(self, index, mac)
-    }
-    fn rename(&self, index: u32, new_name: &str) -> Result<()> {
-        Handle::rename(self, index, new_name)
-    }
-    fn delete_link(&self, index: u32) -> Result<()> {
-        Handle::delete_link(self, index)
-    }
-    fn delete_link_by_name(&self, name: &str) -> Result<bool> {
-        Handle::delete_link_by_name(self, name)
-    }
-    fn wait_oper_up(&self, index: u32, timeout: Duration) -> Result<Link> {
-        Handle::wait_oper_up(self, index, timeout)
-    }
-    fn set_bridge_port(&self, index: u32, opts: &BridgePortOptions) -> Result<()> {
-        Handle::set_bridge_port(self, index, opts)
-    }
-    fn add_bridge_vlans(&self, index: u32, vlans: &[BridgeVlan], on_bridge: bool) -> Result<()> {
-        Handle::add_bridge_vlans(self, index, vlans, on_bridge)
-    }
-    fn del_bridge_vlans(&self, index: u32, vlans: &[BridgeVlan], on_bridge: bool) -> Result<()> {
-        Handle::del_bridge_vlans(self, index, vlans, on_bridge)
-    }
-    fn addresses(&self, index: Option<u32>, family: AddressFamilyFilter) -> Result<Vec<Address>> {
-        Handle::addresses(self, index, family)
-    }
-    fn add_address(&self, index: u32, addr: IpNetwork, opts: AddressOptions) -> Result<()> {
-        Handle::add_address(self, index, addr, opts)
-    }
-    fn del_address(&self, index: u32, addr: IpNetwork) -> Result<()> {
-        Handle::del_address(self, index, addr)
-    }
-    fn settle_addresses(&self, index: u32, addresses: &[IpAddr], timeout: Duration) -> Result<()> {
-        Handle::settle_addresses(self, index, addresses, timeout)
-    }
-    fn routes(&self, family: AddressFamilyFilter) -> Result<Vec<KernelRoute>> {
-        Handle::routes(self, family)
-    }
-    fn add_route(&self, r: &KernelRoute) -> Result<()> {
-        Handle::add_route(self, r)
-    }
-    fn add_route_ecmp(&self, r: &KernelRoute) -> Result<()> {
-        Handle::add_route_ecmp(self, r)
-    }
-    fn replace_route(&self, r: &KernelRoute) -> Result<()> {
-        Handle::replace_route(self, r)
-    }
-    fn del_route(&self, r: &KernelRoute) -> Result<()> {
-        Handle::del_route(self, r)
-    }
-    fn sysctl_get(&self, key: &str) -> Result<Option<String>> {
-        self.run(|| crate::sysctl::get_opt(key))?
-    }
-    fn sysctl_set(&self, key: &str, value: &str) -> Result<bool> {
-        Handle::sysctl_set(self, key, value)
-    }
-    fn sysctl_set_in(&self, dir: &str, entries: &[(&str, &str)]) -> Result<Vec<Result<bool>>> {
-        Handle::sysctl_set_in(self, dir, entries)
-    }
-    fn set_ipv4_conf(&self, index: u32, settings: &[(Ipv4Conf, u32)]) -> Result<()> {
-        Handle::set_ipv4_conf(self, index, settings)
-    }
-    fn enable_forwarding(&self, ipv4: bool, ipv6: bool) -> Result<()> {
-        Handle::enable_forwarding(self, ipv4, ipv6)
     }
 }
