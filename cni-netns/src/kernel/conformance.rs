@@ -117,6 +117,8 @@ pub enum Op {
     Sysctl(Ns, &'static str, &'static str),
     /// `enable_forwarding` of both families.
     Forwarding(Ns),
+    /// `set_ipv4_conf` of a link: `arp_notify` and `route_localnet`.
+    Ipv4Conf(Ns, &'static str, u32),
 }
 
 impl fmt::Display for Op {
@@ -381,6 +383,9 @@ pub fn scripts() -> Vec<Script> {
                 ok(Sysctl(A, "net/ipv4/conf/{br0}/arp_notify", "1")),
                 ok(Sysctl(A, "net/ipv6/conf/{br0}/accept_ra", "0")),
                 ok(Forwarding(A)),
+                ok(Ipv4Conf(A, "br0", 1)),
+                ok(Ipv4Conf(A, "br0", 0)),
+                err(Ipv4Conf(A, "nothere", 1), "ENODEV"),
                 ok(Rename(A, "br0", "br1")),
                 ok(Delete(A, "br1")),
                 err(Sysctl(A, "net/ipv4/conf/{br1}/arp_notify", "1"), "ENOENT"),
@@ -497,7 +502,7 @@ pub fn scripts() -> Vec<Script> {
 /// The state of one namespace as compared: sorted descriptions.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct State {
-    /// `name kind [up] [master M]`.
+    /// `name kind mtu M [up] [master M]`.
     pub links: Vec<String>,
     /// `address on link`.
     pub addresses: Vec<String>,
@@ -669,6 +674,17 @@ impl<H: NetnsHandle> Run<H> {
                 self.sysctls.push((ns, key.to_owned()));
                 self.h(ns).sysctl_set(&self.key(key), value)?;
             }
+            Ipv4Conf(ns, name, value) => {
+                for leaf in ["arp_notify", "route_localnet"] {
+                    self.sysctls
+                        .push((ns, format!("net/ipv4/conf/{{{name}}}/{leaf}")));
+                }
+                let settings = [
+                    (crate::Ipv4Conf::ArpNotify, value),
+                    (crate::Ipv4Conf::RouteLocalnet, value),
+                ];
+                self.h(ns).set_ipv4_conf(self.index(ns, name), &settings)?;
+            }
             Forwarding(ns) => {
                 self.sysctls.push((ns, "net/ipv4/ip_forward".into()));
                 self.sysctls
@@ -696,9 +712,10 @@ impl<H: NetnsHandle> Run<H> {
         let mut state = State::default();
         for l in &links {
             let mut s = format!(
-                "{} {}",
+                "{} {} mtu {}",
                 self.alias(&l.name),
-                l.kind.as_deref().unwrap_or("device")
+                l.kind.as_deref().unwrap_or("device"),
+                l.mtu
             );
             if l.is_up() {
                 s.push_str(" up");
