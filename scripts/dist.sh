@@ -116,8 +116,10 @@ if [ "$build" = 1 ]; then
     cargo_home=${CARGO_HOME:-$HOME/.cargo}
     export CARGO_TARGET_DIR="$root/target/dist-build"
     export RUSTFLAGS="${RUSTFLAGS:-} --remap-path-prefix=$root=/cni-rs --remap-path-prefix=$cargo_home=/cargo"
-    echo "dist.sh: cargo build --profile dist -p cni-plugins --bins (fat LTO: slow)" >&2
-    cargo build --profile dist --locked -p cni-plugins --bins
+    # Every feature: multus (multus, multus-shim, multus-daemon) and gc
+    # (cni-gc) are off by default for library users.
+    echo "dist.sh: cargo build --profile dist -p cni-plugins --features multus,gc --bins (fat LTO: slow)" >&2
+    cargo build --profile dist --locked -p cni-plugins --features multus,gc --bins
     bin_dir="$CARGO_TARGET_DIR/dist"
 elif [ -z "$bin_dir" ]; then
     bin_dir="$root/target/dist-build/dist"

@@ -14,9 +14,9 @@ if ! command -v ping >/dev/null || ! command -v nft >/dev/null; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq && apt-get install -y -qq --no-install-recommends iputils-ping nftables >/dev/null
 fi
-# Only what it runs: the three plugins (without the multus feature's
-# Kubernetes client and TLS stack) and the quickstart program. Release
+# Only what it runs: the three plugins (cni-plugins' default features: no
+# multus Kubernetes client, no TLS stack) and the quickstart program. Release
 # profile (fast to build); the shipped binaries use `dist` (scripts/dist.sh).
-cargo build --release --quiet -p cni-plugins --no-default-features \
+cargo build --release --quiet -p cni-plugins \
     --bin bridge --bin host-local --bin portmap -p cni-examples --bin quickstart
 exec ./target/release/quickstart ./target/release
