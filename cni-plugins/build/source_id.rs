@@ -24,6 +24,7 @@ pub(crate) const CRATES: &[&str] = &[
     "cni-netns",
     "cni-ipam",
     "cni-plugins",
+    "cni-plugins/multus",
 ];
 
 /// Hex digits of the identity (128 bits): it fits the 64-byte marker with

@@ -172,7 +172,7 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
             .and_then(|d| d.checked_mul(86_400))
             .map(Duration::from_secs);
     }
-    crate::go_duration::parse(s)
+    cni_types::go_duration::parse(s)
 }
 
 /// Parses `cni-gc`'s command line (without the program name); each option

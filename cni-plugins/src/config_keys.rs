@@ -59,7 +59,7 @@ pub const PLUGINS: &[Entry] = &[
     }),
     ("flannel", || accepted_keys::<crate::flannel::FlannelConf>()),
     #[cfg(feature = "multus")]
-    ("multus", multus),
+    ("multus", cni_multus::config_keys),
     ("tuning", || accepted_keys::<crate::tuning::config::Raw>()),
     ("bandwidth", || accepted_keys::<cni_types::Bandwidth>()),
     ("ptp", || accepted_keys::<crate::ptp::Raw>()),
@@ -77,23 +77,3 @@ pub const PLUGINS: &[Entry] = &[
         accepted_keys_at::<crate::dhcp::config::DhcpConfig>("ipam")
     }),
 ];
-
-/// multus parses its `NetConf` from a JSON object against its own key list
-/// (the one Go's case-insensitive matching is emulated with), and its
-/// nested objects with serde; the thick daemon adds its own keys. Capability
-/// objects under `runtimeConfig` are documented by name, not field by
-/// field.
-#[cfg(feature = "multus")]
-fn multus() -> Vec<KeyShape> {
-    use crate::multus::capabilities::RuntimeConfig;
-    use crate::multus::conf::{LogOptions, KEYS};
-    use crate::multus::thick::{config::DAEMON_KEYS, config::PRIMARY_KEYS};
-    let mut keys = untyped(KEYS.iter().chain(DAEMON_KEYS).chain(PRIMARY_KEYS));
-    keys.extend(accepted_keys_at::<LogOptions>("logOptions"));
-    keys.extend(
-        accepted_keys_at::<RuntimeConfig>("runtimeConfig")
-            .into_iter()
-            .filter(|(k, _)| k.matches('.').count() == 1),
-    );
-    keys
-}

@@ -11,9 +11,9 @@
 //!   configuring the pod interface from a result, CHECK's comparisons, "the
 //!   netns is gone", one undo list for rollback) live in one private module,
 //!   `steps`, never under one plugin's folder;
-//! - multus is a product of its own, behind the `multus` cargo feature (on
-//!   by default) with its own error enum: without it no Kubernetes, TLS or
-//!   YAML code is compiled;
+//! - multus is a product of its own, the crate `cni-multus` (its own error
+//!   enum); this crate's `multus` cargo feature (off by default) builds its
+//!   three binaries: without it no Kubernetes, TLS or YAML code is compiled;
 //! - every file a plugin persists goes through one atomic writer
 //!   ([`cni_exec::atomic`]).
 //!
@@ -43,15 +43,13 @@ pub mod dummy;
 mod error;
 pub mod firewall;
 pub mod flannel;
-mod go_duration;
 pub mod host_device;
 pub mod host_local;
 pub mod install;
 pub mod ipvlan;
 pub mod loopback;
 pub mod macvlan;
-#[cfg(feature = "multus")]
-pub mod multus;
+
 pub mod passthru;
 pub mod portmap;
 pub mod ptp;

@@ -3,7 +3,7 @@
 //! config, the delegate cache, and the delegates built from selections.
 #![no_main]
 
-use cni_plugins::multus::{
+use cni_multus::{
     cache, delegate,
     k8s::{NetworkAttachmentDefinition, Pod},
     selection, Delegate, NetConf,

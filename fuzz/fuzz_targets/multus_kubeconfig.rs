@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use cni_plugins::multus::k8s::ClientConfig;
+use cni_multus::k8s::ClientConfig;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

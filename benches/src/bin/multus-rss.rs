@@ -27,8 +27,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cni_benches::measure::{require_root, run, Fallible};
+use cni_multus::thick::{api::CniRequest, http};
 use cni_netns::OwnedNetns;
-use cni_plugins::multus::thick::{api::CniRequest, http};
 use cni_testkit::KubeApiServer;
 use serde_json::json;
 

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use cni_plugins::multus::thick::{config::DEFAULT_CONFIG_PATH, start, DaemonConfig};
+use cni_multus::thick::{config::DEFAULT_CONFIG_PATH, start, DaemonConfig};
 
 fn config_path() -> Result<PathBuf, String> {
     let mut args = std::env::args().skip(1);
@@ -25,7 +25,7 @@ fn config_path() -> Result<PathBuf, String> {
 /// Multus's logging from the daemon configuration (Go's
 /// `LoadDaemonNetConf`): both sinks, rotated while the daemon runs.
 fn init_logging(c: &DaemonConfig) {
-    use cni_plugins::multus::logging;
+    use cni_multus::logging;
     if let Some(sink) = logging::install() {
         sink.configure(&c.log_config());
     }

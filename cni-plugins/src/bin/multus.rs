@@ -1,13 +1,13 @@
 //! The multus thin plugin binary: logs as Multus does
-//! (`cni_plugins::multus::logging`), configured from each `NetConf`.
+//! (`cni_multus::logging`), configured from each `NetConf`.
 
 cni_plugins::plugin_main!(@marker "multus");
 
 fn main() {
     std::hint::black_box(&CNI_RS_PLUGIN_MARKER);
-    cni_plugins::multus::logging::install();
+    cni_multus::logging::install();
     cni_exec::run_with_exec(
-        &cni_plugins::multus::Multus,
+        &cni_multus::Multus,
         std::sync::Arc::new(cni_plugins::binary::all_delegates()),
     )
 }

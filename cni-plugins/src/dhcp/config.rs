@@ -8,8 +8,8 @@ use cni_ipam::dhcp::options::{self, ProvideOption, RequestOption};
 use cni_types::NetworkConfig;
 use serde::{Deserialize, Deserializer};
 
-use crate::go_duration;
 use crate::{Error, Result};
+use cni_types::go_duration;
 
 /// Where the daemon listens and the plugin dials by default (Go's).
 pub const DEFAULT_SOCKET_PATH: &str = "/run/cni/dhcp.sock";

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cni_plugins::multus::k8s::ClientConfig;
+use cni_multus::k8s::ClientConfig;
 
 /// `multus_kubeconfig`: a kubeconfig whose CA file is `/dev/zero` was read
 /// whole, until the process ran out of memory (libFuzzer: out-of-memory,

@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::nodenet::{tcp_get, wait_until, Ns, TcpServer};
-use cni_plugins::multus::selection::NETWORKS_ANNOTATION;
+use cni_multus::selection::NETWORKS_ANNOTATION;
 use cni_testkit::KubeApiServer;
 use serde_json::{json, Value};
 

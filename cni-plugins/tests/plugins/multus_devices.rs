@@ -16,10 +16,10 @@ use std::thread::JoinHandle;
 use bytes::Bytes;
 use cni_exec::grpc::encode_frame;
 use cni_exec::{CniConfig, InProcessExec, Plugin, Request, RuntimeConf};
-use cni_plugins::multus::podresources::{
+use cni_multus::podresources::{
     ContainerDevices, ContainerResources, ListPodResourcesResponse, PodResources, LIST_PATH,
 };
-use cni_plugins::multus::Multus;
+use cni_multus::Multus;
 use cni_testkit::KubeApiServer;
 use cni_types::{CniError, CniResult, ErrorCode, Interface, NetworkConfigList};
 use serde_json::{json, Value};

@@ -10,10 +10,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cni_exec::{InProcessExec, Plugin, Request};
-use cni_plugins::multus::k8s::{ClientConfig, HttpKubeClient};
-use cni_plugins::multus::thick::{self, api::CniRequest, DaemonConfig};
-use cni_plugins::multus::{cmd_add, Delegate, DelegateExec, DelegateRuntime, Error, NetConf};
-use cni_plugins::multus::{PodRequest, Result as MultusResult};
+use cni_multus::k8s::{ClientConfig, HttpKubeClient};
+use cni_multus::thick::{self, api::CniRequest, DaemonConfig};
+use cni_multus::{cmd_add, Delegate, DelegateExec, DelegateRuntime, Error, NetConf};
+use cni_multus::{PodRequest, Result as MultusResult};
 use cni_testkit::KubeApiServer;
 use cni_types::{CniError, CniResult, ErrorCode, GcAttachment, Interface, IpConfig};
 use serde_json::{json, Value};

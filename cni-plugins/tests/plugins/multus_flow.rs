@@ -7,9 +7,9 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use cni_plugins::multus::k8s::{ClientConfig, HttpKubeClient, KubeClient};
-use cni_plugins::multus::Error;
-use cni_plugins::multus::{
+use cni_multus::k8s::{ClientConfig, HttpKubeClient, KubeClient};
+use cni_multus::Error;
+use cni_multus::{
     cmd_add, cmd_check, cmd_del, cmd_gc, cmd_status, Delegate, DelegateExec, DelegateRuntime,
     NetConf, PodRequest,
 };
@@ -739,7 +739,7 @@ fn file_cluster_network_and_auxiliary_chain_without_kubernetes() {
 fn readiness_indicator_file() {
     let dir = tempfile::tempdir().unwrap();
     let ready = dir.path().join("ready");
-    let e = cni_plugins::multus::flow::wait_ready(&ready, Duration::from_millis(300)).unwrap_err();
+    let e = cni_multus::flow::wait_ready(&ready, Duration::from_millis(300)).unwrap_err();
     assert_eq!(e.code(), ErrorCode::TryAgainLater);
     assert!(
         e.to_string()

@@ -18,8 +18,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use base64::Engine as _;
-use cni_plugins::multus::k8s::{ClientConfig, HttpKubeClient};
-use cni_plugins::multus::{
+use cni_multus::k8s::{ClientConfig, HttpKubeClient};
+use cni_multus::{
     cmd_add, cmd_del, Delegate, DelegateExec, DelegateRuntime, Error, NetConf, PodRequest,
 };
 use cni_testkit::KubeApiServer;

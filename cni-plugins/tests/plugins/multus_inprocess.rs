@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 
 use cni_exec::{CniConfig, InProcessExec, Plugin, Request, RuntimeConf};
-use cni_plugins::multus::Multus;
+use cni_multus::Multus;
 use cni_testkit::KubeApiServer;
 use cni_types::{CniError, CniResult, Interface, IpConfig, NetworkConfigList};
 use serde_json::{json, Value};

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use cni_plugins::multus::k8s::{ClientConfig, HttpKubeClient, KubeClient};
-use cni_plugins::multus::Error;
+use cni_multus::k8s::{ClientConfig, HttpKubeClient, KubeClient};
+use cni_multus::Error;
 use cni_testkit::{KubeApiServer, KubeconfigAuth, KubeconfigCa};
 
 const T: Duration = Duration::from_secs(5);

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::nodenet::Ns;
-use cni_plugins::multus::flow::get_pod;
-use cni_plugins::multus::thick::{self, api::CniRequest, http, DaemonConfig};
-use cni_plugins::multus::{kube_client, NetConf, PodRequest};
+use cni_multus::flow::get_pod;
+use cni_multus::thick::{self, api::CniRequest, http, DaemonConfig};
+use cni_multus::{kube_client, NetConf, PodRequest};
 use cni_testkit::KubeApiServer;
 use serde_json::{json, Value};
 

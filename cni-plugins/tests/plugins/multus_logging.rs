@@ -1,4 +1,4 @@
-//! multus logs as Multus does (`cni_plugins::multus::logging`): rotation
+//! multus logs as Multus does (`cni_multus::logging`): rotation
 //! by size while writing, driven by enough log lines through the logger
 //! (backups named as lumberjack names them, gzipped with `compress`, the
 //! oldest pruned past `maxBackups`, no line lost), for the thin plugin's
@@ -13,9 +13,9 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cni_plugins::multus::conf::{LogConfig, LogLevel, LogOptions};
-use cni_plugins::multus::logging::{MultusLayer, Sink};
-use cni_plugins::multus::thick::DaemonConfig;
+use cni_multus::conf::{LogConfig, LogLevel, LogOptions};
+use cni_multus::logging::{MultusLayer, Sink};
+use cni_multus::thick::DaemonConfig;
 use serde_json::json;
 use tracing_subscriber::layer::SubscriberExt;
 

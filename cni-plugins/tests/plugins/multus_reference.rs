@@ -9,10 +9,10 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use cni_plugins::multus::conf::LogLevel;
-use cni_plugins::multus::thick::plugin::merged_conf;
-use cni_plugins::multus::thick::DaemonConfig;
-use cni_plugins::multus::{
+use cni_multus::conf::LogLevel;
+use cni_multus::thick::plugin::merged_conf;
+use cni_multus::thick::DaemonConfig;
+use cni_multus::{
     cmd_add, cmd_del, kube_client, selection, Delegate, DelegateExec, DelegateRuntime, Error,
     NetConf, PodRequest,
 };

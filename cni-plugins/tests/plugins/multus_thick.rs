@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cni_plugins::multus::thick::{self, api::CniRequest, http, DaemonConfig};
+use cni_multus::thick::{self, api::CniRequest, http, DaemonConfig};
 use cni_testkit::premise::{self, Need};
 use cni_testkit::KubeApiServer;
 use serde_json::{json, Value};
@@ -932,7 +932,7 @@ fn measure_add_shim_daemon_vs_thin() {
 #[test]
 fn chrooted_delegates() {
     use cni_exec::Exec;
-    use cni_plugins::multus::thick::chroot::ChrootExec;
+    use cni_multus::thick::chroot::ChrootExec;
     if !premise::require_all(&[
         Need::Root,
         Need::GoPlugin("bridge"),

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use cni_plugins::multus::k8s::{ClientConfig, HttpKubeClient, KubeClient};
-use cni_plugins::multus::thick::{self, certs::CertManager, DaemonConfig};
+use cni_multus::k8s::{ClientConfig, HttpKubeClient, KubeClient};
+use cni_multus::thick::{self, certs::CertManager, DaemonConfig};
 use cni_testkit::KubeApiServer;
 use serde_json::json;
 

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cni_plugins::multus::thick::{self, autoconf::AutoConfig, DaemonConfig};
+use cni_multus::thick::{self, autoconf::AutoConfig, DaemonConfig};
 use serde_json::{json, Value};
 
 const FLANNEL: &str = r#"{"cniVersion":"0.3.1","name":"cbr0","plugins":[{"type":"flannel","delegate":{"isDefaultGateway":true}},{"type":"portmap","capabilities":{"portMappings":true}}]}"#;
@@ -26,7 +26,7 @@ fn try_daemon_config(
     dir: &Path,
     net: &Path,
     extra: Value,
-) -> Result<DaemonConfig, cni_plugins::multus::Error> {
+) -> Result<DaemonConfig, cni_multus::Error> {
     let mut c = json!({"socketDir": dir.join("sock"), "clusterNetwork": "cluster",
         "cniDir": dir.join("cni"), "binDir": dir.join("bin"),
         "multusConfigFile": "auto", "cniConfigDir": net});
@@ -37,7 +37,7 @@ fn try_daemon_config(
 }
 
 /// An `AutoConfig` of a daemon configuration with `extra` keys.
-fn auto(net: &Path, extra: Value) -> Result<AutoConfig, cni_plugins::multus::Error> {
+fn auto(net: &Path, extra: Value) -> Result<AutoConfig, cni_multus::Error> {
     let dir = tempfile::tempdir().unwrap();
     AutoConfig::try_from_daemon(&try_daemon_config(dir.path(), net, extra)?)
 }

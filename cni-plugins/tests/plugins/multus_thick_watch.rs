@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use cni_plugins::multus::k8s::{ClientConfig, HttpKubeClient, KubeClient};
-use cni_plugins::multus::thick::watch::WatchCache;
+use cni_multus::k8s::{ClientConfig, HttpKubeClient, KubeClient};
+use cni_multus::thick::watch::WatchCache;
 use cni_testkit::KubeApiServer;
 
 fn wait_for(what: &str, f: impl Fn() -> bool) {

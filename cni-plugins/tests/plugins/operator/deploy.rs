@@ -255,11 +255,8 @@ fn check_config_map(cm: &Value, what: &str) {
         let json: Value =
             serde_json::from_str(text).unwrap_or_else(|e| panic!("{what}: {key}: {e}"));
         if key == "daemon-config.json" {
-            let conf = cni_plugins::multus::thick::DaemonConfig::from_slice(
-                text.as_bytes(),
-                Path::new(key),
-            )
-            .unwrap_or_else(|e| panic!("{what}: {key}: {e}"));
+            let conf = cni_multus::thick::DaemonConfig::from_slice(text.as_bytes(), Path::new(key))
+                .unwrap_or_else(|e| panic!("{what}: {key}: {e}"));
             assert_eq!(
                 conf.socket_path(),
                 Path::new("/run/multus/multus.sock"),

@@ -261,7 +261,7 @@ fn every_key_of_the_wrong_kind_is_refused_naming_it() {
 fn multus_plugin_key(key: &str) -> bool {
     #[cfg(feature = "multus")]
     {
-        use cni_plugins::multus::thick::{config::DAEMON_KEYS, config::PRIMARY_KEYS};
+        use cni_multus::thick::{config::DAEMON_KEYS, config::PRIMARY_KEYS};
         !DAEMON_KEYS.contains(&key) && !PRIMARY_KEYS.contains(&key)
     }
     #[cfg(not(feature = "multus"))]
@@ -277,7 +277,7 @@ fn multus_plugin_key(key: &str) -> bool {
 #[cfg(feature = "multus")]
 #[test]
 fn multus_daemon_keys_of_the_wrong_kind() {
-    use cni_plugins::multus::thick::{config::DAEMON_KEYS, config::PRIMARY_KEYS, DaemonConfig};
+    use cni_multus::thick::{config::DAEMON_KEYS, config::PRIMARY_KEYS, DaemonConfig};
     let tmp = tempfile::tempdir().unwrap();
     let mut problems = Vec::new();
     for key in DAEMON_KEYS.iter().chain(PRIMARY_KEYS) {
