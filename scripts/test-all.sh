@@ -126,7 +126,8 @@ step conformance env CONFORMANCE_SKIP_BUILD=1 scripts/conformance.sh
 # A crate outside the workspace: serde round trips, plugin unit tests without
 # root, and cni-conformance on its own plugin binary.
 step outside-crate scripts/outside-crate.sh
-# The nft-process firewall backend keeps full coverage (native is the default).
+# The nft-process firewall backend keeps full coverage (native is the default):
+# cni-firewall's `netns` test binary (cni-netns's has no firewall module).
 step test-nft-backend env CNI_FIREWALL_BACKEND=nft \
     cargo test --locked --workspace --test netns -- firewall:: firewall_traffic::
 # Tests on the node's default paths (cni0, /run/flannel/subnet.env): they save

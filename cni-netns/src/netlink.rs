@@ -23,29 +23,29 @@ use nix::sys::time::TimeVal;
 
 /// How many times a dump is retried when the kernel flags it inconsistent,
 /// as Go's `pkg/netlinksafe` does.
-pub(crate) const DUMP_ATTEMPTS: u32 = 5;
+pub const DUMP_ATTEMPTS: u32 = 5;
 
-pub(crate) const NLMSG_HDRLEN: usize = 16;
+pub const NLMSG_HDRLEN: usize = 16;
 // Control message types.
 const NLMSG_NOOP: u16 = 1;
-pub(crate) const NLMSG_ERROR: u16 = 2;
-pub(crate) const NLMSG_DONE: u16 = 3;
+pub const NLMSG_ERROR: u16 = 2;
+pub const NLMSG_DONE: u16 = 3;
 const NLMSG_OVERRUN: u16 = 4;
 // Request and reply flags.
-pub(crate) const NLM_F_REQUEST: u16 = 0x1;
+pub const NLM_F_REQUEST: u16 = 0x1;
 const NLM_F_MULTIPART: u16 = 0x2;
-pub(crate) const NLM_F_ACK: u16 = 0x4;
-pub(crate) const NLM_F_DUMP_INTR: u16 = 0x10;
-pub(crate) const NLM_F_DUMP: u16 = 0x300;
-pub(crate) const NLM_F_EXCL: u16 = 0x200;
-pub(crate) const NLM_F_CREATE: u16 = 0x400;
-pub(crate) const NLM_F_APPEND: u16 = 0x800;
+pub const NLM_F_ACK: u16 = 0x4;
+pub const NLM_F_DUMP_INTR: u16 = 0x10;
+pub const NLM_F_DUMP: u16 = 0x300;
+pub const NLM_F_EXCL: u16 = 0x200;
+pub const NLM_F_CREATE: u16 = 0x400;
+pub const NLM_F_APPEND: u16 = 0x800;
 // Flags of an NLMSG_ERROR reply.
 const NLM_F_CAPPED: u16 = 0x100;
 const NLM_F_ACK_TLVS: u16 = 0x200;
 const NLMSGERR_ATTR_MSG: u16 = 1;
-pub(crate) const NLA_F_NESTED: u16 = 0x8000;
-pub(crate) const NLA_TYPE_MASK: u16 = 0x3fff;
+pub const NLA_F_NESTED: u16 = 0x8000;
+pub const NLA_TYPE_MASK: u16 = 0x3fff;
 
 const RECV_BUF: usize = 64 * 1024;
 
@@ -54,11 +54,11 @@ const RECV_BUF: usize = 64 * 1024;
 /// handling the previous `recv`), so the wait is for a reply that was
 /// lost, not for work: generous on a loaded node, and still bounded so a
 /// lost reply cannot hold a handle's lock (and the plugin) forever.
-pub(crate) const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+pub const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why a request failed, before the caller names the operation.
 #[derive(Debug)]
-pub(crate) enum NlError {
+pub enum NlError {
     /// The kernel answered with a negative errno: `errno` is the positive
     /// number as sent, kernel-internal codes (`ENOTSUPP`, 524) included.
     Kernel { errno: i32, message: Option<String> },
@@ -74,7 +74,7 @@ pub(crate) enum NlError {
 
 impl NlError {
     /// True when the kernel answered with `errno`.
-    pub(crate) fn is_errno(&self, errno: Errno) -> bool {
+    pub fn is_errno(&self, errno: Errno) -> bool {
         matches!(self, NlError::Kernel { errno: e, .. } if *e == errno as i32)
     }
 }
@@ -98,12 +98,12 @@ impl From<NlError> for io::Error {
 
 // ---- framing -----------------------------------------------------------
 
-pub(crate) fn align4(n: usize) -> usize {
+pub fn align4(n: usize) -> usize {
     (n + 3) & !3
 }
 
 /// An nlmsghdr for a message of `len` bytes in all.
-pub(crate) fn header(len: usize, ty: u16, flags: u16, seq: u32) -> [u8; NLMSG_HDRLEN] {
+pub fn header(len: usize, ty: u16, flags: u16, seq: u32) -> [u8; NLMSG_HDRLEN] {
     let mut h = [0u8; NLMSG_HDRLEN];
     h[..4].copy_from_slice(&(len as u32).to_ne_bytes());
     h[4..6].copy_from_slice(&ty.to_ne_bytes());
@@ -114,20 +114,20 @@ pub(crate) fn header(len: usize, ty: u16, flags: u16, seq: u32) -> [u8; NLMSG_HD
 
 /// One message of a datagram, as [`messages`] finds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Message<'a> {
+pub struct Message<'a> {
     /// `nlmsg_type`.
-    pub(crate) ty: u16,
+    pub ty: u16,
     /// `nlmsg_flags`.
-    pub(crate) flags: u16,
+    pub flags: u16,
     /// `nlmsg_seq`.
-    pub(crate) seq: u32,
+    pub seq: u32,
     /// The whole message, header included, padding excluded.
-    pub(crate) raw: &'a [u8],
+    pub raw: &'a [u8],
 }
 
 impl<'a> Message<'a> {
     /// What follows the header.
-    pub(crate) fn body(&self) -> &'a [u8] {
+    pub fn body(&self) -> &'a [u8] {
         &self.raw[NLMSG_HDRLEN..]
     }
 
@@ -142,7 +142,7 @@ impl<'a> Message<'a> {
 
 /// The one message walk: the messages of a datagram in order; a malformed
 /// length is an error item, after which the walk ends.
-pub(crate) fn messages(mut data: &[u8]) -> impl Iterator<Item = Result<Message<'_>, NlError>> {
+pub fn messages(mut data: &[u8]) -> impl Iterator<Item = Result<Message<'_>, NlError>> {
     std::iter::from_fn(move || {
         if data.is_empty() {
             return None;
@@ -174,7 +174,7 @@ pub(crate) fn messages(mut data: &[u8]) -> impl Iterator<Item = Result<Message<'
 /// malformed attribute (a length below 4 or past the end): what the kernel
 /// sends is well formed, and a reader that misses an attribute it needs
 /// reports that itself.
-pub(crate) fn attrs_full(mut buf: &[u8]) -> impl Iterator<Item = (u16, &[u8], &[u8])> {
+pub fn attrs_full(mut buf: &[u8]) -> impl Iterator<Item = (u16, &[u8], &[u8])> {
     std::iter::from_fn(move || {
         let head = buf.get(..4)?;
         let len = u16::from_ne_bytes([head[0], head[1]]) as usize;
@@ -190,17 +190,17 @@ pub(crate) fn attrs_full(mut buf: &[u8]) -> impl Iterator<Item = (u16, &[u8], &[
 }
 
 /// The attributes of `buf`: (type without flags, payload).
-pub(crate) fn attrs(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+pub fn attrs(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
     attrs_full(buf).map(|(ty, payload, _)| (ty & NLA_TYPE_MASK, payload))
 }
 
 /// The payload of the first attribute of type `ty` (flags ignored).
-pub(crate) fn attr(buf: &[u8], ty: u16) -> Option<&[u8]> {
+pub fn attr(buf: &[u8], ty: u16) -> Option<&[u8]> {
     attrs(buf).find(|(t, _)| *t == ty).map(|(_, p)| p)
 }
 
 /// A NUL-terminated string attribute payload.
-pub(crate) fn attr_str(payload: &[u8]) -> String {
+pub fn attr_str(payload: &[u8]) -> String {
     let end = payload
         .iter()
         .position(|&b| b == 0)
@@ -210,14 +210,14 @@ pub(crate) fn attr_str(payload: &[u8]) -> String {
 
 /// A netlink attribute stream under construction.
 #[derive(Debug, Default, Clone)]
-pub(crate) struct Attrs(pub(crate) Vec<u8>);
+pub struct Attrs(pub Vec<u8>);
 
 impl Attrs {
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         Attrs(Vec::new())
     }
 
-    pub(crate) fn bytes(&mut self, ty: u16, payload: &[u8]) -> &mut Self {
+    pub fn bytes(&mut self, ty: u16, payload: &[u8]) -> &mut Self {
         let len = 4 + payload.len();
         self.0.extend_from_slice(&(len as u16).to_ne_bytes());
         self.0.extend_from_slice(&ty.to_ne_bytes());
@@ -226,24 +226,24 @@ impl Attrs {
         self
     }
 
-    pub(crate) fn str(&mut self, ty: u16, s: &str) -> &mut Self {
+    pub fn str(&mut self, ty: u16, s: &str) -> &mut Self {
         let mut v = s.as_bytes().to_vec();
         v.push(0);
         self.bytes(ty, &v)
     }
 
-    pub(crate) fn u32(&mut self, ty: u16, v: u32) -> &mut Self {
+    pub fn u32(&mut self, ty: u16, v: u32) -> &mut Self {
         self.bytes(ty, &v.to_be_bytes())
     }
 
-    pub(crate) fn nested(&mut self, ty: u16, inner: &Attrs) -> &mut Self {
+    pub fn nested(&mut self, ty: u16, inner: &Attrs) -> &mut Self {
         self.bytes(ty | NLA_F_NESTED, &inner.0)
     }
 }
 
 /// Whether the reply to a request is complete.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Progress {
+pub enum Progress {
     /// More datagrams follow.
     Pending,
     /// The ack, the error or NLMSG_DONE arrived.
@@ -254,7 +254,7 @@ pub(crate) enum Progress {
 /// numbers (messages for others, late replies to an abandoned request, are
 /// skipped), `NLM_F_DUMP_INTR` (noted in `interrupted`), the ack, errors
 /// and NLMSG_DONE; every other message goes to `on_message`.
-pub(crate) fn walk_datagram(
+pub fn walk_datagram(
     data: &[u8],
     seq: u32,
     interrupted: &mut bool,
@@ -299,7 +299,7 @@ pub(crate) fn walk_datagram(
 
 /// The errno of an NLMSG_ERROR that is not an ack (batch replies, read
 /// one by one by `firewall::native`).
-pub(crate) fn refusal(m: &Message<'_>) -> Result<Option<i32>, NlError> {
+pub fn refusal(m: &Message<'_>) -> Result<Option<i32>, NlError> {
     match m.code() {
         Some(0) => Ok(None),
         Some(code) => Ok(Some(code.saturating_neg())),
@@ -331,7 +331,7 @@ fn ext_ack_message(raw: &[u8], flags: u16) -> Option<String> {
 /// A blocking netlink socket of any protocol, bound to the namespace it
 /// was opened in: sequence numbers, sends, and the one receive loop.
 #[derive(Debug)]
-pub(crate) struct Conn {
+pub struct Conn {
     sock: NlSocket,
     seq: u32,
     buf: Vec<u8>,
@@ -342,7 +342,7 @@ impl Conn {
     /// Opens a `protocol` socket in the calling thread's namespace, reading
     /// datagrams of up to `recv_buf` bytes (a larger one is an error, not
     /// a silent truncation) and waiting at most [`REPLY_TIMEOUT`] for each.
-    pub(crate) fn open(protocol: isize, recv_buf: usize) -> io::Result<Conn> {
+    pub fn open(protocol: isize, recv_buf: usize) -> io::Result<Conn> {
         let mut sock = NlSocket::new(protocol)?;
         sock.bind_auto()?;
         sock.connect(&SocketAddr::new(0, 0))?;
@@ -362,7 +362,7 @@ impl Conn {
     }
 
     /// Waits at most `timeout` for each datagram of a reply (`SO_RCVTIMEO`).
-    pub(crate) fn set_reply_timeout(&mut self, timeout: Duration) -> io::Result<()> {
+    pub fn set_reply_timeout(&mut self, timeout: Duration) -> io::Result<()> {
         let tv = TimeVal::new(
             libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
             libc::suseconds_t::from(timeout.subsec_micros()),
@@ -373,28 +373,28 @@ impl Conn {
     }
 
     /// The socket, for options.
-    pub(crate) fn socket(&self) -> &NlSocket {
+    pub fn socket(&self) -> &NlSocket {
         &self.sock
     }
 
     /// Starts the sequence numbers after `seq`.
-    pub(crate) fn set_seq(&mut self, seq: u32) {
+    pub fn set_seq(&mut self, seq: u32) {
         self.seq = seq;
     }
 
     /// The next sequence number.
-    pub(crate) fn next_seq(&mut self) -> u32 {
+    pub fn next_seq(&mut self) -> u32 {
         self.seq = self.seq.wrapping_add(1);
         self.seq
     }
 
     /// The last sequence number handed out.
-    pub(crate) fn last_seq(&self) -> u32 {
+    pub fn last_seq(&self) -> u32 {
         self.seq
     }
 
     /// Sends one datagram (one message or a batch).
-    pub(crate) fn send(&mut self, buf: &[u8]) -> Result<(), NlError> {
+    pub fn send(&mut self, buf: &[u8]) -> Result<(), NlError> {
         let n = self.sock.send(buf, 0).map_err(NlError::Io)?;
         if n != buf.len() {
             return Err(NlError::Io(io::Error::new(
@@ -408,7 +408,7 @@ impl Conn {
     /// Reads replies to request `seq` until its ack, error or NLMSG_DONE
     /// (see [`walk_datagram`]); returns whether a dump was flagged
     /// interrupted.
-    pub(crate) fn receive(
+    pub fn receive(
         &mut self,
         seq: u32,
         mut on_message: impl FnMut(Message<'_>) -> Result<(), NlError>,
@@ -423,7 +423,7 @@ impl Conn {
     }
 
     /// Reads one datagram.
-    pub(crate) fn recv(&mut self) -> Result<&[u8], NlError> {
+    pub fn recv(&mut self) -> Result<&[u8], NlError> {
         loop {
             // SAFETY: the pointer and length describe `self.buf`, which
             // outlives the call; the kernel writes at most that many bytes.
@@ -457,13 +457,13 @@ impl Conn {
 }
 
 /// A blocking rtnetlink socket bound to the namespace it was opened in.
-pub(crate) struct Socket {
+pub struct Socket {
     conn: Mutex<Conn>,
 }
 
 impl Socket {
     /// Opens a socket in the calling thread's network namespace.
-    pub(crate) fn open() -> io::Result<Socket> {
+    pub fn open() -> io::Result<Socket> {
         let conn = Conn::open(NETLINK_ROUTE, RECV_BUF)?;
         // Errors carry only the request header back, and the kernel's
         // explanation string when it has one.
@@ -480,7 +480,7 @@ impl Socket {
 
     /// Sends `msg` with `NLM_F_REQUEST | NLM_F_ACK | flags` and returns the
     /// messages the kernel answered with before its ack.
-    pub(crate) fn request(
+    pub fn request(
         &self,
         msg: RouteNetlinkMessage,
         flags: u16,
@@ -496,7 +496,7 @@ impl Socket {
     /// `payload` after the netlink header) with `NLM_F_REQUEST | NLM_F_ACK
     /// | flags`, and returns the answers before the ack: each one's type
     /// and what follows its header.
-    pub(crate) fn request_raw(
+    pub fn request_raw(
         &self,
         msg_type: u16,
         flags: u16,
@@ -527,10 +527,7 @@ impl Socket {
 
     /// Dumps with `NLM_F_REQUEST | NLM_F_DUMP`, retrying the whole dump when
     /// the kernel marks it interrupted (`NLM_F_DUMP_INTR`).
-    pub(crate) fn dump(
-        &self,
-        msg: RouteNetlinkMessage,
-    ) -> Result<Vec<RouteNetlinkMessage>, NlError> {
+    pub fn dump(&self, msg: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>, NlError> {
         let mut conn = self.conn();
         for _ in 0..DUMP_ATTEMPTS {
             let seq = conn.next_seq();
@@ -546,7 +543,7 @@ impl Socket {
 
 /// Serializes a request as it goes on the wire (exposed for unit tests of
 /// message building).
-pub(crate) fn serialize(msg: RouteNetlinkMessage, flags: u16, seq: u32) -> Vec<u8> {
+pub fn serialize(msg: RouteNetlinkMessage, flags: u16, seq: u32) -> Vec<u8> {
     let mut header = NetlinkHeader::default();
     header.flags = flags;
     header.sequence_number = seq;

@@ -259,7 +259,7 @@ where
 /// crate opens a socket or starts a tool in a namespace it was given by
 /// path (a socket stays in the namespace it was created in, a child
 /// process starts in its parent thread's).
-pub(crate) fn run_at<T, F>(path: Option<&Path>, f: F) -> Result<T>
+pub fn run_at<T, F>(path: Option<&Path>, f: F) -> Result<T>
 where
     F: FnOnce() -> T + Send,
     T: Send,
@@ -271,7 +271,7 @@ where
 }
 
 /// How errors name the namespace [`run_at`] was given.
-pub(crate) fn label(path: Option<&Path>) -> String {
+pub fn label(path: Option<&Path>) -> String {
     path.map_or_else(
         || "the current network namespace".into(),
         |p| p.display().to_string(),

@@ -6,18 +6,16 @@
 
 use std::time::{Duration, Instant};
 
-use crate::Result;
-
 const FIRST_POLL: Duration = Duration::from_micros(200);
 const FINE_FOR: Duration = Duration::from_millis(10);
 const MAX_POLL: Duration = Duration::from_millis(50);
 
 /// Calls `look` until it answers `(true, _)` or `timeout` has passed;
 /// returns the last answer (`(false, value)` at the timeout).
-pub(crate) fn until<T>(
+pub fn until<T, E>(
     timeout: Duration,
-    mut look: impl FnMut() -> Result<(bool, T)>,
-) -> Result<(bool, T)> {
+    mut look: impl FnMut() -> Result<(bool, T), E>,
+) -> Result<(bool, T), E> {
     let start = Instant::now();
     let mut pause = FIRST_POLL;
     loop {
@@ -37,18 +35,20 @@ pub(crate) fn until<T>(
 mod tests {
     use super::*;
 
+    type Result<T> = std::result::Result<T, crate::Error>;
+
     #[test]
     fn ends_at_the_first_yes_or_at_the_timeout() {
         let mut n = 0;
         let (done, v) = until(Duration::from_secs(5), || {
             n += 1;
-            Ok((n == 3, n))
+            Result::Ok((n == 3, n))
         })
         .unwrap();
         assert!(done);
         assert_eq!(v, 3);
         let t = Instant::now();
-        let (done, _) = until(Duration::from_millis(30), || Ok((false, ()))).unwrap();
+        let (done, _) = until(Duration::from_millis(30), || Result::Ok((false, ()))).unwrap();
         assert!(!done);
         assert!(t.elapsed() >= Duration::from_millis(30));
     }

@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 /// Runs `program args…` (looked up on `PATH` when it has no slash),
 /// feeding `stdin` when given. Spawn and I/O failures are the `Err`; the
 /// tool's own failure is in the returned status.
-pub(crate) fn run(program: &Path, args: &[&str], stdin: Option<&[u8]>) -> io::Result<Output> {
+pub fn run(program: &Path, args: &[&str], stdin: Option<&[u8]>) -> io::Result<Output> {
     let mut cmd = Command::new(program);
     cmd.args(args)
         .stdin(if stdin.is_some() {
@@ -31,7 +31,7 @@ pub(crate) fn run(program: &Path, args: &[&str], stdin: Option<&[u8]>) -> io::Re
 /// `nft`'s error message: the first line of its stderr without the
 /// location prefix (`internal:0:0-0: Error: ...` means nothing for JSON
 /// input); the exit status when stderr is empty.
-pub(crate) fn nft_error(out: &Output) -> String {
+pub fn nft_error(out: &Output) -> String {
     let text = String::from_utf8_lossy(&out.stderr);
     let line = text.lines().next().unwrap_or("").trim();
     let msg = line.find("Error: ").map_or(line, |i| &line[i..]);

@@ -22,6 +22,7 @@ pub(crate) const CRATES: &[&str] = &[
     "cni-types",
     "cni-exec",
     "cni-netns",
+    "cni-netns/firewall",
     "cni-ipam",
     "cni-plugins",
     "cni-plugins/multus",

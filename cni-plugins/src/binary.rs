@@ -18,7 +18,7 @@
 use std::sync::Arc;
 
 use cni_exec::same_build::{plugin_marker, SameBuildExec, MARKER_LEN};
-use cni_netns::firewall::Backend;
+use cni_firewall::Backend;
 
 /// The build identity in every marker of this crate's binaries: a hash of
 /// the sources they are built from (the workspace crates' code, the exact

@@ -43,6 +43,11 @@ pub enum Error {
     /// firewall) failed; the error names the operation and the object.
     #[error(transparent)]
     Kernel(#[from] cni_netns::Error),
+    /// A host firewall operation (masquerade, port mappings, MAC spoof
+    /// check, conntrack, iptables, foreign nft tables) failed; the error
+    /// names the operation and the attachment or table.
+    #[error(transparent)]
+    Firewall(#[from] cni_firewall::Error),
     // ---- several plugins ----
     /// A chained plugin ran without the `prevResult` it needs (code 999,
     /// as Go's `fmt.Errorf`; the wording is the plugin's Go one).
@@ -832,6 +837,7 @@ impl Error {
             // errors; a new variant must be placed here or above.
             Error::Io { .. }
             | Error::Kernel(_)
+            | Error::Firewall(_)
             | Error::PrevResultMissing { .. }
             | Error::IpamRequired { .. }
             | Error::InvalidMtu { .. }

@@ -23,7 +23,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use cni_benches::measure::{median, ms, require_root, run, time, Fallible};
-use cni_netns::firewall::{
+use cni_firewall::{
     AttachmentId, Firewall, HostPortMapping, MasqueradeSpec, NativeFirewall, NftFirewall,
     PortMappingSpec, Protocol, RuleKind, RuleSpec,
 };

@@ -17,8 +17,9 @@
 //! (`FakeKernel::fail_nth`), so that rollback paths can be driven; a
 //! conformance suite runs the same scripts on it and on Linux and compares
 //! them after every step. The firewall has its own trait,
-//! [`Firewall`](crate::firewall::Firewall), and its own recording double,
-//! [`RecordingFirewall`](crate::firewall::RecordingFirewall).
+//! `cni_firewall::Firewall`, and its own recording double,
+//! `cni_firewall::RecordingFirewall` (crate `cni-firewall`, feature
+//! `recording`).
 //!
 //! A step written once over the traits:
 //!

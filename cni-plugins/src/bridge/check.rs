@@ -3,7 +3,7 @@
 //! routes in the pod; plus our own rules (masquerade, MAC spoof check).
 
 use cni_exec::Request;
-use cni_netns::firewall::Firewall;
+use cni_firewall::Firewall;
 use cni_netns::kernel::{NetKernel, NetnsHandle};
 use cni_netns::Link;
 use cni_types::Interface;

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cni_exec::{Plugin, Request};
-use cni_netns::firewall::{AttachmentId, Backend, Firewall, MacSpoofCheckSpec, RuleKind, RuleSpec};
+use cni_firewall::{AttachmentId, Backend, Firewall, MacSpoofCheckSpec, RuleKind, RuleSpec};
 use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
 use cni_netns::{
     sysctl, AddressFamilyFilter, BridgePortOptions, BridgeSpec, BridgeVlan, IpNetwork, Ipv4Conf,
@@ -60,7 +60,7 @@ const PORT_UP_TIMEOUT: Duration = Duration::from_millis(2550);
 /// The bridge plugin. Its kernel is the real one ([`LinuxKernel`]) and its
 /// firewall nftables by default; tests may pass others
 /// ([`Bridge::with_kernel`]: a `cni_netns::kernel::FakeKernel`
-/// and a [`RecordingFirewall`](cni_netns::firewall::RecordingFirewall)
+/// and a `cni_firewall::RecordingFirewall` (feature `recording`)
 /// run its ADD and DEL without root).
 #[derive(Debug, Clone)]
 pub struct Bridge<K = LinuxKernel> {

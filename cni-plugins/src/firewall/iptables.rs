@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 
-use cni_netns::Iptables;
+use cni_firewall::Iptables;
 
 use super::config::IngressPolicy;
 use crate::Result;

@@ -7,7 +7,7 @@
 
 use std::net::IpAddr;
 
-use cni_netns::{NftForeignTable, NftListedRule};
+use cni_firewall::{NftForeignTable, NftListedRule};
 
 use crate::{Error, Result};
 

@@ -5,7 +5,7 @@
 
 use std::net::IpAddr;
 
-use cni_netns::firewall::{HostPortMapping, Protocol};
+use cni_firewall::{HostPortMapping, Protocol};
 use cni_types::{CniResult, NetworkConfig};
 use ipnetwork::{IpNetwork, Ipv4Network, Ipv6Network};
 use serde::Deserialize;

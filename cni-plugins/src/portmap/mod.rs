@@ -36,8 +36,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cni_exec::{Plugin, Request};
-use cni_netns::conntrack::{Conntrack, ConntrackFamily};
-use cni_netns::firewall::{AttachmentId, Backend, Firewall, PortMappingSpec, RuleKind, RuleSpec};
+use cni_firewall::conntrack::{Conntrack, ConntrackFamily};
+use cni_firewall::{AttachmentId, Backend, Firewall, PortMappingSpec, RuleKind, RuleSpec};
 use cni_netns::{AddressFamilyFilter, Handle, Ipv4Conf, Link, Netns};
 use cni_types::CniResult;
 
@@ -99,7 +99,7 @@ impl Portmap {
         )
     }
 
-    fn conntrack(&self) -> cni_netns::Result<Conntrack> {
+    fn conntrack(&self) -> cni_firewall::Result<Conntrack> {
         match &self.host_netns {
             Some(p) => Conntrack::open_in(p),
             None => Conntrack::open(),

@@ -32,7 +32,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use cni_exec::{Plugin, Request};
-use cni_netns::firewall::{Backend, Firewall, RuleKind};
+use cni_firewall::{Backend, Firewall, RuleKind};
 use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
 use cni_netns::{AddressOptions, Dad, IpNetwork, KernelRoute, Link, SCOPE_HOST};
 use cni_types::{CniResult, Dns, NetworkConfig};

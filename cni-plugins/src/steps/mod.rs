@@ -15,7 +15,7 @@ mod undo;
 pub(crate) use undo::Undo;
 
 use cni_exec::Request;
-use cni_netns::firewall::{AttachmentId, MasqueradeSpec, RuleSpec};
+use cni_firewall::{AttachmentId, MasqueradeSpec, RuleSpec};
 use cni_netns::IpNetwork;
 use cni_types::CniResult;
 

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use cni_exec::{Command, Plugin};
-use cni_netns::firewall::{
+use cni_firewall::{
     AttachmentId, Firewall, FirewallCall, OwnedAttachment, RecordingFirewall, RuleKind, RuleSpec,
 };
 use cni_netns::kernel::{Errno, KernelOp, NetKernel, NetnsHandle};
@@ -198,24 +198,24 @@ fn ptp_kernel_failure_undoes_everything() {
 struct FailingAdd(Arc<RecordingFirewall>);
 
 impl Firewall for FailingAdd {
-    fn add(&self, spec: &RuleSpec) -> cni_netns::Result<()> {
+    fn add(&self, spec: &RuleSpec) -> cni_firewall::Result<()> {
         self.0.add(spec)?;
-        Err(cni_netns::Error::FirewallTool {
+        Err(cni_firewall::Error::FirewallTool {
             op: "add".into(),
             command: "test".into(),
             message: "refused by the test".into(),
         })
     }
-    fn delete(&self, spec: &RuleSpec) -> cni_netns::Result<()> {
+    fn delete(&self, spec: &RuleSpec) -> cni_firewall::Result<()> {
         self.0.delete(spec)
     }
-    fn check(&self, spec: &RuleSpec) -> cni_netns::Result<()> {
+    fn check(&self, spec: &RuleSpec) -> cni_firewall::Result<()> {
         self.0.check(spec)
     }
-    fn delete_owned(&self, kind: RuleKind, id: &AttachmentId) -> cni_netns::Result<()> {
+    fn delete_owned(&self, kind: RuleKind, id: &AttachmentId) -> cni_firewall::Result<()> {
         self.0.delete_owned(kind, id)
     }
-    fn list(&self, kind: RuleKind) -> cni_netns::Result<Vec<OwnedAttachment>> {
+    fn list(&self, kind: RuleKind) -> cni_firewall::Result<Vec<OwnedAttachment>> {
         self.0.list(kind)
     }
     fn gc(
@@ -223,7 +223,7 @@ impl Firewall for FailingAdd {
         kind: RuleKind,
         network: &str,
         valid: &[AttachmentId],
-    ) -> cni_netns::Result<Vec<OwnedAttachment>> {
+    ) -> cni_firewall::Result<Vec<OwnedAttachment>> {
         self.0.gc(kind, network, valid)
     }
 }

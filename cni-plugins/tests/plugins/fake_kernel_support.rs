@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use cni_exec::{Command, InProcessExec, NoNetnsGuard, Plugin, Request};
-use cni_netns::firewall::{
+use cni_firewall::{
     AttachmentId, Firewall, FirewallCall, OwnedAttachment, RecordingFirewall, RuleKind, RuleSpec,
 };
 use cni_netns::kernel::FakeKernel;
@@ -92,8 +92,8 @@ impl Plugin for FakeIpam {
 #[derive(Debug)]
 pub(crate) struct FailingTeardown(pub(crate) Arc<RecordingFirewall>);
 
-fn refused() -> cni_netns::Error {
-    cni_netns::Error::FirewallTool {
+fn refused() -> cni_firewall::Error {
+    cni_firewall::Error::FirewallTool {
         op: "delete".into(),
         command: "test".into(),
         message: "refused by the test".into(),
@@ -101,21 +101,21 @@ fn refused() -> cni_netns::Error {
 }
 
 impl Firewall for FailingTeardown {
-    fn add(&self, spec: &RuleSpec) -> cni_netns::Result<()> {
+    fn add(&self, spec: &RuleSpec) -> cni_firewall::Result<()> {
         self.0.add(spec)
     }
-    fn delete(&self, spec: &RuleSpec) -> cni_netns::Result<()> {
+    fn delete(&self, spec: &RuleSpec) -> cni_firewall::Result<()> {
         self.0.delete(spec)?;
         Err(refused())
     }
-    fn check(&self, spec: &RuleSpec) -> cni_netns::Result<()> {
+    fn check(&self, spec: &RuleSpec) -> cni_firewall::Result<()> {
         self.0.check(spec)
     }
-    fn delete_owned(&self, kind: RuleKind, id: &AttachmentId) -> cni_netns::Result<()> {
+    fn delete_owned(&self, kind: RuleKind, id: &AttachmentId) -> cni_firewall::Result<()> {
         self.0.delete_owned(kind, id)?;
         Err(refused())
     }
-    fn list(&self, kind: RuleKind) -> cni_netns::Result<Vec<OwnedAttachment>> {
+    fn list(&self, kind: RuleKind) -> cni_firewall::Result<Vec<OwnedAttachment>> {
         self.0.list(kind)
     }
     fn gc(
@@ -123,7 +123,7 @@ impl Firewall for FailingTeardown {
         kind: RuleKind,
         network: &str,
         valid: &[AttachmentId],
-    ) -> cni_netns::Result<Vec<OwnedAttachment>> {
+    ) -> cni_firewall::Result<Vec<OwnedAttachment>> {
         self.0.gc(kind, network, valid)?;
         Err(refused())
     }

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use cni_exec::{Command, Plugin};
-use cni_netns::firewall::{FirewallCall, RuleKind, RuleSpec};
+use cni_firewall::{FirewallCall, RuleKind, RuleSpec};
 use cni_netns::kernel::KernelOp;
 use cni_plugins::bridge::Bridge;
 use cni_plugins::macvlan::Macvlan;

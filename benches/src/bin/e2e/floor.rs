@@ -43,7 +43,7 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use cni_netns::firewall::{
+use cni_firewall::{
     AttachmentId, Firewall, HostPortMapping, MasqueradeSpec, NativeFirewall, PortMappingSpec,
     Protocol, RuleSpec,
 };
@@ -152,7 +152,7 @@ fn mtu(chain: PluginChain) -> Option<u32> {
     (chain == PluginChain::Flannel).then_some(1450)
 }
 
-fn kernel(e: cni_netns::Error) -> String {
+fn kernel(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 

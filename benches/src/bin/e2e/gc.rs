@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use cni_exec::CniConfig;
-use cni_netns::firewall::{Firewall, NativeFirewall, RuleKind};
+use cni_firewall::{Firewall, NativeFirewall, RuleKind};
 use cni_netns::OwnedNetns;
 use cni_types::NetworkConfigList;
 

@@ -1,6 +1,6 @@
 //! No module cycles (issue 32): at every nesting level of the library crates
 //! (the top-level modules of each crate, the children of `cni-multus`'s
-//! `thick`, of `cni-netns`'s `firewall`, ...), the modules that use
+//! `thick`, of `cni-firewall`'s `nfconn`, ...), the modules that use
 //! one another form no cycle. A module uses a sibling when a path in it
 //! (`crate::`, `super::`, `self::`, or a `use` of a child module) names an
 //! item of the sibling's subtree, followed through the `use` re-exports of
@@ -23,6 +23,7 @@ const CRATES: &[&str] = &[
     "cni-types",
     "cni-exec",
     "cni-netns",
+    "cni-netns/firewall",
     "cni-ipam",
     "cni-plugins",
     "cni-plugins/multus",

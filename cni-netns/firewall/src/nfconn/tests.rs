@@ -5,8 +5,8 @@
 
 use super::encode::*;
 use super::wire::*;
-use crate::firewall::model::*;
-use crate::firewall::{attachment, hostport, macspoof, masquerade, DEFAULT_MASQ_MARK};
+use crate::model::*;
+use crate::{attachment, hostport, macspoof, masquerade, DEFAULT_MASQ_MARK};
 
 const FIXTURES: &str = include_str!("fixtures.txt");
 
@@ -29,9 +29,9 @@ enum Node {
 }
 
 fn parse(buf: &[u8]) -> Vec<Node> {
-    crate::netlink::attrs_full(buf)
+    cni_netns::netlink::attrs_full(buf)
         .map(|(ty, payload, _)| {
-            if ty & crate::netlink::NLA_F_NESTED != 0 {
+            if ty & cni_netns::netlink::NLA_F_NESTED != 0 {
                 Node::Nest(ty & 0x3fff, parse(payload))
             } else {
                 Node::Leaf(ty, payload.to_vec())
@@ -347,13 +347,12 @@ fn port_mapping_elements_and_rules_match_nft() {
 
     // The conditions rules of a mapping with a host IP, as the layout
     // builds them.
-    let mut spec =
-        crate::firewall::PortMappingSpec::new(crate::firewall::AttachmentId::new("n", "c", "eth0"));
+    let mut spec = crate::PortMappingSpec::new(crate::AttachmentId::new("n", "c", "eth0"));
     spec.container_v4 = Some("10.1.0.5/24".parse().unwrap());
-    spec.mappings = vec![crate::firewall::HostPortMapping {
+    spec.mappings = vec![crate::HostPortMapping {
         host_port: 9090,
         container_port: 90,
-        protocol: crate::firewall::Protocol::Tcp,
+        protocol: crate::Protocol::Tcp,
         host_ip: Some("10.20.0.1".parse().unwrap()),
     }];
     spec.conditions_v4 = vec!["ip saddr != 10.66.0.0/16".into()];
@@ -488,8 +487,8 @@ fn mac_spoof_and_masquerade_match_nft() {
         n,
         shared_chain_rule(&t, "postrouting", 3),
     );
-    let spec = crate::firewall::MasqueradeSpec {
-        attachment: crate::firewall::AttachmentId::new("n", "c", "eth0"),
+    let spec = crate::MasqueradeSpec {
+        attachment: crate::AttachmentId::new("n", "c", "eth0"),
         addresses: vec!["10.88.3.4/16".parse().unwrap()],
     };
     let mut els = masquerade::elements(&spec).elements;
@@ -601,7 +600,7 @@ fn prefixes_flags_and_nat_match_nft() {
     );
     assert_encodes("p_mark6", &t, f, n, add_rule("pm", mark6));
     // Conditions as portmap's conditionsV4 parses them.
-    let conds = crate::firewall::parse_conditions(&[
+    let conds = crate::parse_conditions(&[
         "iifname != \"lo\" ct state established meta l4proto tcp".to_owned(),
     ])
     .unwrap();
@@ -686,7 +685,7 @@ fn batch_framing() {
     // nfgenmsg of a batch: family 0, version 0, res_id 10 big endian.
     assert_eq!(&begin[16..], &[0, 0, 0, 10]);
     let both = [begin.clone(), msg].concat();
-    let parsed: Vec<_> = crate::netlink::messages(&both)
+    let parsed: Vec<_> = cni_netns::netlink::messages(&both)
         .collect::<Result<_, _>>()
         .unwrap();
     assert_eq!(parsed.len(), 2);
@@ -699,14 +698,14 @@ fn batch_framing() {
 /// keys after its last DEL).
 #[test]
 fn a_batch_bound_to_a_past_generation_is_refused_as_stale() {
-    use crate::firewall::engine::{Driver, RefusalKind};
-    use crate::firewall::{AttachmentId, Firewall, FirewallOp, MasqueradeSpec, RuleSpec};
+    use crate::engine::{Driver, RefusalKind};
+    use crate::{AttachmentId, Firewall, FirewallOp, MasqueradeSpec, RuleSpec};
     if !cni_testkit::premise::require_root() {
         return;
     }
-    let ns = crate::OwnedNetns::new("cnigen").unwrap();
-    let fw = crate::firewall::NativeFirewall::in_netns(ns.netns().path());
-    let op = FirewallOp::Delete(crate::firewall::RuleKind::Masquerade);
+    let ns = cni_netns::OwnedNetns::new("cnigen").unwrap();
+    let fw = crate::NativeFirewall::in_netns(ns.netns().path());
+    let op = FirewallOp::Delete(crate::RuleKind::Masquerade);
     let spec = |cid: &str, a: &str| {
         RuleSpec::Masquerade(MasqueradeSpec {
             attachment: AttachmentId::new("net", cid, "eth0"),
@@ -716,7 +715,7 @@ fn a_batch_bound_to_a_past_generation_is_refused_as_stale() {
     fw.add(&spec("a", "10.3.0.5/24")).unwrap();
     let table = masquerade::table();
     let subnet = prefix("10.3.0.0/24");
-    let remove = crate::firewall::batch::remove(
+    let remove = crate::batch::remove(
         &table,
         &[(
             masquerade::MASQ_NETS4.to_owned(),

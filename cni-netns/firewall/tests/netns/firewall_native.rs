@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use crate::firewall_common::*;
-use cni_netns::firewall::{
+use cni_firewall::{
     AttachmentId, Firewall, HostPortMapping, MacSpoofCheckSpec, MasqueradeSpec, NativeFirewall,
     NftFirewall, PortMappingSpec, Protocol, RuleKind, RuleSpec,
 };
@@ -268,7 +268,7 @@ fn kernel_errors_name_the_object() {
     other.mappings = pm("errnet", 1).mappings;
     let e = fw.add(&RuleSpec::PortMappings(other.clone())).unwrap_err();
     assert!(
-        matches!(e, cni_netns::Error::FirewallConflict { .. }),
+        matches!(e, cni_firewall::Error::FirewallConflict { .. }),
         "{e}"
     );
     assert!(e.to_string().contains("hp_owner :: . tcp . 10002"), "{e}");

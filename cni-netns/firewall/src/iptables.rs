@@ -14,14 +14,14 @@ use crate::error::{Error, Result};
 /// One of the two iptables programs, for one table.
 ///
 /// ```no_run
-/// use cni_netns::Iptables;
+/// use cni_firewall::Iptables;
 ///
 /// let ipt = Iptables::v4();
 /// ipt.ensure_chain("CNI-FORWARD")?;
 /// let rule = ["-s", "10.1.0.5/32", "-j", "ACCEPT"];
 /// ipt.append_unique("CNI-FORWARD", &rule)?;
 /// assert!(ipt.exists("CNI-FORWARD", &rule)?);
-/// # Ok::<(), cni_netns::Error>(())
+/// # Ok::<(), cni_firewall::Error>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct Iptables {
@@ -83,12 +83,13 @@ impl Iptables {
     fn run(&self, op: &str, args: &[&str]) -> Result<Outcome> {
         let mut full = vec!["-w", "-t", self.table.as_str()];
         full.extend_from_slice(args);
-        let out =
-            crate::tool::run(&self.program, &full, None).map_err(|source| Error::ToolSpawn {
+        let out = cni_netns::tool::run(&self.program, &full, None).map_err(|source| {
+            Error::ToolSpawn {
                 op: op.to_owned(),
                 program: self.program.clone(),
                 source,
-            })?;
+            }
+        })?;
         let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
         match out.status.code() {
             Some(0) => Ok(Outcome::Ok(

@@ -3,7 +3,7 @@
 //! TCP servers on threads entered into the pods.
 
 use crate::firewall_common::*;
-use cni_netns::firewall::{
+use cni_firewall::{
     AttachmentId, HostPortMapping, MacSpoofCheckSpec, MasqueradeSpec, PortMappingSpec, Protocol,
     RuleSpec,
 };

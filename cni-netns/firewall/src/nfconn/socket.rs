@@ -7,7 +7,7 @@ use nix::sys::socket::{setsockopt, sockopt};
 
 use super::encode::Msg;
 use super::wire::*;
-use crate::netlink::{messages, refusal, Conn, NlError};
+use cni_netns::netlink::{messages, refusal, Conn, NlError};
 
 /// A batch failed: the index of the first refused message and its errno.
 #[derive(Debug)]

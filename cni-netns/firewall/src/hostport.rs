@@ -518,7 +518,7 @@ pub(crate) fn elements(spec: &PortMappingSpec) -> Result<Option<AttachmentRules>
 mod tests {
     use super::super::{batch, macspoof, masquerade, owner_id};
     use super::*;
-    use crate::firewall::model::NftCommand;
+    use crate::model::NftCommand;
 
     fn pm_spec() -> PortMappingSpec {
         let mut spec = PortMappingSpec::new(AttachmentId::new("net", "cid", "eth0"));

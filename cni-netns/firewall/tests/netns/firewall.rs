@@ -3,11 +3,11 @@
 //! ruleset` as the oracle.
 
 use crate::firewall_common::*;
-use cni_netns::firewall::{
+use cni_firewall::Error;
+use cni_firewall::{
     AttachmentId, Firewall, HostPortMapping, MacSpoofCheckSpec, MasqueradeSpec, NftFirewall,
     PortMappingSpec, Protocol, RuleKind, RuleSpec,
 };
-use cni_netns::Error;
 use serde_json::{json, Value};
 
 fn masq(net: &str, cid: &str, addr: &str) -> MasqueradeSpec {
@@ -491,7 +491,13 @@ fn errors_name_the_operation() {
     let e = fw
         .add(&RuleSpec::Masquerade(masq("n", "c", "10.0.0.2/24")))
         .unwrap_err();
-    assert!(matches!(e, Error::NetnsNotFound { .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            cni_firewall::Error::Netns(cni_netns::Error::NetnsNotFound { .. })
+        ),
+        "{e}"
+    );
 
     let ns = TestNs::new("fwerr");
     let fw = NftFirewall::in_netns(ns.path()).with_program("/nonexistent/nft");

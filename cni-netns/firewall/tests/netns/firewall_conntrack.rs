@@ -6,8 +6,8 @@ use std::net::UdpSocket;
 use std::time::Duration;
 
 use crate::firewall_common::*;
-use cni_netns::conntrack::{Conntrack, ConntrackFamily};
-use cni_netns::firewall::{
+use cni_firewall::conntrack::{Conntrack, ConntrackFamily};
+use cni_firewall::{
     AttachmentId, Firewall, HostPortMapping, NftFirewall, PortMappingSpec, Protocol, RuleSpec,
 };
 
@@ -122,7 +122,13 @@ fn stale_udp_entry_is_flushed_by_host_port() {
 #[test]
 fn open_in_missing_namespace_is_a_typed_error() {
     let e = Conntrack::open_in("/run/netns/does-not-exist-ct").unwrap_err();
-    assert!(matches!(e, cni_netns::Error::NetnsNotFound { .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            cni_firewall::Error::Netns(cni_netns::Error::NetnsNotFound { .. })
+        ),
+        "{e}"
+    );
 }
 
 #[test]

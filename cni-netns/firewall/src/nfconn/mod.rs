@@ -74,11 +74,11 @@ impl NfConn {
         let mut guard = self.socket.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
             let netns = self.netns.as_deref();
-            let s = crate::netns::run_at(netns, NfSocket::open)?.map_err(|source| {
+            let s = cni_netns::run_at(netns, NfSocket::open)?.map_err(|source| {
                 Error::NftNetlinkOpen {
                     op,
                     attachment: who.to_owned(),
-                    netns: crate::netns::label(netns),
+                    netns: cni_netns::netns_label(netns),
                     source,
                 }
             })?;
@@ -239,7 +239,7 @@ impl NfConn {
         let fam = family_byte(table.family);
         // A get of one element answers ENOENT once it has expired. Bounded:
         // a jiffy is at most 10 ms (HZ=100).
-        let (gone, ()) = crate::poll::until(std::time::Duration::from_millis(50), || {
+        let (gone, ()) = cni_netns::poll::until(std::time::Duration::from_millis(50), || {
             let res = self.with_socket(op, who, |s| {
                 s.get(NFT_MSG_GETSETELEM, fam, &req.0, false)
                     .map_err(Failure::Io)

@@ -22,7 +22,7 @@ use crate::{Error, Result};
 /// [`Firewall`](super::Firewall) implemented by running the `nft` binary with JSON batches.
 ///
 /// ```no_run
-/// use cni_netns::firewall::{AttachmentId, Firewall, MasqueradeSpec, NftFirewall, RuleSpec};
+/// use cni_firewall::{AttachmentId, Firewall, MasqueradeSpec, NftFirewall, RuleSpec};
 ///
 /// let fw = NftFirewall::in_netns("/run/netns/test");
 /// fw.add(&RuleSpec::Masquerade(MasqueradeSpec {
@@ -102,8 +102,8 @@ impl NftFirewall {
         args: &[&str],
         stdin: Option<&[u8]>,
     ) -> Result<std::result::Result<Vec<u8>, String>> {
-        let out = crate::netns::run_at(self.netns.as_deref(), || {
-            crate::tool::run(&self.program, args, stdin)
+        let out = cni_netns::run_at(self.netns.as_deref(), || {
+            cni_netns::tool::run(&self.program, args, stdin)
         })?
         .map_err(|source| Error::NftSpawn {
             op,
@@ -114,7 +114,7 @@ impl NftFirewall {
         if out.status.success() {
             Ok(Ok(out.stdout))
         } else {
-            Ok(Err(crate::tool::nft_error(&out)))
+            Ok(Err(cni_netns::tool::nft_error(&out)))
         }
     }
 

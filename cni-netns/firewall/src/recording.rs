@@ -26,7 +26,7 @@ pub enum FirewallCall {
 /// Records every call and succeeds; lists and GCs find nothing.
 ///
 /// ```
-/// use cni_netns::firewall::{
+/// use cni_firewall::{
 ///     AttachmentId, Firewall, FirewallCall, MasqueradeSpec, RecordingFirewall, RuleSpec,
 /// };
 ///

@@ -646,8 +646,8 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::firewall::model::NftCommand;
-    use crate::firewall::MasqueradeSpec;
+    use crate::model::NftCommand;
+    use crate::MasqueradeSpec;
 
     type Hook = Box<dyn FnOnce(&MemoryNft) + Send>;
 
@@ -681,10 +681,10 @@ mod tests {
         Refusal {
             kind,
             message: format!("{kind:?}"),
-            error: Error::InvalidArgument {
+            error: Error::Netns(cni_netns::Error::InvalidArgument {
                 op: "memory nft".into(),
                 reason: format!("{kind:?}"),
-            },
+            }),
         }
     }
 

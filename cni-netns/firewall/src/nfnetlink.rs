@@ -1,10 +1,10 @@
 //! nfnetlink messages, shared by the nf_tables encoder (`firewall::native`)
 //! and ctnetlink (`conntrack`): the header with the `nfgenmsg`
 //! (`linux/netfilter/nfnetlink.h`). The framing underneath (attribute
-//! walk and builder, flags) is [`crate::netlink`]'s, re-exported here for
+//! walk and builder, flags) is [`cni_netns::netlink`]'s, re-exported here for
 //! the encoder.
 
-pub(crate) use crate::netlink::{
+pub(crate) use cni_netns::netlink::{
     align4, attr, attr_str, attrs, Attrs, NLMSG_ERROR, NLMSG_HDRLEN, NLM_F_ACK, NLM_F_APPEND,
     NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REQUEST,
 };
@@ -21,7 +21,7 @@ pub(crate) fn message(
 ) -> Vec<u8> {
     let len = NLMSG_HDRLEN + 4 + attrs.len();
     let mut m = Vec::with_capacity(len);
-    m.extend_from_slice(&crate::netlink::header(len, ty, flags, seq));
+    m.extend_from_slice(&cni_netns::netlink::header(len, ty, flags, seq));
     m.push(family);
     m.push(0);
     m.extend_from_slice(&res_id.to_be_bytes());

@@ -1,4 +1,4 @@
-//! The [`model`](crate::firewall::model) encoded as nf_tables netlink
+//! The [`model`](crate::model) encoded as nf_tables netlink
 //! messages, expression by expression as `nft` 1.0 linearizes the same rule
 //! (implicit protocol dependencies, prefix matches trimmed to whole bytes,
 //! registers of concatenations), so `nft list` shows both the same.
@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use ipnetwork::IpNetwork;
 
 use super::wire::*;
-use crate::firewall::model::{
+use crate::model::{
     Batch, CmpOp, Element, Expr, Hook, KeyType, Map, NftCommand, NftFamily, NftRule, Stmt, Table,
     Value,
 };
@@ -356,7 +356,7 @@ fn element_list(map: &Map, e: &Element, expire: bool) -> Enc<Attrs> {
     let mut elem = Attrs::new();
     elem.bytes(
         NFTA_SET_ELEM_TIMEOUT,
-        &crate::firewall::batch::ELEMENT_TIMEOUT_MS.to_be_bytes(),
+        &crate::batch::ELEMENT_TIMEOUT_MS.to_be_bytes(),
     );
     if expire {
         elem.bytes(NFTA_SET_ELEM_EXPIRATION, &1u64.to_be_bytes());

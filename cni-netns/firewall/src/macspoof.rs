@@ -21,7 +21,7 @@ pub struct MacSpoofCheckSpec {
     /// The host side of the container's veth (the bridge port).
     pub host_ifname: String,
     /// The container interface's MAC address.
-    pub mac: crate::MacAddr,
+    pub mac: cni_netns::MacAddr,
 }
 
 /// The table (`bridge`); distinct from the Go reference's `bridge nat`.

@@ -1,14 +1,25 @@
 //! Host firewall for CNI attachments: IP masquerade, port mappings and the
-//! bridge MAC spoof check, on nftables. The design (layers, tables, what an
-//! attachment is in the kernel) is on the [crate front page](crate#the-firewall).
+//! bridge MAC spoof check, on nftables (native nf_tables netlink, or the
+//! `nft` binary), plus what the plugins around them need of netfilter:
+//! [`conntrack`] flushes stale UDP conntrack entries, [`Iptables`] runs the
+//! system `iptables`/`ip6tables` and [`NftForeignTable`] puts rules of ours
+//! into an nftables table another program owns (the firewall plugin, which
+//! opens the node's own firewall). Built on `cni-netns` (namespaces,
+//! netlink framing); nothing in `cni-netns` depends on it.
 //!
 //! A plugin builds the [`RuleSpec`] of one attachment and calls
 //! [`Firewall::add`], [`Firewall::delete`] or [`Firewall::check`]; GC calls
 //! [`Firewall::gc`]. The caller picks the [`Backend`]: this crate reads no
 //! environment.
 //!
+//! # Features
+//!
+//! - `recording`: `RecordingFirewall`, an in-memory [`Firewall`] that
+//!   records the calls made to it, for the tests of code that programs a
+//!   firewall (off by default; this crate's own tests always have it).
+//!
 //! ```
-//! use cni_netns::firewall::{AttachmentId, Backend, MasqueradeSpec, RuleKind, RuleSpec};
+//! use cni_firewall::{AttachmentId, Backend, MasqueradeSpec, RuleKind, RuleSpec};
 //!
 //! let spec = RuleSpec::from(MasqueradeSpec {
 //!     attachment: AttachmentId::new("mynet", "0123456789abcdef", "eth0"),
@@ -19,18 +30,79 @@
 //! assert!(spec.attachment().tag().contains("net: mynet, if: eth0, id: 0123456789abcdef"));
 //! let _firewall = Backend::Native.firewall(Some("/run/netns/node".as_ref()), 0);
 //! ```
+//!
+//! # Design
+//!
+//! A plugin builds one attachment's [`RuleSpec`]
+//! (masquerade, port mappings or MAC spoof check) and calls
+//! [`Firewall`]`::add`, `delete` or `check`;
+//! `delete_owned` removes what an attachment owns without its spec, `list`
+//! and `gc` work per network. The caller picks the
+//! [`Backend`] (the plugin binaries read
+//! `CNI_FIREWALL_BACKEND`); nothing here reads the environment. The layers:
+//!
+//! 1. the rule families, one file each (`masquerade`, `hostport`,
+//!    `macspoof`): a table's fixed chains, rules and maps, and the map
+//!    elements of one attachment, as values of [`model`];
+//! 2. `batch`: the atomic batches that create a table's shared objects and
+//!    install, delete or expire an attachment's elements;
+//! 3. `engine`: ADD / DEL / CHECK / list / GC written once, over a driver
+//!    that sends batches and reads tables back: [`NativeFirewall`]
+//!    (nf_tables netlink, the default) or [`NftFirewall`]
+//!    (`nft -j`); both send the same state.
+//!
+//! Each table (`inet cni_rs_masq`, `inet cni_rs_hostport`,
+//! `bridge cni_rs_macspoofchk`, apart from the Go reference's) holds fixed
+//! rules that look packets up in maps. An attachment is nothing but map
+//! elements, each tagged with its owner (`<hash>, net: N, if: I, id: C`) and
+//! carrying the owner's id or its DNAT destination as data, so a key held by
+//! another attachment makes an ADD fail instead of changing owner:
+//!
+//! | family | an attachment's elements |
+//! |---|---|
+//! | masquerade | `masq_src4`: pod IP (and `*6`); shared by the network's attachments, not owned: `masq_nets4`: pod subnet . pod subnet (and `*6`) |
+//! | port mappings | per mapping: `hp_owner`: host IP . proto . port; `hp_dnat4`: proto . port → pod IP . port; with `snat`, `hp_masq4`: pod subnet . proto . port (hairpin) and `hp_lo4`: proto . port (localhost); with `masqAll`, `hp_all4`: proto . port; `hip_*` for a host IP; the same for IPv6 (no localhost key) |
+//! | MAC spoof check | `sc_ports`: host veth; `sc_allowed`: host veth . pod MAC |
+//!
+//! plus one anchor in map `owners` whose data fingerprints the rest. No
+//! element an attachment owns is in an interval (pipapo) map, whose
+//! insertion copies the whole map and whose deletion is linear in its
+//! size: the masquerade's subnets are one shared element per subnet, added
+//! by every ADD if missing, removed by the DEL (or GC) that removes the
+//! subnet's last address: that decision is made on a listing and commits
+//! only if nf_tables' ruleset generation has not moved since it was read
+//! (an ADD in the subnet landing meanwhile keeps the element; the decision
+//! is then made again). Port mappings' hairpin keys (`hp_masq*`: pod
+//! subnet . proto . port) are still per mapping in interval maps. Adding or
+//! removing data-map elements never makes the kernel re-validate the
+//! table, so ADD and DEL are one batch of a few elements whatever the
+//! number of pods. A re-ADD finds its anchor and replaces what it owned; a
+//! DEL whose keys differ from the ADD's (or the table missing) reads the
+//! table once and removes by tag. On Linux 6.10 and later a DEL makes the
+//! elements expire in 1 ms instead of deleting them, so the process does
+//! not wait for an RCU grace period when its netlink socket closes.
+//! `conditionsV4`/`conditionsV6` cannot be elements: those attachments also
+//! get two tagged rules per mapping in chain `conditions` (the slow path).
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod attachment;
 mod batch;
 mod conditions;
+pub mod conntrack;
 mod engine;
+mod error;
 mod hostport;
+mod iptables;
 mod macspoof;
 mod masquerade;
 pub mod model;
 mod native;
 mod nfconn;
+mod nfnetlink;
 mod nft;
+mod nft_foreign;
+#[cfg(any(test, feature = "recording"))]
 mod recording;
 
 use std::fmt;
@@ -38,16 +110,17 @@ use std::path::Path;
 
 pub use attachment::{owner_id, AttachmentId, OwnedAttachment};
 pub use conditions::parse_conditions;
+pub use error::{Error, FirewallOp, Result, RuleKind};
 pub use hostport::{HostPortMapping, PortMappingSpec, Protocol, DEFAULT_MASQ_MARK};
+pub use iptables::Iptables;
 pub use macspoof::MacSpoofCheckSpec;
 pub use masquerade::MasqueradeSpec;
 pub use native::NativeFirewall;
 pub use nft::NftFirewall;
+pub use nft_foreign::{NftForeignTable, NftListedRule};
+#[cfg(any(test, feature = "recording"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "recording")))]
 pub use recording::{FirewallCall, RecordingFirewall};
-
-// Defined with the crate's error (which names them), part of the firewall's API.
-pub use crate::error::{FirewallOp, RuleKind};
-use crate::Result;
 
 /// What plugins ask of the firewall. Every method is one atomic change (or
 /// none); deletes are idempotent (a missing table, chain or element is not
@@ -55,7 +128,7 @@ use crate::Result;
 pub trait Firewall: Send + Sync + fmt::Debug {
     /// Installs (or re-installs, replacing everything it had) the rules of
     /// `spec`'s attachment. Fails with
-    /// [`Error::FirewallConflict`](crate::Error::FirewallConflict) when
+    /// [`Error::FirewallConflict`] when
     /// another attachment holds one of its keys (the same address, host
     /// port or bridge port): GC or DEL it first. Port mappings without a
     /// mapping of the container's families are a no-op.
@@ -66,7 +139,7 @@ pub trait Firewall: Send + Sync + fmt::Debug {
     /// without mappings are a no-op (as the Go reference).
     fn delete(&self, spec: &RuleSpec) -> Result<()>;
     /// Verifies that the rules of `spec` are installed, owned by its
-    /// attachment ([`Error::FirewallCheck`](crate::Error::FirewallCheck)
+    /// attachment ([`Error::FirewallCheck`]
     /// otherwise).
     fn check(&self, spec: &RuleSpec) -> Result<()>;
     /// Removes everything of `kind` that `attachment` owns, without its

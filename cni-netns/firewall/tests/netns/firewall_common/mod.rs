@@ -23,10 +23,9 @@ pub fn skip_unless_root() -> bool {
     }
     if !have("nft") {
         let ns = TestNs::new("fwnonft");
-        let fw = cni_netns::firewall::NftFirewall::in_netns(ns.path());
-        let e = cni_netns::firewall::Firewall::list(&fw, cni_netns::firewall::RuleKind::Masquerade)
-            .unwrap_err();
-        assert!(matches!(e, cni_netns::Error::NftSpawn { .. }), "{e}");
+        let fw = cni_firewall::NftFirewall::in_netns(ns.path());
+        let e = cni_firewall::Firewall::list(&fw, cni_firewall::RuleKind::Masquerade).unwrap_err();
+        assert!(matches!(e, cni_firewall::Error::NftSpawn { .. }), "{e}");
         return !cni_testkit::premise::require(false, "needs nft (the error path was checked)");
     }
     false
@@ -194,8 +193,8 @@ pub fn elements_tagged(ruleset: &Value, table: &str, tag: &str) -> Vec<(String, 
 
 /// The owner id our firewall stores as element data (a number in `nft -j`).
 #[allow(dead_code)]
-pub fn owner_data(id: &cni_netns::firewall::AttachmentId) -> Value {
-    Value::from(cni_netns::firewall::owner_id(&id.owner_hash()))
+pub fn owner_data(id: &cni_firewall::AttachmentId) -> Value {
+    Value::from(cni_firewall::owner_id(&id.owner_hash()))
 }
 
 /// A namespace "node" with a bridge `br0` (10.99.0.1/24), pods on veths
@@ -432,16 +431,16 @@ impl Drop for UdpServer {
 /// `CNI_FIREWALL_BACKEND` (`native`, the default, or `nft`), so the same
 /// tests run against both (`CNI_FIREWALL_BACKEND=nft cargo test ...`).
 #[allow(dead_code)]
-pub fn backend_under_test() -> cni_netns::firewall::Backend {
+pub fn backend_under_test() -> cni_firewall::Backend {
     std::env::var("CNI_FIREWALL_BACKEND")
         .ok()
-        .and_then(|v| cni_netns::firewall::Backend::from_name(&v))
+        .and_then(|v| cni_firewall::Backend::from_name(&v))
         .unwrap_or_default()
 }
 
 /// The firewall under test ([`backend_under_test`]) for the namespace at
 /// `path`.
 #[allow(dead_code)]
-pub fn firewall_for(path: &std::path::Path) -> Box<dyn cni_netns::firewall::Firewall> {
+pub fn firewall_for(path: &std::path::Path) -> Box<dyn cni_firewall::Firewall> {
     backend_under_test().firewall(Some(path), 0)
 }

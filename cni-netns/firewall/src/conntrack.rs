@@ -9,12 +9,12 @@
 //! (containernetworking/plugins#123, kubernetes/kubernetes#58336).
 //!
 //! ```no_run
-//! use cni_netns::conntrack::{Conntrack, ConntrackFamily};
+//! use cni_firewall::conntrack::{Conntrack, ConntrackFamily};
 //!
 //! let mut ct = Conntrack::open_in("/run/netns/node")?;
 //! let deleted = ct.delete_udp_by_dst_port(ConntrackFamily::V4, 5353)?;
 //! # let _ = deleted;
-//! # Ok::<(), cni_netns::Error>(())
+//! # Ok::<(), cni_firewall::Error>(())
 //! ```
 
 use std::io;
@@ -22,11 +22,11 @@ use std::path::Path;
 
 use netlink_sys::protocols::NETLINK_NETFILTER;
 
-use crate::netlink::{
-    attr, attrs, attrs_full, Conn, NLA_TYPE_MASK, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST,
-};
 use crate::nfnetlink;
 use crate::{Error, Result};
+use cni_netns::netlink::{
+    attr, attrs, attrs_full, Conn, NLA_TYPE_MASK, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST,
+};
 
 /// An IP family of conntrack entries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -85,8 +85,8 @@ impl Conntrack {
     }
 
     fn open_at(netns: Option<&Path>) -> Result<Self> {
-        crate::netns::run_at(netns, open_socket)?.map_err(|source| Error::ConntrackOpen {
-            netns: crate::netns::label(netns),
+        cni_netns::run_at(netns, open_socket)?.map_err(|source| Error::ConntrackOpen {
+            netns: cni_netns::netns_label(netns),
             source,
         })
     }

@@ -29,7 +29,7 @@ pub struct NftListedRule {
 /// One nftables table (family and name) that somebody else owns.
 ///
 /// ```no_run
-/// use cni_netns::NftForeignTable;
+/// use cni_firewall::NftForeignTable;
 ///
 /// let t = NftForeignTable::new("inet", "filter");
 /// let batch = vec![
@@ -69,16 +69,17 @@ impl NftForeignTable {
     }
 
     fn nft(&self, op: &str, args: &[&str], stdin: Option<&[u8]>) -> Result<Result<String, String>> {
-        let out =
-            crate::tool::run(&self.program, args, stdin).map_err(|source| Error::ToolSpawn {
+        let out = cni_netns::tool::run(&self.program, args, stdin).map_err(|source| {
+            Error::ToolSpawn {
                 op: op.to_owned(),
                 program: self.program.clone(),
                 source,
-            })?;
+            }
+        })?;
         if out.status.success() {
             Ok(Ok(String::from_utf8_lossy(&out.stdout).into_owned()))
         } else {
-            Ok(Err(crate::tool::nft_error(&out)))
+            Ok(Err(cni_netns::tool::nft_error(&out)))
         }
     }
 

@@ -216,7 +216,7 @@ mod tests {
         let spec = MacSpoofCheckSpec {
             attachment: AttachmentId::new("net", "cid", "eth0"),
             host_ifname: "veth1".into(),
-            mac: crate::MacAddr([2, 0, 0, 0, 0, 1]),
+            mac: cni_netns::MacAddr([2, 0, 0, 0, 0, 1]),
         };
         let r = macspoof::elements(&spec);
         let handle = RuleRef {

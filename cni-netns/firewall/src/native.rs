@@ -44,7 +44,7 @@ use crate::Result;
 /// [`Firewall`] implemented over nf_tables netlink, without `nft`.
 ///
 /// ```no_run
-/// use cni_netns::firewall::{AttachmentId, Firewall, MasqueradeSpec, NativeFirewall, RuleSpec};
+/// use cni_firewall::{AttachmentId, Firewall, MasqueradeSpec, NativeFirewall, RuleSpec};
 ///
 /// let fw = NativeFirewall::in_netns("/run/netns/test");
 /// fw.add(&RuleSpec::Masquerade(MasqueradeSpec {

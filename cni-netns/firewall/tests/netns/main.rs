@@ -1,0 +1,12 @@
+//! The integration tests of `cni-firewall`, one binary (named `netns` as
+//! `cni-netns`'s: `cargo test --workspace --test netns -- firewall::
+//! firewall_traffic::` runs the nft backend's, as scripts/test-all.sh
+//! does): a module per area, the shared fixtures beside them
+//! (`cargo test -p cni-firewall --test netns [FILTER]`).
+
+mod firewall_common;
+
+mod firewall;
+mod firewall_conntrack;
+mod firewall_native;
+mod firewall_traffic;
