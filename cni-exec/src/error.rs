@@ -88,6 +88,10 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A file mechanism of `cni-files` failed (the atomic writer, a lock)
+    /// in a way that is not a plain I/O error (those become [`Error::Io`]).
+    #[error(transparent)]
+    Files(cni_files::Error),
     /// Bad spec data (config, version, name).
     #[error(transparent)]
     Types(#[from] cni_types::Error),
@@ -212,10 +216,13 @@ impl Error {
         }
     }
 
-    /// Whether this error says a file is missing (a [`FileLock::acquire`](crate::FileLock::acquire)
-    /// of a namespace that is gone).
+    /// Whether this error says a file is missing.
     pub fn is_not_found(&self) -> bool {
-        matches!(self, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+        match self {
+            Error::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+            Error::Files(e) => e.is_not_found(),
+            _ => false,
+        }
     }
 
     /// The CNI error code this error carries: the plugin's own code for a
@@ -237,6 +244,17 @@ impl Error {
             Error::Plugin(e) => e.clone(),
             Error::Types(e) => e.to_cni_error(),
             other => CniError::new(other.code(), other.to_string(), ""),
+        }
+    }
+}
+
+/// The file mechanisms' I/O errors keep their operation and path as
+/// [`Error::Io`].
+impl From<cni_files::Error> for Error {
+    fn from(e: cni_files::Error) -> Self {
+        match e {
+            cni_files::Error::Io { op, path, source } => Error::Io { op, path, source },
+            other => Error::Files(other),
         }
     }
 }

@@ -49,17 +49,13 @@
 //!
 //! A runtime embedding plugins without fork/exec: see [`InProcessExec`].
 
-pub mod atomic;
 pub mod cache;
-pub mod capped;
 pub mod collector;
 pub mod conf;
 #[cfg(feature = "cri")]
 pub mod cri;
-pub mod daemon;
 mod error;
 pub mod exec;
-pub mod file_lock;
 #[cfg(feature = "grpc")]
 pub mod grpc;
 pub mod invoke;
@@ -75,7 +71,6 @@ pub use cache::{CachedAttachment, ResultCache, RuntimeConf};
 pub use cni_types::VersionedResult;
 pub use error::Error;
 pub use exec::{Command, Exec, NoExec, PluginEnv};
-pub use file_lock::FileLock;
 pub use invoke::{
     delegate_add, delegate_check, delegate_del, delegate_gc, delegate_status, InProcessExec,
 };

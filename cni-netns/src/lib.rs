@@ -30,7 +30,7 @@
 //!   spoof check (nftables; see [below](#the-firewall)); [`conntrack`]
 //!   flushes stale UDP conntrack entries.
 //! * [`RoutingRule`] routing policy rules (`ip rule`) on the same [`Handle`]
-//!   (the `flock` sbr takes is `cni_exec::FileLock`).
+//!   (the `flock` sbr takes is `cni_files::FileLock`).
 //! * [`Iptables`] runs the system `iptables`/`ip6tables`, and
 //!   [`NftForeignTable`] puts rules of ours into an nftables table another
 //!   program owns: for the firewall plugin, which opens the node's own

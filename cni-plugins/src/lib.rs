@@ -15,7 +15,7 @@
 //!   by default) with its own error enum: without it no Kubernetes, TLS or
 //!   YAML code is compiled;
 //! - every file a plugin persists goes through one atomic writer
-//!   ([`cni_exec::atomic`]).
+//!   ([`cni_files::atomic`]).
 //!
 //! A plugin is a value a runtime can call in-process:
 //!
