@@ -20,13 +20,6 @@ pub enum Error {
         "delegate to plugin {0:?}: no executor was given (Env::with_exec / RequestBuilder::exec)"
     )]
     NoExecutor(String),
-    /// The collector ([`crate::collector`]) would have to guess which
-    /// attachments are dead: it collects nothing.
-    #[error("collect leaked attachments: refused: {reason}")]
-    CollectRefused {
-        /// What it could not tell.
-        reason: String,
-    },
     /// No plugin type was given.
     #[error("no plugin name provided")]
     NoPluginName,
@@ -166,40 +159,6 @@ pub enum Error {
     /// The in-process registry has no plugin of this type.
     #[error("no in-process plugin registered for type {0:?}")]
     NotRegistered(String),
-    /// A gRPC frame does not decode (feature `grpc`).
-    #[cfg(feature = "grpc")]
-    #[error("malformed gRPC frame: {reason}")]
-    GrpcFrame {
-        /// Why.
-        reason: String,
-    },
-    /// A gRPC call failed before the server gave a status: connecting, the
-    /// HTTP/2 exchange, the time limit, the answer's size or decoding
-    /// (feature `grpc`).
-    #[cfg(feature = "grpc")]
-    #[error("gRPC call {method} on {socket}: {reason}")]
-    Grpc {
-        /// The unix socket called.
-        socket: PathBuf,
-        /// The method (`/package.Service/Method`; empty before any call).
-        method: String,
-        /// Why.
-        reason: String,
-    },
-    /// The server answered a gRPC call with a non-zero status (feature
-    /// `grpc`).
-    #[cfg(feature = "grpc")]
-    #[error("gRPC call {method} on {socket}: gRPC status {code}: {message}")]
-    GrpcStatus {
-        /// The unix socket called.
-        socket: PathBuf,
-        /// The method.
-        method: String,
-        /// The gRPC status code (5 NOT_FOUND, 14 UNAVAILABLE, ...).
-        code: u32,
-        /// The server's message.
-        message: String,
-    },
 }
 
 impl Error {

@@ -50,14 +50,9 @@
 //! A runtime embedding plugins without fork/exec: see [`InProcessExec`].
 
 pub mod cache;
-pub mod collector;
 pub mod conf;
-#[cfg(feature = "cri")]
-pub mod cri;
 mod error;
 pub mod exec;
-#[cfg(feature = "grpc")]
-pub mod grpc;
 pub mod invoke;
 pub mod libcni;
 pub mod logging;

@@ -34,8 +34,6 @@
 pub mod bandwidth;
 pub mod binary;
 pub mod bridge;
-#[cfg(feature = "gc")]
-pub mod cni_gc;
 #[doc(hidden)]
 pub mod config_keys;
 pub mod dhcp;
@@ -43,7 +41,7 @@ pub mod dummy;
 mod error;
 pub mod firewall;
 pub mod flannel;
-mod go_duration;
+use cni_types::go_duration;
 pub mod host_device;
 pub mod host_local;
 pub mod install;

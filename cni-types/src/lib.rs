@@ -53,6 +53,7 @@
 pub mod args;
 pub mod config;
 pub mod error;
+pub mod go_duration;
 pub mod json;
 pub mod keys;
 pub mod limits;

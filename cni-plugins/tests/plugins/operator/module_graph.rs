@@ -21,9 +21,12 @@ use super::workspace;
 /// The library crates whose module graphs are checked.
 const CRATES: &[&str] = &[
     "cni-types",
+    "cni-exec/files",
     "cni-exec",
+    "cni-exec/cri",
     "cni-netns",
     "cni-ipam",
+    "cni-plugins/gc",
     "cni-plugins",
 ];
 

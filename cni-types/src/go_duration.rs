@@ -1,13 +1,22 @@
 //! Go's `time.ParseDuration`, for the config keys and flags the Go
 //! plugins read as durations (multus's `certDuration`, dhcp's `timeout`,
-//! `resendMax`, `resendTimeout` and the daemon's flags).
+//! `resendMax`, `resendTimeout` and the daemon's flags, cni-gc's flags).
+//!
+//! ```
+//! use std::time::Duration;
+//! use cni_types::go_duration::parse;
+//!
+//! assert_eq!(parse("1h30m"), Some(Duration::from_secs(5400)));
+//! assert_eq!(parse("1.5s"), Some(Duration::from_millis(1500)));
+//! assert_eq!(parse("90"), None);
+//! ```
 
 use std::time::Duration;
 
 /// Parses a Go duration: a sequence of decimal numbers with units `ns`,
 /// `us` (or `µs`), `ms`, `s`, `m`, `h` ("1h30m", "1.5s", "90s"); a bare
 /// "0" is zero. `None` for anything else.
-pub(crate) fn parse(s: &str) -> Option<Duration> {
+pub fn parse(s: &str) -> Option<Duration> {
     let mut rest = s.trim();
     if rest == "0" {
         return Some(Duration::ZERO);
