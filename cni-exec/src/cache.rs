@@ -5,14 +5,14 @@
 //! `{"kind":"cniCacheV1","containerId","config" (base64 of the list bytes),
 //! "ifName","networkName","netns","cniArgs","capabilityArgs","result"}`;
 //! the directories are 0700, the file 0600. Unlike libcni we write a temp
-//! file and rename it over the old one ([`crate::atomic`]), so a crash
+//! file and rename it over the old one ([`cni_files::atomic`]), so a crash
 //! leaves the old or the new file, never an empty one (cni#1055).
 
 use std::fs::DirBuilder;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-use crate::atomic::AtomicWrite;
+use cni_files::atomic::AtomicWrite;
 
 use base64::Engine;
 use cni_types::{CniResult, Version};
@@ -167,7 +167,7 @@ fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Er
 }
 
 /// Writes `data` to `path` atomically with the shared writer
-/// ([`crate::atomic`]): a 0600 temp file in the same directory, renamed over
+/// ([`cni_files::atomic`]): a 0600 temp file in the same directory, renamed over
 /// the target, so a killed runtime or plugin never leaves a torn file.
 ///
 /// Not fsynced, like libcni: the cache only has to outlive the process, a
@@ -176,17 +176,17 @@ fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Er
 /// on a disk (4 ms median on the machine we measured), which is the
 /// largest single cost of an in-process ADD.
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), Error> {
-    AtomicWrite::new().mode(0o600).write(path, data)
+    Ok(AtomicWrite::new().mode(0o600).write(path, data)?)
 }
 
 /// Removes the temporary files that a writer killed between create and
 /// rename left next to `path` (the atomic writer's names for it, see
-/// [`crate::atomic::remove_stale_temps`]). Nothing reads them, so without
+/// [`cni_files::atomic::remove_stale_temps`]). Nothing reads them, so without
 /// this they stay forever (found by the SIGKILL campaign,
 /// `cni-plugins/tests/reliability_faults.rs`). Errors are ignored: this is
 /// best-effort cleanup on DEL.
 pub fn remove_temp_files(path: &Path) {
-    crate::atomic::remove_stale_temps(path);
+    cni_files::atomic::remove_stale_temps(path);
 }
 
 impl ResultCache {
@@ -269,7 +269,7 @@ impl ResultCache {
         let path = self.file_path(network, rt)?;
         // Read errors mean "no cache", as libcni: the attachment may predate
         // the cache or it was cleaned.
-        Ok(crate::capped::read_regular_file(&path, MAX_CACHE_FILE).ok())
+        Ok(cni_files::capped::read_regular_file(&path, MAX_CACHE_FILE).ok())
     }
 
     /// The cached result converted to `version` (the list's), ready to be
@@ -364,7 +364,7 @@ impl ResultCache {
             .flatten()
             .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
             .filter_map(|e| e.file_name().into_string().ok())
-            .filter(|n| !crate::atomic::is_temp_name(n))
+            .filter(|n| !cni_files::atomic::is_temp_name(n))
             .collect();
         names.sort();
         Ok(names
@@ -372,7 +372,7 @@ impl ResultCache {
             .map(|name| {
                 let path = dir.join(&name);
                 let modified = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
-                let attachment = crate::capped::read_regular_file(&path, MAX_CACHE_FILE)
+                let attachment = cni_files::capped::read_regular_file(&path, MAX_CACHE_FILE)
                     .map_err(|e| format!("unreadable: {e}"))
                     .and_then(|data| {
                         serde_json::from_slice::<CachedInfo>(&data)
@@ -475,6 +475,13 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
         assert!(write_atomic(&dir.path().join("missing/f"), b"x").is_err());
+        // A killed writer's temporary file goes with the shared clean-up.
+        let staged = AtomicWrite::new().stage(&path, b"half").unwrap();
+        let temp = staged.temp_path().to_path_buf();
+        std::mem::forget(staged);
+        assert!(temp.exists());
+        remove_temp_files(&path);
+        assert!(!temp.exists());
     }
 
     #[test]

@@ -50,7 +50,7 @@ pub fn conf_files(dir: &Path, extensions: &[&str]) -> Result<Vec<PathBuf>, Error
 fn read(path: &Path) -> Result<Vec<u8>, Error> {
     // Non-blocking and regular files only: one replaced by a FIFO after the
     // directory was listed must not block the reader either.
-    crate::capped::read_regular_file(path, crate::capped::MAX_ADMIN_FILE)
+    cni_files::capped::read_regular_file(path, cni_files::capped::MAX_ADMIN_FILE)
         .map_err(Error::io("read", path))
 }
 

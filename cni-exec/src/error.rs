@@ -20,13 +20,6 @@ pub enum Error {
         "delegate to plugin {0:?}: no executor was given (Env::with_exec / RequestBuilder::exec)"
     )]
     NoExecutor(String),
-    /// The collector ([`crate::collector`]) would have to guess which
-    /// attachments are dead: it collects nothing.
-    #[error("collect leaked attachments: refused: {reason}")]
-    CollectRefused {
-        /// What it could not tell.
-        reason: String,
-    },
     /// No plugin type was given.
     #[error("no plugin name provided")]
     NoPluginName,
@@ -88,6 +81,10 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A file mechanism of `cni-files` failed (the atomic writer, a lock)
+    /// in a way that is not a plain I/O error (those become [`Error::Io`]).
+    #[error(transparent)]
+    Files(cni_files::Error),
     /// Bad spec data (config, version, name).
     #[error(transparent)]
     Types(#[from] cni_types::Error),
@@ -162,40 +159,6 @@ pub enum Error {
     /// The in-process registry has no plugin of this type.
     #[error("no in-process plugin registered for type {0:?}")]
     NotRegistered(String),
-    /// A gRPC frame does not decode (feature `grpc`).
-    #[cfg(feature = "grpc")]
-    #[error("malformed gRPC frame: {reason}")]
-    GrpcFrame {
-        /// Why.
-        reason: String,
-    },
-    /// A gRPC call failed before the server gave a status: connecting, the
-    /// HTTP/2 exchange, the time limit, the answer's size or decoding
-    /// (feature `grpc`).
-    #[cfg(feature = "grpc")]
-    #[error("gRPC call {method} on {socket}: {reason}")]
-    Grpc {
-        /// The unix socket called.
-        socket: PathBuf,
-        /// The method (`/package.Service/Method`; empty before any call).
-        method: String,
-        /// Why.
-        reason: String,
-    },
-    /// The server answered a gRPC call with a non-zero status (feature
-    /// `grpc`).
-    #[cfg(feature = "grpc")]
-    #[error("gRPC call {method} on {socket}: gRPC status {code}: {message}")]
-    GrpcStatus {
-        /// The unix socket called.
-        socket: PathBuf,
-        /// The method.
-        method: String,
-        /// The gRPC status code (5 NOT_FOUND, 14 UNAVAILABLE, ...).
-        code: u32,
-        /// The server's message.
-        message: String,
-    },
 }
 
 impl Error {
@@ -212,10 +175,13 @@ impl Error {
         }
     }
 
-    /// Whether this error says a file is missing (a [`FileLock::acquire`](crate::FileLock::acquire)
-    /// of a namespace that is gone).
+    /// Whether this error says a file is missing.
     pub fn is_not_found(&self) -> bool {
-        matches!(self, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+        match self {
+            Error::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+            Error::Files(e) => e.is_not_found(),
+            _ => false,
+        }
     }
 
     /// The CNI error code this error carries: the plugin's own code for a
@@ -237,6 +203,17 @@ impl Error {
             Error::Plugin(e) => e.clone(),
             Error::Types(e) => e.to_cni_error(),
             other => CniError::new(other.code(), other.to_string(), ""),
+        }
+    }
+}
+
+/// The file mechanisms' I/O errors keep their operation and path as
+/// [`Error::Io`].
+impl From<cni_files::Error> for Error {
+    fn from(e: cni_files::Error) -> Self {
+        match e {
+            cni_files::Error::Io { op, path, source } => Error::Io { op, path, source },
+            other => Error::Files(other),
         }
     }
 }

@@ -1,4 +1,5 @@
-//! Both ends of the CNI exec protocol.
+//! Both ends of the CNI exec protocol, and nothing else: how a plugin
+//! binary is run, and how a runtime runs one.
 //!
 //! **Plugin side** (the Go reference's `pkg/skel`): implement [`Plugin`],
 //! and a binary's `main` is `cni_exec::run(&MyPlugin)`. [`dispatch`] is the
@@ -16,12 +17,18 @@
 //!
 //! Modules, leaf first: [`exec`] (the executor vocabulary: [`Command`],
 //! [`PluginEnv`], [`Exec`]), `plugin` ([`Request`], [`Plugin`]), [`skel`]
-//! (pure [`dispatch`]), [`process`] ([`run`], [`ProcessExec`]), [`invoke`]
-//! (in-process executor, delegation, result decoding), [`libcni`].
+//! (pure [`dispatch`]), [`process`] ([`run`], [`ProcessExec`]), [`logging`]
+//! (a plugin's log setup from its config and environment), [`invoke`]
+//! (in-process executor, delegation, result decoding), [`same_build`]
+//! (delegation without a process to a plugin of the same build),
+//! [`cache`] (libcni's result cache), [`conf`] (config loading),
+//! [`libcni`].
 //!
-//! Optional, for node agents: `grpc` (feature `grpc`: blocking unary gRPC
-//! calls over a unix socket) and `cri` (feature `cri`: a client of the
-//! Kubernetes Container Runtime Interface on top of it).
+//! What is not the exec protocol lives in crates of its own: the atomic
+//! writer, file lock, capped reads and daemon sockets in `cni-files` (this
+//! crate writes its cache and reads configs and stdin with them); gRPC and
+//! the CRI client in `cni-cri`; the collector of leaked attachments in
+//! `cni-gc`.
 //!
 //! # Example
 //!
@@ -49,19 +56,10 @@
 //!
 //! A runtime embedding plugins without fork/exec: see [`InProcessExec`].
 
-pub mod atomic;
 pub mod cache;
-pub mod capped;
-pub mod collector;
 pub mod conf;
-#[cfg(feature = "cri")]
-pub mod cri;
-pub mod daemon;
 mod error;
 pub mod exec;
-pub mod file_lock;
-#[cfg(feature = "grpc")]
-pub mod grpc;
 pub mod invoke;
 pub mod libcni;
 pub mod logging;
@@ -75,7 +73,6 @@ pub use cache::{CachedAttachment, ResultCache, RuntimeConf};
 pub use cni_types::VersionedResult;
 pub use error::Error;
 pub use exec::{Command, Exec, NoExec, PluginEnv};
-pub use file_lock::FileLock;
 pub use invoke::{
     delegate_add, delegate_check, delegate_del, delegate_gc, delegate_status, InProcessExec,
 };

@@ -11,7 +11,7 @@
 //! exactly as Multus) keeps it: nothing is set up here then.
 //!
 //! The file is appended to, never rotated: rotation (`logOptions`) is
-//! Multus's, and lives with it (`cni_plugins::multus::rotate`).
+//! Multus's, and lives with it (`cni_multus::rotate`).
 
 use std::fs::OpenOptions;
 use std::sync::Mutex;

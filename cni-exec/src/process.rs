@@ -386,7 +386,7 @@ impl Exec for ProcessExec {
 
 /// Reads stdin up to [`MAX_STDIN`] bytes; more is an error (code 5).
 fn read_stdin_capped(input: impl Read) -> Result<Vec<u8>, CniError> {
-    crate::capped::read_to_end(input, MAX_STDIN as u64).map_err(|e| {
+    cni_files::capped::read_to_end(input, MAX_STDIN as u64).map_err(|e| {
         let reason = if e.kind() == std::io::ErrorKind::InvalidData {
             format!("network config larger than {MAX_STDIN} bytes")
         } else {

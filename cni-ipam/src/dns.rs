@@ -41,7 +41,7 @@ pub fn parse_resolv_conf_str(text: &str) -> Dns {
 
 /// Reads and parses a resolv.conf file.
 pub fn parse_resolv_conf(path: &Path) -> Result<Dns> {
-    let bytes = cni_exec::capped::read_file(path, cni_exec::capped::MAX_ADMIN_FILE)
+    let bytes = cni_files::capped::read_file(path, cni_files::capped::MAX_ADMIN_FILE)
         .map_err(|e| Error::io("read resolvConf", path, e))?;
     Ok(parse_resolv_conf_str(&String::from_utf8_lossy(&bytes)))
 }

@@ -240,12 +240,13 @@ impl Error {
         }
     }
 
-    /// A failed file operation of `cni-exec` (the atomic writer of
-    /// [`cni_exec::atomic`], the daemon socket of [`cni_exec::daemon`]):
-    /// its I/O errors stay [`Error::Io`] (operation and file named).
-    pub(crate) fn atomic_write(e: cni_exec::Error) -> Self {
+    /// A failed file operation of `cni-files` (the atomic writer of
+    /// [`cni_files::atomic`], the lock, the daemon socket of
+    /// [`cni_files::daemon`]): its I/O errors stay [`Error::Io`] (operation
+    /// and file named).
+    pub(crate) fn atomic_write(e: cni_files::Error) -> Self {
         match e {
-            cni_exec::Error::Io { op, path, source } => Error::io(op, path, source),
+            cni_files::Error::Io { op, path, source } => Error::io(op, path, source),
             e => Error::io("write", "", std::io::Error::other(e.to_string())),
         }
     }

@@ -29,7 +29,7 @@
 //! * [`tc`] programs traffic control (TBF and ingress qdiscs, mirred
 //!   redirect filters, IFB devices) for the bandwidth plugin.
 //! * [`RoutingRule`] routing policy rules (`ip rule`) on the same [`Handle`]
-//!   (the `flock` sbr takes is `cni_exec::FileLock`).
+//!   (the `flock` sbr takes is `cni_files::FileLock`).
 //!
 //! Errors name the operation, the object and the namespace:
 //! `add address 10.1.0.5/24 to eth0 in /run/netns/x: File exists`.

@@ -20,10 +20,13 @@ use sha2::{Digest, Sha256};
 /// The workspace crates a plugin binary is built from, lowest first.
 pub(crate) const CRATES: &[&str] = &[
     "cni-types",
+    "cni-exec/files",
     "cni-exec",
+    "cni-exec/cri",
     "cni-netns",
     "cni-netns/firewall",
     "cni-ipam",
+    "cni-plugins/gc",
     "cni-plugins",
     "cni-plugins/multus",
 ];

@@ -809,17 +809,17 @@ impl Error {
         }
     }
 
-    /// A failed file operation of `cni-exec`'s file mechanics (the atomic
-    /// writer [`cni_exec::atomic`], [`cni_exec::FileLock`]): its I/O errors
+    /// A failed file operation of `cni-files`' file mechanics (the atomic
+    /// writer [`cni_files::atomic`], [`cni_files::FileLock`]): its I/O errors
     /// stay [`Error::Io`] (operation and file named).
-    pub fn atomic_write(e: cni_exec::Error) -> Self {
-        Error::exec(e)
+    pub fn atomic_write(e: impl Into<cni_exec::Error>) -> Self {
+        Error::exec(e.into())
     }
 
     /// A failed `cni-exec` mechanism (file writer, file lock, daemon loop):
     /// its I/O errors become [`Error::Io`], the others [`Error::Exec`].
-    pub fn exec(e: cni_exec::Error) -> Self {
-        match e {
+    pub fn exec(e: impl Into<cni_exec::Error>) -> Self {
+        match e.into() {
             cni_exec::Error::Io { op, path, source } => Error::io(op, path, source),
             e => Error::Exec(e),
         }

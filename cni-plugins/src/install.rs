@@ -2,7 +2,7 @@
 //! (`/opt/cni/bin`) without ever exposing a half-written file.
 //!
 //! Each binary is written by the workspace's atomic writer
-//! ([`cni_exec::atomic`]) to a hidden temp name in the target directory,
+//! ([`cni_files::atomic`]) to a hidden temp name in the target directory,
 //! made mode 0755 exactly and owned by root (when the installer runs as
 //! root), fsynced, and renamed over the destination; the directory is
 //! fsynced once after the renames. The source's mode is not copied: a
@@ -17,7 +17,7 @@
 //! directory, and every temp file is written. A failure there removes the
 //! temp files and leaves the target directory as it was.
 //!
-//! This module uses only `std` and `cni-exec`'s atomic writer (no multus,
+//! This module uses only `std` and `cni-files`' atomic writer (no multus,
 //! no Kubernetes client), so the `cni-install` binary stays small.
 //!
 //! ```no_run
@@ -35,7 +35,7 @@ use std::io::{ErrorKind, Read};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use cni_exec::atomic::{self, AtomicWrite, Staged};
+use cni_files::atomic::{self, AtomicWrite, Staged};
 
 use crate::{Error, Result};
 

@@ -15,7 +15,7 @@
 //!   enum); this crate's `multus` cargo feature (off by default) builds its
 //!   three binaries: without it no Kubernetes, TLS or YAML code is compiled;
 //! - every file a plugin persists goes through one atomic writer
-//!   ([`cni_exec::atomic`]).
+//!   ([`cni_files::atomic`]).
 //!
 //! A plugin is a value a runtime can call in-process:
 //!
@@ -34,8 +34,6 @@
 pub mod bandwidth;
 pub mod binary;
 pub mod bridge;
-#[cfg(feature = "gc")]
-pub mod cni_gc;
 #[doc(hidden)]
 pub mod config_keys;
 pub mod dhcp;

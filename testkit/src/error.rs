@@ -35,7 +35,7 @@ pub enum Error {
         /// What was being done.
         op: String,
         /// The client's error.
-        source: Box<cni_exec::Error>,
+        source: Box<cni_cri::Error>,
     },
     /// Setting up the conformance sandbox's kernel state failed.
     #[error("{op}: {source}")]

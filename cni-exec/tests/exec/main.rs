@@ -4,7 +4,6 @@
 #[path = "support/fixture.rs"]
 mod fixture;
 
-mod atomic;
 mod exec;
 mod inprocess;
 mod input_limits;

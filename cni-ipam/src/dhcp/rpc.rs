@@ -127,13 +127,13 @@ pub fn call(socket: &Path, req: &DaemonRequest, timeout: Duration) -> Result<Dae
 }
 
 /// Listens on `path` (daemon side) with the daemons' one socket rule
-/// ([`cni_exec::daemon::listen`]): its directory is created (mode 0700), a
+/// ([`cni_files::daemon::listen`]): its directory is created (mode 0700), a
 /// stale socket (one nobody answers on) that a killed daemon left is
 /// replaced (where Go fails with "address already in use"), a socket
 /// someone answers on is an `AddrInUse` error, and any other file at
 /// `path` is refused and left alone.
 pub fn listen(path: &Path) -> Result<UnixListener> {
-    cni_exec::daemon::listen(path).map_err(Error::atomic_write)
+    cni_files::daemon::listen(path).map_err(Error::atomic_write)
 }
 
 /// The listening socket systemd passed as fd 3 (socket activation with

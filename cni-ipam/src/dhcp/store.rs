@@ -7,7 +7,7 @@ use std::fs::File;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-use cni_exec::atomic::{self, AtomicWrite};
+use cni_files::atomic::{self, AtomicWrite};
 use serde::{Deserialize, Serialize};
 
 use super::client::{ClientConfig, Lease};
@@ -180,7 +180,7 @@ fn read_record(path: &Path) -> Result<LeaseRecord> {
     })
 }
 
-/// The shared atomic writer ([`cni_exec::atomic`]): temporary file, fsync,
+/// The shared atomic writer ([`cni_files::atomic`]): temporary file, fsync,
 /// rename over `path`, fsync of the directory: after a crash the file is
 /// the old or the new content, never a torn one, and a rename that returned
 /// survives a power cut.

@@ -64,7 +64,7 @@
 //!   hand are the one thing it misses.
 //!
 //! Full disk, beyond Go: every file is written through the shared atomic
-//! writer ([`cni_exec::atomic`]) or undone on failure, so a failed write
+//! writer ([`cni_files::atomic`]) or undone on failure, so a failed write
 //! (ENOSPC) leaves the old content or no file, never an empty or torn one:
 //! a new bucket appears only with its content, a failed append is truncated
 //! back to its old length (and `state` removed, so the index is rebuilt),
@@ -78,8 +78,8 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use cni_exec::atomic::{self, AtomicWrite};
-use cni_exec::FileLock;
+use cni_files::atomic::{self, AtomicWrite};
+use cni_files::FileLock;
 
 use super::{LockedStore, Owner, OwnerMatch, Reservation, Store};
 use crate::error::{Error, Result};
@@ -271,7 +271,7 @@ impl DiskStoreLock<'_> {
         &self.store.dir
     }
 
-    /// The shared atomic writer ([`cni_exec::atomic`]) with this store's
+    /// The shared atomic writer ([`cni_files::atomic`]) with this store's
     /// durability: its temporary names start with a dot and never parse as
     /// an IP, so Go's backend, which walks the directory and parses names as
     /// IPs, ignores them. They are created only under the lock, so any found

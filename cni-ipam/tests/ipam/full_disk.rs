@@ -135,7 +135,7 @@ fn assert_store_clean(data: &Path, when: &str) {
             continue;
         }
         assert!(
-            !cni_exec::atomic::is_temp_name(&name),
+            !cni_files::atomic::is_temp_name(&name),
             "{when}: temp {name}"
         );
         let text = fs::read_to_string(entry.path()).unwrap();
@@ -164,7 +164,7 @@ fn assert_store_clean(data: &Path, when: &str) {
         let entry = entry.unwrap();
         let name = entry.file_name().into_string().unwrap();
         assert!(
-            !cni_exec::atomic::is_temp_name(&name),
+            !cni_files::atomic::is_temp_name(&name),
             "{when}: temp {name}"
         );
         if name.parse::<IpAddr>().is_ok() {

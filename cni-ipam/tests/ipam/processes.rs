@@ -216,7 +216,7 @@ fn killed_writer_leaves_a_consistent_store() {
         let leftovers = fs::read_dir(&net)
             .unwrap()
             .filter(|e| {
-                cni_exec::atomic::is_temp_name(&e.as_ref().unwrap().file_name().to_string_lossy())
+                cni_files::atomic::is_temp_name(&e.as_ref().unwrap().file_name().to_string_lossy())
             })
             .count();
         assert_eq!(leftovers, 0);

@@ -12,7 +12,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
-use cni_exec::atomic::AtomicWrite;
+use cni_files::atomic::AtomicWrite;
 use cni_types::{Bandwidth, PortMapping};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -218,7 +218,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Delegate>, Error> {
 }
 
 /// Writes `data` to `path` atomically with the shared writer
-/// ([`cni_exec::atomic`]): a temporary file in the same directory, fsync,
+/// ([`cni_files::atomic`]): a temporary file in the same directory, fsync,
 /// rename, fsync of the directory (best effort). A crash leaves the old file
 /// or the new one, never a torn one.
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), Error> {
@@ -229,16 +229,16 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), Error> {
         .write(path, data)
         .map_err(atomic_error)?;
     if let Some(dir) = path.parent() {
-        let _ = cni_exec::atomic::sync_dir(dir);
+        let _ = cni_files::atomic::sync_dir(dir);
     }
     Ok(())
 }
 
 /// A failed write of the shared atomic writer as multus's [`Error::Io`].
-pub(crate) fn atomic_error(e: cni_exec::Error) -> Error {
+pub(crate) fn atomic_error(e: cni_files::Error) -> Error {
     match e {
-        cni_exec::Error::Io { op, path, source } => Error::io(op, path, source),
-        e => Error::Exec(e),
+        cni_files::Error::Io { op, path, source } => Error::io(op, path, source),
+        e => Error::Exec(e.into()),
     }
 }
 
@@ -270,7 +270,7 @@ pub fn save(
         Err(e) => tracing::warn!("write {}: {e}", go.display()),
     }
     staged.commit().map_err(atomic_error)?;
-    let _ = cni_exec::atomic::sync_dir(cni_dir);
+    let _ = cni_files::atomic::sync_dir(cni_dir);
     Ok(path)
 }
 

@@ -190,7 +190,7 @@ pub fn kubelet_resource_map(sources: &DeviceSources, pod: &Pod) -> Result<Resour
             socket.display()
         ))
     })?;
-    let bytes = cni_exec::capped::read_to_end(file, MAX_CHECKPOINT_BYTES).map_err(|e| {
+    let bytes = cni_files::capped::read_to_end(file, MAX_CHECKPOINT_BYTES).map_err(|e| {
         if e.kind() == std::io::ErrorKind::InvalidData {
             err(format!("checkpoint {e}"))
         } else {
@@ -468,7 +468,7 @@ pub fn copy_device_info(
     cni_path: &Path,
 ) -> Result<(), String> {
     let from = sources.dp_info_path(resource, device_id);
-    let bytes = cni_exec::capped::read_file(&from, MAX_DEVICE_INFO_BYTES).map_err(|e| {
+    let bytes = cni_files::capped::read_file(&from, MAX_DEVICE_INFO_BYTES).map_err(|e| {
         if e.kind() == std::io::ErrorKind::InvalidData {
             format!("{} is {e}", from.display())
         } else {
@@ -487,7 +487,7 @@ pub fn copy_device_info(
         std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
     }
     let out = serde_json::to_vec(&info).map_err(|e| e.to_string())?;
-    cni_exec::atomic::AtomicWrite::new()
+    cni_files::atomic::AtomicWrite::new()
         .mode(0o444)
         .write(cni_path, &out)
         .map_err(|e| format!("write {}: {e}", cni_path.display()))

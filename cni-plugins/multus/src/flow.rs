@@ -176,7 +176,7 @@ fn auxiliary_chain(conf: &NetConf, aux: &str, cluster: &str) -> Result<Option<De
         .join(aux);
     let mut plugins = vec![json!({"type": "passthru", "name": "passthru-cni"})];
     for f in conf_files(&dir, &[".conf"])? {
-        let bytes = cni_exec::capped::read_file(&f, cni_exec::capped::MAX_ADMIN_FILE).map_err(
+        let bytes = cni_files::capped::read_file(&f, cni_files::capped::MAX_ADMIN_FILE).map_err(
             |source| Error::Io {
                 op: "read auxiliary chain plugin",
                 path: f.clone(),
@@ -381,7 +381,7 @@ pub fn cmd_del(
     }
     // A multus killed inside `cache::save` leaves its temp file behind; it
     // is never read, so it can go first.
-    cni_exec::atomic::remove_stale_temps(&cache::cache_path(
+    cni_files::atomic::remove_stale_temps(&cache::cache_path(
         &conf.cni_dir,
         &req.container_id,
         &req.ifname,

@@ -27,14 +27,13 @@ pub fn conf_files(dir: &Path, exts: &[&str]) -> Result<Vec<PathBuf>, Error> {
 }
 
 fn read_json_object(path: &Path) -> Result<Map<String, Value>, Error> {
-    let bytes =
-        cni_exec::capped::read_file(path, cni_exec::capped::MAX_ADMIN_FILE).map_err(|source| {
-            Error::Io {
-                op: "read CNI config",
-                path: path.to_path_buf(),
-                source,
-            }
-        })?;
+    let bytes = cni_files::capped::read_file(path, cni_files::capped::MAX_ADMIN_FILE).map_err(
+        |source| Error::Io {
+            op: "read CNI config",
+            path: path.to_path_buf(),
+            source,
+        },
+    )?;
     serde_json::from_slice(&bytes).map_err(|e| Error::DelegateConfig {
         what: path.display().to_string(),
         reason: format!("error parsing configuration: {e}"),

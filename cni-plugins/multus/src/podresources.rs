@@ -1,14 +1,14 @@
 //! kubelet's pod-resources API (`k8s.io/kubelet/pkg/apis/podresources/v1`):
 //! the messages multus reads, written by hand with prost (no protoc), and
 //! `v1.PodResourcesLister/List` over kubelet's unix socket (multus-cni
-//! `pkg/kubeletclient`), called through [`cni_exec::grpc`].
+//! `pkg/kubeletclient`), called through [`cni_cri::grpc`].
 //!
 //! Unknown fields (CPU ids, memory, dynamic resources) are skipped by the
 //! decoder, so newer kubelets answer fine. An answer is capped at
 //! [`MAX_ANSWER`] bytes, as Go's `MaxCallRecvMsgSize`.
 //!
 //! ```
-//! use cni_exec::grpc::{decode_frame, encode_frame};
+//! use cni_cri::grpc::{decode_frame, encode_frame};
 //! use cni_multus::podresources::*;
 //! let answer = ListPodResourcesResponse {
 //!     pod_resources: vec![PodResources {
@@ -32,7 +32,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use cni_exec::grpc::Channel;
+use cni_cri::grpc::Channel;
 
 use crate::Error;
 
@@ -41,7 +41,7 @@ pub const DEFAULT_SOCKET: &str = "/var/lib/kubelet/pod-resources/kubelet.sock";
 /// The method multus calls.
 pub const LIST_PATH: &str = "/v1.PodResourcesLister/List";
 /// The largest answer accepted (Go: `defaultPodResourcesMaxSize`, 16 MiB).
-pub const MAX_ANSWER: usize = cni_exec::grpc::MAX_ANSWER;
+pub const MAX_ANSWER: usize = cni_cri::grpc::MAX_ANSWER;
 /// Time for connecting and for the call (Go: 10 s each).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -120,7 +120,7 @@ pub fn list(
     timeout: Duration,
     max: usize,
 ) -> Result<ListPodResourcesResponse, Error> {
-    let lookup_err = |e: cni_exec::Error| Error::DeviceLookup {
+    let lookup_err = |e: cni_cri::Error| Error::DeviceLookup {
         resource: String::new(),
         source_name: socket.display().to_string(),
         reason: e.to_string(),

@@ -1,7 +1,7 @@
 //! `cni-gc [--cri-socket PATH] [--conf-dir DIR] [--cache-dir DIR]
 //! [--bin-dir DIRS] [--min-age D] [--dry-run] [--interval D] [--timeout D]`:
 //! collects the attachments the node's container runtime leaked (see
-//! [`cni_plugins::cni_gc`] and docs/cni-gc.md). Prints one line per action
+//! [`cni_gc`] and docs/cni-gc.md). Prints one line per action
 //! or thing left alone and a summary per pass; exits 0 when every action
 //! succeeded, 1 when one failed, 2 when it refused to act or the command
 //! line is wrong.
@@ -13,7 +13,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use cni_plugins::cni_gc::{
+use cni_gc::cli::{
     exit_status, jittered, parse_args, run_pass, Command, Options, EXIT_OK, EXIT_REFUSED, USAGE,
 };
 use nix::sys::signal::{SigSet, Signal};
@@ -54,7 +54,7 @@ fn pass(opts: &Options) -> u8 {
         Ok(summary) => {
             let _ = writeln!(out, "{summary}");
         }
-        Err(e @ cni_exec::Error::CollectRefused { .. }) => {
+        Err(e @ cni_gc::Error::CollectRefused { .. }) => {
             let _ = out.flush();
             eprintln!("cni-gc: {e}");
         }

@@ -11,7 +11,7 @@
 //!
 //! Requests come over a unix socket, one connection per request, handled
 //! on a thread each, at most 256 at once (more get "try again", code 11:
-//! [`cni_exec::daemon::serve`]; see [`cni_ipam::dhcp::rpc`] for the wire
+//! [`cni_files::daemon::serve`]; see [`cni_ipam::dhcp::rpc`] for the wire
 //! format).
 //! Requests for different attachments run concurrently; requests for one
 //! attachment are serialized.
@@ -56,9 +56,9 @@ pub fn run(opts: DaemonOptions) -> Result<()> {
     let daemon = Arc::new(Daemon::start(opts)?);
     let never = std::sync::atomic::AtomicBool::new(false);
     let busy = busy();
-    cni_exec::daemon::serve(
+    cni_files::daemon::serve(
         listener,
-        &cni_exec::daemon::ServeOptions::new("dhcp"),
+        &cni_files::daemon::ServeOptions::new("dhcp"),
         &never,
         move |stream| daemon.serve(stream),
         move |_, _| Some(busy.clone()),
@@ -69,7 +69,7 @@ pub fn run(opts: DaemonOptions) -> Result<()> {
 /// The answer to a connection over the cap (or whose thread the system
 /// refused), given at once without reading its request: "try again"
 /// (code 11). The client's request, sent meanwhile, is discarded
-/// ([`cni_exec::daemon::serve`]).
+/// ([`cni_files::daemon::serve`]).
 fn busy() -> Vec<u8> {
     let reply = DaemonReply {
         result: None,
@@ -77,7 +77,7 @@ fn busy() -> Vec<u8> {
             cni_types::ErrorCode::TryAgainLater,
             format!(
                 "dhcp daemon busy: {} requests in flight or no thread to serve this one",
-                cni_exec::daemon::DEFAULT_MAX_CONNECTIONS
+                cni_files::daemon::DEFAULT_MAX_CONNECTIONS
             ),
             "retry later",
         )),

@@ -38,8 +38,8 @@ mod nftables;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-use cni_exec::FileLock;
 use cni_exec::{Plugin, Request};
+use cni_files::FileLock;
 use cni_types::{CniResult, Version};
 use serde::{Deserialize, Serialize};
 
@@ -83,7 +83,7 @@ fn write_state(path: &Path, a: &IptablesRecord) -> Result<()> {
         object: "attachment record",
         source,
     })?;
-    cni_exec::atomic::AtomicWrite::new()
+    cni_files::atomic::AtomicWrite::new()
         .mode(0o600)
         .write(path, &data)
         .map_err(Error::atomic_write)
@@ -100,7 +100,7 @@ fn read_state(path: &Path) -> Option<IptablesRecord> {
 /// its `create_dir_all` and its write).
 fn remove_state(path: &Path) {
     // A firewall killed inside `write_state` leaves its temp file behind.
-    cni_exec::atomic::remove_stale_temps(path);
+    cni_files::atomic::remove_stale_temps(path);
     let _ = std::fs::remove_file(path);
     if let Some(dir) = path.parent() {
         // Fails (and is meant to) while other attachments are recorded.

@@ -16,8 +16,8 @@ use std::io::ErrorKind;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-use cni_exec::atomic::AtomicWrite;
 use cni_exec::{delegate_add, delegate_del, delegate_gc, Plugin, Request};
+use cni_files::atomic::AtomicWrite;
 use cni_types::{CniResult, LEGACY_ATTACHMENTS_KEY, VALID_ATTACHMENTS_KEY};
 use serde_json::{Map, Value};
 
@@ -228,7 +228,7 @@ impl Plugin for Flannel {
         let legacy = legacy_config_path(&conf.data_dir, &req.container_id);
         // A flannel killed inside `save` leaves its temp file behind; it is
         // never read, so it can go first.
-        cni_exec::atomic::remove_stale_temps(&path);
+        cni_files::atomic::remove_stale_temps(&path);
         let (saved, ours) = match read_opt(&path)? {
             Some(b) => (b, true),
             None => match read_opt(&legacy)? {

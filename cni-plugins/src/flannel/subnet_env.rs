@@ -82,7 +82,7 @@ impl SubnetEnv {
 
     /// Reads and parses the file at `path`.
     pub fn load(path: &Path) -> Result<SubnetEnv> {
-        let text = cni_exec::capped::read_file_to_string(path, cni_exec::capped::MAX_ADMIN_FILE)
+        let text = cni_files::capped::read_file_to_string(path, cni_files::capped::MAX_ADMIN_FILE)
             .map_err(|e| Error::io("read", path, e))?;
         SubnetEnv::parse(&text, path)
     }

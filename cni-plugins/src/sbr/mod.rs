@@ -35,8 +35,8 @@ pub(crate) mod config;
 
 use std::net::IpAddr;
 
-use cni_exec::FileLock;
 use cni_exec::{Plugin, Request};
+use cni_files::FileLock;
 use cni_netns::{AddressFamilyFilter, Handle, KernelRoute, Link, Netns, RoutingRule, TABLE_MAIN};
 use cni_types::{CniResult, IpConfig};
 

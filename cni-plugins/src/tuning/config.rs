@@ -223,7 +223,8 @@ pub(crate) fn reject_duplicate_sysctls(stdin: &[u8]) -> Result<()> {
 /// key must match one of its regular expressions (unanchored, as Go's
 /// `regexp.MatchString`).
 pub(crate) fn check_allowlist(path: &Path, sysctl: &[(String, String)]) -> Result<()> {
-    let text = match cni_exec::capped::read_file_to_string(path, cni_exec::capped::MAX_ADMIN_FILE) {
+    let text = match cni_files::capped::read_file_to_string(path, cni_files::capped::MAX_ADMIN_FILE)
+    {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(Error::io("read", path, e)),

@@ -148,7 +148,7 @@ fn write_backup(path: &Path, b: &Backup) -> Result<()> {
             .map_err(|e| Error::io("create backup directory", dir, e))?;
     }
     let data = encode_backup(b)?;
-    cni_exec::atomic::AtomicWrite::new()
+    cni_files::atomic::AtomicWrite::new()
         .mode(0o600)
         .write(path, &data)
         .map_err(Error::atomic_write)
@@ -156,7 +156,7 @@ fn write_backup(path: &Path, b: &Backup) -> Result<()> {
 
 fn remove_backup(path: &Path) -> Result<()> {
     // A tuning killed inside `write_backup` leaves its temp file behind.
-    cni_exec::atomic::remove_stale_temps(path);
+    cni_files::atomic::remove_stale_temps(path);
     match std::fs::remove_file(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),

@@ -37,9 +37,8 @@ use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use cni_exec::cri::{
-    LinuxSandboxSecurityContext, NamespaceMode, NamespaceOption, PodSandboxState, RuntimeClient,
-};
+use cni_cri::v1::{LinuxSandboxSecurityContext, NamespaceMode, NamespaceOption, PodSandboxState};
+use cni_cri::RuntimeClient;
 use cni_testkit::containerd::{Containerd, ContainerdOptions};
 use ipnetwork::IpNetwork;
 use serde_json::{json, Value};

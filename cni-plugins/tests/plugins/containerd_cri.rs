@@ -5,7 +5,7 @@
 //! `bin_dir` and the dual-stack network most Kubernetes nodes run: bridge
 //! (isGateway, ipMasq) + host-local with an IPv4 and an IPv6 range +
 //! portmap, cniVersion 1.0.0, names and subnets random per test. The test
-//! is the kubelet: it speaks CRI (`cni_exec::cri`) and checks what
+//! is the kubelet: it speaks CRI (`cni_cri`) and checks what
 //! happened with oracles of its own: `ip -j` in the sandbox's netns (the
 //! path from `PodSandboxStatus`'s verbose info) and in the node, `nft -j`,
 //! host-local's files, ping and TCP between sandboxes, a TCP connection
@@ -23,7 +23,8 @@ use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use cni_exec::cri::{PortMapping, Protocol, RuntimeClient};
+use cni_cri::v1::{PortMapping, Protocol};
+use cni_cri::RuntimeClient;
 use cni_netns::{Netns, OwnedNetns};
 use cni_testkit::containerd::{self, Containerd, ContainerdOptions};
 use cni_testkit::premise::{self, Need};
@@ -487,13 +488,11 @@ fn network_ready_only_once_a_config_exists() {
     assert_eq!(version.runtime_api_version, "v1");
     let status = cri.status(false).expect("Status");
     assert_eq!(
-        status
-            .condition(cni_exec::cri::RUNTIME_READY)
-            .map(|c| c.status),
+        status.condition(cni_cri::RUNTIME_READY).map(|c| c.status),
         Some(true)
     );
     let not_ready = status
-        .condition(cni_exec::cri::NETWORK_READY)
+        .condition(cni_cri::NETWORK_READY)
         .expect("a NetworkReady condition");
     assert!(!not_ready.status, "NetworkReady without any config");
     assert!(!not_ready.message.is_empty());
@@ -637,7 +636,7 @@ fn stop_releases_everything_and_remove_leaves_nothing() {
     let status = cri.pod_sandbox_status(&sb.id, false).expect("status");
     assert_eq!(
         status.status.map(|s| s.state),
-        Some(cni_exec::cri::PodSandboxState::SandboxNotready as i32)
+        Some(cni_cri::v1::PodSandboxState::SandboxNotready as i32)
     );
     // Idempotent, as kubelet expects.
     cri.stop_pod_sandbox(&sb.id).expect("second StopPodSandbox");

@@ -1318,7 +1318,7 @@ fn daemon_caps_its_connections() {
     let (_daemon, socket) = bare_daemon(dir.path(), &[]);
     // Idle connections hold a slot each while the daemon waits up to 10 s
     // for their request.
-    let idle: Vec<_> = (0..cni_exec::daemon::DEFAULT_MAX_CONNECTIONS)
+    let idle: Vec<_> = (0..cni_files::daemon::DEFAULT_MAX_CONNECTIONS)
         .map(|_| std::os::unix::net::UnixStream::connect(&socket).expect("connect"))
         .collect();
     assert_eq!(status_code(&socket), 11, "over the cap");

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use bytes::Bytes;
-use cni_exec::grpc::encode_frame;
+use cni_cri::grpc::encode_frame;
 use cni_exec::{CniConfig, InProcessExec, Plugin, Request, RuntimeConf};
 use cni_multus::podresources::{
     ContainerDevices, ContainerResources, ListPodResourcesResponse, PodResources, LIST_PATH,

@@ -387,7 +387,7 @@ fn health_is_answered_when_every_connection_slot_is_taken() {
     let d = daemon(json!({}));
     let sock = d.handle.as_ref().unwrap().socket().to_path_buf();
     // Idle connections hold a slot each while the daemon waits for them.
-    let idle: Vec<_> = (0..cni_exec::daemon::DEFAULT_MAX_CONNECTIONS)
+    let idle: Vec<_> = (0..cni_files::daemon::DEFAULT_MAX_CONNECTIONS)
         .map(|_| UnixStream::connect(&sock).unwrap())
         .collect();
     assert_eq!(healthz(&sock), 200, "healthz");

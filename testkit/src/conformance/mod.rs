@@ -113,7 +113,7 @@ impl Options {
 /// `dataDir`) at its own directory and creates the links named by `master`
 /// and `device` in its host namespace.
 pub fn load_config(path: &Path, plugin_type: &str) -> Result<Value, Error> {
-    let text = cni_exec::capped::read_file(path, cni_exec::capped::MAX_ADMIN_FILE)
+    let text = cni_files::capped::read_file(path, cni_files::capped::MAX_ADMIN_FILE)
         .map_err(io_err(format!("read {}", path.display())))?;
     let value: Value = serde_json::from_slice(&text).map_err(|e| Error::Config {
         path: path.to_owned(),

@@ -451,7 +451,7 @@ impl Sandbox {
             let tx = tx.clone();
             readers += 1;
             std::thread::spawn(move || {
-                let read = match cni_exec::capped::read_to_end(pipe, MAX_OUTPUT as u64) {
+                let read = match cni_files::capped::read_to_end(pipe, MAX_OUTPUT as u64) {
                     Ok(buf) => Some(buf),
                     // Past the cap: nothing more is read, so end the
                     // writer now rather than at the timeout.

@@ -49,8 +49,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use cni_exec::cri::PodSandboxStatusResponse;
-use cni_exec::cri::{LinuxPodSandboxConfig, PodSandboxConfig, PodSandboxMetadata, RuntimeClient};
+use cni_cri::v1::{
+    LinuxPodSandboxConfig, PodSandboxConfig, PodSandboxMetadata, PodSandboxStatusResponse,
+};
+use cni_cri::RuntimeClient;
 
 use crate::error::{io_err, Error};
 
@@ -140,7 +142,7 @@ fn setup_err(op: impl Into<String>, reason: impl Into<String>) -> Error {
     }
 }
 
-fn cri_err(op: impl Into<String>) -> impl FnOnce(cni_exec::Error) -> Error {
+fn cri_err(op: impl Into<String>) -> impl FnOnce(cni_cri::Error) -> Error {
     let op = op.into();
     move |source| Error::Runtime {
         op,
@@ -390,7 +392,7 @@ impl Containerd {
                 .into_iter()
                 .filter(|s| {
                     wanted.contains(s.id.as_str())
-                        && s.state == cni_exec::cri::PodSandboxState::SandboxReady as i32
+                        && s.state == cni_cri::v1::PodSandboxState::SandboxReady as i32
                 })
                 .map(|s| s.id)
                 .collect();

@@ -18,7 +18,8 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use cni_exec::cri::{PortMapping, Protocol, RuntimeClient};
+use cni_cri::v1::{PortMapping, Protocol};
+use cni_cri::RuntimeClient;
 use cni_testkit::containerd::{Containerd, ContainerdOptions};
 
 use super::burst::{phase, BurstPhase};

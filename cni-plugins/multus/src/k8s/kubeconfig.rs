@@ -17,11 +17,11 @@ pub const IN_CLUSTER_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount"
 /// key, token), may hold. Real ones are a few KiB; without a cap a path
 /// to `/dev/zero` or to a growing log file takes all memory (found by the
 /// `multus_kubeconfig` fuzz target).
-const MAX_FILE_SIZE: u64 = cni_exec::capped::MAX_ADMIN_FILE;
+const MAX_FILE_SIZE: u64 = cni_files::capped::MAX_ADMIN_FILE;
 
 /// Reads a whole file of at most [`MAX_FILE_SIZE`] bytes.
 fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
-    cni_exec::capped::read_file(path, MAX_FILE_SIZE)
+    cni_files::capped::read_file(path, MAX_FILE_SIZE)
 }
 
 /// Everything needed to reach the API server.

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cni_exec::atomic::AtomicWrite;
+use cni_files::atomic::AtomicWrite;
 use serde_json::{json, Map, Value};
 
 use super::config::{DaemonConfig, PrimaryChoice, AUTO_CONFIG_NAME};
@@ -136,7 +136,7 @@ impl AutoConfig {
             if path == out {
                 continue;
             }
-            let Ok(bytes) = cni_exec::capped::read_file(&path, cni_exec::capped::MAX_ADMIN_FILE)
+            let Ok(bytes) = cni_files::capped::read_file(&path, cni_files::capped::MAX_ADMIN_FILE)
             else {
                 continue;
             };
@@ -164,7 +164,7 @@ impl AutoConfig {
             tracing::error!(file = %path.display(), "\"multusMasterCNI\" names the generated configuration: refusing a recursive config load");
             return None;
         }
-        let bytes = cni_exec::capped::read_file(&path, cni_exec::capped::MAX_ADMIN_FILE).ok()?;
+        let bytes = cni_files::capped::read_file(&path, cni_files::capped::MAX_ADMIN_FILE).ok()?;
         match serde_json::from_slice::<Map<String, Value>>(&bytes) {
             Ok(config) => Some(Primary { path, config }),
             Err(e) => {
@@ -320,7 +320,7 @@ impl AutoConfig {
 }
 
 /// Writes `data` to `path` with the shared atomic writer
-/// ([`cni_exec::atomic`]): a synced temporary file (mode 0600, hidden, so
+/// ([`cni_files::atomic`]): a synced temporary file (mode 0600, hidden, so
 /// libcni never loads it) in the same directory, then renamed: a reader sees
 /// the old file or the new one, never half of one.
 pub fn write_atomic_private(path: &Path, data: &[u8]) -> Result<(), Error> {

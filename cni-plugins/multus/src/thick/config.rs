@@ -131,7 +131,7 @@ impl DaemonConfig {
 
     /// Reads and decodes the configuration file.
     pub fn from_file(path: &Path) -> Result<DaemonConfig, Error> {
-        let bytes = cni_exec::capped::read_file(path, cni_exec::capped::MAX_ADMIN_FILE)
+        let bytes = cni_files::capped::read_file(path, cni_files::capped::MAX_ADMIN_FILE)
             .map_err(|e| Error::io("read daemon config", path, e))?;
         DaemonConfig::from_slice(&bytes, path)
     }

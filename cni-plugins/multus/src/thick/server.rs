@@ -32,7 +32,7 @@ const READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the daemon waits at start for its certificate to be issued.
 const CERT_WAIT: Duration = Duration::from_secs(300);
 /// Connections served at once; more are answered "try again" (code 11).
-const MAX_CONNECTIONS: usize = cni_exec::daemon::DEFAULT_MAX_CONNECTIONS;
+const MAX_CONNECTIONS: usize = cni_files::daemon::DEFAULT_MAX_CONNECTIONS;
 
 struct Shared {
     plugin: DaemonPlugin,
@@ -184,12 +184,12 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
         .map_err(|e| Error::io("start thread", name, e))
 }
 
-/// The daemons' one socket rule ([`cni_exec::daemon::listen`]): the
+/// The daemons' one socket rule ([`cni_files::daemon::listen`]): the
 /// directory made owner-only when missing, a dead socket replaced,
 /// anything else refused, the socket mode 0600 whatever the umask.
 fn bind_socket(socket: &Path) -> Result<UnixListener, Error> {
-    cni_exec::daemon::listen(socket).map_err(|e| match e {
-        cni_exec::Error::Io { op, path, source } => Error::io(op, path, source),
+    cni_files::daemon::listen(socket).map_err(|e| match e {
+        cni_files::Error::Io { op, path, source } => Error::io(op, path, source),
         e => Error::io("bind socket", socket, std::io::Error::other(e.to_string())),
     })
 }
@@ -263,9 +263,9 @@ impl Drop for DaemonHandle {
 fn serve_socket(listener: UnixListener, shared: Arc<Shared>) {
     let s = Arc::clone(&shared);
     let o = Arc::clone(&shared);
-    let served = cni_exec::daemon::serve(
+    let served = cni_files::daemon::serve(
         listener,
-        &cni_exec::daemon::ServeOptions::new("multus").max_connections(MAX_CONNECTIONS),
+        &cni_files::daemon::ServeOptions::new("multus").max_connections(MAX_CONNECTIONS),
         &shared.stop,
         move |stream| handle(stream, &s),
         move |sent, last| busy(&o, sent, last),
@@ -276,7 +276,7 @@ fn serve_socket(listener: UnixListener, shared: Arc<Shared>) {
 }
 
 /// The answer to a connection over the cap (or whose thread the system
-/// refused), from what it has `sent` so far ([`cni_exec::daemon::serve`],
+/// refused), from what it has `sent` so far ([`cni_files::daemon::serve`],
 /// which never waits on one connection for another): health and
 /// readiness probes are answered as usual once their head is in, anything
 /// else gets 503 "try again" (code 11) as soon as its first bytes show it

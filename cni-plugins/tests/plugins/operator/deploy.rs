@@ -341,7 +341,7 @@ fn command_lines_name_our_binaries_and_their_flags() {
 /// pod namespaces (privileged), and sees the runtime's namespaces appear
 /// (`/var/run/netns` mounted HostToContainer).
 fn check_cni_gc_args(args: &[String], c: &Value, pod: &Value, what: &str) {
-    use cni_plugins::cni_gc::{parse_args, Command};
+    use cni_gc::cli::{parse_args, Command};
     let opts = match parse_args(args.to_vec()) {
         Ok(Command::Run(opts)) => opts,
         other => panic!("{what}: cni-gc {args:?}: {other:?}"),

@@ -21,10 +21,13 @@ use super::workspace;
 /// The library crates whose module graphs are checked.
 const CRATES: &[&str] = &[
     "cni-types",
+    "cni-exec/files",
     "cni-exec",
+    "cni-exec/cri",
     "cni-netns",
     "cni-netns/firewall",
     "cni-ipam",
+    "cni-plugins/gc",
     "cni-plugins",
     "cni-plugins/multus",
 ];

@@ -1,10 +1,10 @@
-//! Unary gRPC calls over a unix socket, blocking (feature `grpc`).
+//! Unary gRPC calls over a unix socket, blocking.
 //!
 //! The transport kubelet's node APIs use: HTTP/2 over a unix socket,
 //! each message a length-prefixed protobuf frame, the outcome in the
 //! `grpc-status` trailer (or header, for a trailers-only answer). Messages
-//! are plain `prost` structs written by hand (no protoc, no tonic): the
-//! callers here need a handful of calls, not a code generator.
+//! are any `prost` structs (generated, as [`crate::v1`], or written by
+//! hand); no tonic: the callers here need a handful of unary calls.
 //!
 //! A [`Channel`] runs the HTTP/2 connection on a current-thread tokio
 //! runtime of its own, driven only while a call blocks: no thread is
@@ -13,12 +13,16 @@
 //! runtime). One channel serves one thread at a time; open one per thread
 //! for calls in parallel.
 //!
-//! Every call is bounded by the channel's timeout (connecting included)
-//! and its answer by [`Channel::max_answer`] bytes (Go's
-//! `MaxCallRecvMsgSize`, 16 MiB by default in kubelet's clients).
+//! Every call is bounded by the channel's timeout (connecting included),
+//! which the server is told in a `grpc-timeout` header, and its answer by
+//! [`Channel::max_answer`] bytes (Go's `MaxCallRecvMsgSize`, 16 MiB by
+//! default in kubelet's clients). A request the server did not process (a
+//! stream refused with `REFUSED_STREAM`, or above the last stream of a
+//! `GOAWAY`: a server shutting down or restarting) is sent once more on a
+//! new connection, as gRPC's transparent retry does.
 //!
 //! ```
-//! use cni_exec::grpc;
+//! use cni_cri::grpc;
 //!
 //! #[derive(Clone, PartialEq, prost::Message)]
 //! struct Ping {
@@ -44,6 +48,10 @@ use bytes::Bytes;
 
 use crate::Error;
 
+/// How many times a call is sent again after the server refused it
+/// unprocessed (`REFUSED_STREAM`, `GOAWAY`).
+const REFUSED_RETRIES: usize = 1;
+
 /// The largest answer accepted unless the channel says otherwise (16 MiB,
 /// Go's `MaxCallRecvMsgSize` in kubelet's clients).
 pub const MAX_ANSWER: usize = 16 * 1024 * 1024;
@@ -68,7 +76,7 @@ pub fn encode_frame<M: prost::Message>(msg: &M) -> Vec<u8> {
 /// most `max` bytes. Fields the message does not declare are skipped, so
 /// answers of newer servers decode.
 pub fn decode_frame<M: prost::Message + Default>(buf: &[u8], max: usize) -> Result<M, Error> {
-    let bad = |reason: String| Error::GrpcFrame { reason };
+    let bad = |reason: String| Error::DecodeFrame { reason };
     let [flag, a, b, c, d, rest @ ..] = buf else {
         return Err(bad(format!(
             "answer of {} bytes has no gRPC frame",
@@ -134,6 +142,10 @@ enum Failure {
     /// The connection was found dead before the request was sent: a fresh
     /// connection may try again.
     Stale(String),
+    /// The server refused the request without processing it
+    /// (`REFUSED_STREAM`, or a `GOAWAY` below its stream): a fresh
+    /// connection may try again.
+    Refused(String),
     /// Anything else: reported as it is.
     Fatal(Error),
 }
@@ -148,7 +160,7 @@ impl Channel {
             .enable_io()
             .enable_time()
             .build()
-            .map_err(|e| Error::Grpc {
+            .map_err(|e| Error::Call {
                 socket: socket.clone(),
                 method: String::new(),
                 reason: format!("start I/O runtime: {e}"),
@@ -191,12 +203,15 @@ impl Channel {
 
     /// One unary call of `method` (`/package.Service/Method`): sends
     /// `request`, returns the decoded answer. A non-zero `grpc-status`
-    /// is [`Error::GrpcStatus`] (with the server's code and message);
-    /// anything else that goes wrong is [`Error::Grpc`]. A call that fails
-    /// or times out drops the connection (the next call connects again);
-    /// a kept connection is first checked with an HTTP/2 PING, and one
-    /// found closed is replaced before the request goes out (a request is
-    /// never sent twice).
+    /// is [`Error::Status`] (with the server's code and message);
+    /// anything else that goes wrong is [`Error::Call`]. The request
+    /// carries the call's deadline (`grpc-timeout`). A call that fails or
+    /// times out drops the connection (the next call connects again); a
+    /// kept connection is first checked with an HTTP/2 PING, and one found
+    /// closed is replaced before the request goes out; a request the server
+    /// refused unprocessed (`REFUSED_STREAM`, `GOAWAY`) is sent once more
+    /// on a new connection. A request the server may have processed is
+    /// never sent twice.
     pub fn call<Req, Resp>(&mut self, method: &str, request: &Req) -> Result<Resp, Error>
     where
         Req: prost::Message,
@@ -204,6 +219,7 @@ impl Channel {
     {
         let body = Bytes::from(encode_frame(request));
         let (timeout, max) = (self.timeout, self.max_answer);
+        let deadline = tokio::time::Instant::now() + timeout;
         let Channel {
             socket,
             runtime,
@@ -213,16 +229,24 @@ impl Channel {
         let socket: &Path = socket;
         let outcome = runtime.block_on(async {
             let attempt = async {
-                let reused = connection.is_some();
-                match exchange(connection, socket, method, body.clone(), max).await {
-                    Err(Failure::Stale(_)) if reused => {
-                        *connection = None;
-                        exchange(connection, socket, method, body, max).await
+                let mut refusals = 0;
+                let mut stale_retried = false;
+                loop {
+                    let reused = connection.is_some();
+                    match exchange(connection, socket, method, body.clone(), max, deadline).await {
+                        Err(Failure::Stale(_)) if reused && !stale_retried => {
+                            stale_retried = true;
+                            *connection = None;
+                        }
+                        Err(Failure::Refused(_)) if refusals < REFUSED_RETRIES => {
+                            refusals += 1;
+                            *connection = None;
+                        }
+                        other => return other,
                     }
-                    other => other,
                 }
             };
-            match tokio::time::timeout(timeout, attempt).await {
+            match tokio::time::timeout_at(deadline, attempt).await {
                 Ok(r) => r,
                 Err(_) => Err(Failure::Fatal(grpc_err(
                     socket,
@@ -236,20 +260,22 @@ impl Channel {
             Err(failure) => {
                 *connection = None;
                 return Err(match failure {
-                    Failure::Stale(reason) => grpc_err(socket, method, reason),
+                    Failure::Stale(reason) | Failure::Refused(reason) => {
+                        grpc_err(socket, method, reason)
+                    }
                     Failure::Fatal(e) => e,
                 });
             }
         };
         decode_frame(&frame, max).map_err(|e| match e {
-            Error::GrpcFrame { reason } => grpc_err(socket, method, reason),
+            Error::DecodeFrame { reason } => grpc_err(socket, method, reason),
             other => other,
         })
     }
 }
 
 fn grpc_err(socket: &Path, method: &str, reason: String) -> Error {
-    Error::Grpc {
+    Error::Call {
         socket: socket.to_path_buf(),
         method: method.to_string(),
         reason,
@@ -280,8 +306,25 @@ async fn exchange(
     method: &str,
     body: Bytes,
     max: usize,
+    deadline: tokio::time::Instant,
 ) -> Result<Vec<u8>, Failure> {
     let fatal = |reason: String| Failure::Fatal(grpc_err(socket, method, reason));
+    // An HTTP/2 error of the request's stream: refused unprocessed, or not.
+    let stream_failure = |what: &str, e: h2::Error| {
+        if refused_unprocessed(&e) {
+            Failure::Refused(format!("{what}: {e}"))
+        } else {
+            fatal(format!("{what}: {e}"))
+        }
+    };
+    // Before the request is sent: a fresh connection may always try again.
+    let unsent = |what: &str, e: h2::Error| {
+        if refused_unprocessed(&e) {
+            Failure::Refused(format!("{what}: {e}"))
+        } else {
+            Failure::Stale(format!("{what}: {e}"))
+        }
+    };
     if let Some(c) = connection.as_mut() {
         // The server may have gone away since the last call (a restarted
         // runtime): a PING round trip (tens of microseconds on a unix
@@ -304,28 +347,30 @@ async fn exchange(
         .clone()
         .ready()
         .await
-        .map_err(|e| Failure::Stale(format!("HTTP/2: {e}")))?;
+        .map_err(|e| unsent("HTTP/2", e))?;
     let req = http::Request::builder()
         .method("POST")
         .uri(format!("http://localhost{method}"))
         .header("content-type", "application/grpc")
         .header("te", "trailers")
+        .header(
+            "grpc-timeout",
+            grpc_timeout(deadline.saturating_duration_since(tokio::time::Instant::now())),
+        )
         .body(())
         .map_err(|e| fatal(format!("build request: {e}")))?;
     let (answer, mut stream) = send
         .send_request(req, false)
-        .map_err(|e| Failure::Stale(format!("send request: {e}")))?;
+        .map_err(|e| unsent("send request", e))?;
     stream
         .send_data(body, true)
-        .map_err(|e| fatal(format!("send request body: {e}")))?;
-    let answer = answer
-        .await
-        .map_err(|e| fatal(format!("read answer: {e}")))?;
+        .map_err(|e| stream_failure("send request body", e))?;
+    let answer = answer.await.map_err(|e| stream_failure("read answer", e))?;
     if answer.status() != http::StatusCode::OK {
         return Err(fatal(format!("HTTP status {}", answer.status())));
     }
     let status_err = |(code, message): (u32, String)| {
-        Failure::Fatal(Error::GrpcStatus {
+        Failure::Fatal(Error::Status {
             socket: socket.to_path_buf(),
             method: method.to_string(),
             code,
@@ -360,6 +405,35 @@ async fn exchange(
         None if buf.is_empty() => Err(fatal("empty answer without gRPC status".into())),
         None => Err(fatal("answer without gRPC status".into())),
     }
+}
+
+/// Whether the server refused the request's stream without processing
+/// it: a `RST_STREAM` with `REFUSED_STREAM`, or a `GOAWAY` (h2 hands a
+/// peer's `GOAWAY` to a stream only when the stream is above the last one
+/// the server processes, and to a request not yet sent).
+fn refused_unprocessed(e: &h2::Error) -> bool {
+    e.is_remote() && (e.is_go_away() || e.reason() == Some(h2::Reason::REFUSED_STREAM))
+}
+
+/// The `grpc-timeout` header's value for `left`: the most precise unit
+/// whose count fits the header's 8 digits (gRPC's HTTP/2 protocol).
+fn grpc_timeout(left: std::time::Duration) -> String {
+    const MAX: u128 = 99_999_999;
+    let nanos = left.as_nanos();
+    for (unit, per) in [
+        ("n", 1u128),
+        ("u", 1_000),
+        ("m", 1_000_000),
+        ("S", 1_000_000_000),
+        ("M", 60_000_000_000),
+    ] {
+        // Rounded up: a deadline is never announced shorter than it is.
+        let count = nanos.div_ceil(per);
+        if count <= MAX {
+            return format!("{count}{unit}");
+        }
+    }
+    format!("{}H", (nanos.div_ceil(3_600_000_000_000)).min(MAX))
 }
 
 /// `grpc-status` (an unparsable code counts as 2, UNKNOWN) and
@@ -482,6 +556,21 @@ mod tests {
                 && text.contains("connect"),
             "{text}"
         );
-        assert!(matches!(e, Error::Grpc { .. }));
+        assert!(matches!(e, Error::Call { .. }));
+    }
+
+    #[test]
+    fn timeouts_use_the_most_precise_unit_that_fits() {
+        assert_eq!(grpc_timeout(Duration::from_nanos(5)), "5n");
+        assert_eq!(grpc_timeout(Duration::from_millis(50)), "50000000n");
+        assert_eq!(grpc_timeout(Duration::from_secs(10)), "10000000u");
+        assert_eq!(grpc_timeout(Duration::from_secs(120)), "120000m");
+        assert_eq!(grpc_timeout(Duration::from_secs(200_000)), "200000S");
+        assert_eq!(
+            grpc_timeout(Duration::from_secs(100_000_000 * 60)),
+            "1666667H"
+        );
+        assert_eq!(grpc_timeout(Duration::MAX), "99999999H");
+        assert_eq!(grpc_timeout(Duration::ZERO), "0n");
     }
 }

@@ -9,16 +9,16 @@
 //! ```
 //! let dir = tempfile::tempdir()?;
 //! let path = dir.path().join("run/d.sock");
-//! let listener = cni_exec::daemon::listen(&path)?;
+//! let listener = cni_files::daemon::listen(&path)?;
 //! // A second daemon on the same path is refused while the first listens.
-//! assert!(cni_exec::daemon::listen(&path).is_err());
+//! assert!(cni_files::daemon::listen(&path).is_err());
 //! drop(listener);
 //! // A socket nobody listens on (a killed daemon's) is replaced.
-//! let _again = cni_exec::daemon::listen(&path)?;
+//! let _again = cni_files::daemon::listen(&path)?;
 //! // Anything else at the path is refused and left alone.
 //! let file = dir.path().join("config.json");
 //! std::fs::write(&file, "{}")?;
-//! assert!(cni_exec::daemon::listen(&file).is_err());
+//! assert!(cni_files::daemon::listen(&file).is_err());
 //! assert_eq!(std::fs::read(&file)?, b"{}");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -34,7 +34,7 @@ use std::sync::mpsc::{sync_channel, Receiver, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::error::Error;
+use crate::Error;
 
 fn io_error(op: &'static str, path: &Path, kind: ErrorKind, msg: String) -> Error {
     Error::Io {

@@ -14,7 +14,7 @@ use std::path::Path;
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 
-use crate::error::Error;
+use crate::Error;
 
 /// Holds an exclusive `flock` on a file until dropped.
 #[derive(Debug)]

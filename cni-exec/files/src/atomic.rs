@@ -20,7 +20,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::error::Error;
+use crate::Error;
 
 /// Attempts at a fresh temporary name when one exists (a leftover of a
 /// killed process whose pid was reused).

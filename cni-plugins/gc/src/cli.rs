@@ -1,25 +1,26 @@
-//! `cni-gc` (feature `gc`): collects the attachments a container runtime
-//! leaked on its node, with the runtime the node already has. One pass asks
-//! the runtime for its sandboxes over CRI ([`CriSandboxes`]), reads
-//! libcni's result cache and the network configs, and does libcni's two GC
-//! phases ([`cni_exec::collector`]: DEL of cached attachments whose
+//! The `cni-gc` program's logic: collects the attachments a container
+//! runtime leaked on its node, with the runtime the node already has. One
+//! pass asks the runtime for its sandboxes over CRI ([`CriSandboxes`]),
+//! reads libcni's result cache and the network configs, and does libcni's
+//! two GC phases ([`crate::collector`]: DEL of cached attachments whose
 //! sandbox is not ready, then GC of the 1.1.0 networks with the live
 //! attachments as `cni.dev/valid-attachments`). It never guesses: see the
 //! collector's rules, and docs/cni-gc.md.
 //!
-//! This module is the command line and one pass; `src/bin/cni-gc.rs`
-//! prints and, with `--interval`, repeats.
+//! This module is the command line and one pass; the `cni-gc` binary
+//! (`cni-plugins/src/bin/cni-gc.rs`) prints and, with `--interval`,
+//! repeats.
 //!
 //! ```
 //! use std::time::Duration;
-//! use cni_plugins::cni_gc::{parse_args, Command};
+//! use cni_gc::cli::{parse_args, Command};
 //!
 //! let args = ["--cri-socket", "unix:///var/run/crio/crio.sock", "--min-age", "2d", "--dry-run"];
 //! let Command::Run(opts) = parse_args(args.map(String::from))? else { unreachable!() };
 //! assert_eq!(opts.cri_socket.to_str(), Some("/var/run/crio/crio.sock"));
 //! assert_eq!(opts.min_age, Duration::from_secs(2 * 86400));
 //! assert!(opts.dry_run && opts.interval.is_none());
-//! # Ok::<(), cni_plugins::Error>(())
+//! # Ok::<(), cni_gc::Error>(())
 //! ```
 
 use std::collections::BTreeSet;
@@ -28,11 +29,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cni_exec::collector::{Collector, ConfiguredNetwork, Observation, Policy, Skipped, Summary};
-use cni_exec::cri::{CriSandboxes, RuntimeClient};
+use cni_cri::RuntimeClient;
 use cni_exec::{CniConfig, ProcessExec};
 
-use crate::{Error, Result};
+use crate::collector::{Collector, ConfiguredNetwork, Observation, Policy, Skipped, Summary};
+use crate::{CriSandboxes, Error};
+
+/// This module's results.
+type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// containerd's socket: the default runtime.
 pub const DEFAULT_CRI_SOCKET: &str = "/run/containerd/containerd.sock";
@@ -180,7 +184,7 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
 pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Command> {
     let mut o = Options::default();
     let mut args = args.into_iter();
-    let bad = |msg: String| Error::Config(format!("{msg}\n{USAGE}"));
+    let bad = |msg: String| Error::ParseArgs(format!("{msg}\n{USAGE}"));
     while let Some(arg) = args.next() {
         let (flag, inline) = match arg.split_once('=') {
             Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
@@ -279,16 +283,13 @@ pub fn jittered(period: Duration, unit: f64) -> Duration {
 /// One pass: asks the runtime, plans, acts (or with `dry_run` only
 /// reports), calling `line` with each skipped thing and each action, in
 /// that order. The summary, or why nothing was done
-/// ([`cni_exec::Error::CollectRefused`] when the runtime cannot say which
+/// ([`Error::CollectRefused`] when the runtime cannot say which
 /// sandboxes are alive).
-pub fn run_pass(
-    opts: &Options,
-    line: &mut dyn FnMut(&dyn Display),
-) -> std::result::Result<Summary, cni_exec::Error> {
+pub fn run_pass(opts: &Options, line: &mut dyn FnMut(&dyn Display)) -> Result<Summary> {
     // A missing conf dir (a typo) would make every network "not
     // configured": say so instead of reporting a clean node.
     if !opts.conf_dir.is_dir() {
-        return Err(cni_exec::Error::CollectRefused {
+        return Err(Error::CollectRefused {
             reason: format!("conf dir {} is not a directory", opts.conf_dir.display()),
         });
     }
@@ -319,10 +320,7 @@ pub fn run_pass(
 /// the others' configs and cached attachments go, each network reported
 /// as left alone. A network asked for that no config names is a refusal
 /// (a typo must not look like a clean node).
-fn select(
-    observed: &mut Observation,
-    networks: &[String],
-) -> std::result::Result<Vec<Skipped>, cni_exec::Error> {
+fn select(observed: &mut Observation, networks: &[String]) -> Result<Vec<Skipped>> {
     if networks.is_empty() {
         return Ok(Vec::new());
     }
@@ -330,7 +328,7 @@ fn select(
     let name = |n: &ConfiguredNetwork| n.list.as_ref().ok().map(|l| l.name.clone());
     let configured: BTreeSet<String> = observed.networks.iter().filter_map(name).collect();
     if let Some(missing) = wanted.iter().find(|w| !configured.contains(**w)) {
-        return Err(cni_exec::Error::CollectRefused {
+        return Err(Error::CollectRefused {
             reason: format!("--network {missing}: no config in the conf dir names it"),
         });
     }
@@ -357,7 +355,7 @@ fn select(
 }
 
 /// The exit status of a pass.
-pub fn exit_status(pass: &std::result::Result<Summary, cni_exec::Error>) -> u8 {
+pub fn exit_status(pass: &Result<Summary>) -> u8 {
     match pass {
         Ok(s) if s.failed == 0 => EXIT_OK,
         Ok(_) => EXIT_FAILED,
@@ -543,7 +541,7 @@ mod tests {
         let failed = Summary { failed: 1, ..ok };
         assert_eq!(exit_status(&Ok(failed)), EXIT_FAILED);
         assert_eq!(
-            exit_status(&Err(cni_exec::Error::CollectRefused {
+            exit_status(&Err(Error::CollectRefused {
                 reason: "no runtime".into()
             })),
             EXIT_REFUSED

@@ -6,7 +6,7 @@
 //! `/dev/zero` or a huge file must cost an error, not the node's memory.
 //!
 //! ```
-//! use cni_exec::capped::{read_file, MAX_ADMIN_FILE};
+//! use cni_files::capped::{read_file, MAX_ADMIN_FILE};
 //!
 //! let dir = tempfile::tempdir()?;
 //! let ok = dir.path().join("resolv.conf");

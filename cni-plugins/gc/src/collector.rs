@@ -40,7 +40,7 @@
 //!
 //! ```
 //! use std::time::{Duration, SystemTime};
-//! use cni_exec::collector::{plan, Observation, Policy, RuntimeSandbox};
+//! use cni_gc::collector::{plan, Observation, Policy, RuntimeSandbox};
 //!
 //! // The runtime lists one ready sandbox and nothing is cached: nothing to do.
 //! let obs = Observation {
@@ -52,7 +52,7 @@
 //! };
 //! let p = plan(&obs, &Policy::new(Duration::from_secs(3600)))?;
 //! assert!(p.dels.is_empty() && p.gcs.is_empty());
-//! # Ok::<(), cni_exec::Error>(())
+//! # Ok::<(), cni_gc::Error>(())
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -64,9 +64,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use cni_types::{GcAttachment, NetworkConfigList};
 
-use crate::cache::{CachedAttachment, CachedFile};
-use crate::conf;
-use crate::{CniConfig, Error};
+use cni_exec::cache::{CachedAttachment, CachedFile};
+use cni_exec::{conf, CniConfig};
+
+use crate::Error;
 
 /// A pod sandbox as the runtime reports it (CRI `PodSandbox`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,13 +88,14 @@ pub struct RuntimeSandbox {
 
 /// Where the collector learns which sandboxes are alive.
 pub trait SandboxLister {
-    /// Every sandbox the runtime knows, or why it cannot say.
-    fn list_sandboxes(&self) -> Result<Vec<RuntimeSandbox>, String>;
+    /// Every sandbox the runtime knows, or why it cannot say
+    /// ([`Error::Cri`], or [`Error::runtime`] of the runtime's own error).
+    fn list_sandboxes(&self) -> Result<Vec<RuntimeSandbox>, Error>;
     /// Whether sandbox `id` shares the node's network namespace (no CNI
     /// attachment). The default answers `false`: a runtime that cannot
     /// tell makes every ready sandbox without a cache record on a network
     /// postpone that network's GC, which is safe.
-    fn uses_node_network(&self, id: &str) -> Result<bool, String> {
+    fn uses_node_network(&self, id: &str) -> Result<bool, Error> {
         let _ = id;
         Ok(false)
     }
@@ -709,7 +711,7 @@ impl Collector {
         });
         for g in &plan.gcs {
             let action = act(format!("gc {}", g.list.name), &|| {
-                self.cni.gc_plugins(&g.list, Some(&g.valid))
+                Ok(self.cni.gc_plugins(&g.list, Some(&g.valid))?)
             });
             summary.count(&action.outcome, |s| s.collected += 1);
             report(&action);
@@ -1172,10 +1174,10 @@ mod tests {
     /// network.
     struct Listed(Vec<RuntimeSandbox>, Vec<&'static str>);
     impl SandboxLister for Listed {
-        fn list_sandboxes(&self) -> Result<Vec<RuntimeSandbox>, String> {
+        fn list_sandboxes(&self) -> Result<Vec<RuntimeSandbox>, Error> {
             Ok(self.0.clone())
         }
-        fn uses_node_network(&self, id: &str) -> Result<bool, String> {
+        fn uses_node_network(&self, id: &str) -> Result<bool, Error> {
             Ok(self.1.contains(&id))
         }
         fn describe(&self) -> String {
@@ -1184,8 +1186,8 @@ mod tests {
     }
 
     fn collector(dir: &Path) -> Collector {
-        let exec = crate::InProcessExec::builder()
-            .netns_guard(std::sync::Arc::new(crate::NoNetnsGuard))
+        let exec = cni_exec::InProcessExec::builder()
+            .netns_guard(std::sync::Arc::new(cni_exec::NoNetnsGuard))
             .build();
         Collector {
             conf_dir: dir.into(),
@@ -1258,22 +1260,22 @@ mod tests {
     fn a_del_removes_the_scanned_cache_file_when_its_name_is_another() {
         use std::sync::Arc;
         struct Ok_;
-        impl crate::Plugin for Ok_ {
+        impl cni_exec::Plugin for Ok_ {
             type Error = cni_types::CniError;
             fn name(&self) -> &str {
                 "okdel"
             }
-            fn add(&self, _: &crate::Request) -> Result<cni_types::CniResult, Self::Error> {
+            fn add(&self, _: &cni_exec::Request) -> Result<cni_types::CniResult, Self::Error> {
                 Ok(cni_types::CniResult::default())
             }
-            fn del(&self, _: &crate::Request) -> Result<(), Self::Error> {
+            fn del(&self, _: &cni_exec::Request) -> Result<(), Self::Error> {
                 Ok(())
             }
         }
         let dir = tempfile::tempdir().unwrap();
-        let exec = crate::InProcessExec::builder()
+        let exec = cni_exec::InProcessExec::builder()
             .register("okdel", Arc::new(Ok_))
-            .netns_guard(Arc::new(crate::NoNetnsGuard))
+            .netns_guard(Arc::new(cni_exec::NoNetnsGuard))
             .build();
         let c = Collector {
             cni: CniConfig::new(vec!["/nonexistent".into()], Arc::new(exec))
@@ -1344,15 +1346,15 @@ mod tests {
             started: AtomicUsize,
             meet: AtomicUsize,
         }
-        impl crate::Plugin for Slow {
+        impl cni_exec::Plugin for Slow {
             type Error = cni_types::CniError;
             fn name(&self) -> &str {
                 "slow"
             }
-            fn add(&self, _: &crate::Request) -> Result<cni_types::CniResult, Self::Error> {
+            fn add(&self, _: &cni_exec::Request) -> Result<cni_types::CniResult, Self::Error> {
                 Ok(cni_types::CniResult::default())
             }
-            fn del(&self, _: &crate::Request) -> Result<(), Self::Error> {
+            fn del(&self, _: &cni_exec::Request) -> Result<(), Self::Error> {
                 let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
                 self.most.fetch_max(n, Ordering::SeqCst);
                 let meet = self.meet.load(Ordering::SeqCst);
@@ -1371,9 +1373,9 @@ mod tests {
         }
         let slow = Arc::new(Slow::default());
         slow.meet.store(4, Ordering::SeqCst);
-        let exec = crate::InProcessExec::builder()
+        let exec = cni_exec::InProcessExec::builder()
             .register("slow", slow.clone())
-            .netns_guard(Arc::new(crate::NoNetnsGuard))
+            .netns_guard(Arc::new(cni_exec::NoNetnsGuard))
             .build();
         let cache = tempfile::tempdir().unwrap();
         let collector = Collector {

@@ -1,4 +1,4 @@
-//! The shared atomic writer (`cni_exec::atomic`): replaces or leaves the old
+//! The shared atomic writer (`cni_files::atomic`): replaces or leaves the old
 //! file, and its stale-temp cleanup removes its temporary names and nothing
 //! else.
 
@@ -7,7 +7,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use cni_exec::atomic::{self, AtomicWrite};
+use cni_files::atomic::{self, AtomicWrite};
 
 fn listing(dir: &Path) -> BTreeSet<String> {
     fs::read_dir(dir)
@@ -55,7 +55,7 @@ fn writes_replace_with_mode_and_sync_options() {
         .write(&dir.path().join("missing/f"), b"x")
         .unwrap_err();
     match e {
-        cni_exec::Error::Io { op, path, source } => {
+        cni_files::Error::Io { op, path, source } => {
             assert_eq!(op, "create temporary file");
             assert!(path.starts_with(dir.path().join("missing")), "{path:?}");
             assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
@@ -72,7 +72,7 @@ fn writes_replace_with_mode_and_sync_options() {
     assert!(
         matches!(
             e,
-            cni_exec::Error::Io {
+            cni_files::Error::Io {
                 op: "rename onto",
                 ..
             }
@@ -178,10 +178,6 @@ fn stale_temp_cleanup_removes_temp_names_and_nothing_else() {
     assert_eq!(atomic::remove_stale_temps_in(d), 4);
     let expect: BTreeSet<String> = kept.iter().map(|s| s.to_string()).collect();
     assert_eq!(listing(d), expect);
-    // The result cache's cleanup is the shared one.
-    let t = leftover(&d.join("net-cid-eth0"));
-    cni_exec::cache::remove_temp_files(&d.join("net-cid-eth0"));
-    assert!(!d.join(t).exists());
 }
 
 /// Only the temp files of writers that no longer run are removed: a live
