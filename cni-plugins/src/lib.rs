@@ -59,4 +59,5 @@ pub mod tuning;
 pub mod vlan;
 pub mod vrf;
 
-pub use error::{Error, Result};
+pub(crate) use error::plugin_error_glue;
+pub use error::{Error, Failures, PluginError, Result};

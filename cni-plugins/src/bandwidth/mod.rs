@@ -42,6 +42,8 @@
 //!     .contains("if rate is set, burst must also be set"));
 //! ```
 
+mod error;
+
 use std::path::PathBuf;
 
 use cni_exec::{Plugin, Request};
@@ -52,7 +54,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha512};
 
 use crate::steps::{self, Undo};
-use crate::{Error, Result};
+pub use error::{Error, Result};
 
 /// Maximum length of the IFB device name (`IFNAMSIZ - 1`).
 pub const MAX_IFB_NAME_LEN: usize = 15;
@@ -86,7 +88,7 @@ pub struct BandwidthConf {
 
 /// Go's `validateRateAndBurst`, same messages.
 pub fn validate_rate_and_burst(rate: u64, burst: u64) -> Result<()> {
-    let msg = if burst == 0 && rate != 0 {
+    let reason = if burst == 0 && rate != 0 {
         "if rate is set, burst must also be set"
     } else if rate == 0 && burst != 0 {
         "if burst is set, rate must also be set"
@@ -95,16 +97,15 @@ pub fn validate_rate_and_burst(rate: u64, burst: u64) -> Result<()> {
     } else {
         return Ok(());
     };
-    Err(Error::Config(msg.into()))
+    Err(Error::RateBurstInvalid { reason })
 }
 
 fn field_u64(raw: &serde_json::Map<String, Value>, key: &str) -> Result<u64> {
     match raw.get(key) {
         None | Some(Value::Null) => Ok(0),
-        Some(v) => v.as_u64().ok_or_else(|| {
-            Error::Config(format!(
-                "failed to parse network configuration: {key} must be a non-negative integer, got {v}"
-            ))
+        Some(v) => v.as_u64().ok_or_else(|| Error::LimitNotInteger {
+            key: key.to_owned(),
+            found: v.to_string(),
         }),
     }
 }
@@ -164,8 +165,8 @@ fn load(req: &Request) -> Result<(BandwidthConf, Option<CniResult>)> {
     let conf = parse_config(&req.config)?;
     let prev = req.config.prev_result().map_err(|e| match e {
         // Code 1: the version error names prevResult already.
-        e @ cni_types::Error::PrevResultVersion { .. } => Error::Types(e),
-        e => Error::Config(format!("could not parse prevResult: {e}")),
+        e @ cni_types::Error::PrevResultVersion { .. } => Error::from(e),
+        source => Error::PrevResultParse { source },
     })?;
     Ok((conf, prev))
 }
@@ -193,7 +194,7 @@ impl Bandwidth {
 }
 
 impl Plugin for Bandwidth {
-    type Error = crate::Error;
+    type Error = Error;
 
     fn name(&self) -> &str {
         "bandwidth"
@@ -203,12 +204,9 @@ impl Plugin for Bandwidth {
         let (conf, prev) = load(req)?;
         let limits = match conf.limits {
             Some(l) if !is_zero(&l) => l,
-            _ => {
-                return prev.ok_or_else(|| Error::Config("must be called as chained plugin".into()))
-            }
+            _ => return prev.ok_or(Error::PrevResultMissing),
         };
-        let mut result =
-            prev.ok_or_else(|| Error::Config("must be called as chained plugin".into()))?;
+        let mut result = prev.ok_or(Error::PrevResultMissing)?;
         let host = &self.host()?;
         let pod = Netns::open(&req.netns).map_err(|source| Error::NetnsOpen {
             path: req.netns.clone(),
@@ -216,7 +214,7 @@ impl Plugin for Bandwidth {
         })?;
         let veth = host_interface(host, &pod, &result, &req.ifname)?;
         let clock = PschedClock::read();
-        let mut undo = Undo::new();
+        let mut undo = Undo::<Error>::new();
         if limits.ingress_rate > 0 && limits.ingress_burst > 0 {
             let tbf = Tbf::from_rate_and_burst(limits.ingress_rate, limits.ingress_burst, clock);
             host.add_tbf(veth.index, &tbf)
@@ -291,13 +289,12 @@ impl Plugin for Bandwidth {
             }
             Ok(())
         };
-        steps::first_error([ifb, ingress(), egress()])
+        steps::all_errors([ifb, ingress(), egress()])
     }
 
     fn check(&self, req: &Request) -> Result<()> {
         let (conf, prev) = load(req)?;
-        let prev =
-            prev.ok_or_else(|| Error::Config("must be called as a chained plugin".into()))?;
+        let prev = prev.ok_or(Error::CheckPrevResultMissing)?;
         let Some(limits) = conf.limits else {
             return Ok(());
         };
@@ -372,7 +369,7 @@ impl Plugin for Bandwidth {
                     .map_err(Error::from),
             );
         }
-        steps::first_error(results)
+        steps::all_errors(results)
     }
 
     /// 0.3.0 on, as the reference: the host veth is found through the

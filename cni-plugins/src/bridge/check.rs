@@ -8,9 +8,9 @@ use cni_netns::kernel::{NetKernel, NetnsHandle};
 use cni_netns::Link;
 use cni_types::Interface;
 
+use super::error::{Error, Result};
 use super::{spoof_check, BridgeConf};
 use crate::steps::{addresses, attachment, check, ipam, masquerade};
-use crate::{Error, Result};
 
 pub(crate) fn check(kernel: &impl NetKernel, firewall: &dyn Firewall, req: &Request) -> Result<()> {
     let conf = BridgeConf::load(&req.config, &req.args_raw)?;

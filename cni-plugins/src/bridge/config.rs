@@ -5,7 +5,7 @@ use cni_netns::MacAddr;
 use cni_types::NetworkConfig;
 use serde::Deserialize;
 
-use crate::{Error, Result};
+use super::error::{Error, Result};
 
 /// The bridge used when the config names none.
 pub const DEFAULT_BRIDGE: &str = "cni0";
@@ -116,16 +116,11 @@ impl BridgeConf {
             conf.is_gateway = true;
         }
         if !(0..=4094).contains(&conf.vlan) {
-            return Err(Error::Config(format!(
-                "invalid VLAN ID {} (must be between 0 and 4094)",
-                conf.vlan
-            )));
+            return Err(Error::VlanInvalid { vlan: conf.vlan });
         }
         conf.trunk_vlans = collect_vlan_trunk(conf.vlan_trunk.as_deref().unwrap_or_default())?;
         if conf.vlan > 0 && !conf.trunk_vlans.is_empty() {
-            return Err(Error::Config(
-                "cannot set vlan and vlanTrunk at the same time".into(),
-            ));
+            return Err(Error::VlanWithTrunk);
         }
         let args = cni_types::CniArgs::parse(args_raw)?;
         args.check_known(&["MAC"])?;
@@ -141,7 +136,7 @@ impl BridgeConf {
         if let Some(mac) = requested.into_iter().flatten().rfind(|m| !m.is_empty()) {
             conf.mac = Some(
                 mac.parse()
-                    .map_err(|_| Error::Config(format!("invalid MAC address {mac:?}")))?,
+                    .map_err(|_| Error::MacInvalid { mac: mac.clone() })?,
             );
         }
         Ok(conf)
@@ -150,14 +145,10 @@ impl BridgeConf {
     /// Checks the option combinations Go refuses at ADD.
     pub fn validate_for_add(&self, has_ipam: bool) -> Result<()> {
         if self.hairpin_mode && self.promisc_mode {
-            return Err(Error::Config(
-                "cannot set hairpin mode and promiscuous mode at the same time".into(),
-            ));
+            return Err(Error::HairpinWithPromisc);
         }
         if self.disable_container_interface && has_ipam {
-            return Err(Error::Config(
-                "cannot use IPAM when DisableContainerInterface flag is set".into(),
-            ));
+            return Err(Error::IpamWithoutContainerInterface);
         }
         Ok(())
     }
@@ -181,7 +172,7 @@ impl BridgeConf {
 /// Go's `collectVlanTrunk` (same messages): every VLAN of the trunk, sorted
 /// and without duplicates.
 fn collect_vlan_trunk(trunk: &[VlanTrunk]) -> Result<Vec<u16>> {
-    let bad = |m: &str| Error::Config(m.to_owned());
+    let bad = |reason| Error::VlanTrunkInvalid { reason };
     let valid = |v: i64| (1..=4094).contains(&v);
     let mut vlans = Vec::new();
     for item in trunk {

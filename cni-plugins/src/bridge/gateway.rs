@@ -6,8 +6,8 @@ use cni_netns::kernel::NetnsHandle;
 use cni_netns::{AddressFamilyFilter, IpNetwork, Link};
 use cni_types::{CniResult, Route};
 
+use super::error::{Error, Result};
 use super::BridgeConf;
-use crate::{Error, Result};
 
 /// The bridge (gateway) addresses of each family, with the prefix of the
 /// pod address they serve.
@@ -95,7 +95,7 @@ pub(crate) fn ensure_address(
         }
         if gw.is_ipv4() || a.contains(gw.ip()) || gw.contains(a.ip()) {
             if !force {
-                return Err(Error::BridgeAddressTaken {
+                return Err(Error::AddressTaken {
                     bridge: link.name.clone(),
                     gateway: gw.to_string(),
                 });

@@ -21,11 +21,12 @@
 //! assert!(bridge.is_gateway); // implied by isDefaultGateway
 //! // runtimeConfig wins over args.cni, which wins over CNI_ARGS.
 //! assert_eq!(bridge.mac.unwrap().to_string(), "02:00:00:00:00:02");
-//! # Ok::<(), cni_plugins::Error>(())
+//! # Ok::<(), cni_plugins::bridge::Error>(())
 //! ```
 
 mod check;
 pub mod config;
+mod error;
 mod gateway;
 
 use std::sync::Arc;
@@ -41,12 +42,12 @@ use cni_netns::{
 use cni_types::CniResult;
 
 pub use config::BridgeConf;
+pub use error::{Error, Result};
 use gateway::Gateways;
 
 use crate::steps::iface::{self, interface};
 use crate::steps::ipam::{self, IpamStart};
 use crate::steps::{self, addresses, attachment, masquerade, Undo};
-use crate::{Error, Result};
 
 /// How long ADD waits for the host port to come up, and the gaps between
 /// looks: Go sleeps 0, 50, 500, 1000, 1000 ms; looking more often ends the
@@ -102,7 +103,7 @@ impl<K: NetKernel> Bridge<K> {
 }
 
 impl<K: NetKernel> Plugin for Bridge<K> {
-    type Error = crate::Error;
+    type Error = Error;
 
     fn name(&self) -> &str {
         "bridge"
@@ -121,7 +122,7 @@ impl<K: NetKernel> Plugin for Bridge<K> {
         // A failed connect drops the allocation: its addresses are released.
         let (host, bridge, pod, host_veth) = connected?;
         // Made after the handles its steps borrow, so it drops before them.
-        let mut undo = Undo::new();
+        let mut undo = Undo::<Error>::new();
         // Deleting the pod end deletes the pair. Made first, it is undone
         // last: after the IPAM DEL (dhcp releases over this link).
         undo.push(|| pod.delete_link_by_name(&req.ifname));
@@ -214,7 +215,10 @@ impl<K: NetKernel> Plugin for Bridge<K> {
             } else {
                 Ok(())
             };
-            steps::first_error([unmasqueraded.map_err(Into::into), ipam::del(req)])
+            steps::all_errors([
+                unmasqueraded.map_err(Error::from),
+                ipam::del(req).map_err(Error::from),
+            ])
         })
     }
 
@@ -223,13 +227,13 @@ impl<K: NetKernel> Plugin for Bridge<K> {
     }
 
     fn status(&self, req: &Request) -> Result<()> {
-        ipam::status(req)
+        Ok(ipam::status(req)?)
     }
 
     fn gc(&self, req: &Request) -> Result<()> {
         let conf = BridgeConf::load(&req.config, &req.args_raw)?;
         let Some(valid) = steps::valid_attachments(req)? else {
-            return ipam::gc(req);
+            return Ok(ipam::gc(req)?);
         };
         let network = &req.config.name;
         let gc = |on: bool, kind| -> Result<()> {
@@ -238,10 +242,10 @@ impl<K: NetKernel> Plugin for Bridge<K> {
             }
             Ok(())
         };
-        steps::first_error([
+        steps::all_errors([
             gc(conf.ip_masq, RuleKind::Masquerade),
             gc(conf.mac_spoof_chk, RuleKind::MacSpoofCheck),
-            ipam::gc(req),
+            ipam::gc(req).map_err(Error::from),
         ])
     }
 }
@@ -454,7 +458,7 @@ fn pod_settings(pod: &impl NetnsHandle, ifname: &str, index: u32, conf: &BridgeC
 fn wait_port_up(host: &impl NetnsHandle, index: u32) -> Result<Link> {
     let link = host.wait_oper_up(index, PORT_UP_TIMEOUT)?;
     if link.oper_state != OperState::Up {
-        return Err(Error::BridgePortNotUp {
+        return Err(Error::PortNotUp {
             state: format!("{:?}", link.oper_state).to_lowercase(),
         });
     }

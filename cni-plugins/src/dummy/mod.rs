@@ -25,12 +25,14 @@
 //! assert!(String::from_utf8_lossy(&out.stdout).contains("dummy interface requires an IPAM configuration"));
 //! ```
 
+mod error;
+
 use cni_exec::{Plugin, Request};
 use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
 use cni_types::CniResult;
 
 use crate::steps::{check, iface, ipam, Undo};
-use crate::{Error, Result};
+pub use error::{Error, Result};
 
 /// The dummy plugin, on the real kernel by default; on another one (a
 /// `cni_netns::kernel::FakeKernel` in tests without root)
@@ -57,13 +59,13 @@ impl<K: NetKernel> Dummy<K> {
 /// Go's refusal of a config without IPAM (ADD and CHECK).
 fn require_ipam(req: &Request) -> Result<()> {
     if req.config.ipam_type().is_empty() {
-        return Err(Error::IpamRequired { plugin: "dummy" });
+        return Err(Error::IpamRequired);
     }
     Ok(())
 }
 
 impl<K: NetKernel> Plugin for Dummy<K> {
-    type Error = crate::Error;
+    type Error = Error;
 
     fn name(&self) -> &str {
         "dummy"
@@ -73,7 +75,7 @@ impl<K: NetKernel> Plugin for Dummy<K> {
         require_ipam(req)?;
         let pod = self.kernel.open(&req.netns)?;
         let link = pod.add_dummy(&req.ifname)?;
-        let mut undo = Undo::new();
+        let mut undo = Undo::<Error>::new();
         undo.push(|| pod.delete_link(link.index));
         let ipam = ipam::add(req, &mut undo)?;
         // Without the config's `dns`, as Go's.
@@ -84,17 +86,14 @@ impl<K: NetKernel> Plugin for Dummy<K> {
     }
 
     fn del(&self, req: &Request) -> Result<()> {
-        iface::del_link_and_lease_in(&self.kernel, req)
+        Ok(iface::del_link_and_lease_in(&self.kernel, req)?)
     }
 
     fn check(&self, req: &Request) -> Result<()> {
         require_ipam(req)?;
         let pod = self.kernel.open(&req.netns)?;
         ipam::check(req)?;
-        let mut prev = req
-            .config
-            .prev_result()?
-            .ok_or(Error::PrevResultMissing { plugin: "dummy" })?;
+        let mut prev = req.config.prev_result()?.ok_or(Error::PrevResultMissing)?;
         let intf = check::prev_container(req, &prev)?.clone();
         let link = check::container_link(&pod, &intf, Some("dummy"))?;
         if !link.is_up() {
@@ -102,13 +101,13 @@ impl<K: NetKernel> Plugin for Dummy<K> {
         }
         // Go's dummy CHECK compares addresses only, not routes.
         prev.routes.clear();
-        check::addresses_and_routes(&pod, &link, &prev)
+        Ok(check::addresses_and_routes(&pod, &link, &prev)?)
     }
     fn status(&self, req: &Request) -> Result<()> {
-        ipam::status(req)
+        Ok(ipam::status(req)?)
     }
 
     fn gc(&self, req: &Request) -> Result<()> {
-        ipam::gc(req)
+        Ok(ipam::gc(req)?)
     }
 }

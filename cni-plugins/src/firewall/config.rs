@@ -9,7 +9,7 @@ use cni_types::json::canonicalize_keys;
 use cni_types::CniResult;
 use serde_json::{Map, Value};
 
-use crate::{Error, Result};
+use super::error::{Error, Result};
 
 /// Go's default admin chain.
 pub const DEFAULT_ADMIN_CHAIN: &str = "CNI-ADMIN";
@@ -81,7 +81,10 @@ fn string(raw: &Map<String, Value>, key: &str) -> Result<Option<String>> {
     match raw.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(v) => Err(Error::Config(format!("{key}: expected a string, got {v}"))),
+        Some(v) => Err(Error::KeyNotString {
+            key: key.to_owned(),
+            found: v.to_string(),
+        }),
     }
 }
 
@@ -93,8 +96,10 @@ impl FirewallConf {
 
     /// Reads and validates a configuration document.
     pub fn from_slice(stdin: &[u8]) -> Result<FirewallConf> {
-        let mut raw: Map<String, Value> = serde_json::from_slice(stdin)
-            .map_err(|e| Error::Config(format!("failed to load netconf: {e}")))?;
+        let mut raw: Map<String, Value> =
+            serde_json::from_slice(stdin).map_err(|e| Error::ConfigDecode {
+                reason: e.to_string(),
+            })?;
         canonicalize_keys(&mut raw, KEYS);
         // Every key is of its type, whichever backend reads it: a wrong
         // type is refused even where the key would be ignored.
@@ -111,16 +116,12 @@ impl FirewallConf {
             "iptables" => Backend::Iptables,
             "firewalld" => Backend::Firewalld,
             "nftables" => {
-                let table = nft_table.ok_or_else(|| {
-                    Error::Config("nftablesTable: required with backend \"nftables\"".into())
-                })?;
+                let table = nft_table.ok_or(Error::NftTableMissing)?;
                 let family = string(&raw, "nftablesFamily")?
                     .filter(|s| !s.is_empty())
                     .unwrap_or_else(|| "inet".into());
                 if !matches!(family.as_str(), "inet" | "ip" | "ip6") {
-                    return Err(Error::Config(format!(
-                        "nftablesFamily: {family:?} is not inet, ip or ip6"
-                    )));
+                    return Err(Error::NftFamilyInvalid { family });
                 }
                 let chain = string(&raw, "nftablesChain")?
                     .filter(|s| !s.is_empty())
@@ -132,9 +133,9 @@ impl FirewallConf {
                 }
             }
             other => {
-                return Err(Error::Config(format!(
-                    "backend: unknown firewall backend {other:?} (iptables, firewalld or nftables)"
-                )))
+                return Err(Error::BackendUnknown {
+                    backend: other.to_owned(),
+                })
             }
         };
         let ingress = match string(&raw, "ingressPolicy")?.as_deref() {
@@ -142,18 +143,16 @@ impl FirewallConf {
             Some("same-bridge") => IngressPolicy::SameBridge,
             Some("isolated") => IngressPolicy::Isolated,
             Some(other) => {
-                return Err(Error::Config(format!(
-                    "ingressPolicy: unknown ingress policy: {other:?}"
-                )))
+                return Err(Error::IngressPolicyUnknown {
+                    policy: other.to_owned(),
+                })
             }
         };
         let admin_chain = string(&raw, "iptablesAdminChainName")?
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| DEFAULT_ADMIN_CHAIN.into());
         if admin_chain.len() > 28 || admin_chain.contains(char::is_whitespace) {
-            return Err(Error::Config(format!(
-                "iptablesAdminChainName: {admin_chain:?} is not a valid chain name (at most 28 characters, no spaces)"
-            )));
+            return Err(Error::AdminChainInvalid { chain: admin_chain });
         }
         Ok(FirewallConf {
             network: string(&raw, "name")?.unwrap_or_default(),
@@ -172,9 +171,7 @@ impl FirewallConf {
 
 /// The parsed `prevResult`, required for ADD and CHECK (Go's message).
 pub(crate) fn required_prev(req: &Request) -> Result<CniResult> {
-    req.config
-        .prev_result()?
-        .ok_or_else(|| Error::Config("missing prevResult from earlier plugin (prevResult)".into()))
+    req.config.prev_result()?.ok_or(Error::PrevResultMissing)
 }
 
 #[cfg(test)]

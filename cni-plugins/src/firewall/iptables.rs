@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use cni_firewall::Iptables;
 
 use super::config::IngressPolicy;
-use crate::Result;
+use super::error::{Error, Result};
 
 /// Go's private chain, jumped to from `FORWARD`.
 pub const FORWARD_CHAIN: &str = "CNI-FORWARD";
@@ -121,7 +121,7 @@ pub(crate) fn check(ips: &[IpAddr], admin: &str) -> Result<()> {
         let t = ipt(v6);
         t.ensure_chain(FORWARD_CHAIN)?;
         t.ensure_chain(admin)?;
-        let missing = |chain: &str, jump: bool, rule: &[&str]| crate::Error::IptablesRuleMissing {
+        let missing = |chain: &str, jump: bool, rule: &[&str]| Error::IptablesRuleMissing {
             chain: chain.to_owned(),
             jump_from: jump.then(|| chain.to_owned()),
             rule: rule.iter().map(|a| a.to_string()).collect(),

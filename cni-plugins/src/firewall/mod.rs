@@ -32,6 +32,7 @@
 //! ```
 
 pub(crate) mod config;
+mod error;
 mod iptables;
 mod nftables;
 
@@ -49,7 +50,7 @@ pub use config::{
 pub use iptables::FORWARD_CHAIN;
 pub use nftables::{tag, OWN_CHAIN};
 
-use crate::{Error, Result};
+pub use error::{Error, Result};
 
 /// Where firewalld would be reached.
 pub const SYSTEM_BUS: &str = "/run/dbus/system_bus_socket";
@@ -77,16 +78,16 @@ fn state_path(conf: &FirewallConf, container_id: &str, ifname: &str) -> PathBuf 
 
 fn write_state(path: &Path, a: &IptablesRecord) -> Result<()> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
+        std::fs::create_dir_all(dir).map_err(|e| crate::Error::io("create directory", dir, e))?;
     }
-    let data = serde_json::to_vec(a).map_err(|source| Error::Serialize {
+    let data = serde_json::to_vec(a).map_err(|source| crate::Error::Serialize {
         object: "attachment record",
         source,
     })?;
     cni_files::atomic::AtomicWrite::new()
         .mode(0o600)
         .write(path, &data)
-        .map_err(Error::atomic_write)
+        .map_err(|e| crate::Error::atomic_write(e).into())
 }
 
 fn read_state(path: &Path) -> Option<IptablesRecord> {
@@ -158,17 +159,16 @@ fn bridge_name(conf: &FirewallConf, prev: &CniResult) -> Result<Option<String>> 
         _ => "same-bridge",
     };
     match prev.interfaces.first() {
-        None => Err(Error::Config(format!(
-            "interface needs to be set for ingress policy {policy:?}, make sure to chain \"firewall\" plugin with \"bridge\""
-        ))),
-        Some(i) if i.name.is_empty() => Err(Error::Config("got empty bridge name".into())),
+        None => Err(Error::IngressBridgeMissing { policy }),
+        Some(i) if i.name.is_empty() => Err(Error::IngressBridgeNameEmpty),
         // An interface in a sandbox is the pod's, not the node's bridge: its
         // name (`eth0`) would make the isolation rules drop the node's own
         // interface of that name. Go takes it.
-        Some(i) if !i.sandbox.is_empty() => Err(Error::Config(format!(
-            "prevResult.interfaces[0] {:?} is in a sandbox ({}), not the host bridge that ingress policy {policy:?} isolates: chain \"firewall\" after \"bridge\"",
-            i.name, i.sandbox
-        ))),
+        Some(i) if !i.sandbox.is_empty() => Err(Error::IngressBridgeInSandbox {
+            name: i.name.clone(),
+            sandbox: i.sandbox.clone(),
+            policy,
+        }),
         Some(i) => Ok(Some(i.name.clone())),
     }
 }
@@ -177,18 +177,21 @@ fn bridge_name(conf: &FirewallConf, prev: &CniResult) -> Result<Option<String>> 
 /// (two first ADDs would both insert the jump; a DEL of the last pod could
 /// remove the chain under a concurrent ADD).
 fn lock(conf: &FirewallConf) -> Result<FileLock> {
-    FileLock::create(Path::new(&conf.data_dir).join("lock")).map_err(Error::atomic_write)
+    FileLock::create(Path::new(&conf.data_dir).join("lock"))
+        .map_err(|e| crate::Error::atomic_write(e).into())
 }
 
 fn firewalld_unavailable() -> Error {
     if Path::new(SYSTEM_BUS).exists() {
-        Error::NotAvailable(format!(
+        crate::Error::NotAvailable(format!(
             "firewalld backend: not supported by this build (no D-Bus client for {SYSTEM_BUS}); use backend \"iptables\" or \"nftables\""
         ))
+        .into()
     } else {
-        Error::NotAvailable(format!(
+        crate::Error::NotAvailable(format!(
             "firewalld backend: D-Bus system bus not reachable at {SYSTEM_BUS}"
         ))
+        .into()
     }
 }
 
@@ -287,9 +290,7 @@ impl Plugin for Firewall {
         let valid: Vec<(String, String)> = req
             .config
             .valid_attachments()?
-            .ok_or_else(|| {
-                Error::Config("cni.dev/valid-attachments: missing from the GC request".into())
-            })?
+            .ok_or(Error::ValidAttachmentsMissing)?
             .into_iter()
             .map(|a| (a.container_id, a.ifname))
             .collect();

@@ -9,7 +9,7 @@ use std::net::IpAddr;
 
 use cni_firewall::{NftForeignTable, NftListedRule};
 
-use crate::{Error, Result};
+use super::error::{Error, Result};
 
 /// Our chain inside the node's table.
 pub const OWN_CHAIN: &str = "cni_rs_firewall";
@@ -76,13 +76,13 @@ impl NodeTable {
     /// ADD: our chain and the jump when missing, then the attachment's
     /// rules (replacing any it already had), in one batch.
     pub(crate) fn add(&self, tag: &str, ips: &[IpAddr]) -> Result<()> {
-        let node_rules = self.table.rules(&self.chain)?.ok_or_else(|| {
-            Error::Config(format!(
-                "nftablesChain: chain {} not found in table {}",
-                self.chain,
-                self.table.describe()
-            ))
-        })?;
+        let node_rules = self
+            .table
+            .rules(&self.chain)?
+            .ok_or_else(|| Error::NftChainMissing {
+                chain: self.chain.clone(),
+                table: self.table.describe().to_string(),
+            })?;
         let mut batch = vec![self.table.add_chain(OWN_CHAIN)];
         for r in self
             .own_rules()?

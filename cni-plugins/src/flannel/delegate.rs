@@ -5,9 +5,9 @@
 use cni_types::Route;
 use serde_json::{Map, Value};
 
+use super::error::{Error, Result};
 use super::subnet_env::SubnetEnv;
 use super::FlannelConf;
-use crate::{Error, Result};
 
 /// Go marshals `map[string]interface{}` with sorted keys at every level;
 /// the saved delegate file and the delegate's stdin are byte-compatible
@@ -27,19 +27,13 @@ fn sorted(v: Value) -> Value {
 /// Checks the `delegate` dictionary as the reference does.
 pub fn check_delegate(delegate: &Map<String, Value>) -> Result<()> {
     if delegate.get("type").is_some_and(|t| !t.is_string()) {
-        return Err(Error::Config(
-            "'delegate' dictionary, if present, must have (string) 'type' field".into(),
-        ));
+        return Err(Error::DelegateTypeNotString);
     }
     if delegate.contains_key("name") {
-        return Err(Error::Config(
-            "'delegate' dictionary must not have 'name' field, it'll be set by flannel".into(),
-        ));
+        return Err(Error::DelegateKeyForbidden { key: "name" });
     }
     if delegate.contains_key("ipam") {
-        return Err(Error::Config(
-            "'delegate' dictionary must not have 'ipam' field, it'll be set by flannel".into(),
-        ));
+        return Err(Error::DelegateKeyForbidden { key: "ipam" });
     }
     Ok(())
 }
@@ -56,9 +50,9 @@ fn delegate_ipam(conf: &FlannelConf, env: &SubnetEnv) -> Result<Value> {
     let mut routes: Vec<Route> = match ipam.get("routes") {
         None | Some(Value::Null) => Vec::new(),
         Some(v) => cni_types::json::from_value_naming_key(v.clone()).map_err(|e| {
-            Error::Config(format!(
-                "failed to read IPAM routes: failed to parse ipam.routes: {e}"
-            ))
+            Error::IpamRoutesInvalid {
+                reason: e.to_string(),
+            }
         })?,
     };
     for n in env.networks.iter().chain(&env.ipv6_networks) {
@@ -67,7 +61,7 @@ fn delegate_ipam(conf: &FlannelConf, env: &SubnetEnv) -> Result<Value> {
     ipam.remove("routes");
     let mut ipam = sorted(Value::Object(ipam));
     // Routes are Go structs (field order dst, gw, ...), not maps.
-    let routes = serde_json::to_value(routes).map_err(|source| Error::Serialize {
+    let routes = serde_json::to_value(routes).map_err(|source| crate::Error::Serialize {
         object: "IPAM routes",
         source,
     })?;

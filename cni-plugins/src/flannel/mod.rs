@@ -7,9 +7,11 @@
 //! `<containerID>` ([`legacy_config_path`]) for a Go flannel's DEL.
 
 pub mod delegate;
+mod error;
 mod plugin;
 pub mod subnet_env;
 
+pub use error::{Error, Result};
 pub use plugin::{legacy_config_path, saved_config_path, Flannel};
 
 use std::path::PathBuf;

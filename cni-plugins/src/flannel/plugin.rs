@@ -22,9 +22,9 @@ use cni_types::{CniResult, LEGACY_ATTACHMENTS_KEY, VALID_ATTACHMENTS_KEY};
 use serde_json::{Map, Value};
 
 use super::delegate::render;
+use super::error::{Error, Result};
 use super::subnet_env::SubnetEnv;
 use super::FlannelConf;
-use crate::{Error, Result};
 
 /// The flannel plugin.
 #[derive(Debug, Clone, Copy, Default)]
@@ -52,14 +52,15 @@ fn load_conf(req: &Request) -> Result<FlannelConf> {
 }
 
 fn exec_err(e: cni_exec::Error) -> Error {
-    Error::Delegate(e.to_cni_error())
+    crate::Error::Delegate(e.to_cni_error()).into()
 }
 
 fn serialize_err(source: serde_json::Error) -> Error {
-    Error::Serialize {
+    crate::Error::Serialize {
         object: "delegate netconf",
         source,
     }
+    .into()
 }
 
 fn ensure_dir(dir: &Path) -> Result<()> {
@@ -67,7 +68,7 @@ fn ensure_dir(dir: &Path) -> Result<()> {
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|e| Error::io("create directory", dir, e))
+        .map_err(|e| crate::Error::io("create directory", dir, e).into())
 }
 
 /// Saves the delegate config: our file atomically (temp + rename), and
@@ -83,21 +84,21 @@ fn save(data_dir: &Path, container_id: &str, ifname: &str, data: &[u8]) -> Resul
         .mode(0o600)
         .fsync(true)
         .stage(&path, data)
-        .map_err(Error::atomic_write)?;
+        .map_err(crate::Error::atomic_write)?;
     let legacy = legacy_config_path(data_dir, container_id);
     match std::fs::hard_link(staged.temp_path(), &legacy) {
         Ok(()) => {}
         Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
         Err(e) => tracing::warn!("write {}: {e}", legacy.display()),
     }
-    staged.commit().map_err(Error::atomic_write)
+    Ok(staged.commit().map_err(crate::Error::atomic_write)?)
 }
 
 fn read_opt(path: &Path) -> Result<Option<Vec<u8>>> {
     match std::fs::read(path) {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io("read", path, e)),
+        Err(e) => Err(crate::Error::io("read", path, e).into()),
     }
 }
 
@@ -105,7 +106,7 @@ fn remove_opt(path: &Path) -> Result<()> {
     match std::fs::remove_file(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io("remove", path, e)),
+        Err(e) => Err(crate::Error::io("remove", path, e).into()),
     }
 }
 
@@ -162,7 +163,7 @@ impl Flannel {
         let entries = match std::fs::read_dir(&conf.data_dir) {
             Ok(e) => e,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(Error::io("read directory", &conf.data_dir, e)),
+            Err(e) => return Err(crate::Error::io("read directory", &conf.data_dir, e).into()),
         };
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
@@ -194,16 +195,17 @@ impl Flannel {
 }
 
 impl Plugin for Flannel {
-    type Error = crate::Error;
+    type Error = Error;
 
     fn name(&self) -> &str {
         "flannel"
     }
 
     fn add(&self, req: &Request) -> Result<CniResult> {
-        let conf = load_conf(req)
-            .map_err(|e| Error::Config(format!("failed to load flannel netconf file: {e}")))?;
-        let env = SubnetEnv::load(&conf.subnet_file).map_err(|e| Error::FlannelSubnetEnv {
+        let conf = load_conf(req).map_err(|e| Error::NetconfLoad {
+            source: Box::new(e),
+        })?;
+        let env = SubnetEnv::load(&conf.subnet_file).map_err(|e| Error::SubnetEnv {
             path: conf.subnet_file.clone(),
             source: Box::new(e),
         })?;
@@ -266,15 +268,19 @@ impl Plugin for Flannel {
         let conf = load_conf(req)?;
         match SubnetEnv::load(&conf.subnet_file) {
             Ok(_) => Ok(()),
-            Err(Error::Io { source, .. }) if source.kind() == ErrorKind::NotFound => {
-                Err(Error::NotAvailable(format!(
+            Err(Error::Shared(crate::Error::Io { source, .. }))
+                if source.kind() == ErrorKind::NotFound =>
+            {
+                Err(crate::Error::NotAvailable(format!(
                     "flannel is not ready on this node: {} does not exist yet (flanneld writes it once it has a subnet lease; check the flannel pod log for this node)",
                     conf.subnet_file.display()
-                )))
+                ))
+                .into())
             }
-            Err(e) => Err(Error::NotAvailable(format!(
+            Err(e) => Err(crate::Error::NotAvailable(format!(
                 "flannel is not ready on this node: {e}"
-            ))),
+            ))
+            .into()),
         }
     }
 

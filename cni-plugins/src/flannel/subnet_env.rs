@@ -4,7 +4,7 @@ use std::path::Path;
 
 use ipnetwork::IpNetwork;
 
-use crate::{Error, Result};
+use super::error::{Error, Result};
 
 /// The contents of `subnet.env`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -26,9 +26,12 @@ pub struct SubnetEnv {
 /// Go's `net.ParseCIDR` returns the network, not the address given:
 /// `10.1.17.1/24` is `10.1.17.0/24`.
 fn parse_network(key: &str, s: &str) -> Result<IpNetwork> {
-    let n =
-        cni_types::json::parse_cidr(s.trim()).map_err(|e| Error::Config(format!("{key}: {e}")))?;
-    IpNetwork::new(n.network(), n.prefix()).map_err(|e| Error::Config(format!("{key}: {e}")))
+    let invalid = |e: &dyn std::fmt::Display| Error::SubnetEnvNetwork {
+        key: key.to_owned(),
+        reason: e.to_string(),
+    };
+    let n = cni_types::json::parse_cidr(s.trim()).map_err(|e| invalid(&e))?;
+    IpNetwork::new(n.network(), n.prefix()).map_err(|e| invalid(&e))
 }
 
 fn parse_networks(key: &str, s: &str) -> Result<Vec<IpNetwork>> {
@@ -58,12 +61,16 @@ impl SubnetEnv {
                 "FLANNEL_IPV6_NETWORK" => env.ipv6_networks = parse_networks(key, value)?,
                 "FLANNEL_IPV6_SUBNET" => env.ipv6_subnet = Some(parse_network(key, value)?),
                 "FLANNEL_MTU" => {
-                    env.mtu = Some(
-                        value
-                            .trim()
-                            .parse::<u32>()
-                            .map_err(|e| Error::Config(format!("FLANNEL_MTU {value:?}: {e}")))?,
-                    )
+                    env.mtu =
+                        Some(
+                            value
+                                .trim()
+                                .parse::<u32>()
+                                .map_err(|e| Error::SubnetEnvMtu {
+                                    value: value.to_owned(),
+                                    reason: e.to_string(),
+                                })?,
+                        )
                 }
                 "FLANNEL_IPMASQ" => env.ipmasq = Some(value == "true"),
                 _ => {}
@@ -71,11 +78,10 @@ impl SubnetEnv {
         }
         let missing = env.missing();
         if !missing.is_empty() {
-            return Err(Error::Config(format!(
-                "{} is missing {}",
-                path.display(),
-                missing.join(", ")
-            )));
+            return Err(Error::SubnetEnvMissing {
+                path: path.to_owned(),
+                keys: missing,
+            });
         }
         Ok(env)
     }
@@ -83,7 +89,7 @@ impl SubnetEnv {
     /// Reads and parses the file at `path`.
     pub fn load(path: &Path) -> Result<SubnetEnv> {
         let text = cni_files::capped::read_file_to_string(path, cni_files::capped::MAX_ADMIN_FILE)
-            .map_err(|e| Error::io("read", path, e))?;
+            .map_err(|e| crate::Error::io("read", path, e))?;
         SubnetEnv::parse(&text, path)
     }
 

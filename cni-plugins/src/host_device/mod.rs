@@ -20,8 +20,10 @@
 //! assert_eq!(HostDeviceConf::load(&conf)?.selector, Selector::Device("eth1".into()));
 //! let none = NetworkConfig::from_slice(br#"{"cniVersion":"1.0.0","name":"n","type":"host-device"}"#)?;
 //! assert!(HostDeviceConf::load(&none).is_err());
-//! # Ok::<(), cni_plugins::Error>(())
+//! # Ok::<(), cni_plugins::host_device::Error>(())
 //! ```
+
+mod error;
 
 use std::path::{Path, PathBuf};
 
@@ -33,7 +35,7 @@ use serde::Deserialize;
 
 use crate::steps::iface::{self, interface};
 use crate::steps::{check, conf, ipam, Undo};
-use crate::{Error, Result};
+pub use error::{Error, Result};
 
 /// Where PCI devices are listed (Go's `sysBusPCI`).
 pub const SYS_BUS_PCI: &str = "/sys/bus/pci/devices";
@@ -103,7 +105,7 @@ impl HostDeviceConf {
             Selector::Pci(pci)
         } else {
             // A plain error in Go (code 999), not a config error.
-            return Err(Error::HostDeviceUnspecified);
+            return Err(Error::Unspecified);
         };
         Ok(HostDeviceConf {
             selector,
@@ -152,7 +154,7 @@ impl<K: NetKernel> HostDevice<K> {
 }
 
 impl<K: NetKernel> Plugin for HostDevice<K> {
-    type Error = crate::Error;
+    type Error = Error;
 
     fn name(&self) -> &str {
         "host-device"
@@ -172,7 +174,7 @@ impl<K: NetKernel> Plugin for HostDevice<K> {
         let moved = if dpdk {
             None
         } else {
-            let dev = find_link(&host, &conf.selector).map_err(|e| Error::HostDeviceLookup {
+            let dev = find_link(&host, &conf.selector).map_err(|e| Error::DeviceLookup {
                 source: Box::new(e),
             })?;
             let link = move_in(&host, &dev, &pod, &req.ifname, dad)?;
@@ -185,7 +187,7 @@ impl<K: NetKernel> Plugin for HostDevice<K> {
                 ..Default::default()
             });
         }
-        let mut undo = Undo::new();
+        let mut undo = Undo::<Error>::new();
         if let Some(dev) = &moved {
             // Back as it came: its name, no alias, up if it was.
             undo.push(|| -> Result<()> {
@@ -218,7 +220,7 @@ impl<K: NetKernel> Plugin for HostDevice<K> {
         let Some(pod) = iface::pod_for_del_in(&self.kernel, req)? else {
             // The kernel already returned the link to the initial namespace
             // with the pod's; only the addresses are left to release.
-            return ipam::del(req);
+            return Ok(ipam::del(req)?);
         };
         ipam::del(req)?;
         if !dpdk {
@@ -238,15 +240,15 @@ impl<K: NetKernel> Plugin for HostDevice<K> {
         }
         let intf = check::prev_container(req, &prev)?;
         let link = check::container_link(&pod, intf, None)?;
-        check::addresses_and_routes(&pod, &link, &prev)
+        Ok(check::addresses_and_routes(&pod, &link, &prev)?)
     }
 
     fn status(&self, req: &Request) -> Result<()> {
-        ipam::status(req)
+        Ok(ipam::status(req)?)
     }
 
     fn gc(&self, req: &Request) -> Result<()> {
-        ipam::gc(req)
+        Ok(ipam::gc(req)?)
     }
 }
 
@@ -257,7 +259,7 @@ fn find_link(host: &impl NetnsHandle, selector: &Selector) -> Result<Link> {
         Selector::HwAddr(mac) => {
             let parsed: MacAddr = mac
                 .parse()
-                .map_err(|_| Error::HostDeviceMacInvalid { mac: mac.clone() })?;
+                .map_err(|_| Error::MacInvalid { mac: mac.clone() })?;
             host.link_by_mac(parsed)?
                 .ok_or_else(|| Error::PhysicalInterfaceNotFound {
                     selector: format!("hwaddr {mac}"),
@@ -378,7 +380,7 @@ fn move_out<H: NetnsHandle>(pod: &H, host: &H, ifname: &str) -> Result<()> {
         if dev.link.is_up() {
             let _ = pod.set_up(index);
         }
-        return Err(Error::HostDeviceMoveOut {
+        return Err(Error::MoveOut {
             ifname: ifname.to_owned(),
             original,
             source: e.into(),

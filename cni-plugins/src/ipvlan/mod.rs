@@ -17,8 +17,10 @@
 //! )?;
 //! let ipv = IpvlanConf::load(&conf)?;
 //! assert_eq!((ipv.master.as_str(), ipv.mode.to_string().as_str()), ("eth0", "l3"));
-//! # Ok::<(), cni_plugins::Error>(())
+//! # Ok::<(), cni_plugins::ipvlan::Error>(())
 //! ```
+
+mod error;
 
 use cni_exec::{Plugin, Request};
 use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
@@ -28,7 +30,7 @@ use serde::Deserialize;
 
 use crate::steps::iface::{self, interface};
 use crate::steps::{check, conf, ipam, Undo};
-use crate::{Error, Result};
+pub use error::{Error, Result};
 
 /// The ipvlan plugin's configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,7 +113,7 @@ impl<K: NetKernel> Ipvlan<K> {
 }
 
 impl<K: NetKernel> Plugin for Ipvlan<K> {
-    type Error = crate::Error;
+    type Error = Error;
 
     fn name(&self) -> &str {
         "ipvlan"
@@ -125,7 +127,7 @@ impl<K: NetKernel> Plugin for Ipvlan<K> {
         let master = chained_master(&conf, prev.as_ref())?;
         let master = iface::find_master(&master, conf.link_in_container, &host, &pod)?;
         let link = create_ipvlan(&conf, &master, &host, &pod, &req.ifname)?;
-        let mut undo = Undo::new();
+        let mut undo = Undo::<Error>::new();
         undo.push(|| pod.delete_link(link.index));
         // Chained without IPAM: the previous result's addresses.
         let chained = prev.filter(|p| req.config.ipam_type().is_empty() && !p.ips.is_empty());
@@ -145,7 +147,7 @@ impl<K: NetKernel> Plugin for Ipvlan<K> {
 
     fn del(&self, req: &Request) -> Result<()> {
         IpvlanConf::load(&req.config)?;
-        iface::del_link_and_lease_in(&self.kernel, req)
+        Ok(iface::del_link_and_lease_in(&self.kernel, req)?)
     }
 
     fn check(&self, req: &Request) -> Result<()> {
@@ -162,21 +164,20 @@ impl<K: NetKernel> Plugin for Ipvlan<K> {
         let link = check::container_link(&pod, intf, Some("ipvlan"))?;
         let mode = pod.link_details(&link.name)?.ipvlan_mode;
         if mode != Some(conf.mode) {
-            return Err(Error::CheckLinkMode {
-                prefix: "Container IPVlan",
+            return Err(Error::ModeMismatch {
                 found: mode.map(|m| m.to_string()).unwrap_or_default(),
                 expected: conf.mode.to_string(),
             });
         }
-        check::addresses_and_routes(&pod, &link, &prev)
+        Ok(check::addresses_and_routes(&pod, &link, &prev)?)
     }
 
     fn status(&self, req: &Request) -> Result<()> {
-        ipam::status(req)
+        Ok(ipam::status(req)?)
     }
 
     fn gc(&self, req: &Request) -> Result<()> {
-        ipam::gc(req)
+        Ok(ipam::gc(req)?)
     }
 }
 
@@ -201,7 +202,7 @@ fn create_ipvlan<H: NetnsHandle>(
     pod: &H,
     ifname: &str,
 ) -> Result<Link> {
-    iface::create_stacked_link(
+    Ok(iface::create_stacked_link(
         conf.link_in_container,
         host,
         pod.netns(),
@@ -216,5 +217,5 @@ fn create_ipvlan<H: NetnsHandle>(
                 netns: target,
             })
         },
-    )
+    )?)
 }

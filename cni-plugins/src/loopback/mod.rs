@@ -18,13 +18,15 @@
 //! assert_eq!(out.exit_code, 0);
 //! ```
 
+mod error;
+
 use cni_exec::{Plugin, Request};
 use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
 use cni_netns::AddressFamilyFilter;
 use cni_types::{CniResult, Interface, IpConfig};
 
 use crate::steps::iface;
-use crate::{Error, Result};
+pub use error::{Error, Result};
 
 const LO: &str = "lo";
 
@@ -51,7 +53,7 @@ impl<K: NetKernel> Loopback<K> {
 }
 
 impl<K: NetKernel> Plugin for Loopback<K> {
-    type Error = crate::Error;
+    type Error = Error;
 
     fn name(&self) -> &str {
         "loopback"
@@ -67,7 +69,7 @@ impl<K: NetKernel> Plugin for Loopback<K> {
         for family in [AddressFamilyFilter::V4, AddressFamilyFilter::V6] {
             let addrs = pod.addresses(Some(lo.index), family)?;
             if let Some(bad) = addrs.iter().find(|a| !a.address.ip().is_loopback()) {
-                return Err(Error::LoopbackForeignAddress {
+                return Err(Error::ForeignAddress {
                     address: bad.address.ip(),
                 });
             }
@@ -105,7 +107,7 @@ impl<K: NetKernel> Plugin for Loopback<K> {
     fn check(&self, req: &Request) -> Result<()> {
         let pod = self.kernel.open(&req.netns)?;
         if !pod.link_by_name(LO)?.is_up() {
-            return Err(Error::LoopbackDown);
+            return Err(Error::Down);
         }
         Ok(())
     }

@@ -16,8 +16,10 @@
 //! assert_eq!(mv.mode.to_string(), "vepa");
 //! // runtimeConfig wins over CNI_ARGS, which wins over the config.
 //! assert_eq!(mv.mac.unwrap().to_string(), "02:00:00:00:00:02");
-//! # Ok::<(), cni_plugins::Error>(())
+//! # Ok::<(), cni_plugins::macvlan::Error>(())
 //! ```
+
+mod error;
 
 use cni_exec::{Plugin, Request};
 use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
@@ -27,7 +29,7 @@ use serde::Deserialize;
 
 use crate::steps::iface::{self, interface};
 use crate::steps::{check, conf, ipam, Undo};
-use crate::{Error, Result};
+pub use error::{Error, Result};
 
 /// The macvlan plugin's configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,7 +124,7 @@ impl<K: NetKernel> Macvlan<K> {
 }
 
 impl<K: NetKernel> Plugin for Macvlan<K> {
-    type Error = crate::Error;
+    type Error = Error;
 
     fn name(&self) -> &str {
         "macvlan"
@@ -134,13 +136,14 @@ impl<K: NetKernel> Plugin for Macvlan<K> {
         let host = self.kernel.current()?;
         let master = iface::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
         if conf.mtu > master.mtu {
-            return Err(Error::InvalidMtu {
+            return Err(crate::Error::InvalidMtu {
                 mtu: i64::from(conf.mtu),
                 master_mtu: Some(master.mtu),
-            });
+            }
+            .into());
         }
         let link = create_macvlan(&conf, &master, &host, &pod, &req.ifname)?;
-        let mut undo = Undo::new();
+        let mut undo = Undo::<Error>::new();
         undo.push(|| pod.delete_link(link.index));
         if let Some(len) = conf.bc_queue_len {
             pod.set_macvlan_bc_queue_len(link.index, len)?;
@@ -166,7 +169,7 @@ impl<K: NetKernel> Plugin for Macvlan<K> {
     }
 
     fn del(&self, req: &Request) -> Result<()> {
-        iface::del_link_and_lease_in(&self.kernel, req)
+        Ok(iface::del_link_and_lease_in(&self.kernel, req)?)
     }
 
     fn check(&self, req: &Request) -> Result<()> {
@@ -180,21 +183,20 @@ impl<K: NetKernel> Plugin for Macvlan<K> {
         let link = check::container_link(&pod, intf, Some("macvlan"))?;
         let mode = pod.link_details(&link.name)?.macvlan_mode;
         if mode != Some(conf.mode) {
-            return Err(Error::CheckLinkMode {
-                prefix: "container macvlan",
+            return Err(Error::ModeMismatch {
                 found: mode.map(|m| m.to_string()).unwrap_or_default(),
                 expected: conf.mode.to_string(),
             });
         }
-        check::addresses_and_routes(&pod, &link, &prev)
+        Ok(check::addresses_and_routes(&pod, &link, &prev)?)
     }
 
     fn status(&self, req: &Request) -> Result<()> {
-        ipam::status(req)
+        Ok(ipam::status(req)?)
     }
 
     fn gc(&self, req: &Request) -> Result<()> {
-        ipam::gc(req)
+        Ok(ipam::gc(req)?)
     }
 }
 
@@ -207,7 +209,7 @@ fn create_macvlan<H: NetnsHandle>(
     pod: &H,
     ifname: &str,
 ) -> Result<Link> {
-    iface::create_stacked_link(
+    Ok(iface::create_stacked_link(
         conf.link_in_container,
         host,
         pod.netns(),
@@ -223,5 +225,5 @@ fn create_macvlan<H: NetnsHandle>(
                 netns: target,
             })
         },
-    )
+    )?)
 }

@@ -10,7 +10,7 @@ use cni_types::{CniResult, NetworkConfig};
 use ipnetwork::{IpNetwork, Ipv4Network, Ipv6Network};
 use serde::Deserialize;
 
-use crate::{Error, Result};
+use super::error::{Error, Result};
 
 /// The default `markMasqBit` (Kubernetes uses 14 and 15, Calico 20-31).
 pub const DEFAULT_MARK_BIT: u32 = 13;
@@ -93,15 +93,15 @@ pub fn parse(config: &NetworkConfig) -> Result<PortmapConf> {
     let raw: RawConf = cni_types::json::from_value_naming_key(serde_json::Value::Object(
         config.specific().clone(),
     ))
-    .map_err(|e| Error::Config(format!("failed to parse network configuration: {e}")))?;
+    .map_err(|e| Error::ConfigDecode {
+        reason: e.to_string(),
+    })?;
     if raw.mark_masq_bit.is_some() && raw.external_set_mark_chain.is_some() {
-        return Err(Error::Config(
-            "Cannot specify externalSetMarkChain and markMasqBit".into(),
-        ));
+        return Err(Error::MarkChainWithMarkBit);
     }
     let bit = raw.mark_masq_bit.unwrap_or(i64::from(DEFAULT_MARK_BIT));
     if !(0..=31).contains(&bit) {
-        return Err(Error::Config("MasqMarkBit must be between 0 and 31".into()));
+        return Err(Error::MarkBitInvalid { bit });
     }
     check_backend(&raw)?;
 
@@ -145,28 +145,26 @@ fn check_backend(raw: &RawConf) -> Result<()> {
     match raw.backend.as_deref() {
         Some("iptables") => {
             if !nft_opts.is_empty() {
-                return Err(Error::Config(format!(
-                    "iptables backend was requested but configuration contains nftables-specific options [{}]",
-                    nft_opts.join(" ")
-                )));
+                return Err(Error::BackendOptionsConflict {
+                    backend: "iptables",
+                    other: "nftables",
+                    options: nft_opts,
+                });
             }
-            Err(Error::Config(
-                "iptables backend was requested but this portmap implements only the nftables backend: \
-                 remove \"backend\" or set it to \"nftables\" (iptables-style conditions must be rewritten in nft syntax)"
-                    .into(),
-            ))
+            Err(Error::IptablesUnsupported)
         }
-        Some("nftables") if !iptables_opts.is_empty() => Err(Error::Config(format!(
-            "nftables backend was requested but configuration contains iptables-specific options [{}]",
-            iptables_opts.join(" ")
-        ))),
-        None if !iptables_opts.is_empty() => Err(Error::Config(format!(
-            "configuration contains iptables-specific options [{}] but this portmap implements only the nftables backend \
-             (write conditions in nft syntax; externalSetMarkChain has no nftables equivalent)",
-            iptables_opts.join(" ")
-        ))),
+        Some("nftables") if !iptables_opts.is_empty() => Err(Error::BackendOptionsConflict {
+            backend: "nftables",
+            other: "iptables",
+            options: iptables_opts,
+        }),
+        None if !iptables_opts.is_empty() => Err(Error::IptablesOptionsUnsupported {
+            options: iptables_opts,
+        }),
         Some("nftables") | None => Ok(()),
-        Some(other) => Err(Error::Config(format!("unrecognized backend {other:?}"))),
+        Some(other) => Err(Error::BackendUnknown {
+            backend: other.to_owned(),
+        }),
     }
 }
 
@@ -175,37 +173,38 @@ fn mapping(pm: &cni_types::config::PortMapping) -> Result<HostPortMapping> {
     let container_port = u16::try_from(pm.container_port)
         .ok()
         .filter(|p| *p > 0)
-        .ok_or_else(|| {
-            Error::Config(format!(
-                "Invalid container port number: {}",
-                pm.container_port
-            ))
+        .ok_or(Error::ContainerPortInvalid {
+            port: pm.container_port,
         })?;
     let host_port = u16::try_from(pm.host_port)
         .ok()
         .filter(|p| *p > 0)
-        .ok_or_else(|| Error::Config(format!("Invalid host port number: {}", pm.host_port)))?;
+        .ok_or(Error::HostPortInvalid { port: pm.host_port })?;
     // Kubernetes always sends a protocol; an empty one is TCP as in
     // CONVENTIONS.md examples.
     let protocol = if pm.protocol.is_empty() {
         Protocol::Tcp
     } else {
-        pm.protocol.parse::<Protocol>().map_err(|_| {
-            Error::Config(format!(
-                "Invalid protocol {:?} in port mapping {}:{}: want tcp, udp or sctp",
-                pm.protocol, pm.host_port, pm.container_port
-            ))
-        })?
+        pm.protocol
+            .parse::<Protocol>()
+            .map_err(|_| Error::ProtocolInvalid {
+                protocol: pm.protocol.clone(),
+                host_port: pm.host_port,
+                container_port: pm.container_port,
+            })?
     };
     let host_ip = if pm.host_ip.is_empty() {
         None
     } else {
-        Some(pm.host_ip.parse::<IpAddr>().map_err(|_| {
-            Error::Config(format!(
-                "Invalid hostIP {:?} in port mapping {}:{}",
-                pm.host_ip, pm.host_port, pm.container_port
-            ))
-        })?)
+        Some(
+            pm.host_ip
+                .parse::<IpAddr>()
+                .map_err(|_| Error::HostIpInvalid {
+                    host_ip: pm.host_ip.clone(),
+                    host_port: pm.host_port,
+                    container_port: pm.container_port,
+                })?,
+        )
     };
     Ok(HostPortMapping {
         host_port,

@@ -30,6 +30,7 @@
 //! ```
 
 pub mod config;
+mod error;
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -43,7 +44,7 @@ use cni_types::CniResult;
 
 pub use config::{container_ips, PortmapConf, DEFAULT_MARK_BIT};
 
-use crate::{Error, Result};
+pub use error::{Error, Result};
 
 /// The portmap plugin.
 ///
@@ -195,17 +196,13 @@ fn spec(conf: &PortmapConf, req: &Request, prev: Option<&CniResult>) -> PortMapp
 }
 
 fn load(req: &Request) -> Result<(PortmapConf, Option<CniResult>)> {
-    let wrap = |e: Error| match e {
-        Error::Config(m) => Error::Config(format!("failed to parse config: {m}")),
-        other => other,
-    };
-    let conf = config::parse(&req.config).map_err(wrap)?;
+    let conf = config::parse(&req.config).map_err(|e| Error::ConfigParse {
+        source: Box::new(e),
+    })?;
     let prev = req.config.prev_result().map_err(|e| match e {
         // Code 1: the version error names prevResult already.
-        e @ cni_types::Error::PrevResultVersion { .. } => Error::Types(e),
-        e => Error::Config(format!(
-            "failed to parse config: could not parse prevResult: {e}"
-        )),
+        e @ cni_types::Error::PrevResultVersion { .. } => Error::from(e),
+        source => Error::PrevResultParse { source },
     })?;
     Ok((conf, prev))
 }
@@ -222,7 +219,7 @@ fn families(spec: &PortMappingSpec) -> Vec<ConntrackFamily> {
 }
 
 impl Plugin for Portmap {
-    type Error = crate::Error;
+    type Error = Error;
 
     fn name(&self) -> &str {
         "portmap"
@@ -230,7 +227,7 @@ impl Plugin for Portmap {
 
     fn add(&self, req: &Request) -> Result<CniResult> {
         let (conf, prev) = load(req)?;
-        let prev = prev.ok_or_else(|| Error::Config("must be called as chained plugin".into()))?;
+        let prev = prev.ok_or(Error::PrevResultMissing)?;
         if conf.mappings.is_empty() {
             return Ok(prev);
         }
@@ -271,7 +268,7 @@ impl Plugin for Portmap {
 
     fn check(&self, req: &Request) -> Result<()> {
         let (conf, prev) = load(req)?;
-        let prev = prev.ok_or_else(|| Error::Config("Required prevResult missing".into()))?;
+        let prev = prev.ok_or(Error::CheckPrevResultMissing)?;
         if conf.mappings.is_empty() {
             return Ok(());
         }
@@ -307,9 +304,10 @@ impl Plugin for Portmap {
         config::parse(&req.config)?;
         // Only the `nft`-process backend needs a program; native needs none.
         if self.firewall.is_none() && self.backend == Backend::Nft && !nft_available() {
-            return Err(Error::NotAvailable(
+            return Err(crate::Error::NotAvailable(
                 "portmap: the nft program is not installed (nftables backend)".into(),
-            ));
+            )
+            .into());
         }
         Ok(())
     }

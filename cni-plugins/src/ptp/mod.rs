@@ -25,8 +25,10 @@
 //! )?;
 //! let ptp = PtpConf::load(&conf)?;
 //! assert_eq!((ptp.ip_masq, ptp.mtu), (true, 1400));
-//! # Ok::<(), cni_plugins::Error>(())
+//! # Ok::<(), cni_plugins::ptp::Error>(())
 //! ```
+
+mod error;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -40,7 +42,7 @@ use serde::Deserialize;
 
 use crate::steps::iface::{self, interface};
 use crate::steps::{self, addresses, attachment, check, ipam, masquerade, Undo};
-use crate::{Error, Result};
+pub use error::{Error, Result};
 
 /// The ptp plugin's configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,8 +72,7 @@ impl PtpConf {
     /// Reads the config.
     pub fn load(config: &NetworkConfig) -> Result<PtpConf> {
         let raw: Raw = config.parse_as()?;
-        let mtu = u32::try_from(raw.mtu)
-            .map_err(|_| Error::Config(format!("invalid MTU {}", raw.mtu)))?;
+        let mtu = u32::try_from(raw.mtu).map_err(|_| Error::MtuInvalid { mtu: raw.mtu })?;
         Ok(PtpConf {
             ip_masq: config.ip_masq,
             mtu,
@@ -127,7 +128,7 @@ impl<K: NetKernel> Ptp<K> {
 }
 
 impl<K: NetKernel> Plugin for Ptp<K> {
-    type Error = crate::Error;
+    type Error = Error;
 
     fn name(&self) -> &str {
         "ptp"
@@ -138,7 +139,7 @@ impl<K: NetKernel> Plugin for Ptp<K> {
         let pod = self.kernel.open(&req.netns)?;
         let host = self.kernel.current()?;
         let id = attachment(req);
-        let mut undo = Undo::new();
+        let mut undo = Undo::<Error>::new();
         let mut result = ipam::add(req, &mut undo)?;
         no_address_is_a_gateway(&result)?;
         let v4 = result.ips.iter().any(|ip| ip.address.is_ipv4());
@@ -187,11 +188,11 @@ impl<K: NetKernel> Plugin for Ptp<K> {
             let unmasqueraded = if conf.ip_masq {
                 self.firewall
                     .delete_owned(RuleKind::Masquerade, &attachment(req))
-                    .map_err(Into::into)
+                    .map_err(Error::from)
             } else {
                 Ok(())
             };
-            steps::first_error([unmasqueraded, ipam::del(req)])
+            steps::all_errors([unmasqueraded, ipam::del(req).map_err(Error::from)])
         })
     }
 
@@ -211,7 +212,7 @@ impl<K: NetKernel> Plugin for Ptp<K> {
     }
 
     fn status(&self, req: &Request) -> Result<()> {
-        ipam::status(req)
+        Ok(ipam::status(req)?)
     }
 
     fn gc(&self, req: &Request) -> Result<()> {
@@ -221,10 +222,10 @@ impl<K: NetKernel> Plugin for Ptp<K> {
                 .firewall
                 .gc(RuleKind::Masquerade, &req.config.name, &valid)
                 .map(drop)
-                .map_err(Into::into),
+                .map_err(Error::from),
             _ => Ok(()),
         };
-        steps::first_error([masq, ipam::gc(req)])
+        steps::all_errors([masq, ipam::gc(req).map_err(Error::from)])
     }
 }
 

@@ -11,7 +11,7 @@ use cni_types::{CniResult, IpConfig};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::{Error, Result};
+use super::error::{Error, Result};
 
 /// The first table number sbr considers (Go's `firstTableID`).
 pub const FIRST_TABLE: u32 = 100;
@@ -46,64 +46,64 @@ impl SbrConf {
 
     /// Reads and validates a configuration document.
     pub fn from_slice(stdin: &[u8]) -> Result<SbrConf> {
-        let mut raw: Map<String, Value> = serde_json::from_slice(stdin)
-            .map_err(|e| Error::Config(format!("failed to parse network configuration: {e}")))?;
+        let mut raw: Map<String, Value> =
+            serde_json::from_slice(stdin).map_err(|e| Error::ConfigParse {
+                reason: e.to_string(),
+            })?;
         canonicalize_keys(&mut raw, KEYS);
         let mut conf = SbrConf::default();
         if let Some(v) = raw.get("table").filter(|v| !v.is_null()) {
             let t = v
                 .as_u64()
                 .and_then(|t| u32::try_from(t).ok())
-                .ok_or_else(|| Error::Config(format!("table: invalid table ID {v}")))?;
+                .ok_or_else(|| Error::TableInvalid {
+                    value: v.to_string(),
+                })?;
             if t == 0 || t == 253 || t == 254 || t == 255 {
-                return Err(Error::Config(format!(
-                    "table: {t} is a reserved table ID (unspec, default, main or local)"
-                )));
+                return Err(Error::TableReserved { table: t });
             }
             conf.table = Some(t);
         }
         if let Some(v) = raw.get("vrfname").filter(|v| !v.is_null()) {
             let name = v
                 .as_str()
-                .ok_or_else(|| Error::Config(format!("vrfname: expected a string, got {v}")))?;
+                .ok_or_else(|| type_error("vrfname", "a string", v))?;
             if !name.is_empty() {
                 conf.vrfname = Some(name.to_owned());
             }
         }
         if conf.vrfname.is_some() && conf.table.is_some() {
-            return Err(Error::Config(
-                "vrfname and table cannot both be set: the VRF's table is used".into(),
-            ));
+            return Err(Error::VrfWithTable);
         }
         if let Some(v) = raw.get("gateways").filter(|v| !v.is_null()) {
             let list = v
                 .as_array()
-                .ok_or_else(|| Error::Config(format!("gateways: expected a list, got {v}")))?;
+                .ok_or_else(|| type_error("gateways", "a list", v))?;
             if list.len() > 2 {
-                return Err(Error::Config(
-                    "gateways list cannot contain more than 2 entries (one IPv4, one IPv6)".into(),
-                ));
+                return Err(Error::GatewaysTooMany);
             }
             for g in list {
                 let ip = g
                     .as_str()
                     .and_then(|s| s.parse::<IpAddr>().ok())
-                    .ok_or_else(|| {
-                        Error::Config(format!("invalid static gateway IP address: {g}"))
+                    .ok_or_else(|| Error::GatewayInvalid {
+                        value: g.to_string(),
                     })?;
                 if let Some(other) = conf.gateways.iter().find(|o| o.is_ipv4() == ip.is_ipv4()) {
                     let fam = if ip.is_ipv4() { "IPv4" } else { "IPv6" };
-                    return Err(Error::Config(format!(
-                        "gateways list contains multiple {fam} addresses: {other} and {ip}"
-                    )));
+                    return Err(Error::GatewaysSameFamily {
+                        family: fam,
+                        first: *other,
+                        second: ip,
+                    });
                 }
                 conf.gateways.push(ip);
             }
         }
         if let Some(v) = raw.get("addSourceHints").filter(|v| !v.is_null()) {
-            conf.add_source_hints = v.as_bool().ok_or_else(|| {
-                Error::Config(format!("addSourceHints: expected a boolean, got {v}"))
-            })?;
+            conf.add_source_hints = v
+                .as_bool()
+                .ok_or_else(|| type_error("addSourceHints", "a boolean", v))?;
         }
         Ok(conf)
     }
@@ -111,11 +111,7 @@ impl SbrConf {
     /// The parsed `prevResult`, required (Go: "must be called as chained
     /// plugin").
     pub fn prev_result(&self, req: &Request) -> Result<CniResult> {
-        self.prev_result_opt(req)?.ok_or_else(|| {
-            Error::Config(
-                "This plugin must be called as chained plugin: prevResult is missing".into(),
-            )
-        })
+        self.prev_result_opt(req)?.ok_or(Error::PrevResultMissing)
     }
 
     /// The parsed `prevResult`, if any.
@@ -136,8 +132,19 @@ impl SbrConf {
 
     /// The table of the VRF `name` in the pod.
     pub(crate) fn vrf_table(&self, h: &Handle, name: &str) -> Result<u32> {
-        h.vrf_table(name)
-            .map_err(|e| Error::Config(format!("vrfname: {e}")))
+        h.vrf_table(name).map_err(|source| Error::VrfTable {
+            vrf: name.to_owned(),
+            source: source.into(),
+        })
+    }
+}
+
+/// A key of the config with the wrong JSON type.
+fn type_error(key: &'static str, expected: &'static str, found: &Value) -> Error {
+    Error::KeyType {
+        key,
+        expected,
+        found: found.to_string(),
     }
 }
 

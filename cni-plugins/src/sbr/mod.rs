@@ -32,6 +32,7 @@
 //! ```
 
 pub(crate) mod config;
+mod error;
 
 use std::net::IpAddr;
 
@@ -42,8 +43,8 @@ use cni_types::{CniResult, IpConfig};
 
 pub use config::{SbrConf, FIRST_TABLE};
 
-use crate::steps::Undo;
-use crate::{Error, Result};
+use crate::steps::{self, Undo};
+pub use error::{Error, Result};
 
 /// The sbr plugin.
 #[derive(Debug, Clone, Copy, Default)]
@@ -55,7 +56,7 @@ fn in_pod<T: Send>(path: &str, f: impl FnOnce(&Handle) -> Result<T> + Send) -> R
     let lock = match FileLock::acquire(path) {
         Ok(l) => l,
         Err(e) if e.is_not_found() => return Ok(None),
-        Err(e) => return Err(Error::atomic_write(e)),
+        Err(e) => return Err(crate::Error::atomic_write(e).into()),
     };
     let netns = match Netns::open(path) {
         Ok(n) => n,
@@ -72,9 +73,9 @@ fn in_pod<T: Send>(path: &str, f: impl FnOnce(&Handle) -> Result<T> + Send) -> R
 /// kept).
 fn addresses_of(prev: &CniResult, ifname: &str) -> Result<Vec<IpConfig>> {
     if prev.ips.is_empty() {
-        return Err(Error::Config(format!(
-            "No IP addresses supplied on interface: {ifname}"
-        )));
+        return Err(Error::NoAddresses {
+            ifname: ifname.to_owned(),
+        });
     }
     Ok(prev
         .ips
@@ -134,27 +135,29 @@ fn add_rules_only(h: &Handle, link: &Link, ips: &[IpConfig], table: u32) -> Resu
         .into_iter()
         .find(|r| r.table == table && !r.src.is_some_and(|s| ours.contains(&s.ip())))
     {
-        return Err(Error::Config(format!(
-            "table: routing table {table} is already used by rule \"{r}\""
-        )));
+        return Err(Error::TableUsedByRule {
+            table,
+            rule: r.to_string(),
+        });
     }
     if let Some(r) = h
         .routes(AddressFamilyFilter::All)?
         .into_iter()
         .find(|r| r.table == Some(table) && r.oif.is_some_and(|o| o != link.index))
     {
-        return Err(Error::Config(format!(
-            "table: routing table {table} already routes {} via {}",
-            r.dst,
-            h.link_by_index(r.oif.unwrap_or(0))
+        return Err(Error::TableUsedByRoute {
+            table,
+            dst: r.dst.to_string(),
+            via: h
+                .link_by_index(r.oif.unwrap_or(0))
                 .map(|l| l.name)
-                .unwrap_or_else(|_| "another interface".into())
-        )));
+                .unwrap_or_else(|_| "another interface".into()),
+        });
     }
-    let mut undo = Undo::new();
+    let mut undo = Undo::<Error>::new();
     for ip in ips {
         let rule = RoutingRule::from_source(ip.address.ip(), table);
-        h.add_rule(&rule).map_err(|source| Error::SbrRuleAdd {
+        h.add_rule(&rule).map_err(|source| Error::RuleAdd {
             src: ip.address.ip(),
             table,
             table_configured: true,
@@ -178,14 +181,14 @@ fn add_with_tables(h: &Handle, conf: &SbrConf, link: &Link, ips: &[IpConfig]) ->
         .filter(|r| r.table == Some(TABLE_MAIN) && r.oif == Some(link.index))
         .cloned()
         .collect();
-    let mut undo = Undo::new();
+    let mut undo = Undo::<Error>::new();
     let mut table = FIRST_TABLE;
     for ip in ips {
         while used(table) {
             table += 1;
         }
         let rule = RoutingRule::from_source(ip.address.ip(), table);
-        h.add_rule(&rule).map_err(|source| Error::SbrRuleAdd {
+        h.add_rule(&rule).map_err(|source| Error::RuleAdd {
             src: ip.address.ip(),
             table,
             table_configured: false,
@@ -204,7 +207,7 @@ fn add_with_tables(h: &Handle, conf: &SbrConf, link: &Link, ips: &[IpConfig]) ->
                 ..KernelRoute::default_via(gw)
             };
             h.add_route(&default)
-                .map_err(|source| Error::SbrDefaultRoute {
+                .map_err(|source| Error::DefaultRoute {
                     gateway: gw,
                     table,
                     source: source.into(),
@@ -212,7 +215,7 @@ fn add_with_tables(h: &Handle, conf: &SbrConf, link: &Link, ips: &[IpConfig]) ->
         }
         for r in main.iter().filter(|r| belongs_to(r, ip)) {
             h.copy_route_to_table(r, table)
-                .map_err(|source| Error::SbrRouteCopy {
+                .map_err(|source| Error::RouteCopy {
                     dst: r.dst.to_string(),
                     table,
                     source: source.into(),
@@ -234,7 +237,7 @@ fn add_with_tables(h: &Handle, conf: &SbrConf, link: &Link, ips: &[IpConfig]) ->
         }
     } else {
         for r in &main {
-            h.del_route(r).map_err(|source| Error::SbrRouteDelete {
+            h.del_route(r).map_err(|source| Error::RouteDelete {
                 dst: r.dst.to_string(),
                 source: source.into(),
             })?;
@@ -268,7 +271,8 @@ fn add_source_hints(h: &Handle, link: &Link, ips: &[IpConfig]) {
 
 /// Go's `tidyRules`: every rule whose source is an address of the
 /// interface (or of `prevResult`) goes, whatever its table (only those of
-/// `fixed` when set); errors do not stop the loop and the last is returned.
+/// `fixed` when set); errors do not stop the loop and all are returned
+/// (Go returns the last).
 /// Ours: the routes of the tables those rules pointed at go too, unless
 /// the table was given by the configuration or still has other rules.
 fn del_rules(h: &Handle, link: &Link, extra: &[IpAddr], fixed: Option<u32>) -> Result<()> {
@@ -279,7 +283,7 @@ fn del_rules(h: &Handle, link: &Link, extra: &[IpAddr], fixed: Option<u32>) -> R
         .collect();
     addrs.extend(extra);
     let rules = h.rules(AddressFamilyFilter::All)?;
-    let mut last = None;
+    let mut failed = Vec::new();
     let mut tables = Vec::new();
     for r in &rules {
         let Some(src) = r.src else { continue };
@@ -289,13 +293,11 @@ fn del_rules(h: &Handle, link: &Link, extra: &[IpAddr], fixed: Option<u32>) -> R
         match h.del_rule(r) {
             Ok(()) => tables.push(r.table),
             Err(e) if e.is_not_found() => {}
-            Err(source) => {
-                last = Some(Error::SbrRuleDelete {
-                    src: src.ip(),
-                    table: r.table,
-                    source: source.into(),
-                })
-            }
+            Err(source) => failed.push(Err(Error::RuleDelete {
+                src: src.ip(),
+                table: r.table,
+                source: source.into(),
+            })),
         }
     }
     if fixed.is_none() {
@@ -303,7 +305,7 @@ fn del_rules(h: &Handle, link: &Link, extra: &[IpAddr], fixed: Option<u32>) -> R
         tables.retain(|t| *t >= FIRST_TABLE && !left.iter().any(|r| r.table == *t));
         flush_tables(h, link.index, &tables);
     }
-    last.map_or(Ok(()), Err)
+    steps::all_errors(failed)
 }
 
 impl Plugin for Sbr {
@@ -320,7 +322,7 @@ impl Plugin for Sbr {
         let done = in_pod(&req.netns, |h| {
             let link = h
                 .link_by_name(&req.ifname)
-                .map_err(|source| Error::SbrLinkLookup {
+                .map_err(|source| Error::LinkLookup {
                     ifname: req.ifname.clone(),
                     source: source.into(),
                 })?;
@@ -382,7 +384,7 @@ impl Plugin for Sbr {
                     .iter()
                     .any(|r| r.src == want && table.is_none_or(|t| r.table == t))
                 {
-                    return Err(Error::SbrRuleMissing {
+                    return Err(Error::RuleMissing {
                         src: ip.address.ip(),
                         ifname: req.ifname.clone(),
                     });

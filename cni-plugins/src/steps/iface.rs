@@ -10,8 +10,8 @@ use cni_netns::kernel::{NetKernel, NetnsHandle};
 use cni_netns::{configure_interface_with, Dad, Ipv4Conf, Link};
 use cni_types::{CniResult, Interface};
 
-use super::{concurrently, ipam};
-use crate::{Error, Result};
+use super::{all_errors, concurrently, ipam};
+use crate::{Error, Failures, Result};
 
 /// A result interface for `link` (`sandbox` empty on the node).
 pub(crate) fn interface(link: &Link, sandbox: &str) -> Interface {
@@ -176,27 +176,30 @@ pub(crate) fn del_link_and_lease_in(kernel: &impl NetKernel, req: &Request) -> R
 /// Deletes the request's pod interface (a missing link is not an error)
 /// while `release` runs: deleting a link takes the kernel 10-30 ms (RCU
 /// grace periods), enough for the IPAM plugin's process and the firewall.
-/// Both run to completion; the link's error is reported first. When the
-/// IPAM plugin uses the link ([`ipam::uses_pod_link`]: dhcp releases from
-/// the leased address on it), `release` runs first and the link is
-/// deleted after it.
-pub(crate) fn delete_pod_link_while(
+/// Both run to completion; both failures are reported, the link's first
+/// ([`super::all_errors`]). When the IPAM plugin uses the link
+/// ([`ipam::uses_pod_link`]: dhcp releases from the leased address on
+/// it), `release` runs first and the link is deleted after it.
+pub(crate) fn delete_pod_link_while<E>(
     pod: Option<&impl NetnsHandle>,
     req: &Request,
-    release: impl FnOnce() -> Result<()>,
-) -> Result<()> {
+    release: impl FnOnce() -> std::result::Result<(), E>,
+) -> std::result::Result<(), E>
+where
+    E: From<Error> + From<cni_netns::Error> + From<Failures<E>>,
+{
     let ifname = &req.ifname;
-    let deleting = pod.map(|pod| move || pod.delete_link_by_name(ifname));
+    let deleting = pod.map(|pod| move || pod.delete_link_by_name(ifname).map(drop));
     if ipam::uses_pod_link(req.config.ipam_type()) {
         let released = release();
-        if let Some(delete) = deleting {
-            delete()?;
-        }
-        return released;
+        let deleted = deleting.map_or(Ok(()), |delete| delete().map_err(E::from));
+        return all_errors([deleted, released]);
     }
     let (deleted, released) = concurrently(deleting, release);
-    if let Some(deleted) = deleted {
-        deleted??;
-    }
-    released
+    let deleted = match deleted {
+        Some(Ok(deleted)) => deleted.map_err(E::from),
+        Some(Err(panicked)) => Err(E::from(panicked)),
+        None => Ok(()),
+    };
+    all_errors([deleted, released])
 }

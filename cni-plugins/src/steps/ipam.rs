@@ -15,7 +15,10 @@ pub(crate) fn delegate(e: cni_exec::Error) -> Error {
 
 /// Go's `ipam.ExecAdd` and its deferred `ipam.ExecDel`: the DEL goes on
 /// `undo`, then a result without addresses fails the ADD (Go's check).
-pub(crate) fn add<'a>(req: &'a Request, undo: &mut Undo<'a>) -> Result<CniResult> {
+pub(crate) fn add<'a, E>(req: &'a Request, undo: &mut Undo<'a, E>) -> Result<CniResult>
+where
+    E: From<Error> + std::fmt::Display,
+{
     let added = delegate_add(req.config.ipam_type(), &req.stdin, req);
     Ok(Allocation::new(req, added)?.undo_on(undo))
 }
@@ -58,11 +61,11 @@ impl IpamStart {
     /// IPAM, or when the link failed before an [`IpamStart::AfterLink`]
     /// ADD) releases its addresses when dropped, until its caller hands
     /// it to an [`Undo`] with [`Allocation::undo_on`].
-    pub(crate) fn run<'a, T>(
+    pub(crate) fn run<'a, T, E>(
         self,
         req: &'a Request,
-        link: impl FnOnce() -> Result<T>,
-    ) -> (Result<T>, Result<Option<Allocation<'a>>>) {
+        link: impl FnOnce() -> std::result::Result<T, E>,
+    ) -> (std::result::Result<T, E>, Result<Option<Allocation<'a>>>) {
         let adding = || delegate_add(req.config.ipam_type(), &req.stdin, req);
         match self {
             IpamStart::Without => (link(), Ok(None)),
@@ -122,9 +125,12 @@ impl<'a> Allocation<'a> {
     /// Puts the IPAM DEL on `undo` (to run before the steps already on
     /// it: what was made before the addresses is taken back after their
     /// release) and returns the IPAM result.
-    pub(crate) fn undo_on(mut self, undo: &mut Undo<'a>) -> CniResult {
+    pub(crate) fn undo_on<E>(mut self, undo: &mut Undo<'a, E>) -> CniResult
+    where
+        E: From<Error> + std::fmt::Display,
+    {
         let req = self.req;
-        undo.push(move || del(req).map_err(|e| format!("IPAM DEL: {e}")));
+        undo.push(move || del(req));
         self.result.take().unwrap_or_default()
     }
 }

@@ -19,22 +19,17 @@ use cni_firewall::{AttachmentId, MasqueradeSpec, RuleSpec};
 use cni_netns::IpNetwork;
 use cni_types::CniResult;
 
-use crate::{Error, Result};
+use crate::{Error, Failures, Result};
 
 /// The outcome of teardown steps that all ran (a DEL or GC that stopped at
 /// its first failure would leak what the later steps clean up, e.g. an
-/// address when a firewall step fails): the first error, the later ones
-/// logged.
-pub(crate) fn first_error(results: impl IntoIterator<Item = Result<()>>) -> Result<()> {
-    let mut first = None;
-    for r in results {
-        match (r, &first) {
-            (Err(e), None) => first = Some(e),
-            (Err(e), Some(_)) => tracing::warn!("teardown step also failed: {e}"),
-            (Ok(()), _) => {}
-        }
-    }
-    first.map_or(Ok(()), Err)
+/// address when a firewall step fails): every failure, in the order of
+/// the steps ([`Failures`]: the first one's code, all of their texts); a
+/// single failure as itself.
+pub(crate) fn all_errors<E: From<Failures<E>>>(
+    results: impl IntoIterator<Item = std::result::Result<(), E>>,
+) -> std::result::Result<(), E> {
+    Failures::collect(results, E::from)
 }
 
 /// Runs `background`, when there is one, on a thread of its own while

@@ -30,8 +30,10 @@
 //! assert!(!tap.spec("tap0").vnet_hdr);
 //! let bad = NetworkConfig::from_slice(br#"{"cniVersion":"1.0.0","name":"n","type":"tap","owner":-1}"#)?;
 //! assert!(TapConf::load(&bad, "").unwrap_err().to_string().contains("NetConf.owner"));
-//! # Ok::<(), cni_plugins::Error>(())
+//! # Ok::<(), cni_plugins::tap::Error>(())
 //! ```
+
+mod error;
 
 use cni_exec::{Plugin, Request};
 use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
@@ -42,7 +44,7 @@ use serde_json::Value;
 
 use crate::steps::iface::{self, interface};
 use crate::steps::{check, conf, ipam, Undo};
-use crate::{Error, Result};
+pub use error::{Error, Result};
 
 /// The tap plugin's configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,16 +108,16 @@ fn go_u32(field: &str, v: Option<&Value>) -> Result<Option<u32>> {
             .map(Some)
             .ok_or_else(|| {
                 // Go's text; code 7 (a wrong type is a config error here).
-                Error::Config(format!(
-                    "failed to load netconf: json: cannot unmarshal {} into Go struct field NetConf.{field} of type uint32",
-                    match v {
+                Error::FieldNotU32 {
+                    field: field.to_owned(),
+                    found: match v {
                         Value::Number(n) => format!("number {n}"),
                         Value::String(_) => "string".into(),
                         Value::Bool(_) => "bool".into(),
                         Value::Array(_) => "array".into(),
                         _ => "object".into(),
-                    }
-                ))
+                    },
+                }
             }),
     }
 }
@@ -181,7 +183,7 @@ impl<K: NetKernel> Tap<K> {
 }
 
 impl<K: NetKernel> Plugin for Tap<K> {
-    type Error = crate::Error;
+    type Error = Error;
 
     fn name(&self) -> &str {
         "tap"
@@ -202,12 +204,12 @@ impl<K: NetKernel> Plugin for Tap<K> {
                     .map(drop)
             },
         )?;
-        let mut undo = Undo::new();
+        let mut undo = Undo::<Error>::new();
         undo.push(|| pod.delete_link(link.index));
         if let Some(bridge) = &conf.bridge {
             let br = pod
                 .link_by_name(bridge)
-                .map_err(|source| Error::TapBridgeLookup {
+                .map_err(|source| Error::BridgeLookup {
                     bridge: bridge.clone(),
                     source: source.into(),
                 })?;
@@ -235,7 +237,7 @@ impl<K: NetKernel> Plugin for Tap<K> {
 
     fn del(&self, req: &Request) -> Result<()> {
         TapConf::load(&req.config, &req.args_raw)?;
-        iface::del_link_and_lease_in(&self.kernel, req)
+        Ok(iface::del_link_and_lease_in(&self.kernel, req)?)
     }
 
     fn check(&self, req: &Request) -> Result<()> {
@@ -247,18 +249,18 @@ impl<K: NetKernel> Plugin for Tap<K> {
         // As Go: the device's own attributes are not compared.
         let link = pod
             .link_by_name(&req.ifname)
-            .map_err(|source| Error::TapLinkLookup {
+            .map_err(|source| Error::LinkLookup {
                 ifname: req.ifname.clone(),
                 source: source.into(),
             })?;
-        check::addresses_and_routes(&pod, &link, &prev)
+        Ok(check::addresses_and_routes(&pod, &link, &prev)?)
     }
     fn status(&self, req: &Request) -> Result<()> {
-        ipam::status(req)
+        Ok(ipam::status(req)?)
     }
 
     fn gc(&self, req: &Request) -> Result<()> {
-        ipam::gc(req)
+        Ok(ipam::gc(req)?)
     }
 }
 

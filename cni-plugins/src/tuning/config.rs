@@ -9,7 +9,7 @@ use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::{Error, Result};
+use super::error::{Error, Result};
 
 /// Where backups go unless `dataDir` says otherwise.
 pub const DEFAULT_DATA_DIR: &str = "/run/cni/tuning";
@@ -86,9 +86,10 @@ fn string_pairs(m: Map<String, Value>) -> Result<Vec<(String, String)>> {
     m.into_iter()
         .map(|(k, v)| match v {
             Value::String(s) => Ok((k, s)),
-            other => Err(Error::Config(format!(
-                "failed to load netconf: sysctl {k} must be a string, got {other}"
-            ))),
+            other => Err(Error::SysctlNotString {
+                key: k,
+                found: other.to_string(),
+            }),
         })
         .collect()
 }
@@ -155,7 +156,7 @@ pub fn sysctl_file_name(key: &str, ifname: &str) -> Result<String> {
     let key = key.replace('.', "/").replacen("IFNAME", ifname, 1);
     let file = clean(&format!("/proc/sys/{key}"));
     if !file.starts_with(SYSCTL_NET_ROOT) {
-        return Err(Error::Config(format!("invalid net sysctl key: {key:?}")));
+        return Err(Error::SysctlKeyInvalid { key });
     }
     Ok(file)
 }
@@ -211,9 +212,7 @@ pub(crate) fn reject_duplicate_sysctls(stdin: &[u8]) -> Result<()> {
     }
     match serde_json::from_slice::<Check>(stdin) {
         Ok(_) => Ok(()),
-        Err(e) if e.to_string().contains("duplicated sysctl keys") => Err(Error::Config(
-            "duplicated sysctl keys are not allowed".into(),
-        )),
+        Err(e) if e.to_string().contains("duplicated sysctl keys") => Err(Error::SysctlDuplicated),
         // Anything else is for the config parser to report.
         Err(_) => Ok(()),
     }
@@ -227,7 +226,7 @@ pub(crate) fn check_allowlist(path: &Path, sysctl: &[(String, String)]) -> Resul
     {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io("read", path, e)),
+        Err(e) => return Err(crate::Error::io("read", path, e).into()),
     };
     let list: Vec<&str> = text
         .lines()
@@ -237,16 +236,18 @@ pub(crate) fn check_allowlist(path: &Path, sysctl: &[(String, String)]) -> Resul
     let res = list
         .iter()
         .map(|p| {
-            regex_lite::Regex::new(p)
-                .map_err(|e| Error::Config(format!("error parsing regexp {p:?}: {e}")))
+            regex_lite::Regex::new(p).map_err(|e| Error::AllowlistPatternInvalid {
+                pattern: (*p).to_owned(),
+                reason: e.to_string(),
+            })
         })
         .collect::<Result<Vec<_>>>()?;
     for (key, _) in sysctl {
         if !res.iter().any(|r| r.is_match(key)) {
-            return Err(Error::Config(format!(
-                "Sysctl {key} is not allowed. Only the following sysctls are allowed: [{}]",
-                list.join(" ")
-            )));
+            return Err(Error::SysctlNotAllowed {
+                key: key.clone(),
+                allowed: list.iter().map(|p| (*p).to_owned()).collect(),
+            });
         }
     }
     Ok(())

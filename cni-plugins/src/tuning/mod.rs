@@ -36,6 +36,8 @@
 
 pub(crate) mod config;
 
+mod error;
+
 use std::path::{Path, PathBuf};
 
 use cni_exec::{Plugin, Request};
@@ -45,7 +47,7 @@ use serde::{Deserialize, Serialize};
 
 pub use config::{sysctl_file_name, TuningConf, DEFAULT_ALLOWLIST, DEFAULT_DATA_DIR};
 
-use crate::{Error, Result};
+pub use error::{Error, Result};
 
 /// The tuning plugin.
 #[derive(Debug, Clone)]
@@ -131,10 +133,11 @@ fn encode_backup(b: &Backup) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     let fmt = serde_json::ser::PrettyFormatter::with_indent(b" ");
     let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
-    b.serialize(&mut ser).map_err(|source| Error::Serialize {
-        object: "backup",
-        source,
-    })?;
+    b.serialize(&mut ser)
+        .map_err(|source| crate::Error::Serialize {
+            object: "backup",
+            source,
+        })?;
     Ok(out)
 }
 
@@ -145,13 +148,13 @@ fn write_backup(path: &Path, b: &Backup) -> Result<()> {
             .recursive(true)
             .mode(0o700)
             .create(dir)
-            .map_err(|e| Error::io("create backup directory", dir, e))?;
+            .map_err(|e| crate::Error::io("create backup directory", dir, e))?;
     }
     let data = encode_backup(b)?;
     cni_files::atomic::AtomicWrite::new()
         .mode(0o600)
         .write(path, &data)
-        .map_err(Error::atomic_write)
+        .map_err(|e| crate::Error::atomic_write(e).into())
 }
 
 fn remove_backup(path: &Path) -> Result<()> {
@@ -160,7 +163,7 @@ fn remove_backup(path: &Path) -> Result<()> {
     match std::fs::remove_file(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io("remove", path, e)),
+        Err(e) => Err(crate::Error::io("remove", path, e).into()),
     }
 }
 
@@ -169,15 +172,17 @@ fn mac_str(m: Option<MacAddr>) -> String {
 }
 
 fn parse_mac(s: &str) -> Result<MacAddr> {
-    s.parse::<MacAddr>()
-        .map_err(|e| Error::Config(format!("invalid args {s} for MAC addr: {e}")))
+    s.parse::<MacAddr>().map_err(|e| Error::MacInvalid {
+        value: s.to_owned(),
+        reason: e.to_string(),
+    })
 }
 
 /// Reads the interface's current attributes for what `conf` will change.
 fn snapshot(handle: &Handle, ifname: &str, conf: &TuningConf) -> Result<(u32, Backup)> {
     let link = handle
         .link_by_name(ifname)
-        .map_err(|source| Error::TuningLinkLookup {
+        .map_err(|source| Error::LinkLookup {
             ifname: ifname.to_owned(),
             source: source.into(),
         })?;
@@ -200,8 +205,8 @@ fn snapshot(handle: &Handle, ifname: &str, conf: &TuningConf) -> Result<(u32, Ba
     Ok((link.index, b))
 }
 
-fn to_u32(what: &str, v: i64) -> Result<u32> {
-    u32::try_from(v).map_err(|_| Error::Config(format!("invalid {what} {v}")))
+fn to_u32(field: &'static str, value: i64) -> Result<u32> {
+    u32::try_from(value).map_err(|_| Error::ValueInvalid { field, value })
 }
 
 /// Applies the link attributes of `conf` (Go's order: MAC, promisc, MTU,
@@ -315,11 +320,9 @@ impl Tuning {
 
     fn prev(&self, req: &Request) -> Result<CniResult> {
         if req.config.prev_result.is_none() {
-            return Err(Error::Config("Required prevResult missing".into()));
+            return Err(Error::PrevResultMissing);
         }
-        req.config
-            .prev_result()?
-            .ok_or_else(|| Error::Config("Required prevResult missing".into()))
+        req.config.prev_result()?.ok_or(Error::PrevResultMissing)
     }
 
     fn add_in_pod(
@@ -396,7 +399,7 @@ impl Tuning {
 }
 
 impl Plugin for Tuning {
-    type Error = crate::Error;
+    type Error = Error;
 
     fn name(&self) -> &str {
         "tuning"
@@ -407,10 +410,9 @@ impl Plugin for Tuning {
         let conf = TuningConf::parse(req)?;
         config::check_allowlist(&self.allowlist, &conf.sysctl)?;
         if req.ifname.contains('/') {
-            return Err(Error::Config(format!(
-                "Interface name ({}) contains an invalid character /",
-                req.ifname
-            )));
+            return Err(Error::IfnameInvalid {
+                ifname: req.ifname.clone(),
+            });
         }
         let result = self.prev(req)?;
         let files: Vec<(String, String)> = conf
@@ -430,7 +432,7 @@ impl Plugin for Tuning {
         let data = match std::fs::read(&path) {
             Ok(d) => d,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(Error::io("read", &path, e)),
+            Err(e) => return Err(crate::Error::io("read", &path, e).into()),
         };
         // Like Go: an unreadable backup is left alone and DEL succeeds.
         let Ok(backup) = serde_json::from_slice::<Backup>(&data) else {
@@ -490,7 +492,7 @@ fn mismatch(
     configured: impl ToString,
     current: impl ToString,
 ) -> Error {
-    Error::TuningMismatch {
+    Error::Mismatch {
         object: object.to_owned(),
         attribute,
         configured: configured.to_string(),
@@ -522,7 +524,7 @@ fn check_in_pod(handle: &Handle, req: &Request, conf: &TuningConf) -> Result<()>
     let ifname = &req.ifname;
     let link = handle
         .link_by_name(ifname)
-        .map_err(|source| Error::TuningLinkMissing {
+        .map_err(|source| Error::LinkMissing {
             ifname: ifname.clone(),
             source: source.into(),
         })?;

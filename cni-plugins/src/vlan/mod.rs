@@ -17,8 +17,10 @@
 //!     br#"{"cniVersion":"1.0.0","name":"n","type":"vlan","master":"eth0","vlanId":4095}"#,
 //! )?;
 //! assert!(VlanConf::load(&bad).unwrap_err().to_string().contains("invalid VLAN ID 4095"));
-//! # Ok::<(), cni_plugins::Error>(())
+//! # Ok::<(), cni_plugins::vlan::Error>(())
 //! ```
+
+mod error;
 
 use cni_exec::{Plugin, Request};
 use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
@@ -27,7 +29,7 @@ use cni_types::{CniResult, Dns, NetworkConfig};
 use serde::Deserialize;
 
 use crate::steps::{check, iface, ipam, Undo};
-use crate::{Error, Result};
+pub use error::{Error, Result};
 
 /// The vlan plugin's configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,13 +70,13 @@ impl VlanConf {
     pub fn load(config: &NetworkConfig) -> Result<VlanConf> {
         let raw: Raw = config.parse_specific_as_go(KEYS)?;
         if raw.master.is_empty() {
-            return Err(Error::VlanMasterMissing);
+            return Err(Error::MasterMissing);
         }
         // Go's message says 4095 although it refuses 4095 (the kernel does).
         let vlan_id = u16::try_from(raw.vlan_id)
             .ok()
             .filter(|id| *id <= VLAN_ID_MAX)
-            .ok_or(Error::VlanIdInvalid { id: raw.vlan_id })?;
+            .ok_or(Error::IdInvalid { id: raw.vlan_id })?;
         Ok(VlanConf {
             master: raw.master,
             vlan_id,
@@ -108,7 +110,7 @@ impl<K: NetKernel> Vlan<K> {
 }
 
 impl<K: NetKernel> Plugin for Vlan<K> {
-    type Error = crate::Error;
+    type Error = Error;
 
     fn name(&self) -> &str {
         "vlan"
@@ -117,7 +119,7 @@ impl<K: NetKernel> Plugin for Vlan<K> {
     fn add(&self, req: &Request) -> Result<CniResult> {
         let conf = VlanConf::load(&req.config)?;
         if req.config.ipam_type().is_empty() {
-            return Err(Error::IpamRequired { plugin: "vlan" });
+            return Err(Error::IpamRequired);
         }
         let pod = self.kernel.open(&req.netns)?;
         let host = self.kernel.current()?;
@@ -139,7 +141,7 @@ impl<K: NetKernel> Plugin for Vlan<K> {
                 })
             },
         )?;
-        let mut undo = Undo::new();
+        let mut undo = Undo::<Error>::new();
         undo.push(|| pod.delete_link(link.index));
         let ipam = ipam::add(req, &mut undo)?;
         let mut result = iface::single_interface_result(ipam, &link, &req.netns);
@@ -154,24 +156,21 @@ impl<K: NetKernel> Plugin for Vlan<K> {
         // ours succeeds, so that a node link removed first does not wedge
         // the pod's teardown.
         VlanConf::load(&req.config)?;
-        iface::del_link_and_lease_in(&self.kernel, req)
+        Ok(iface::del_link_and_lease_in(&self.kernel, req)?)
     }
 
     fn check(&self, req: &Request) -> Result<()> {
         let conf = VlanConf::load(&req.config)?;
         let pod = self.kernel.open(&req.netns)?;
         ipam::check(req)?;
-        let prev = req
-            .config
-            .prev_result()?
-            .ok_or(Error::PrevResultMissing { plugin: "vlan" })?;
+        let prev = req.config.prev_result()?.ok_or(Error::PrevResultMissing)?;
         let intf = check::prev_container(req, &prev)?;
         let host = self.kernel.current()?;
         iface::find_master(&conf.master, conf.link_in_container, &host, &pod)?;
         let link = check::container_link(&pod, intf, Some("vlan"))?;
         let id = pod.vlan_id(&link.name)?;
         if id != Some(conf.vlan_id) {
-            return Err(Error::VlanIdMismatch {
+            return Err(Error::IdMismatch {
                 ifname: link.name,
                 configured: conf.vlan_id,
                 current: id,
@@ -184,14 +183,14 @@ impl<K: NetKernel> Plugin for Vlan<K> {
                 current: link.mtu,
             });
         }
-        check::addresses_and_routes(&pod, &link, &prev)
+        Ok(check::addresses_and_routes(&pod, &link, &prev)?)
     }
     fn status(&self, req: &Request) -> Result<()> {
-        ipam::status(req)
+        Ok(ipam::status(req)?)
     }
 
     fn gc(&self, req: &Request) -> Result<()> {
-        ipam::gc(req)
+        Ok(ipam::gc(req)?)
     }
 }
 
@@ -200,10 +199,13 @@ fn check_mtu(conf: &VlanConf, master: &Link) -> Result<u32> {
     u32::try_from(conf.mtu)
         .ok()
         .filter(|m| *m <= master.mtu)
-        .ok_or(Error::InvalidMtu {
-            mtu: conf.mtu,
-            master_mtu: Some(master.mtu),
-        })
+        .ok_or(
+            crate::Error::InvalidMtu {
+                mtu: conf.mtu,
+                master_mtu: Some(master.mtu),
+            }
+            .into(),
+        )
 }
 
 #[cfg(test)]

@@ -20,8 +20,10 @@
 //! )?;
 //! let vrf = VrfConf::load(&conf)?;
 //! assert_eq!((vrf.vrf_name.as_str(), vrf.table), ("blue", 1001));
-//! # Ok::<(), cni_plugins::Error>(())
+//! # Ok::<(), cni_plugins::vrf::Error>(())
 //! ```
+
+mod error;
 
 use std::time::Duration;
 
@@ -32,7 +34,7 @@ use cni_types::{CniResult, NetworkConfig, Version};
 use serde::Deserialize;
 
 use crate::steps::{self, iface, Undo};
-use crate::{Error, Result};
+pub use error::{Error, Result};
 
 /// The vrf plugin's configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +62,7 @@ impl VrfConf {
     pub fn load(config: &NetworkConfig) -> Result<VrfConf> {
         let raw: Raw = config.parse_specific_as_go(KEYS)?;
         if raw.vrfname.is_empty() {
-            return Err(Error::VrfNameMissing);
+            return Err(Error::NameMissing);
         }
         Ok(VrfConf {
             vrf_name: raw.vrfname,
@@ -93,7 +95,7 @@ impl<K: NetKernel> VrfPlugin<K> {
 
 /// Go's messages wrap every failure inside the namespace this way.
 fn add_failed<'a>(conf: &'a VrfConf, ifname: &'a str) -> impl FnOnce(Error) -> Error + 'a {
-    move |e| Error::VrfAdd {
+    move |e| Error::Add {
         vrf: conf.vrf_name.clone(),
         ifname: ifname.to_owned(),
         source: Box::new(e),
@@ -101,7 +103,7 @@ fn add_failed<'a>(conf: &'a VrfConf, ifname: &'a str) -> impl FnOnce(Error) -> E
 }
 
 impl<K: NetKernel> Plugin for VrfPlugin<K> {
-    type Error = crate::Error;
+    type Error = Error;
 
     fn name(&self) -> &str {
         "vrf"
@@ -109,12 +111,9 @@ impl<K: NetKernel> Plugin for VrfPlugin<K> {
 
     fn add(&self, req: &Request) -> Result<CniResult> {
         let conf = VrfConf::load(&req.config)?;
-        let prev = req
-            .config
-            .prev_result()?
-            .ok_or(Error::PrevResultMissing { plugin: "vrf" })?;
+        let prev = req.config.prev_result()?.ok_or(Error::PrevResultMissing)?;
         let pod = self.kernel.open(&req.netns)?;
-        let mut undo = Undo::new();
+        let mut undo = Undo::<Error>::new();
         let vrf = ensure_vrf(&pod, &conf, &mut undo).map_err(add_failed(&conf, &req.ifname))?;
         add_interface(&pod, &vrf, &req.ifname, &mut undo)
             .map_err(add_failed(&conf, &req.ifname))?;
@@ -149,16 +148,14 @@ impl<K: NetKernel> Plugin for VrfPlugin<K> {
 
     fn check(&self, req: &Request) -> Result<()> {
         let conf = VrfConf::load(&req.config)?;
-        req.config
-            .prev_result()?
-            .ok_or(Error::PrevResultMissing { plugin: "vrf" })?;
+        req.config.prev_result()?.ok_or(Error::PrevResultMissing)?;
         let pod = self.kernel.open(&req.netns)?;
-        let vrf = find_vrf(&pod, &conf.vrf_name)?.ok_or_else(|| Error::VrfNotFound {
+        let vrf = find_vrf(&pod, &conf.vrf_name)?.ok_or_else(|| Error::NotFound {
             vrf: conf.vrf_name.clone(),
         })?;
         let members = pod.links_with_master(vrf.link.index)?;
         if !members.iter().any(|l| l.name == req.ifname) {
-            return Err(Error::VrfMemberMissing {
+            return Err(Error::MemberMissing {
                 ifname: req.ifname.clone(),
                 vrf: conf.vrf_name,
             });
@@ -187,10 +184,14 @@ fn find_vrf(pod: &impl NetnsHandle, name: &str) -> Result<Option<Vrf>> {
 /// The VRF to use: the existing one (its table must match a configured
 /// one), or a new one on the configured or the first free table, deleted
 /// by `undo`.
-fn ensure_vrf<'a, H: NetnsHandle>(pod: &'a H, conf: &VrfConf, undo: &mut Undo<'a>) -> Result<Vrf> {
+fn ensure_vrf<'a, H: NetnsHandle>(
+    pod: &'a H,
+    conf: &VrfConf,
+    undo: &mut Undo<'a, Error>,
+) -> Result<Vrf> {
     if let Some(vrf) = find_vrf(pod, &conf.vrf_name)? {
         if conf.table != 0 && vrf.table != conf.table {
-            return Err(Error::VrfTableMismatch {
+            return Err(Error::TableMismatch {
                 vrf: conf.vrf_name.clone(),
                 table: vrf.table,
                 configured: conf.table,
@@ -201,7 +202,7 @@ fn ensure_vrf<'a, H: NetnsHandle>(pod: &'a H, conf: &VrfConf, undo: &mut Undo<'a
     let table = match conf.table {
         0 => {
             let used: Vec<u32> = pod.vrfs()?.iter().map(|v| v.table).collect();
-            free_vrf_table(&used).ok_or_else(|| Error::VrfTablesExhausted {
+            free_vrf_table(&used).ok_or_else(|| Error::TablesExhausted {
                 vrf: conf.vrf_name.clone(),
             })?
         }
@@ -227,11 +228,11 @@ fn add_interface<'a, H: NetnsHandle>(
     pod: &'a H,
     vrf: &Vrf,
     ifname: &str,
-    undo: &mut Undo<'a>,
+    undo: &mut Undo<'a, Error>,
 ) -> Result<()> {
     let link = pod
         .link_by_name(ifname)
-        .map_err(|source| Error::VrfMemberLookup {
+        .map_err(|source| Error::MemberLookup {
             ifname: ifname.to_owned(),
             source: source.into(),
         })?;
@@ -259,7 +260,7 @@ fn add_interface<'a, H: NetnsHandle>(
         let routes = main_routes
             .iter()
             .map(|r| pod.replace_route(r).map_err(Error::from));
-        steps::first_error(addresses.chain(routes))
+        steps::all_errors(addresses.chain(routes))
     });
     restore_addresses(pod, link.index, &v6_before, |ip| {
         wait_for_local_route(pod, vrf, &link, ip)
@@ -353,7 +354,7 @@ fn wait_for_local_route(
             std::thread::sleep(Duration::from_millis(10 << attempt));
         }
     }
-    Err(Error::VrfLocalRouteMissing {
+    Err(Error::LocalRouteMissing {
         ifname: link.name.clone(),
         table: vrf.table,
         address: ip,

@@ -195,12 +195,12 @@ fn plugin_dad(cell: MatrixCell, tag: &str, state: &std::path::Path) -> Fallible<
     plugin["name"] = list["name"].clone();
     let config = NetworkConfig::from_slice(plugin.to_string().as_bytes())
         .map_err(|e| format!("the {} plugin's config: {e}", cell.name()))?;
-    let e = |e: cni_plugins::Error| format!("the {} plugin's config: {e}", cell.name());
+    let e = |e: &dyn std::fmt::Display| format!("the {} plugin's config: {e}", cell.name());
     Ok(match cell.chain {
-        PluginChain::Ptp => PtpConf::load(&config).map_err(e)?.dad(),
-        PluginChain::Macvlan => MacvlanConf::load(&config, "").map_err(e)?.dad(),
-        PluginChain::Ipvlan => IpvlanConf::load(&config).map_err(e)?.dad(),
-        _ => BridgeConf::load(&config, "").map_err(e)?.dad(),
+        PluginChain::Ptp => PtpConf::load(&config).map_err(|x| e(&x))?.dad(),
+        PluginChain::Macvlan => MacvlanConf::load(&config, "").map_err(|x| e(&x))?.dad(),
+        PluginChain::Ipvlan => IpvlanConf::load(&config).map_err(|x| e(&x))?.dad(),
+        _ => BridgeConf::load(&config, "").map_err(|x| e(&x))?.dad(),
     })
 }
 
