@@ -91,33 +91,6 @@ pub enum Error {
     // ---- sbr ----
 
     // ---- dhcp ----
-    /// The daemon answered ADD with neither a result nor an error.
-    #[error("dhcp daemon answered ADD without a result")]
-    DhcpNoResult,
-    /// CHECK: the daemon holds no lease for the attachment.
-    #[error("dhcp: no lease held for {key}")]
-    DhcpLeaseMissing {
-        /// The attachment (`<container>/<network>/<ifname>`).
-        key: String,
-    },
-    /// CHECK: the attachment's lease was lost (NAK, expiry).
-    #[error("dhcp: lease for {key} lost: {reason}")]
-    DhcpLeaseLost {
-        /// The attachment.
-        key: String,
-        /// Why it was lost.
-        reason: String,
-    },
-    /// CHECK: the leased address is not on the interface.
-    #[error("dhcp: leased address {address} is not on {ifname} in {netns}")]
-    DhcpAddressMissing {
-        /// The leased address.
-        address: std::net::Ipv4Addr,
-        /// The interface.
-        ifname: String,
-        /// The pod's namespace.
-        netns: String,
-    },
 
     // ---- tap ----
 

@@ -9,7 +9,7 @@ pub enum Error {
     /// A failure every plugin can meet (config, IPAM, kernel, delegate...).
     #[error(transparent)]
     Shared(#[from] crate::Error),
-    /// Several teardown steps failed: all of them.
+    /// Several teardown steps failed (DEL, GC, an undo): all of them.
     #[error("{0}")]
     Teardown(#[from] crate::Failures<Error>),
     /// Opening the pod's network namespace failed.

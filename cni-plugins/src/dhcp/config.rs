@@ -8,7 +8,7 @@ use cni_ipam::dhcp::options::{self, ProvideOption, RequestOption};
 use cni_types::NetworkConfig;
 use serde::{Deserialize, Deserializer};
 
-use crate::{Error, Result};
+use super::error::{Error, Result};
 use cni_types::go_duration;
 
 /// Where the daemon listens and the plugin dials by default (Go's).
@@ -58,11 +58,11 @@ impl DhcpConfig {
     /// The `ipam` section of `config`, with every option name checked (so
     /// that a typo fails the plugin before the daemon is asked).
     pub fn from_network_config(config: &NetworkConfig) -> Result<DhcpConfig> {
-        let ipam = config.ipam.clone().ok_or_else(|| {
-            Error::Config("dhcp: the configuration has no \"ipam\" section".into())
-        })?;
+        let ipam = config.ipam.clone().ok_or(Error::IpamMissing)?;
         let c: DhcpConfig = cni_types::json::from_value_naming_key(serde_json::Value::Object(ipam))
-            .map_err(|e| Error::Config(format!("dhcp: invalid \"ipam\" section: {e}")))?;
+            .map_err(|e| Error::IpamInvalid {
+                reason: e.to_string(),
+            })?;
         options::parameter_request_list(&c.request)?;
         options::provided_options(&c.provide, "")?;
         Ok(c)
@@ -197,6 +197,7 @@ impl DaemonOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::PluginError;
 
     fn args(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| s.to_string()).collect()

@@ -32,8 +32,8 @@ use cni_types::{CniError, CniResult, NetworkConfig, Version};
 use tracing::{info, warn};
 
 use super::config::{DaemonOptions, DhcpConfig};
+use super::error::{Error, Result};
 use super::pod::{pod_link, PodSockets};
-use crate::{Error, Result};
 
 /// How long a connection may take to send its request.
 const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -43,15 +43,11 @@ pub fn run(opts: DaemonOptions) -> Result<()> {
     let listener = match opts.activated_fds {
         0 => rpc::listen(&opts.listen_path())?,
         1 => rpc::activated_listener()?,
-        n => {
-            return Err(Error::Config(format!(
-                "Too many ({n}) FDs passed through socket activation"
-            )))
-        }
+        n => return Err(Error::TooManyActivatedFds { count: n }),
     };
     if let Some(pidfile) = &opts.pidfile {
         std::fs::write(pidfile, std::process::id().to_string())
-            .map_err(|e| Error::io("write pidfile", pidfile, e))?;
+            .map_err(|e| crate::Error::io("write pidfile", pidfile, e))?;
     }
     let daemon = Arc::new(Daemon::start(opts)?);
     let never = std::sync::atomic::AtomicBool::new(false);
@@ -63,7 +59,7 @@ pub fn run(opts: DaemonOptions) -> Result<()> {
         move |stream| daemon.serve(stream),
         move |_, _| Some(busy.clone()),
     )
-    .map_err(Error::exec)
+    .map_err(|e| crate::Error::exec(e).into())
 }
 
 /// The answer to a connection over the cap (or whose thread the system
@@ -405,7 +401,7 @@ impl Daemon {
     }
 
     fn network(req: &DaemonRequest) -> Result<(NetworkConfig, DhcpConfig)> {
-        let bytes = serde_json::to_vec(&req.config).map_err(|source| Error::Serialize {
+        let bytes = serde_json::to_vec(&req.config).map_err(|source| crate::Error::Serialize {
             object: "network configuration",
             source,
         })?;
@@ -511,11 +507,12 @@ impl Daemon {
                     // give it back and let the runtime retry.
                     Err(e) => {
                         self.give_back(&client, &record);
-                        Err(Error::Cni(CniError::new(
+                        Err(crate::Error::Cni(CniError::new(
                             cni_types::ErrorCode::TryAgainLater,
                             format!("dhcp daemon: no thread to maintain the lease: {e}"),
                             "retry later",
-                        )))
+                        ))
+                        .into())
                     }
                 }
             }
@@ -680,9 +677,9 @@ impl Daemon {
         let slot = lock(&slot);
         let active = slot
             .as_ref()
-            .ok_or_else(|| Error::DhcpLeaseMissing { key: key.clone() })?;
+            .ok_or_else(|| Error::LeaseMissing { key: key.clone() })?;
         if let Some(why) = active.lost() {
-            return Err(Error::DhcpLeaseLost {
+            return Err(Error::LeaseLost {
                 key,
                 reason: why.to_string(),
             });
@@ -695,7 +692,7 @@ impl Daemon {
             .iter()
             .any(|a| matches!(a.address, IpNetwork::V4(n) if n.ip() == record.lease.address));
         if !held {
-            return Err(Error::DhcpAddressMissing {
+            return Err(Error::AddressMissing {
                 address: record.lease.address,
                 ifname: record.ifname.clone(),
                 netns: record.netns.clone(),
@@ -711,12 +708,9 @@ impl Daemon {
         // The plugin refuses a GC without the list before it gets here;
         // the socket is open to any local root client, so the daemon
         // refuses it too rather than release every lease of the network.
-        let valid = net.valid_attachments()?.ok_or_else(|| {
-            Error::Config(format!(
-                "GC needs the list of valid attachments ({})",
-                cni_types::config::VALID_ATTACHMENTS_KEY
-            ))
-        })?;
+        let valid = net
+            .valid_attachments()?
+            .ok_or(Error::ValidAttachmentsMissing)?;
         let slots: Vec<_> = lock(&self.slots).values().cloned().collect();
         for entry in slots {
             let mut slot = lock(&entry);

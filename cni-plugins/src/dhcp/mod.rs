@@ -37,6 +37,7 @@
 
 pub mod config;
 pub mod daemon;
+mod error;
 mod pod;
 
 use std::path::Path;
@@ -47,7 +48,7 @@ use cni_ipam::dhcp::rpc::{self, DaemonOp, DaemonRequest};
 use cni_types::{CniError, CniResult, ErrorCode, Version};
 
 use self::config::DhcpConfig;
-use crate::{Error, Result};
+pub use error::{Error, Result};
 
 /// How long past its acquire deadline the plugin waits for the daemon
 /// (a renew, a release and the netlink work around them fit in it).
@@ -68,8 +69,9 @@ fn ask(req: &Request, op: DaemonOp, conf: &DhcpConfig) -> Result<Option<serde_js
         netns: absolute(&req.netns),
         ifname: req.ifname.clone(),
         args: req.args_raw.clone(),
-        config: serde_json::from_slice(&req.stdin)
-            .map_err(|e| Error::Config(format!("dhcp: stdin is not JSON: {e}")))?,
+        config: serde_json::from_slice(&req.stdin).map_err(|e| Error::StdinNotJson {
+            reason: e.to_string(),
+        })?,
     };
     let wait = match op {
         DaemonOp::Status => Duration::from_secs(5),
@@ -77,7 +79,7 @@ fn ask(req: &Request, op: DaemonOp, conf: &DhcpConfig) -> Result<Option<serde_js
     };
     let reply = rpc::call(&conf.socket_path(), &request, wait)?;
     match reply.error {
-        Some(e) => Err(Error::Cni(e)),
+        Some(e) => Err(crate::Error::Cni(e).into()),
         None => Ok(reply.result),
     }
 }
@@ -102,7 +104,7 @@ impl Plugin for Dhcp {
     /// ADD: the lease's result.
     fn add(&self, req: &Request) -> Result<CniResult> {
         let conf = DhcpConfig::from_network_config(&req.config)?;
-        let value = ask(req, DaemonOp::Add, &conf)?.ok_or(Error::DhcpNoResult)?;
+        let value = ask(req, DaemonOp::Add, &conf)?.ok_or(Error::NoResult)?;
         Ok(CniResult::from_value_as(&value, Version::V1_1_0)?)
     }
 
@@ -122,11 +124,12 @@ impl Plugin for Dhcp {
     fn status(&self, req: &Request) -> Result<()> {
         let conf = DhcpConfig::from_network_config(&req.config)?;
         ask(req, DaemonOp::Status, &conf).map(drop).map_err(|e| {
-            Error::Cni(CniError::new(
+            crate::Error::Cni(CniError::new(
                 ErrorCode::PluginNotAvailable,
                 format!("dhcp daemon not available: {e}"),
                 "",
             ))
+            .into()
         })
     }
 

@@ -9,7 +9,7 @@ use cni_ipam::dhcp::client::{ClientLink, Sockets};
 use cni_ipam::dhcp::socket::{bound_udp, PacketSocket};
 use cni_netns::{Handle, Netns};
 
-use crate::{Error, Result};
+use super::error::{Error, Result};
 
 /// How long ADD waits for the carrier of a link it brought up.
 const CARRIER_WAIT: Duration = Duration::from_secs(1);
@@ -19,11 +19,9 @@ const CARRIER_WAIT: Duration = Duration::from_secs(1);
 pub(crate) fn pod_link(ns: &Netns, ifname: &str, set_up: bool) -> Result<ClientLink> {
     let handle = Handle::in_netns(ns)?;
     let link = handle.link_by_name(ifname)?;
-    let mac = link.mac.ok_or_else(|| {
-        Error::Config(format!(
-            "dhcp: {ifname} in {} has no Ethernet address",
-            ns.path().display()
-        ))
+    let mac = link.mac.ok_or_else(|| Error::LinkWithoutMac {
+        ifname: ifname.to_owned(),
+        netns: ns.path().to_owned(),
     })?;
     if set_up {
         if !link.is_up() {

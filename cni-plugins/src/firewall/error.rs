@@ -9,9 +9,6 @@ pub enum Error {
     /// A failure every plugin can meet (config, IPAM, kernel, delegate...).
     #[error(transparent)]
     Shared(#[from] crate::Error),
-    /// Several teardown steps failed: all of them.
-    #[error("{0}")]
-    Teardown(#[from] crate::Failures<Error>),
     /// CHECK: an iptables rule of the attachment is missing.
     #[error("{}", rule_missing_text(.jump_from.as_deref(), .rule))]
     IptablesRuleMissing {
@@ -126,7 +123,6 @@ impl crate::PluginError for Error {
     fn code(&self) -> ErrorCode {
         match self {
             Error::Shared(e) => e.code(),
-            Error::Teardown(all) => all.code(),
             Error::ConfigDecode { .. }
             | Error::KeyNotString { .. }
             | Error::NftTableMissing

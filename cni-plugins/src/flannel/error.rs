@@ -9,9 +9,6 @@ pub enum Error {
     /// A failure every plugin can meet (config, IPAM, kernel, delegate...).
     #[error(transparent)]
     Shared(#[from] crate::Error),
-    /// Several teardown steps failed: all of them.
-    #[error("{0}")]
-    Teardown(#[from] crate::Failures<Error>),
     /// flanneld's `subnet.env` could not be read or parsed.
     #[error("failed to load flannel 'subnet.env' file: {source}. Check the flannel pod log for this node.")]
     SubnetEnv {
@@ -71,7 +68,6 @@ impl crate::PluginError for Error {
     fn code(&self) -> ErrorCode {
         match self {
             Error::Shared(e) => e.code(),
-            Error::Teardown(all) => all.code(),
             Error::NetconfLoad { .. }
             | Error::DelegateTypeNotString
             | Error::DelegateKeyForbidden { .. }

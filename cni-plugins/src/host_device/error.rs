@@ -9,9 +9,6 @@ pub enum Error {
     /// A failure every plugin can meet (config, IPAM, kernel, delegate...).
     #[error(transparent)]
     Shared(#[from] crate::Error),
-    /// Several teardown steps failed: all of them.
-    #[error("{0}")]
-    Teardown(#[from] crate::Failures<Error>),
     /// The config selects no device.
     #[error(r#"specify either "device", "hwaddr", "kernelpath" or "pciBusID""#)]
     Unspecified,
@@ -92,7 +89,6 @@ impl crate::PluginError for Error {
     fn code(&self) -> ErrorCode {
         match self {
             Error::Shared(e) => e.code(),
-            Error::Teardown(all) => all.code(),
             _ => ErrorCode::Internal,
         }
     }

@@ -34,12 +34,14 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod error;
+
 use cni_exec::{Plugin, Request};
 use cni_ipam::host_local::{self, HostLocalConfig};
 use cni_ipam::store::Owner;
 use cni_types::CniResult;
 
-use crate::error::{Error, Result};
+pub use error::{Error, Result};
 
 /// The `host-local` plugin. `main` is `cni_exec::run(&HostLocal)`.
 #[derive(Clone, Copy, Debug, Default)]
@@ -54,7 +56,7 @@ pub fn load(req: &Request) -> Result<HostLocalConfig> {
             Some(field) => {
                 let mut reply = e.to_cni_error();
                 reply.details = format!("check ipam field {field}");
-                Error::Cni(reply)
+                crate::Error::Cni(reply).into()
             }
             None => e.into(),
         },
@@ -97,7 +99,7 @@ fn config_field(msg: &str) -> Option<&'static str> {
 }
 
 impl Plugin for HostLocal {
-    type Error = crate::Error;
+    type Error = Error;
 
     fn name(&self) -> &str {
         "host-local"
@@ -127,12 +129,10 @@ impl Plugin for HostLocal {
     /// than a wipe.
     fn gc(&self, req: &Request) -> Result<()> {
         let config = load(req)?;
-        let valid = req.config.valid_attachments()?.ok_or_else(|| {
-            Error::Config(format!(
-                "GC needs the valid attachments list ({})",
-                cni_types::config::VALID_ATTACHMENTS_KEY
-            ))
-        })?;
+        let valid = req
+            .config
+            .valid_attachments()?
+            .ok_or(Error::ValidAttachmentsMissing)?;
         let owners: Vec<Owner> = valid.iter().map(Owner::from).collect();
         let released = host_local::gc(&config, &owners)?;
         if !released.is_empty() {

@@ -9,9 +9,6 @@ pub enum Error {
     /// A failure every plugin can meet (config, IPAM, kernel, delegate...).
     #[error(transparent)]
     Shared(#[from] crate::Error),
-    /// Several teardown steps failed: all of them.
-    #[error("{0}")]
-    Teardown(#[from] crate::Failures<Error>),
     /// Setting `route_localnet` on the node's interface towards the
     /// container failed.
     #[error("unable to enable route_localnet: {source}")]
@@ -126,7 +123,6 @@ impl crate::PluginError for Error {
     fn code(&self) -> ErrorCode {
         match self {
             Error::Shared(e) => e.code(),
-            Error::Teardown(all) => all.code(),
             Error::ConfigParse { source } => source.code(),
             Error::ConfigDecode { .. }
             | Error::MarkChainWithMarkBit

@@ -9,9 +9,6 @@ pub enum Error {
     /// A failure every plugin can meet (config, IPAM, kernel, delegate...).
     #[error(transparent)]
     Shared(#[from] crate::Error),
-    /// Several teardown steps failed: all of them.
-    #[error("{0}")]
-    Teardown(#[from] crate::Failures<Error>),
     /// A `*uint32` field of the config holds something else (code 7, Go's
     /// decoder's text).
     #[error("failed to load netconf: json: cannot unmarshal {found} into Go struct field NetConf.{field} of type uint32")]
@@ -43,7 +40,6 @@ impl crate::PluginError for Error {
     fn code(&self) -> ErrorCode {
         match self {
             Error::Shared(e) => e.code(),
-            Error::Teardown(all) => all.code(),
             Error::FieldNotU32 { .. } => ErrorCode::InvalidNetworkConfig,
             _ => ErrorCode::Internal,
         }

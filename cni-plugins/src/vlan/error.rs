@@ -9,9 +9,6 @@ pub enum Error {
     /// A failure every plugin can meet (config, IPAM, kernel, delegate...).
     #[error(transparent)]
     Shared(#[from] crate::Error),
-    /// Several teardown steps failed: all of them.
-    #[error("{0}")]
-    Teardown(#[from] crate::Failures<Error>),
     /// The config names no master link.
     #[error(
         "\"master\" field is required. It specifies the host interface name to create the VLAN for"
@@ -55,7 +52,6 @@ impl crate::PluginError for Error {
     fn code(&self) -> ErrorCode {
         match self {
             Error::Shared(e) => e.code(),
-            Error::Teardown(all) => all.code(),
             _ => ErrorCode::Internal,
         }
     }

@@ -41,6 +41,8 @@ pub(crate) struct FakeIpam {
     firewall: Arc<RecordingFirewall>,
     routes: Vec<Route>,
     refuse: bool,
+    /// DEL fails (the lease stays) while set.
+    refuse_del: std::sync::atomic::AtomicBool,
     leases: Mutex<BTreeSet<String>>,
     calls: Mutex<Vec<IpamCall>>,
 }
@@ -83,6 +85,13 @@ impl Plugin for FakeIpam {
 
     fn del(&self, req: &Request) -> Result<(), CniError> {
         self.note("DEL");
+        if self.refuse_del.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(CniError::new(
+                cni_types::ErrorCode::TryAgainLater,
+                "ipam DEL says no",
+                "",
+            ));
+        }
         self.leases.lock().unwrap().remove(&req.container_id);
         Ok(())
     }
@@ -150,6 +159,7 @@ impl FakeNode {
             firewall: firewall.clone(),
             routes,
             refuse,
+            refuse_del: Default::default(),
             leases: Mutex::default(),
             calls: Mutex::default(),
         });
@@ -212,6 +222,13 @@ impl FakeNode {
             .exec(self.exec.clone())
             .build()
             .unwrap()
+    }
+
+    /// Makes the IPAM plugin's DELs fail (the lease stays).
+    pub(crate) fn refuse_ipam_del(&self) {
+        self.ipam
+            .refuse_del
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The containers holding a lease.

@@ -16,6 +16,7 @@ use cni_netns::kernel::KernelOp;
 use cni_plugins::bridge::Bridge;
 use cni_plugins::macvlan::Macvlan;
 use cni_plugins::ptp::Ptp;
+use cni_types::CniError;
 use serde_json::{json, Value};
 
 use crate::fake_kernel_support::{FailingTeardown, FakeNode, NODE, POD};
@@ -73,6 +74,75 @@ fn ptp_del_releases_the_address_when_the_firewall_fails() {
         Ptp::with_kernel(node.kernel.clone(), node.firewall.clone()),
         Ptp::with_kernel(node.kernel.clone(), failing),
         json!({"type": "ptp", "ipMasq": true}),
+    );
+}
+
+/// ADD, then DEL with a firewall whose removals fail and an IPAM plugin
+/// whose DEL fails: both failures are reported, with the first one's code
+/// (the firewall's, 999), and the pod link is gone anyway; then GC with
+/// that firewall reports every rule kind it could not collect.
+fn del_reports_every_failed_step<P: Plugin>(
+    node: &FakeNode,
+    ours: P,
+    failing: P,
+    plugin: Value,
+    gc_failures: usize,
+) where
+    P::Error: std::fmt::Debug,
+{
+    let conf = node.conf(plugin);
+    ours.add(&node.request(Command::Add, &conf, "c1", POD))
+        .expect("ADD");
+    node.refuse_ipam_del();
+    let e = failing
+        .del(&node.request(Command::Del, &conf, "c1", POD))
+        .err()
+        .map(Into::<CniError>::into)
+        .expect("DEL reports its failures");
+    assert!(e.msg.contains("refused by the test"), "{e:?}");
+    assert!(e.msg.contains("ipam DEL says no"), "{e:?}");
+    assert_eq!(e.code.as_u32(), 999, "the first failure's code: {e:?}");
+    assert_eq!(node.leases(), ["c1"], "the IPAM DEL failed");
+    assert_eq!(node.kernel.link_names(POD), ["lo"]);
+
+    let mut gc_conf = conf.clone();
+    gc_conf["cni.dev/valid-attachments"] = json!([]);
+    let e = failing
+        .gc(&node.request(Command::Gc, &gc_conf, "", ""))
+        .err()
+        .map(Into::<CniError>::into)
+        .expect("GC reports its failures");
+    assert_eq!(
+        e.msg.matches("refused by the test").count(),
+        gc_failures,
+        "{e:?}"
+    );
+}
+
+#[test]
+fn bridge_del_and_gc_report_every_failed_step() {
+    let node = FakeNode::new();
+    let failing = Arc::new(FailingTeardown(node.firewall.clone()));
+    del_reports_every_failed_step(
+        &node,
+        Bridge::with_kernel(node.kernel.clone(), node.firewall.clone()),
+        Bridge::with_kernel(node.kernel.clone(), failing),
+        json!({"type": "bridge", "bridge": "fakebr0", "isGateway": true, "ipMasq": true,
+               "macspoofchk": true}),
+        2,
+    );
+}
+
+#[test]
+fn ptp_del_reports_every_failed_step() {
+    let node = FakeNode::new();
+    let failing = Arc::new(FailingTeardown(node.firewall.clone()));
+    del_reports_every_failed_step(
+        &node,
+        Ptp::with_kernel(node.kernel.clone(), node.firewall.clone()),
+        Ptp::with_kernel(node.kernel.clone(), failing),
+        json!({"type": "ptp", "ipMasq": true}),
+        1,
     );
 }
 
