@@ -9,7 +9,10 @@
 
 use cni_types::{CniError, ErrorCode};
 
-/// Why a plugin command failed.
+/// A failure any plugin can meet: the config, spec data, IPAM, the kernel,
+/// a delegated plugin, a file; and the shared steps' findings (CHECK's
+/// comparisons of a previous result with the kernel, the master link, the
+/// pod MAC and link mode). Each plugin's own error wraps it.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -76,30 +79,10 @@ pub enum Error {
     #[error("{0}")]
     Teardown(#[from] Failures<Error>),
 
-    // ---- bandwidth ----
-
-    // ---- vrf ----
-
-    // ---- vlan ----
-
-    // ---- dummy, loopback ----
-
-    // ---- tuning ----
-
-    // ---- host-device ----
-
-    // ---- sbr ----
-
-    // ---- dhcp ----
-
-    // ---- tap ----
-
-    // ---- flannel ----
-
-    // ---- portmap ----
-
-    // ---- firewall ----
-    // steps, bridge, ptp, macvlan, ipvlan
+    // ---- the steps the interface plugins share (`steps`) ----
+    /// CHECK without the `prevResult` it compares (code 7).
+    #[error("Required prevResult missing")]
+    PrevResultMissing,
     /// CHECK: the previous result has no interface for this attachment
     /// (Go's message, its double space included).
     #[error("Sandbox in prevResult  doesn't match configured netns: {netns}")]
@@ -218,7 +201,7 @@ impl Error {
     /// The CNI error code for this error.
     pub fn code(&self) -> ErrorCode {
         match self {
-            Error::Config(_) => ErrorCode::InvalidNetworkConfig,
+            Error::Config(_) | Error::PrevResultMissing => ErrorCode::InvalidNetworkConfig,
             Error::Teardown(f) => f.code(),
             Error::Types(e) => e.code(),
             Error::Ipam(e) => e.code(),

@@ -4,9 +4,13 @@
 //! ([`plugin_main!`]).
 //!
 //! The shape:
-//! - every plugin implements [`cni_exec::Plugin`] with this crate's
-//!   [`Error`] (one place maps failures to CNI codes); its commands are the
+//! - every plugin implements [`cni_exec::Plugin`] with its own error type
+//!   (`<plugin>::Error`: its failures, and the crate-level [`Error`] for
+//!   what plugins share); [`PluginError`] gives each its CNI code and
+//!   reply (one place maps failures to CNI replies); its commands are the
 //!   trait's methods;
+//! - teardown (DEL, GC) runs every step and reports every failure
+//!   ([`Failures`], the first one's code);
 //! - the steps interface plugins share (IPAM delegation with undo,
 //!   configuring the pod interface from a result, CHECK's comparisons, "the
 //!   netns is gone", one undo list for rollback) live in one private module,

@@ -11,9 +11,7 @@ use crate::{Error, Result};
 
 /// The previous result CHECK compares against; Go's message when missing.
 pub(crate) fn prev_result(req: &Request) -> Result<CniResult> {
-    req.config
-        .prev_result()?
-        .ok_or_else(|| Error::Config("Required prevResult missing".into()))
+    req.config.prev_result()?.ok_or(Error::PrevResultMissing)
 }
 
 /// The previous result's interface for this attachment (`CNI_IFNAME` in
