@@ -37,7 +37,72 @@ use std::path::{Path, PathBuf};
 
 use cni_files::atomic::{self, AtomicWrite, Staged};
 
-use crate::{Error, Result};
+/// Why an installation or its command line failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A file operation failed (its operation and file named).
+    #[error(transparent)]
+    Shared(#[from] crate::Error),
+    /// The target is not a directory.
+    #[error("target {} is not a directory", .path.display())]
+    TargetNotDirectory {
+        /// `--to`.
+        path: PathBuf,
+    },
+    /// The source directory holds no executable file.
+    #[error("no executable file to install in {}", .dir.display())]
+    NothingToInstall {
+        /// `--from`.
+        dir: PathBuf,
+    },
+    /// A destination exists and is not a regular file.
+    #[error("refusing to replace {}: it is not a regular file ({kind})", .path.display())]
+    NotARegularFile {
+        /// The destination.
+        path: PathBuf,
+        /// What it is (`a directory`, `a symlink`...).
+        kind: &'static str,
+    },
+    /// A name of `--only` is not a file name.
+    #[error("--only: {name:?} is not a binary name")]
+    OnlyNameInvalid {
+        /// The name.
+        name: String,
+    },
+    /// Names of `--only` are not executables of the source directory.
+    #[error("not in {} (or not an executable file): {}; nothing installed", .dir.display(), .names.join(", "))]
+    OnlyMissing {
+        /// `--from`.
+        dir: PathBuf,
+        /// The names missing.
+        names: Vec<String>,
+    },
+    /// `--only` names nothing.
+    #[error("--only names no binary")]
+    OnlyEmpty,
+    /// An option lacks its value.
+    #[error("{flag} needs a value\n{USAGE}")]
+    ArgValueMissing {
+        /// The option.
+        flag: String,
+    },
+    /// An argument is not an option of the installer.
+    #[error("unknown argument {arg:?}\n{USAGE}")]
+    ArgUnknown {
+        /// The argument.
+        arg: String,
+    },
+    /// `--to` is missing.
+    #[error("--to is required\n{USAGE}")]
+    TargetMissing,
+    /// No `--from` and the installer's own directory is unknown.
+    #[error("cannot find the installer's own directory: pass --from")]
+    OwnDirUnknown,
+}
+
+/// `Result` with the installer's [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;
 
 /// The installer's own binary name (one of the [`PROGRAMS`]).
 pub const INSTALLER_NAME: &str = "cni-install";
@@ -120,10 +185,9 @@ struct Step {
 pub fn install(opts: &Options) -> Result<Vec<Change>> {
     let dir = std::fs::metadata(&opts.to).map_err(io("stat target directory", &opts.to))?;
     if !dir.is_dir() {
-        return Err(Error::Config(format!(
-            "target {} is not a directory",
-            opts.to.display()
-        )));
+        return Err(Error::TargetNotDirectory {
+            path: opts.to.clone(),
+        });
     }
     // Temp files of installers killed before their rename (a live
     // installer's are kept).
@@ -182,10 +246,9 @@ fn plan(opts: &Options) -> Result<Vec<Step>> {
         None => executables(&opts.from)?,
     };
     if names.is_empty() {
-        return Err(Error::Config(format!(
-            "no executable file to install in {}",
-            opts.from.display()
-        )));
+        return Err(Error::NothingToInstall {
+            dir: opts.from.clone(),
+        });
     }
     names
         .into_iter()
@@ -200,11 +263,10 @@ fn plan(opts: &Options) -> Result<Vec<Step>> {
                 // is kept: nothing is overwritten.
                 Ok(_) if opts.skip_existing => Outcome::Skipped,
                 Ok(m) if !m.file_type().is_file() => {
-                    return Err(Error::Config(format!(
-                        "refusing to replace {}: it is not a regular file ({})",
-                        dest.display(),
-                        kind(&m.file_type())
-                    )))
+                    return Err(Error::NotARegularFile {
+                        path: dest.clone(),
+                        kind: kind(&m.file_type()),
+                    })
                 }
                 Ok(m)
                     if m.permissions().mode() & 0o7777 == INSTALLED_MODE
@@ -233,9 +295,7 @@ fn requested(from: &Path, only: &[String]) -> Result<Vec<String>> {
     let mut missing = Vec::new();
     for name in only {
         if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-            return Err(Error::Config(format!(
-                "--only: {name:?} is not a binary name"
-            )));
+            return Err(Error::OnlyNameInvalid { name: name.clone() });
         }
         let ok = std::fs::metadata(from.join(name))
             .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -247,11 +307,10 @@ fn requested(from: &Path, only: &[String]) -> Result<Vec<String>> {
         }
     }
     if !missing.is_empty() {
-        return Err(Error::Config(format!(
-            "not in {} (or not an executable file): {}; nothing installed",
-            from.display(),
-            missing.join(", ")
-        )));
+        return Err(Error::OnlyMissing {
+            dir: from.to_owned(),
+            names: missing.into_iter().map(str::to_owned).collect(),
+        });
     }
     names.sort();
     Ok(names)
@@ -287,7 +346,7 @@ fn stage(steps: &mut [Step]) -> Result<()> {
         let mut input = File::open(&step.src).map_err(io("open source", &step.src))?;
         let staged = writer
             .stage_from(&step.dest, &mut input)
-            .map_err(Error::atomic_write)?;
+            .map_err(crate::Error::atomic_write)?;
         step.staged = Some(staged);
     }
     Ok(())
@@ -301,12 +360,12 @@ fn commit(steps: &mut [Step], dir: &Path) -> Result<()> {
     let mut renamed = false;
     for step in steps.iter_mut() {
         if let Some(staged) = step.staged.take() {
-            staged.commit().map_err(Error::atomic_write)?;
+            staged.commit().map_err(crate::Error::atomic_write)?;
             renamed = true;
         }
     }
     if renamed {
-        atomic::sync_dir(dir).map_err(Error::atomic_write)?;
+        atomic::sync_dir(dir).map_err(crate::Error::atomic_write)?;
     }
     Ok(())
 }
@@ -365,11 +424,7 @@ fn kind(t: &std::fs::FileType) -> &'static str {
 }
 
 fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Error + 'a {
-    move |source| Error::Io {
-        op,
-        path: path.display().to_string(),
-        source,
-    }
+    move |source| crate::Error::io(op, path, source).into()
 }
 
 /// Parses `cni-install`'s command line (without the program name):
@@ -394,7 +449,9 @@ pub fn parse_args(
             inline
                 .clone()
                 .or_else(|| args.next())
-                .ok_or_else(|| Error::Config(format!("{flag} needs a value\n{USAGE}")))
+                .ok_or_else(|| Error::ArgValueMissing {
+                    flag: flag.to_owned(),
+                })
         };
         match flag.as_str() {
             "--to" => to = Some(PathBuf::from(value("--to")?)),
@@ -410,18 +467,16 @@ pub fn parse_args(
             }
             "--skip-existing" if inline.is_none() => skip_existing = true,
             "-h" | "--help" => return Ok(None),
-            _ => return Err(Error::Config(format!("unknown argument {arg:?}\n{USAGE}"))),
+            _ => return Err(Error::ArgUnknown { arg }),
         }
     }
-    let to = to.ok_or_else(|| Error::Config(format!("--to is required\n{USAGE}")))?;
+    let to = to.ok_or(Error::TargetMissing)?;
     let from = match from {
         Some(f) => f,
-        None => default_from().ok_or_else(|| {
-            Error::Config("cannot find the installer's own directory: pass --from".into())
-        })?,
+        None => default_from().ok_or(Error::OwnDirUnknown)?,
     };
     if only.as_ref().is_some_and(Vec::is_empty) {
-        return Err(Error::Config("--only names no binary".into()));
+        return Err(Error::OnlyEmpty);
     }
     Ok(Some(Options {
         to,
