@@ -9,8 +9,9 @@ use netlink_packet_route::route::{RouteProtocol, RouteType};
 use netlink_packet_route::rule::{RuleAction, RuleAttribute, RuleMessage};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::handle::Handle;
+use crate::kernel::NetnsHandle;
 use crate::route::{route_message, KernelRoute};
 use crate::AddressFamilyFilter;
 
@@ -195,23 +196,12 @@ impl Handle {
         .map(drop)
     }
 
-    /// The routing table of the VRF device `name`: [`Error::LinkNotFound`]
-    /// when there is no such link, [`Error::InvalidArgument`] when it is not
-    /// a VRF.
+    /// The routing table of the VRF device `name`: [`Error::LinkNotFound`](crate::Error::LinkNotFound)
+    /// when there is no such link, [`Error::InvalidArgument`](crate::Error::InvalidArgument) when it is not
+    /// a VRF (the trait's [`NetnsHandle::vrf_table`], one definition for
+    /// every kernel).
     pub fn vrf_table(&self, name: &str) -> Result<u32> {
-        match self.vrf_by_name(name) {
-            Ok(Some(vrf)) => Ok(vrf.table),
-            Ok(None) => Err(Error::LinkNotFound {
-                op: format!("get table of VRF {name}"),
-                name: name.to_owned(),
-                netns: self.netns_name().to_owned(),
-            }),
-            Err(Error::WrongLinkKind { .. }) => Err(Error::InvalidArgument {
-                op: format!("get table of VRF {name}"),
-                reason: format!("{name} is not a VRF device"),
-            }),
-            Err(e) => Err(e),
-        }
+        NetnsHandle::vrf_table(self, name)
     }
 }
 

@@ -1,8 +1,10 @@
 //! The kernel conformance suite: one table of scripted kernel operations
 //! ([`scripts`]), each step with the outcome Linux gives it, run on two
 //! kernels in lockstep ([`compare`]) and compared after every step: the
-//! links (name, kind, up, master), addresses, routes and touched sysctls
-//! of both namespaces, and the step's outcome (`ok`, or the errno).
+//! links (name, kind, MTU, up, promiscuous, all-multicast, transmit queue
+//! length, master), addresses, routes, policy rules, neighbours, the
+//! qdiscs and redirect filters added, and touched sysctls of both
+//! namespaces, and the step's outcome (`ok`, or the errno).
 //!
 //! `cni-netns`'s tests run it on [`LinuxKernel`](super::LinuxKernel) (in
 //! throwaway namespaces, as root) against [`FakeKernel`](super::FakeKernel),
@@ -10,8 +12,8 @@
 //! author's own [`NetKernel`] double can be checked the same way.
 //!
 //! What is compared is what the fake models: routes of the local table,
-//! link-local IPv6 addresses and routes, multicast and broadcast routes and
-//! route metrics are left out.
+//! link-local IPv6 addresses and routes, multicast and broadcast routes,
+//! route metrics and the kernel's default qdiscs (handle 0) are left out.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -23,7 +25,9 @@ use super::{NetKernel, NetnsHandle};
 use crate::addr::AddressOptions;
 use crate::error::Result;
 use crate::link::{BridgeSpec, MacvlanSpec, VethSpec};
-use crate::route::KernelRoute;
+use crate::route::{KernelRoute, TABLE_MAIN};
+use crate::rule::RoutingRule;
+use crate::tc::{PschedClock, RedirectFilterKind, Tbf, HANDLE_INGRESS, HANDLE_ROOT};
 use crate::AddressFamilyFilter;
 
 /// One of the two namespaces a script works in.
@@ -119,6 +123,32 @@ pub enum Op {
     Forwarding(Ns),
     /// `set_ipv4_conf` of a link: `arp_notify` and `route_localnet`.
     Ipv4Conf(Ns, &'static str, u32),
+    /// `set_mtu`.
+    Mtu(Ns, &'static str, u32),
+    /// `set_promisc`.
+    Promisc(Ns, &'static str, bool),
+    /// `set_allmulti`.
+    Allmulti(Ns, &'static str, bool),
+    /// `set_txqlen`.
+    TxQLen(Ns, &'static str, u32),
+    /// `add_ifb` of a name with an MTU.
+    Ifb(Ns, &'static str, u32),
+    /// `add_rule`: `from src lookup table [pref p]`.
+    AddRule(Ns, &'static str, u32, Option<u32>),
+    /// `del_rule`: `[from src] [lookup table] [pref p]` (0: any table).
+    DelRule(Ns, Option<&'static str>, u32, Option<u32>),
+    /// `copy_route_to_table` of the main table's route to `dst` (as
+    /// listed) into a table.
+    CopyRoute(Ns, &'static str, u32),
+    /// `add_tbf` (8 Mbit/s, 80 kbit burst) on a link.
+    Tbf(Ns, &'static str),
+    /// `add_ingress_qdisc` on a link.
+    Ingress(Ns, &'static str),
+    /// `add_redirect_filter` from a link's ingress to another link.
+    Redirect(Ns, &'static str, &'static str),
+    /// `delete_qdisc` of a link's root (`true`) or ingress qdisc, with
+    /// whether there was one.
+    DelQdisc(Ns, &'static str, bool),
 }
 
 impl fmt::Display for Op {
@@ -496,6 +526,119 @@ pub fn scripts() -> Vec<Script> {
                 ok(NoMaster(A, "d0")),
             ],
         },
+        Script {
+            name: "policy rules: the kernel's priorities, duplicates, deletion by selector",
+            steps: vec![
+                ok(AddRule(A, "10.0.0.1/32", 100, None)),
+                // Not a duplicate: the kernel's priority moved on.
+                ok(AddRule(A, "10.0.0.1/32", 100, None)),
+                ok(AddRule(A, "fd00::1/128", 100, None)),
+                ok(AddRule(A, "10.0.0.3/32", 101, Some(32765))),
+                err(AddRule(A, "10.0.0.3/32", 101, Some(32765)), "EEXIST"),
+                ok(AddRule(A, "10.0.0.4/32", 5000, Some(100))),
+                ok(AddRule(A, "10.0.0.5/32", 5000, None)),
+                err(DelRule(A, Some("10.0.0.9/32"), 0, None), "ENOENT"),
+                err(DelRule(A, Some("10.0.0.3/32"), 101, Some(1)), "ENOENT"),
+                ok(DelRule(A, None, 100, None)),
+                ok(DelRule(A, Some("10.0.0.3/32"), 101, None)),
+                ok(DelRule(A, Some("fd00::1/128"), 0, None)),
+                err(DelRule(A, Some("fd00::1/128"), 0, None), "ENOENT"),
+            ],
+        },
+        Script {
+            name: "sbr's tables: routes copied to a table, rules from the addresses",
+            steps: vec![
+                ok(Veth {
+                    ns: A,
+                    alias: "v0",
+                    peer: "eth0",
+                    peer_ns: B,
+                    up: true,
+                    master: None,
+                }),
+                ok(Up(B, "eth0")),
+                ok(AddAddr(B, "eth0", "10.1.0.2/24")),
+                ok(AddAddr(B, "eth0", "fd00:1::2/64")),
+                ok(AddRoute(
+                    B,
+                    route("0.0.0.0/0", Some("10.1.0.1"), Some("eth0")),
+                )),
+                ok(CopyRoute(B, "10.1.0.0/24", 100)),
+                ok(CopyRoute(B, "0.0.0.0/0", 100)),
+                ok(CopyRoute(B, "fd00:1::/64", 101)),
+                // Copying again replaces.
+                ok(CopyRoute(B, "10.1.0.0/24", 100)),
+                ok(AddRule(B, "10.1.0.2/32", 100, None)),
+                ok(AddRule(B, "fd00:1::2/128", 101, None)),
+                ok(DelRoute(B, route("10.1.0.0/24", None, Some("eth0")))),
+                // Its gateway is no longer on a route of the main table.
+                err(CopyRoute(B, "0.0.0.0/0", 254), "ENETUNREACH"),
+                ok(CopyRoute(B, "fd00:1::/64", 254)),
+                // Down: every table's routes through the link go; the
+                // rules stay.
+                ok(Down(B, "eth0")),
+                ok(Up(B, "eth0")),
+                ok(Delete(A, "v0")),
+            ],
+        },
+        Script {
+            name: "link attributes: MTU, promiscuous, all-multicast, queue length",
+            steps: vec![
+                ok(Veth {
+                    ns: A,
+                    alias: "v0",
+                    peer: "eth0",
+                    peer_ns: B,
+                    up: false,
+                    master: None,
+                }),
+                ok(Mtu(A, "v0", 9000)),
+                err(Mtu(A, "v0", 10), "EINVAL"),
+                err(Mtu(A, "v0", 70000), "EINVAL"),
+                ok(Mtu(B, "eth0", 1280)),
+                ok(Promisc(A, "v0", true)),
+                ok(Allmulti(A, "v0", true)),
+                ok(TxQLen(A, "v0", 500)),
+                ok(Up(A, "v0")),
+                ok(Promisc(A, "v0", false)),
+                ok(Allmulti(B, "eth0", true)),
+                ok(Move(B, "eth0", A)),
+                err(Mtu(A, "gone", 1500), "ENODEV"),
+                err(Promisc(A, "gone", true), "ENODEV"),
+            ],
+        },
+        Script {
+            name: "tc: a root TBF, ingress redirected to an IFB, deletion, a move",
+            steps: vec![
+                ok(Veth {
+                    ns: A,
+                    alias: "v0",
+                    peer: "eth0",
+                    peer_ns: B,
+                    up: true,
+                    master: None,
+                }),
+                ok(Ifb(A, "ifb0", 1400)),
+                err(Ifb(A, "ifb0", 1400), "EEXIST"),
+                ok(Tbf(A, "v0")),
+                err(Tbf(A, "v0"), "EEXIST"),
+                err(Redirect(A, "v0", "ifb0"), "EINVAL"),
+                ok(Ingress(A, "v0")),
+                err(Ingress(A, "v0"), "EEXIST"),
+                ok(Redirect(A, "v0", "ifb0")),
+                ok(Tbf(A, "ifb0")),
+                ok(DelQdisc(A, "v0", false)),
+                ok(DelQdisc(A, "v0", false)),
+                ok(DelQdisc(A, "v0", true)),
+                ok(Tbf(A, "v0")),
+                ok(Down(A, "v0")),
+                ok(DelQdisc(A, "gone", true)),
+                err(Tbf(A, "gone"), "ENODEV"),
+                // A moved link leaves its qdiscs behind.
+                ok(Move(A, "ifb0", B)),
+                ok(Delete(A, "v0")),
+            ],
+        },
     ]
 }
 
@@ -510,6 +653,13 @@ pub struct State {
     pub routes: Vec<String>,
     /// `key=value` of the sysctls touched so far.
     pub sysctls: Vec<String>,
+    /// `pref P [-6 ]from S lookup T`.
+    pub rules: Vec<String>,
+    /// `ip on link`.
+    pub neighbours: Vec<String>,
+    /// `link kind handle parent` of the qdiscs added, `link filter kind
+    /// prio P redirect target` of the filters under an ingress qdisc.
+    pub qdiscs: Vec<String>,
 }
 
 impl fmt::Display for State {
@@ -517,6 +667,9 @@ impl fmt::Display for State {
         writeln!(f, "    links: {:?}", self.links)?;
         writeln!(f, "    addresses: {:?}", self.addresses)?;
         writeln!(f, "    routes: {:?}", self.routes)?;
+        writeln!(f, "    rules: {:?}", self.rules)?;
+        writeln!(f, "    neighbours: {:?}", self.neighbours)?;
+        writeln!(f, "    qdiscs: {:?}", self.qdiscs)?;
         write!(f, "    sysctls: {:?}", self.sysctls)
     }
 }
@@ -685,6 +838,60 @@ impl<H: NetnsHandle> Run<H> {
                 ];
                 self.h(ns).set_ipv4_conf(self.index(ns, name), &settings)?;
             }
+            Mtu(ns, name, mtu) => self.h(ns).set_mtu(self.index(ns, name), mtu)?,
+            Promisc(ns, name, on) => self.h(ns).set_promisc(self.index(ns, name), on)?,
+            Allmulti(ns, name, on) => self.h(ns).set_allmulti(self.index(ns, name), on)?,
+            TxQLen(ns, name, q) => self.h(ns).set_txqlen(self.index(ns, name), q)?,
+            Ifb(ns, name, mtu) => drop(self.h(ns).add_ifb(name, mtu, None)?),
+            AddRule(ns, src, table, pref) => {
+                let rule = RoutingRule {
+                    priority: pref,
+                    ..RoutingRule::from_source(net(src).ip(), table)
+                };
+                self.h(ns).add_rule(&rule)?
+            }
+            DelRule(ns, src, table, pref) => {
+                let v6 = src.is_some_and(|s| s.contains(':'));
+                let rule = RoutingRule {
+                    v6,
+                    src: src.map(net),
+                    dst: None,
+                    table,
+                    priority: pref,
+                    action: 1,
+                };
+                self.h(ns).del_rule(&rule)?
+            }
+            CopyRoute(ns, dst, table) => {
+                let h = self.h(ns);
+                let found = h
+                    .routes(AddressFamilyFilter::All)?
+                    .into_iter()
+                    .find(|r| r.dst == net(dst) && r.table == Some(TABLE_MAIN));
+                match found {
+                    Some(r) => h.copy_route_to_table(&r, table)?,
+                    None => {
+                        return Err(crate::Error::InvalidArgument {
+                            op: format!("copy route {dst}"),
+                            reason: "no such route in the main table".into(),
+                        })
+                    }
+                }
+            }
+            Tbf(ns, name) => {
+                let tbf = Tbf::from_rate_and_burst(8_000_000, 80_000, PschedClock::default());
+                self.h(ns).add_tbf(self.index(ns, name), &tbf)?
+            }
+            Ingress(ns, name) => self.h(ns).add_ingress_qdisc(self.index(ns, name))?,
+            Redirect(ns, from, to) => self.h(ns).add_redirect_filter(
+                self.index(ns, from),
+                self.index(ns, to),
+                RedirectFilterKind::U32GoCompatible,
+            )?,
+            DelQdisc(ns, name, root) => {
+                let parent = if root { HANDLE_ROOT } else { HANDLE_INGRESS };
+                self.h(ns).delete_qdisc(self.index(ns, name), parent)?;
+            }
             Forwarding(ns) => {
                 self.sysctls.push((ns, "net/ipv4/ip_forward".into()));
                 self.sysctls
@@ -720,10 +927,63 @@ impl<H: NetnsHandle> Run<H> {
             if l.is_up() {
                 s.push_str(" up");
             }
+            if l.is_promisc() {
+                s.push_str(" promisc");
+            }
+            if l.is_allmulti() {
+                s.push_str(" allmulti");
+            }
+            s.push_str(&format!(" qlen {}", h.link_txqlen(l.index)?));
             if let Some(m) = l.master {
                 s.push_str(&format!(" master {}", name_of(m)));
             }
             state.links.push(s);
+            for q in h.qdiscs(l.index)? {
+                if q.handle == 0 {
+                    continue;
+                }
+                state.qdiscs.push(format!(
+                    "{} {} {:x}: parent {:x}",
+                    self.alias(&l.name),
+                    q.kind,
+                    q.handle >> 16,
+                    q.parent
+                ));
+                if q.parent == HANDLE_INGRESS {
+                    for f in h.filters(l.index, q.handle)? {
+                        for t in &f.redirects {
+                            state.qdiscs.push(format!(
+                                "{} filter {} prio {} redirect {}",
+                                self.alias(&l.name),
+                                f.kind,
+                                f.priority,
+                                name_of(*t)
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        for r in h.rules(AddressFamilyFilter::All)? {
+            state.rules.push(format!(
+                "pref {} {}{}",
+                r.priority.unwrap_or(0),
+                if r.v6 { "-6 " } else { "" },
+                RoutingRule {
+                    priority: None,
+                    ..r
+                }
+            ));
+        }
+        // Not the kernel's NOARP entries (multicast groups).
+        const NUD_NOARP: u16 = 0x40;
+        for n in h.neighbours(None, AddressFamilyFilter::All)? {
+            if n.state & NUD_NOARP != 0 || n.ip.is_multicast() {
+                continue;
+            }
+            state
+                .neighbours
+                .push(format!("{} on {}", n.ip, name_of(n.index)));
         }
         for a in h.addresses(None, AddressFamilyFilter::All)? {
             if link_local(a.address.ip()) {
@@ -787,6 +1047,9 @@ impl<H: NetnsHandle> Run<H> {
         state.routes.sort();
         state.sysctls.sort();
         state.sysctls.dedup();
+        state.rules.sort();
+        state.neighbours.sort();
+        state.qdiscs.sort();
         Ok(state)
     }
 }

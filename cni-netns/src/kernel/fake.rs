@@ -1,5 +1,6 @@
-//! [`FakeKernel`]: namespaces, links, addresses, routes and sysctls in
-//! memory, for tests of a plugin's algorithm without root.
+//! [`FakeKernel`]: namespaces, links, addresses, routes, policy rules,
+//! neighbours, qdiscs and sysctls in memory, for tests of a plugin's
+//! algorithm without root.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -19,7 +20,13 @@ use crate::link::{
     BridgePortOptions, BridgeSpec, BridgeVlan, IpvlanMode, IpvlanSpec, Link, LinkDetails, MacAddr,
     MacvlanMode, MacvlanSpec, OperState, TapSpec, VethSpec, VlanSpec, Vrf, VLAN_ID_MAX,
 };
+use crate::neigh::Neighbour;
 use crate::route::{KernelRoute, NextHop, SCOPE_HOST, SCOPE_LINK, SCOPE_UNIVERSE, TABLE_MAIN};
+use crate::rule::RoutingRule;
+use crate::tc::{
+    Filter, Qdisc, RedirectFilterKind, Tbf, ETH_P_ALL, HANDLE_INGRESS, HANDLE_ROOT,
+    INGRESS_QDISC_HANDLE, TBF_HANDLE,
+};
 use crate::AddressFamilyFilter;
 
 /// The namespace [`FakeKernel::current`](NetKernel::current) opens.
@@ -54,8 +61,11 @@ pub enum KernelOp {
     Rename,
     /// A link's MAC set.
     SetMac,
+    /// A link's MTU set.
+    SetMtu,
     /// A link's bridge port options or VLANs, a macvlan's broadcast
-    /// queue, or a link's alias, changed.
+    /// queue, a link's alias, promiscuous or all-multicast mode or
+    /// transmit queue length, changed.
     SetLinkOption,
     /// An address added.
     AddAddress,
@@ -78,6 +88,22 @@ pub enum KernelOp {
     ListRoutes,
     /// Read: a sysctl read.
     ReadSysctl,
+    /// A policy rule added.
+    AddRule,
+    /// A policy rule deleted.
+    DelRule,
+    /// Read: the policy rules listed.
+    ListRules,
+    /// Read: the neighbours listed.
+    ListNeighbours,
+    /// A qdisc (root TBF, ingress) added.
+    AddQdisc,
+    /// A qdisc deleted (with its filters).
+    DelQdisc,
+    /// A tc filter added.
+    AddFilter,
+    /// Read: a link's qdiscs or filters listed.
+    ListQdiscs,
 }
 
 /// One recorded change: its namespace (the path it was opened by, `node`
@@ -114,6 +140,11 @@ struct FakeLink {
     /// For a VRF: its table.
     vrf_table: Option<u32>,
     alias: Option<String>,
+    txqlen: u32,
+    /// The qdiscs added (the kernel's default ones, of handle 0, are not
+    /// modelled).
+    qdiscs: Vec<Qdisc>,
+    filters: Vec<Filter>,
 }
 
 impl FakeLink {
@@ -127,6 +158,9 @@ impl FakeLink {
             vlan_id: None,
             vrf_table: None,
             alias: None,
+            txqlen: 1000,
+            qdiscs: Vec::new(),
+            filters: Vec::new(),
         }
     }
 
@@ -140,7 +174,40 @@ struct Namespace {
     links: Vec<FakeLink>,
     addresses: Vec<Address>,
     routes: Vec<KernelRoute>,
+    /// Both families' rules, each family's in the kernel's order.
+    rules: Vec<RoutingRule>,
+    neighbours: Vec<Neighbour>,
     sysctls: BTreeMap<String, String>,
+}
+
+/// The rules of a new namespace: `0: lookup local`, `32766: lookup
+/// main`, and for IPv4 `32767: lookup default`.
+fn default_rules() -> Vec<RoutingRule> {
+    let rule = |v6, table, pref| RoutingRule {
+        v6,
+        src: None,
+        dst: None,
+        table,
+        priority: Some(pref),
+        action: 1,
+    };
+    vec![
+        rule(false, 255, 0),
+        rule(false, 254, 32766),
+        rule(false, 253, 32767),
+        rule(true, 255, 0),
+        rule(true, 254, 32766),
+    ]
+}
+
+/// Whether `k` is what `r` selects (the kernel's `rule_find`: a field `r`
+/// leaves unset matches any).
+fn rule_selects(r: &RoutingRule, k: &RoutingRule) -> bool {
+    k.v6 == r.v6
+        && (r.table == 0 || k.table == r.table)
+        && r.priority.is_none_or(|p| k.priority == Some(p))
+        && r.src.is_none_or(|s| k.src == Some(s))
+        && r.dst.is_none_or(|d| k.dst == Some(d))
 }
 
 #[derive(Debug)]
@@ -174,8 +241,18 @@ struct World {
 /// per namespace (renaming to its own name is no change, an up link can be
 /// renamed, its sysctls follow); joining or leaving a VRF cycles the link
 /// and moves its addresses' routes to the VRF's table or back; a link
-/// moved to another namespace arrives down and bare; a removed namespace's
-/// plain devices return to `node`. Every change is recorded in order
+/// moved to another namespace arrives down and bare (its qdiscs gone); a
+/// removed namespace's plain devices return to `node`. Policy rules start
+/// as the kernel's (`local`, `main`, `default`); one added without a
+/// priority gets the kernel's (one below the family's second rule), the
+/// same rule at the same priority is `EEXIST`, a deletion removes the
+/// first rule its set fields select (`ENOENT` when none). A gateway must
+/// be on a connected route of its route's table (the main table for a
+/// table without routes; IPv6 falls back to main). A link holds at most
+/// one root and one ingress qdisc (`EEXIST`); a redirect filter needs the
+/// ingress qdisc (`EINVAL`) and goes with it. Neighbours are those a test
+/// adds ([`FakeKernel::add_neighbour`]); they go when their link goes
+/// down. Every change is recorded in order
 /// ([`FakeKernel::calls`]), and failures are injected on request, reads
 /// included ([`FakeKernel::fail_nth`]), with the error the real kernel
 /// gives ([`Error::Netlink`] with the errno asked for; [`Error::Tun`] for
@@ -187,6 +264,8 @@ struct World {
 /// [`FakeKernel::add_netns`] and opened by that path. Clones share the
 /// model. Not modelled: operational state beyond "up" (a veth end is
 /// operationally up when both ends are up), local routes outside VRFs,
+/// the kernel's default qdiscs (of handle 0), rule selectors other than
+/// source, destination, table and priority,
 /// broadcast and multicast routes, route metrics, IPv6 link-local
 /// addresses, DAD (addresses settle at once), VLAN tables, link kinds a
 /// kernel lacks (every kind can be made), sysctls that do not exist but
@@ -247,7 +326,10 @@ impl FakeKernel {
         if w.namespaces.contains_key(path) {
             return;
         }
-        let mut ns = Namespace::default();
+        let mut ns = Namespace {
+            rules: default_rules(),
+            ..Namespace::default()
+        };
         ns.links.push(FakeLink::new(Link {
             index: 1,
             name: "lo".into(),
@@ -413,6 +495,57 @@ impl FakeKernel {
             .unwrap_or_default()
     }
 
+    /// Adds a neighbour entry (as traffic or `ip neigh add` would) on
+    /// link `index` of namespace `path`, in state `NUD_REACHABLE`; it goes
+    /// with its link, and when the link goes down.
+    pub fn add_neighbour(&self, path: &str, index: u32, ip: IpAddr, mac: Option<MacAddr>) {
+        if let Some(ns) = self.world().namespaces.get_mut(path) {
+            ns.neighbours.push(Neighbour {
+                index,
+                ip,
+                mac,
+                state: 0x02,
+            });
+        }
+    }
+
+    /// Namespace `path`'s policy rules, as `pref P from S [to D] lookup
+    /// T` (`-6` first for IPv6 ones), in the kernel's order.
+    pub fn rule_list(&self, path: &str) -> Vec<String> {
+        self.list(path, |ns| {
+            ns.rules
+                .iter()
+                .map(|r| format!("{}{r}", if r.v6 { "-6 " } else { "" }))
+                .collect()
+        })
+    }
+
+    /// Namespace `path`'s qdiscs and filters, as `link kind handle:` (a
+    /// qdisc) and `link filter kind prio P redirect target` (a filter).
+    pub fn qdisc_list(&self, path: &str) -> Vec<String> {
+        self.list(path, |ns| {
+            let mut out = Vec::new();
+            for l in &ns.links {
+                for q in &l.qdiscs {
+                    out.push(format!("{} {} {:x}:", l.link.name, q.kind, q.handle >> 16));
+                }
+                for f in &l.filters {
+                    for t in &f.redirects {
+                        out.push(format!(
+                            "{} filter {} prio {} redirect {}",
+                            l.link.name,
+                            f.kind,
+                            f.priority,
+                            ns.name_of(*t)
+                        ));
+                    }
+                }
+            }
+            out.dedup();
+            out
+        })
+    }
+
     /// A sysctl's value in namespace `path`, when written.
     pub fn sysctl(&self, path: &str, key: &str) -> Option<String> {
         self.world()
@@ -422,8 +555,14 @@ impl FakeKernel {
     }
 }
 
+/// A sysctl key as [`crate::sysctl`] reads it: slash separated, or
+/// dotted.
 fn slash(key: &str) -> String {
-    key.replace('.', "/")
+    if key.contains('/') {
+        key.trim_start_matches('/').to_owned()
+    } else {
+        key.replace('.', "/")
+    }
 }
 
 impl Namespace {
@@ -547,6 +686,8 @@ impl Namespace {
     /// left (the prefix routes of IPv4 addresses, and of kept IPv6 ones,
     /// come back with [`Namespace::link_up`]).
     fn link_down(&mut self, index: u32) {
+        // The kernel flushes the link's neighbours (`neigh_ifdown`).
+        self.neighbours.retain(|n| n.index != index);
         if !self.keeps_addresses_on_down(index) {
             self.addresses
                 .retain(|a| !(a.index == index && a.address.is_ipv6()));
@@ -685,35 +826,51 @@ impl Namespace {
         // fib_check_nh: a gateway must be on a connected route (none is
         // through a down link), else the device must be up ("Nexthop
         // device is not up").
+        let table = r.table.unwrap_or(TABLE_MAIN);
         match r.gateway {
-            Some(gw) if !self.reachable(gw, r.oif) => Err(Errno::ENETUNREACH),
+            Some(gw) if !self.reachable(gw, r.oif, table) => Err(Errno::ENETUNREACH),
             _ if !up => Err(Errno::ENETDOWN),
             _ => Ok(()),
         }
     }
 
     /// Whether `gw` is on a connected (gateway-less) route, out of `oif`
-    /// when given.
-    fn reachable(&self, gw: IpAddr, oif: Option<u32>) -> bool {
-        self.connected(gw, oif).is_some()
+    /// when given, for a route of `table`.
+    fn reachable(&self, gw: IpAddr, oif: Option<u32>, table: u32) -> bool {
+        self.connected(gw, oif, table).is_some()
     }
 
     /// The connected (gateway-less) route `gw` is on, out of `oif` when
-    /// given.
-    fn connected(&self, gw: IpAddr, oif: Option<u32>) -> Option<&KernelRoute> {
-        self.routes.iter().find(|r| {
-            r.gateway.is_none()
-                && r.dst.contains(gw)
-                && (oif.is_none() || r.oif == oif)
-                && r.dst.is_ipv4() == gw.is_ipv4()
-        })
+    /// given, as the kernel looks for it for a route of `table`: in that
+    /// table when it exists (not main; IPv6 falls back to the main
+    /// table), else by the rules' lookup (main, default).
+    fn connected(&self, gw: IpAddr, oif: Option<u32>, table: u32) -> Option<&KernelRoute> {
+        let on = |t: u32| {
+            self.routes.iter().find(move |r| {
+                r.table == Some(t)
+                    && r.gateway.is_none()
+                    && r.dst.contains(gw)
+                    && (oif.is_none() || r.oif == oif)
+                    && r.dst.is_ipv4() == gw.is_ipv4()
+            })
+        };
+        const TABLE_DEFAULT: u32 = 253;
+        let exists = table != TABLE_MAIN && self.routes.iter().any(|r| r.table == Some(table));
+        let found = if exists { on(table) } else { None };
+        if exists && gw.is_ipv4() {
+            return found;
+        }
+        found
+            .or_else(|| on(TABLE_MAIN))
+            .or_else(|| on(TABLE_DEFAULT))
     }
 
     /// Route `r` as the kernel installs it: a gateway without a device
     /// goes out of the device of the connected route it is on.
     fn resolved(&self, mut r: KernelRoute) -> KernelRoute {
         if let (None, Some(gw)) = (r.oif, r.gateway) {
-            r.oif = self.connected(gw, None).and_then(|c| c.oif);
+            let table = r.table.unwrap_or(TABLE_MAIN);
+            r.oif = self.connected(gw, None, table).and_then(|c| c.oif);
         }
         r
     }
@@ -780,6 +937,7 @@ impl World {
             .ok_or(Errno::ENODEV)?;
         let mut link = ns.links.remove(pos);
         ns.drop_link_sysctls(&link.link.name);
+        ns.neighbours.retain(|n| n.index != index);
         ns.addresses.retain(|a| a.index != index);
         ns.routes.retain(|r| !r.through(index));
         for l in &mut ns.links {
@@ -789,6 +947,9 @@ impl World {
         }
         link.link.master = None;
         link.link.flags &= !(libc::IFF_UP as u32);
+        // The kernel shuts its queueing down.
+        link.qdiscs.clear();
+        link.filters.clear();
         if clash {
             link.link.name = format!("dev{index}");
         }
@@ -820,6 +981,7 @@ impl World {
         };
         let link = ns.links.remove(pos);
         ns.drop_link_sysctls(&link.link.name);
+        ns.neighbours.retain(|n| n.index != index);
         ns.addresses.retain(|a| a.index != index);
         ns.routes.retain(|r| !r.through(index));
         for l in &mut ns.links {
@@ -1126,6 +1288,37 @@ impl FakeHandle {
                 source: std::io::Error::from_raw_os_error(errno),
             },
             other => other,
+        })
+    }
+
+    /// Replaces the route of `r`'s key, or adds it (`verb` names the
+    /// operation in errors): a route without a kind is unicast.
+    fn replace(&self, r: KernelRoute, verb: &str) -> Result<()> {
+        let what = |ns: &Namespace| {
+            let d = ns.describe_route(&r);
+            (format!("{verb} route {d}"), d)
+        };
+        let r = KernelRoute {
+            table: Some(r.table.unwrap_or(TABLE_MAIN)),
+            scope: Some(r.scope.unwrap_or(SCOPE_UNIVERSE)),
+            kind: if r.kind == 0 { RTN_UNICAST } else { r.kind },
+            ..r.clone()
+        };
+        self.change(KernelOp::AddRoute, what, |w, here| {
+            let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
+            ns.check_route(&r)?;
+            let r = ns.resolved(r);
+            // The kernel replaces one route of the same key (with several,
+            // as after an append, the last added), else adds it.
+            match ns
+                .routes
+                .iter()
+                .rposition(|k| k.dst == r.dst && k.table == r.table && k.priority == r.priority)
+            {
+                Some(pos) => ns.routes[pos] = r,
+                None => ns.routes.push(r),
+            }
+            Ok(())
         })
     }
 
@@ -1871,33 +2064,14 @@ impl NetnsHandle for FakeHandle {
     }
 
     fn replace_route(&self, r: &KernelRoute) -> Result<()> {
-        let what = |ns: &Namespace| {
-            let d = ns.describe_route(r);
-            (format!("replace route {d}"), d)
-        };
-        let r = KernelRoute {
-            table: Some(r.table.unwrap_or(TABLE_MAIN)),
-            scope: Some(r.scope.unwrap_or(SCOPE_UNIVERSE)),
-            // Added routes are unicast, as the real handle's.
-            kind: RTN_UNICAST,
-            ..r.clone()
-        };
-        self.change(KernelOp::AddRoute, what, |w, here| {
-            let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
-            ns.check_route(&r)?;
-            let r = ns.resolved(r);
-            // The kernel replaces one route of the same key (with several,
-            // as after an append, the last added), else adds it.
-            match ns
-                .routes
-                .iter()
-                .rposition(|k| k.dst == r.dst && k.table == r.table && k.priority == r.priority)
-            {
-                Some(pos) => ns.routes[pos] = r,
-                None => ns.routes.push(r),
-            }
-            Ok(())
-        })
+        self.replace(
+            KernelRoute {
+                // Added routes are unicast, as the real handle's.
+                kind: RTN_UNICAST,
+                ..r.clone()
+            },
+            "replace",
+        )
     }
 
     fn del_route(&self, r: &KernelRoute) -> Result<()> {
@@ -1993,6 +2167,318 @@ impl NetnsHandle for FakeHandle {
             self.write_sysctl("net/ipv6/conf/all/forwarding", "1")?;
         }
         Ok(())
+    }
+
+    fn set_mtu(&self, index: u32, mtu: u32) -> Result<()> {
+        self.set_link(KernelOp::SetMtu, index, &format!("mtu {mtu}"), |l| {
+            // The kernel's bounds for an Ethernet-like link (loopback:
+            // any from 68).
+            let max = if l.link.flags & libc::IFF_LOOPBACK as u32 != 0 {
+                u32::MAX
+            } else {
+                65535
+            };
+            if !(68..=max).contains(&mtu) {
+                return Err(Errno::EINVAL);
+            }
+            l.link.mtu = mtu;
+            Ok(())
+        })
+    }
+
+    fn set_promisc(&self, index: u32, on: bool) -> Result<()> {
+        let what = if on { "promisc on" } else { "promisc off" };
+        self.set_link(KernelOp::SetLinkOption, index, what, |l| {
+            set_flag(&mut l.link.flags, libc::IFF_PROMISC, on);
+            Ok(())
+        })
+    }
+
+    fn set_allmulti(&self, index: u32, on: bool) -> Result<()> {
+        let what = if on {
+            "allmulticast on"
+        } else {
+            "allmulticast off"
+        };
+        self.set_link(KernelOp::SetLinkOption, index, what, |l| {
+            set_flag(&mut l.link.flags, libc::IFF_ALLMULTI, on);
+            Ok(())
+        })
+    }
+
+    fn set_txqlen(&self, index: u32, txqlen: u32) -> Result<()> {
+        let what = format!("txqueuelen {txqlen}");
+        self.set_link(KernelOp::SetLinkOption, index, &what, |l| {
+            l.txqlen = txqlen;
+            Ok(())
+        })
+    }
+
+    fn link_txqlen(&self, index: u32) -> Result<u32> {
+        self.link_by_index(index)?;
+        self.read(|ns| Ok(ns.link(index).map_or(0, |l| l.txqlen)))
+    }
+
+    fn link_alias(&self, index: u32) -> Result<Option<String>> {
+        self.link_by_index(index)?;
+        self.read(|ns| Ok(ns.link(index).and_then(|l| l.alias.clone())))
+    }
+
+    fn add_ifb(&self, name: &str, mtu: u32, alias: Option<&str>) -> Result<Link> {
+        // As the real handle: create (up, txqlen 0), look up, set the alias.
+        self.add_here("ifb", name, format!("ifb {name}"), |l| {
+            l.link.mtu = mtu;
+            l.link.flags |= libc::IFF_UP as u32;
+            l.txqlen = 0;
+        })?;
+        let link = self.link_by_name(name)?;
+        if let Some(alias) = alias {
+            self.set_alias(link.index, alias)?;
+        }
+        Ok(link)
+    }
+
+    fn rules(&self, family: AddressFamilyFilter) -> Result<Vec<RoutingRule>> {
+        self.reading(KernelOp::ListRules, || "list rules".into())?;
+        self.read(|ns| {
+            // IPv4's first, as the kernel dumps them.
+            let (v4, v6): (Vec<_>, Vec<_>) = ns.rules.iter().cloned().partition(|r| !r.v6);
+            Ok(v4
+                .into_iter()
+                .chain(v6)
+                .filter(|r| match family {
+                    AddressFamilyFilter::All => true,
+                    AddressFamilyFilter::V4 => !r.v6,
+                    AddressFamilyFilter::V6 => r.v6,
+                })
+                .collect())
+        })
+    }
+
+    fn add_rule(&self, r: &RoutingRule) -> Result<()> {
+        let what = |_: &Namespace| (format!("add rule {r}"), r.to_string());
+        self.change(KernelOp::AddRule, what, |w, here| {
+            let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
+            if r.table == 0 {
+                return Err(Errno::EINVAL);
+            }
+            // Without a priority, the kernel's `fib_default_rule_pref`:
+            // one below the family's second rule (the first is `local`).
+            let pref = r.priority.unwrap_or_else(|| {
+                ns.rules
+                    .iter()
+                    .filter(|k| k.v6 == r.v6)
+                    .nth(1)
+                    .and_then(|k| k.priority)
+                    .filter(|p| *p != 0)
+                    .map_or(0, |p| p - 1)
+            });
+            let new = RoutingRule {
+                priority: Some(pref),
+                action: 1,
+                ..r.clone()
+            };
+            // `rule_exists`: the same rule at the same priority.
+            if ns.rules.contains(&new) {
+                return Err(Errno::EEXIST);
+            }
+            // After the family's rules of lower or equal priority.
+            let at = ns
+                .rules
+                .iter()
+                .rposition(|k| k.v6 == r.v6 && k.priority.unwrap_or(0) <= pref)
+                .map_or(0, |i| i + 1);
+            ns.rules.insert(at, new);
+            Ok(())
+        })
+    }
+
+    fn del_rule(&self, r: &RoutingRule) -> Result<()> {
+        let what = |_: &Namespace| (format!("delete rule {r}"), r.to_string());
+        self.change(KernelOp::DelRule, what, |w, here| {
+            let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
+            let at = ns
+                .rules
+                .iter()
+                .position(|k| rule_selects(r, k))
+                .ok_or(Errno::ENOENT)?;
+            ns.rules.remove(at);
+            Ok(())
+        })
+    }
+
+    fn copy_route_to_table(&self, r: &KernelRoute, table: u32) -> Result<()> {
+        let moved = KernelRoute {
+            table: Some(table),
+            ..r.clone()
+        };
+        self.replace(moved, "copy")
+    }
+
+    fn neighbours(
+        &self,
+        index: Option<u32>,
+        family: AddressFamilyFilter,
+    ) -> Result<Vec<Neighbour>> {
+        self.reading(KernelOp::ListNeighbours, || "list neighbours".into())?;
+        self.read(|ns| {
+            Ok(ns
+                .neighbours
+                .iter()
+                .filter(|n| index.is_none_or(|i| n.index == i) && family.matches(n.ip))
+                .cloned()
+                .collect())
+        })
+    }
+
+    fn qdiscs(&self, index: u32) -> Result<Vec<Qdisc>> {
+        let op = format!("list qdiscs of #{index}");
+        self.reading(KernelOp::ListQdiscs, || op.clone())?;
+        self.read(|ns| {
+            ns.link(index)
+                .map(|l| l.qdiscs.clone())
+                .ok_or_else(|| self.netlink_error(op.clone(), Errno::ENODEV))
+        })
+    }
+
+    fn add_tbf(&self, index: u32, tbf: &Tbf) -> Result<()> {
+        let qdisc = Qdisc {
+            index,
+            handle: TBF_HANDLE,
+            parent: HANDLE_ROOT,
+            kind: "tbf".into(),
+            tbf: Some(*tbf),
+        };
+        self.add_qdisc(qdisc, &format!("tbf (rate {} B/s)", tbf.rate))
+    }
+
+    fn add_ingress_qdisc(&self, index: u32) -> Result<()> {
+        let qdisc = Qdisc {
+            index,
+            handle: INGRESS_QDISC_HANDLE,
+            parent: HANDLE_INGRESS,
+            kind: "ingress".into(),
+            tbf: None,
+        };
+        self.add_qdisc(qdisc, "ingress")
+    }
+
+    fn delete_qdisc(&self, index: u32, parent: u32) -> Result<bool> {
+        let present = match self.qdiscs(index) {
+            Ok(qs) => qs.into_iter().find(|q| q.parent == parent),
+            Err(e) if e.errno() == Some(Errno::ENODEV) => None,
+            Err(e) => return Err(e),
+        };
+        let Some(q) = present else {
+            return Ok(false);
+        };
+        let what = |ns: &Namespace| {
+            let name = ns.name_of(index);
+            (
+                format!("delete {} qdisc of {name}", q.kind),
+                format!("{} qdisc of {name}", q.kind),
+            )
+        };
+        self.change(KernelOp::DelQdisc, what, |w, here| {
+            let link = w
+                .namespaces
+                .get_mut(here)
+                .and_then(|ns| ns.link_mut(index))
+                .ok_or(Errno::ENODEV)?;
+            link.qdiscs.retain(|k| k.parent != parent);
+            link.filters.retain(|f| f.parent != q.handle);
+            Ok(true)
+        })
+    }
+
+    fn filters(&self, index: u32, parent: u32) -> Result<Vec<Filter>> {
+        let op = format!("list filters of #{index}");
+        self.reading(KernelOp::ListQdiscs, || op.clone())?;
+        self.read(|ns| {
+            ns.link(index)
+                .map(|l| {
+                    l.filters
+                        .iter()
+                        .filter(|f| f.parent == parent)
+                        .cloned()
+                        .collect()
+                })
+                .ok_or_else(|| self.netlink_error(op.clone(), Errno::ENODEV))
+        })
+    }
+
+    fn add_redirect_filter(&self, index: u32, target: u32, kind: RedirectFilterKind) -> Result<()> {
+        let what = |ns: &Namespace| {
+            let (from, to) = (ns.name_of(index), ns.name_of(target));
+            (
+                format!("add filter redirecting {from} to {to}"),
+                format!("redirect {from} to {to}"),
+            )
+        };
+        self.change(KernelOp::AddFilter, what, |w, here| {
+            let ns = w.namespaces.get_mut(here).ok_or(Errno::ENOENT)?;
+            if ns.link(target).is_none() {
+                return Err(Errno::ENODEV);
+            }
+            let link = ns.link_mut(index).ok_or(Errno::ENODEV)?;
+            if !link.qdiscs.iter().any(|q| q.handle == INGRESS_QDISC_HANDLE) {
+                // "Parent Qdisc doesn't exists".
+                return Err(Errno::EINVAL);
+            }
+            // u32 numbers its nodes 800::800, 800::801, ...
+            let handle = 0x8000_0800 + link.filters.len() as u32;
+            let (kind, redirects) = match kind {
+                RedirectFilterKind::U32GoCompatible => ("u32", vec![target, target]),
+                RedirectFilterKind::U32 => ("u32", vec![target]),
+                RedirectFilterKind::MatchAll => ("matchall", vec![target]),
+            };
+            link.filters.push(Filter {
+                index,
+                parent: INGRESS_QDISC_HANDLE,
+                handle,
+                priority: 1,
+                protocol: ETH_P_ALL,
+                kind: kind.into(),
+                redirects,
+            });
+            Ok(())
+        })
+    }
+}
+
+/// Sets or clears `flag` in `flags`.
+fn set_flag(flags: &mut u32, flag: libc::c_int, on: bool) {
+    if on {
+        *flags |= flag as u32;
+    } else {
+        *flags &= !(flag as u32);
+    }
+}
+
+impl FakeHandle {
+    /// Adds `qdisc` (described as `what`) to its link: a second one of the
+    /// same parent is `EEXIST` (`NLM_F_EXCL`).
+    fn add_qdisc(&self, qdisc: Qdisc, what: &str) -> Result<()> {
+        let index = qdisc.index;
+        let describe = |ns: &Namespace| {
+            let name = ns.name_of(index);
+            (
+                format!("add {what} qdisc to {name}"),
+                format!("{what} on {name}"),
+            )
+        };
+        self.change(KernelOp::AddQdisc, describe, |w, here| {
+            let link = w
+                .namespaces
+                .get_mut(here)
+                .and_then(|ns| ns.link_mut(index))
+                .ok_or(Errno::ENODEV)?;
+            if link.qdiscs.iter().any(|q| q.parent == qdisc.parent) {
+                return Err(Errno::EEXIST);
+            }
+            link.qdiscs.push(qdisc);
+            Ok(())
+        })
     }
 }
 
@@ -2235,5 +2721,64 @@ mod tests {
         assert_eq!(k.link_names(NODE), ["lo"]);
         assert!(k.open("pod").unwrap_err().is_netns_gone());
         assert!(pod.link_by_name("eth0").is_err());
+    }
+
+    #[test]
+    fn rules_qdiscs_and_link_attributes_are_recorded_and_can_fail() {
+        let (k, host, pod) = pod();
+        let veth = host.setup_veth("eth0", pod.netns(), None, None).unwrap();
+        let rule = RoutingRule::from_source("10.1.0.2".parse().unwrap(), 100);
+        pod.add_rule(&rule).unwrap();
+        assert!(k
+            .rule_list("pod")
+            .contains(&"pref 32765 from 10.1.0.2/32 lookup 100".to_owned()));
+        k.fail_next(KernelOp::DelRule, "pod", Errno::EPERM);
+        assert_eq!(pod.del_rule(&rule).unwrap_err().errno(), Some(Errno::EPERM));
+        pod.del_rule(&rule).unwrap();
+        assert!(pod.del_rule(&rule).unwrap_err().is_not_found());
+
+        let tbf = Tbf::from_rate_and_burst(8_000_000, 80_000, Default::default());
+        host.add_tbf(veth.index, &tbf).unwrap();
+        let ifb = host.add_ifb("ifb0", 1500, Some("cni/n/c1")).unwrap();
+        assert_eq!(
+            host.link_alias(ifb.index).unwrap().as_deref(),
+            Some("cni/n/c1")
+        );
+        assert_eq!(host.link_txqlen(ifb.index).unwrap(), 0);
+        k.fail_next(KernelOp::AddFilter, "node", Errno::ENOMEM);
+        host.add_ingress_qdisc(veth.index).unwrap();
+        let redirect = RedirectFilterKind::U32GoCompatible;
+        assert!(host
+            .add_redirect_filter(veth.index, ifb.index, redirect)
+            .is_err());
+        host.add_redirect_filter(veth.index, ifb.index, redirect)
+            .unwrap();
+        let name = &veth.name;
+        assert_eq!(
+            k.qdisc_list("node"),
+            [
+                format!("{name} tbf 1:"),
+                format!("{name} ingress ffff:"),
+                format!("{name} filter u32 prio 1 redirect ifb0"),
+            ]
+        );
+        assert!(host.delete_qdisc(veth.index, HANDLE_INGRESS).unwrap());
+        assert!(!host.delete_qdisc(veth.index, HANDLE_INGRESS).unwrap());
+        assert_eq!(k.qdisc_list("node"), [format!("{name} tbf 1:")]);
+
+        k.fail_next(KernelOp::SetMtu, "node", Errno::EBUSY);
+        assert!(host.set_mtu(veth.index, 9000).is_err());
+        host.set_mtu(veth.index, 9000).unwrap();
+        host.set_promisc(veth.index, true).unwrap();
+        host.set_allmulti(veth.index, true).unwrap();
+        let link = host.link_by_index(veth.index).unwrap();
+        assert!(link.mtu == 9000 && link.is_promisc() && link.is_allmulti());
+        let eth0 = pod.link_by_name("eth0").unwrap();
+        assert_eq!(pod.veth_peer_index(eth0.index).unwrap(), veth.index);
+        pod.set_up(eth0.index).unwrap();
+        k.add_neighbour("pod", eth0.index, "10.1.0.1".parse().unwrap(), None);
+        assert_eq!(pod.neighbours(None, Default::default()).unwrap().len(), 1);
+        pod.set_down(eth0.index).unwrap();
+        assert!(pod.neighbours(None, Default::default()).unwrap().is_empty());
     }
 }

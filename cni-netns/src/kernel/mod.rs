@@ -4,15 +4,19 @@
 //!
 //! * [`NetKernel`] opens namespaces: the caller's ([`NetKernel::current`])
 //!   and a pod's by path ([`NetKernel::open`], `CNI_NETNS`);
-//! * [`NetnsHandle`] is what a plugin does inside one namespace: links
-//!   (veth, bridge, macvlan, ipvlan, vlan, dummy, tap, vrf; look up, set
-//!   up or down, rename, enslave, move to another namespace, delete),
-//!   addresses, routes and sysctls.
+//! * [`NetnsHandle`] is what a plugin does inside one namespace, grouped
+//!   as rtnetlink groups it: links (veth, bridge, macvlan, ipvlan, vlan,
+//!   dummy, tap, vrf, ifb; look up, set up or down, rename, enslave, move
+//!   to another namespace, MTU, MAC, promiscuous and all-multicast modes,
+//!   transmit queue length, alias, delete), addresses, routes, policy
+//!   rules, neighbours, queueing disciplines and filters (tc), and
+//!   sysctls.
 //!
 //! [`LinuxKernel`] is the real one: its handle is [`Handle`] (rtnetlink),
 //! the trait's methods are `Handle`'s own. `FakeKernel` (feature `fake`,
 //! as tokio's `test-util`) keeps a model of each namespace's links,
-//! addresses, routes and sysctls in memory, records every change in order
+//! addresses, routes, rules, neighbours, qdiscs and sysctls in memory,
+//! records every change in order
 //! (`FakeKernel::calls`) and fails the calls a test asks it to
 //! (`FakeKernel::fail_nth`), so that rollback paths can be driven; a
 //! conformance suite runs the same scripts on it and on Linux and compares
@@ -74,8 +78,11 @@ use crate::link::{
     BridgePortOptions, BridgeSpec, BridgeVlan, IpvlanSpec, Link, LinkDetails, MacAddr, MacvlanSpec,
     TapSpec, VethSpec, VlanSpec, Vrf,
 };
+use crate::neigh::Neighbour;
 use crate::netns::Netns;
 use crate::route::KernelRoute;
+use crate::rule::RoutingRule;
+use crate::tc::{Filter, Qdisc, RedirectFilterKind, Tbf};
 use crate::AddressFamilyFilter;
 
 #[cfg(any(test, feature = "fake"))]
@@ -165,6 +172,51 @@ netns_handle! {
         /// [`crate::sysctl::get_opt`] in this namespace: `None` when the
         /// sysctl does not exist.
         fn sysctl_get(&self, key: &str) -> Result<Option<String>>;
+
+        /// The index of a veth's peer (`IFLA_LINK`), in the peer's
+        /// namespace (what [`Handle::veth_peer_index`] is):
+        /// [`Error::WrongLinkKind`](crate::Error::WrongLinkKind) when the
+        /// link is not a veth.
+        fn veth_peer_index(&self, index: u32) -> Result<u32> {
+            let op = || format!("get veth peer of link #{index}");
+            let link = self.link_by_index(index)?;
+            if link.kind.as_deref() != Some("veth") {
+                return Err(crate::Error::WrongLinkKind {
+                    op: op(),
+                    name: link.name,
+                    found: link.kind.unwrap_or_else(|| "device".into()),
+                    expected: "veth",
+                    netns: self.netns_name().to_owned(),
+                });
+            }
+            link.parent_index.ok_or_else(|| crate::Error::Protocol {
+                op: op(),
+                netns: self.netns_name().to_owned(),
+                detail: "no IFLA_LINK".into(),
+            })
+        }
+
+        /// The routing table of the VRF device `name` (what
+        /// [`Handle::vrf_table`] is): [`Error::LinkNotFound`](crate::Error::LinkNotFound)
+        /// when there is no such link,
+        /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when
+        /// it is not a VRF.
+        fn vrf_table(&self, name: &str) -> Result<u32> {
+            let op = || format!("get table of VRF {name}");
+            match self.vrf_by_name(name) {
+                Ok(Some(vrf)) => Ok(vrf.table),
+                Ok(None) => Err(crate::Error::LinkNotFound {
+                    op: op(),
+                    name: name.to_owned(),
+                    netns: self.netns_name().to_owned(),
+                }),
+                Err(crate::Error::WrongLinkKind { .. }) => Err(crate::Error::InvalidArgument {
+                    op: op(),
+                    reason: format!("{name} is not a VRF device"),
+                }),
+                Err(e) => Err(e),
+            }
+        }
     }
     delegated to Handle {
         // ---- links ----
@@ -248,6 +300,27 @@ netns_handle! {
         /// [`Handle::set_mac`].
         fn set_mac(&self, index: u32, mac: MacAddr) -> Result<()>;
 
+        /// [`Handle::set_mtu`].
+        fn set_mtu(&self, index: u32, mtu: u32) -> Result<()>;
+
+        /// [`Handle::set_promisc`].
+        fn set_promisc(&self, index: u32, on: bool) -> Result<()>;
+
+        /// [`Handle::set_allmulti`].
+        fn set_allmulti(&self, index: u32, on: bool) -> Result<()>;
+
+        /// [`Handle::set_txqlen`].
+        fn set_txqlen(&self, index: u32, txqlen: u32) -> Result<()>;
+
+        /// [`Handle::link_txqlen`].
+        fn link_txqlen(&self, index: u32) -> Result<u32>;
+
+        /// [`Handle::link_alias`].
+        fn link_alias(&self, index: u32) -> Result<Option<String>>;
+
+        /// [`Handle::add_ifb`].
+        fn add_ifb(&self, name: &str, mtu: u32, alias: Option<&str>) -> Result<Link>;
+
         /// [`Handle::rename`].
         fn rename(&self, index: u32, new_name: &str) -> Result<()>;
 
@@ -308,6 +381,54 @@ netns_handle! {
 
         /// [`Handle::del_route`].
         fn del_route(&self, r: &KernelRoute) -> Result<()>;
+
+        // ---- policy rules ----
+
+        /// [`Handle::rules`].
+        fn rules(&self, family: AddressFamilyFilter) -> Result<Vec<RoutingRule>>;
+
+        /// [`Handle::add_rule`].
+        fn add_rule(&self, r: &RoutingRule) -> Result<()>;
+
+        /// [`Handle::del_rule`].
+        fn del_rule(&self, r: &RoutingRule) -> Result<()>;
+
+        /// [`Handle::copy_route_to_table`].
+        fn copy_route_to_table(&self, r: &KernelRoute, table: u32) -> Result<()>;
+
+        // ---- neighbours ----
+
+        /// [`Handle::neighbours`].
+        fn neighbours(
+            &self,
+            index: Option<u32>,
+            family: AddressFamilyFilter,
+        ) -> Result<Vec<Neighbour>>;
+
+        // ---- queueing disciplines and filters (tc) ----
+
+        /// [`Handle::qdiscs`].
+        fn qdiscs(&self, index: u32) -> Result<Vec<Qdisc>>;
+
+        /// [`Handle::add_tbf`].
+        fn add_tbf(&self, index: u32, tbf: &Tbf) -> Result<()>;
+
+        /// [`Handle::add_ingress_qdisc`].
+        fn add_ingress_qdisc(&self, index: u32) -> Result<()>;
+
+        /// [`Handle::delete_qdisc`].
+        fn delete_qdisc(&self, index: u32, parent: u32) -> Result<bool>;
+
+        /// [`Handle::filters`].
+        fn filters(&self, index: u32, parent: u32) -> Result<Vec<Filter>>;
+
+        /// [`Handle::add_redirect_filter`].
+        fn add_redirect_filter(
+            &self,
+            index: u32,
+            target: u32,
+            kind: RedirectFilterKind,
+        ) -> Result<()>;
 
         // ---- sysctls ----
 

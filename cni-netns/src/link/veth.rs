@@ -220,20 +220,10 @@ impl Handle {
         })
     }
 
-    /// The index of a veth's peer (`IFLA_LINK`), in the peer's namespace.
+    /// The index of a veth's peer (`IFLA_LINK`), in the peer's namespace
+    /// (the trait's [`NetnsHandle::veth_peer_index`](crate::kernel::NetnsHandle::veth_peer_index),
+    /// one definition for every kernel).
     pub fn veth_peer_index(&self, index: u32) -> Result<u32> {
-        let link = self.link_by_index(index)?;
-        if link.kind.as_deref() != Some("veth") {
-            return Err(Error::WrongLinkKind {
-                op: format!("get veth peer of link #{index}"),
-                name: link.name,
-                found: link.kind.unwrap_or_else(|| "device".into()),
-                expected: "veth",
-                netns: self.netns_name().to_owned(),
-            });
-        }
-        link.parent_index.ok_or_else(|| {
-            self.protocol_error(format!("get veth peer of link #{index}"), "no IFLA_LINK")
-        })
+        crate::kernel::NetnsHandle::veth_peer_index(self, index)
     }
 }
