@@ -5,7 +5,7 @@
 use std::net::IpAddr;
 
 use cni_exec::Request;
-use cni_netns::Handle;
+use cni_netns::kernel::NetnsHandle;
 use cni_types::json::canonicalize_keys;
 use cni_types::{CniResult, IpConfig};
 use serde::Deserialize;
@@ -131,7 +131,7 @@ impl SbrConf {
     }
 
     /// The table of the VRF `name` in the pod.
-    pub(crate) fn vrf_table(&self, h: &Handle, name: &str) -> Result<u32> {
+    pub(crate) fn vrf_table(&self, h: &impl NetnsHandle, name: &str) -> Result<u32> {
         h.vrf_table(name).map_err(|source| Error::VrfTable {
             vrf: name.to_owned(),
             source: source.into(),

@@ -26,7 +26,7 @@
 //!     ("CNI_IFNAME", "eth0"),
 //!     ("CNI_PATH", "/opt/cni/bin"),
 //! ]);
-//! let out = dispatch(&Sbr, &env, br#"{"cniVersion":"1.0.0","name":"n","type":"sbr"}"#);
+//! let out = dispatch(&Sbr::new(), &env, br#"{"cniVersion":"1.0.0","name":"n","type":"sbr"}"#);
 //! assert_eq!(out.exit_code, 1);
 //! assert!(String::from_utf8(out.stdout).unwrap().contains("prevResult"));
 //! ```
@@ -38,7 +38,8 @@ use std::net::IpAddr;
 
 use cni_exec::{Plugin, Request};
 use cni_files::FileLock;
-use cni_netns::{AddressFamilyFilter, Handle, KernelRoute, Link, Netns, RoutingRule, TABLE_MAIN};
+use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
+use cni_netns::{AddressFamilyFilter, KernelRoute, Link, RoutingRule, TABLE_MAIN};
 use cni_types::{CniResult, IpConfig};
 
 pub use config::{SbrConf, FIRST_TABLE};
@@ -46,24 +47,32 @@ pub use config::{SbrConf, FIRST_TABLE};
 use crate::steps::{self, Undo};
 pub use error::{Error, Result};
 
-/// The sbr plugin.
+/// The sbr plugin, on the real kernel by default; on another one (a
+/// `cni_netns::kernel::FakeKernel` in tests without root) with
+/// [`Sbr::with_kernel`].
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Sbr;
+pub struct Sbr<K = LinuxKernel> {
+    kernel: K,
+}
 
-/// Runs `f` on a thread in the pod namespace under Go's lock (the namespace
-/// file itself); `Ok(None)` when the namespace is gone.
-fn in_pod<T: Send>(path: &str, f: impl FnOnce(&Handle) -> Result<T> + Send) -> Result<Option<T>> {
+/// Runs `f` with a handle on the pod namespace under Go's lock (the
+/// namespace file itself); `Ok(None)` when the namespace is gone.
+fn in_pod<K: NetKernel, T>(
+    kernel: &K,
+    path: &str,
+    f: impl FnOnce(&K::Handle) -> Result<T>,
+) -> Result<Option<T>> {
     let lock = match FileLock::acquire(path) {
         Ok(l) => l,
         Err(e) if e.is_not_found() => return Ok(None),
         Err(e) => return Err(crate::Error::atomic_write(e).into()),
     };
-    let netns = match Netns::open(path) {
-        Ok(n) => n,
+    let h = match kernel.open(path) {
+        Ok(h) => h,
         Err(e) if e.is_not_found() => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let out = netns.run(|| f(&Handle::current()?))??;
+    let out = f(&h)?;
     drop(lock);
     Ok(Some(out))
 }
@@ -92,7 +101,7 @@ fn addresses_of(prev: &CniResult, ifname: &str) -> Result<Vec<IpConfig>> {
 }
 
 /// Deletes the routes via `link` in each of `tables`.
-fn flush_tables(h: &Handle, link: u32, tables: &[u32]) {
+fn flush_tables<H: NetnsHandle>(h: &H, link: u32, tables: &[u32]) {
     if tables.is_empty() {
         return;
     }
@@ -119,16 +128,23 @@ fn belongs_to(r: &KernelRoute, ip: &IpConfig) -> bool {
 }
 
 impl Sbr {
-    /// The plugin (it has no state).
-    pub fn new() -> Self {
-        Sbr
+    /// The plugin on the real kernel (it has no state).
+    pub fn new() -> Sbr {
+        Sbr::default()
+    }
+}
+
+impl<K: NetKernel> Sbr<K> {
+    /// The plugin on another kernel.
+    pub fn with_kernel(kernel: K) -> Sbr<K> {
+        Sbr { kernel }
     }
 }
 
 /// Table-ID mode (`table`, `vrfname`): one rule per address into `table`,
 /// nothing else. A table whose rules or routes belong to another interface
 /// is refused (Go does not look).
-fn add_rules_only(h: &Handle, link: &Link, ips: &[IpConfig], table: u32) -> Result<()> {
+fn add_rules_only<H: NetnsHandle>(h: &H, link: &Link, ips: &[IpConfig], table: u32) -> Result<()> {
     let ours: Vec<IpAddr> = ips.iter().map(|ip| ip.address.ip()).collect();
     if let Some(r) = h
         .rules(AddressFamilyFilter::All)?
@@ -171,7 +187,12 @@ fn add_rules_only(h: &Handle, link: &Link, ips: &[IpConfig], table: u32) -> Resu
 
 /// Go's default mode: a table per address, with the default route and the
 /// interface's routes, then the interface's routes leave the main table.
-fn add_with_tables(h: &Handle, conf: &SbrConf, link: &Link, ips: &[IpConfig]) -> Result<()> {
+fn add_with_tables<H: NetnsHandle>(
+    h: &H,
+    conf: &SbrConf,
+    link: &Link,
+    ips: &[IpConfig],
+) -> Result<()> {
     let rules = h.rules(AddressFamilyFilter::All)?;
     let routes = h.routes(AddressFamilyFilter::All)?;
     let used =
@@ -251,7 +272,7 @@ fn add_with_tables(h: &Handle, conf: &SbrConf, link: &Link, ips: &[IpConfig]) ->
 /// `addSourceHints`: `<subnet> dev <if> src <ip> scope link` in the main
 /// table for each address, so local traffic picks the right source (Go
 /// only warns when this fails).
-fn add_source_hints(h: &Handle, link: &Link, ips: &[IpConfig]) {
+fn add_source_hints<H: NetnsHandle>(h: &H, link: &Link, ips: &[IpConfig]) {
     for ip in ips {
         let subnet = match ipnetwork::IpNetwork::new(ip.address.network(), ip.address.prefix()) {
             Ok(s) => s,
@@ -275,7 +296,12 @@ fn add_source_hints(h: &Handle, link: &Link, ips: &[IpConfig]) {
 /// (Go returns the last).
 /// Ours: the routes of the tables those rules pointed at go too, unless
 /// the table was given by the configuration or still has other rules.
-fn del_rules(h: &Handle, link: &Link, extra: &[IpAddr], fixed: Option<u32>) -> Result<()> {
+fn del_rules<H: NetnsHandle>(
+    h: &H,
+    link: &Link,
+    extra: &[IpAddr],
+    fixed: Option<u32>,
+) -> Result<()> {
     let mut addrs: Vec<IpAddr> = h
         .addresses(Some(link.index), AddressFamilyFilter::All)?
         .iter()
@@ -308,7 +334,7 @@ fn del_rules(h: &Handle, link: &Link, extra: &[IpAddr], fixed: Option<u32>) -> R
     steps::all_errors(failed)
 }
 
-impl Plugin for Sbr {
+impl<K: NetKernel> Plugin for Sbr<K> {
     type Error = Error;
 
     fn name(&self) -> &str {
@@ -319,7 +345,7 @@ impl Plugin for Sbr {
         let conf = SbrConf::parse(req)?;
         let prev = conf.prev_result(req)?;
         let ips = addresses_of(&prev, &req.ifname)?;
-        let done = in_pod(&req.netns, |h| {
+        let done = in_pod(&self.kernel, &req.netns, |h| {
             let link = h
                 .link_by_name(&req.ifname)
                 .map_err(|source| Error::LinkLookup {
@@ -356,7 +382,7 @@ impl Plugin for Sbr {
         if req.netns.is_empty() {
             return Ok(());
         }
-        in_pod(&req.netns, |h| {
+        in_pod(&self.kernel, &req.netns, |h| {
             let link = match h.link_by_name(&req.ifname) {
                 Ok(l) => l,
                 Err(e) if e.is_not_found() => return Ok(()),
@@ -375,7 +401,7 @@ impl Plugin for Sbr {
         let conf = SbrConf::parse(req)?;
         let prev = conf.prev_result(req)?;
         let ips = addresses_of(&prev, &req.ifname)?;
-        let found = in_pod(&req.netns, |h| {
+        let found = in_pod(&self.kernel, &req.netns, |h| {
             let rules = h.rules(AddressFamilyFilter::All)?;
             for ip in &ips {
                 let want = RoutingRule::from_source(ip.address.ip(), 0).src;

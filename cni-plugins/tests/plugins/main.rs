@@ -59,4 +59,5 @@ mod same_build;
 mod sbr_firewall;
 mod static_ipam;
 mod teardown_faults;
+mod trait_plugins_fake;
 mod tuning;
