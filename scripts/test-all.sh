@@ -16,7 +16,7 @@ if [ "${SKIP_APT:-0}" != 1 ]; then
     apt-get install -y -qq --no-install-recommends \
         iproute2 nftables iptables conntrack jq containernetworking-plugins \
         iputils-ping curl ca-certificates procps kmod strace dnsmasq-base \
-        containerd runc gcc libc6-dev >/dev/null
+        containerd runc gcc libc6-dev python3 >/dev/null
 fi
 
 # The bandwidth plugin's IFB devices: loading the module with its defaults
@@ -53,6 +53,9 @@ no_multus_deps() {
 }
 
 step fmt cargo fmt --all -- --check
+# Crates depend only on their own layer or lower ones (scripts/layers.txt);
+# each library crate's top-level modules import each other without a cycle.
+step import-graph scripts/import-graph.py
 step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 step clippy-no-multus cargo clippy --locked -p cni-plugins --lib --bins -- -D warnings
 step tree-no-multus no_multus_deps
