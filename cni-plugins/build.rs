@@ -4,6 +4,9 @@
 //! (`[package.metadata.cni-rs] programs`) to the code as
 //! `$OUT_DIR/programs.rs`.
 
+// A build script fails by panicking: cargo prints the message and stops.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 #[path = "build/source_id.rs"]
 mod source_id;
 

@@ -7,6 +7,10 @@
 //!
 //! Needs root (it creates two namespaces of its own); skipped otherwise.
 
+// A benchmark's setup failing is a broken benchmark: unwrap and expect stop
+// it with the reason (denied in library code by the workspace's lints).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -6,6 +6,10 @@
 //! builds them too). They are looked up in `$CARGO_TARGET_DIR/debug`, else
 //! in `target/debug` of the workspace.
 
+// Tests panic on what they did not expect: unwrap and expect are their
+// assertions (denied in library code by the workspace's lints).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;

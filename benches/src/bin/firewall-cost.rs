@@ -72,8 +72,9 @@ fn address(i: u32) -> String {
 /// processes' own cost, which unlike wall time does not depend on what else
 /// the machine is doing.
 fn children_cpu() -> Duration {
-    // SAFETY: getrusage fills the zeroed struct it is given.
+    // SAFETY: rusage is plain integers, for which all-zero is a value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct it is given, which outlives the call.
     unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
     let tv = |t: libc::timeval| {
         Duration::new(

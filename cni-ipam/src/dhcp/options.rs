@@ -118,6 +118,12 @@ pub fn ip_config(ack: &Message) -> Result<IpConfig> {
     Ok(ip)
 }
 
+/// `0.0.0.0/0`, the route through a DHCP router (option 3).
+const DEFAULT_V4: Ipv4Network = match Ipv4Network::new_checked(Ipv4Addr::UNSPECIFIED, 0) {
+    Some(net) => net,
+    None => unreachable!(),
+};
+
 /// The routes of the result, as Go computes them: option 121 when it
 /// yields a route (an entry via 0.0.0.0 becomes a link-scope route), else
 /// option 33's classful routes followed by a default route via the first
@@ -133,8 +139,10 @@ pub fn routes(ack: &Message, priority: u32) -> Vec<Route> {
             .map(classful_routes)
             .unwrap_or_default();
         if let Some(router) = ack.option_ipv4(opt::ROUTERS) {
-            let any = IpNetwork::V4(Ipv4Network::new(Ipv4Addr::UNSPECIFIED, 0).expect("/0"));
-            routes.push(Route::new(any, Some(IpAddr::V4(router))));
+            routes.push(Route::new(
+                IpNetwork::V4(DEFAULT_V4),
+                Some(IpAddr::V4(router)),
+            ));
         }
     }
     if priority != 0 {

@@ -1,6 +1,10 @@
 //! The integration tests of `cni-plugins`, one binary: a module per area, the
 //! shared fixtures beside them (`cargo test -p cni-plugins --test plugins [FILTER]`).
 
+// Tests panic on what they did not expect: unwrap and expect are their
+// assertions (denied in library code by the workspace's lints).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod census_support;
 mod common;
 mod fake_kernel_support;
