@@ -1,19 +1,13 @@
-//! Both ends of the CNI exec protocol, and nothing else: how a plugin
-//! binary is run, and how a runtime runs one.
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 //!
-//! **Plugin side** (the Go reference's `pkg/skel`): implement [`Plugin`],
-//! and a binary's `main` is `cni_exec::run(&MyPlugin)`. [`dispatch`] is the
-//! whole protocol as a pure function (environment and stdin in, stdout and
-//! exit code out): it starts no process unless you hand it an [`Exec`] that
-//! does. A plugin's unit test builds a [`Request`] with
-//! [`Request::builder`] and calls `add` directly. Plugins delegate (IPAM)
-//! with [`delegate_add`] and friends through the request's [`Exec`].
+//! # The modules
 //!
-//! **Runtime side** (`libcni` + `pkg/invoke`): [`CniConfig`] runs network
-//! lists through an [`Exec`] — [`ProcessExec`] (fork/exec with timeout) or
-//! [`InProcessExec`] (registered [`Plugin`] values, no fork) — keeps
-//! libcni's result cache on disk, and [`conf`] loads configs from a
-//! directory with libcni's rules. `cnitool` is upstream cnitool on top.
+//! The plugin side is [`Plugin`] and [`Request`] ([`Request::builder`] for
+//! a plugin's unit tests), [`dispatch`] and [`run`]; delegation is
+//! [`delegate_add`] and friends through the request's [`Exec`]. The runtime
+//! side is [`CniConfig`] over an [`Exec`] ([`ProcessExec`],
+//! [`InProcessExec`]), with [`conf`] for config directories.
 //!
 //! Modules, leaf first: [`exec`] (the executor vocabulary: [`Command`],
 //! [`PluginEnv`], [`Exec`]), `plugin` ([`Request`], [`Plugin`]), [`skel`]
@@ -29,30 +23,6 @@
 //! crate writes its cache and reads configs and stdin with them); gRPC and
 //! the CRI client in `cni-cri`; the collector of leaked attachments in
 //! `cni-gc`.
-//!
-//! # Example
-//!
-//! ```
-//! use cni_exec::{dispatch, Env, Plugin, Request};
-//! use cni_types::{CniError, CniResult, IpConfig};
-//!
-//! struct Fixed;
-//! impl Plugin for Fixed {
-//!     type Error = CniError;
-//!     fn name(&self) -> &str { "fixed" }
-//!     fn add(&self, _req: &Request) -> Result<CniResult, CniError> {
-//!         let mut r = CniResult::default();
-//!         r.ips.push(IpConfig::new("10.1.0.5/24".parse().unwrap()));
-//!         Ok(r)
-//!     }
-//!     fn del(&self, _req: &Request) -> Result<(), CniError> { Ok(()) }
-//! }
-//!
-//! let env = Env::new([("CNI_COMMAND", "ADD"), ("CNI_CONTAINERID", "c1"),
-//!     ("CNI_NETNS", "/run/netns/c1"), ("CNI_IFNAME", "eth0"), ("CNI_PATH", "/opt/cni/bin")]);
-//! let out = dispatch(&Fixed, &env, br#"{"cniVersion":"1.0.0","name":"net","type":"fixed"}"#);
-//! assert!(out.exit_code == 0 && String::from_utf8(out.stdout).unwrap().contains("10.1.0.5/24"));
-//! ```
 //!
 //! A runtime embedding plugins without fork/exec: see [`InProcessExec`].
 

@@ -9,7 +9,7 @@ use crate::result::Dns;
 /// Parses resolv.conf text: `nameserver` (one per line), `domain` (last
 /// wins), `search` and `options` (all words appended); blank lines, `#` and
 /// `;` comments, unknown keywords and keyword-only lines are skipped.
-pub fn parse_resolv_conf_str(text: &str) -> Dns {
+pub(crate) fn parse_resolv_conf_str(text: &str) -> Dns {
     let mut dns = Dns::default();
     for line in text.lines() {
         let line = line.trim();
@@ -40,7 +40,7 @@ pub fn parse_resolv_conf_str(text: &str) -> Dns {
 }
 
 /// Reads and parses a resolv.conf file.
-pub fn parse_resolv_conf(path: &Path) -> Result<Dns> {
+pub(crate) fn parse_resolv_conf(path: &Path) -> Result<Dns> {
     let bytes = cni_files::capped::read_file(path, cni_files::capped::MAX_ADMIN_FILE)
         .map_err(|e| Error::io("read resolvConf", path, e))?;
     Ok(parse_resolv_conf_str(&String::from_utf8_lossy(&bytes)))

@@ -14,7 +14,7 @@ use crate::allocator::{release_owner, Allocator};
 use crate::dns::parse_resolv_conf;
 use crate::error::{Error, Result};
 use crate::parse::{self, canonical_array, load_args, parse_ip_or_cidr, ROUTE_KEYS};
-use crate::range::{Range, RangeConfig, RangeSet};
+use crate::range::{RangeConfig, RangeSet};
 use crate::result::{CniResult, Route};
 use crate::store::{DiskStore, LockedStore, Owner, Store, DEFAULT_DATA_DIR};
 
@@ -394,10 +394,4 @@ pub fn status(config: &HostLocalConfig) -> Result<()> {
         .open_store()
         .and_then(|store| store.check_usable())
         .map_err(|e| Error::Unavailable(Box::new(e)))
-}
-
-/// The configured range that holds `ip`, for callers that need the prefix or
-/// gateway of an address they did not allocate (e.g. CHECK).
-pub fn range_for(config: &HostLocalConfig, ip: IpAddr) -> Option<&Range> {
-    config.range_sets.iter().find_map(|s| s.range_for(ip))
 }

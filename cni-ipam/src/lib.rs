@@ -1,4 +1,7 @@
-//! CNI IP address management, compatible with the Go reference plugins.
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+//!
+//! # The modules
 //!
 //! - [`host_local`]: the `host-local` IPAM plugin's logic: configuration
 //!   (`ranges`, legacy `subnet`, `runtimeConfig.ipRanges`, requested IPs),
@@ -16,31 +19,7 @@
 //! - [`dhcp`]: the DHCP client, lease files and daemon protocol behind the
 //!   `dhcp` IPAM plugin.
 //!
-//! Errors carry the Go reference's messages and map to CNI codes with
-//! [`Error::code`] / [`Error::to_cni_error`].
-//!
-//! ```
-//! use cni_ipam::host_local::{self, HostLocalConfig};
-//!
-//! let data_dir = tempfile::tempdir()?;
-//! let stdin = serde_json::json!({
-//!     "cniVersion": "1.0.0",
-//!     "name": "mynet",
-//!     "ipam": {
-//!         "type": "host-local",
-//!         "dataDir": data_dir.path(),
-//!         "ranges": [[{"subnet": "10.1.2.0/24"}], [{"subnet": "2001:db8:1::/64"}]],
-//!     },
-//! });
-//! let config = HostLocalConfig::load(stdin.to_string().as_bytes(), "")?;
-//! let result = host_local::add(&config, "dummy", "eth0")?;
-//! assert_eq!(result.ips[0].address.to_string(), "10.1.2.2/24");
-//! assert_eq!(result.ips[1].address.to_string(), "2001:db8:1::2/64");
-//! let file = data_dir.path().join("mynet/10.1.2.2");
-//! assert_eq!(std::fs::read_to_string(file)?, "dummy\r\neth0");
-//! host_local::del(&config, "dummy", "eth0")?;
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! Errors map to CNI codes with [`Error::code`] / [`Error::to_cni_error`].
 
 pub mod allocator;
 pub mod dhcp;

@@ -1,8 +1,7 @@
-//! Kernel network state for CNI plugins: network namespaces, links,
-//! addresses, routes, neighbours and sysctls over a small synchronous
-//! rtnetlink socket (no async runtime). The host firewall (nftables
-//! masquerade, port mappings, MAC spoof check, conntrack) is the crate
-//! `cni-firewall`, built on this one.
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+//!
+//! # The API
 //!
 //! * [`Netns`] opens, creates (like `ip netns add`) and deletes namespaces;
 //!   [`Netns::run`] runs a closure on a fresh thread inside one.
@@ -30,22 +29,6 @@
 //!   redirect filters, IFB devices) for the bandwidth plugin.
 //! * [`RoutingRule`] routing policy rules (`ip rule`) on the same [`Handle`]
 //!   (the `flock` sbr takes is `cni_files::FileLock`).
-//!
-//! Errors name the operation, the object and the namespace:
-//! `add address 10.1.0.5/24 to eth0 in /run/netns/x: File exists`.
-//!
-//! ```
-//! use cni_netns::{AddressFamilyFilter, Handle};
-//!
-//! # fn main() -> cni_netns::Result<()> {
-//! let host = Handle::current()?;
-//! let lo = host.link_by_name("lo")?;
-//! assert_eq!(lo.index, 1);
-//! let addrs = host.addresses(Some(lo.index), AddressFamilyFilter::V4)?;
-//! assert!(addrs.iter().all(|a| a.index == lo.index));
-//! # Ok(())
-//! # }
-//! ```
 //!
 
 mod addr;
@@ -127,12 +110,4 @@ impl AddressFamilyFilter {
 
 /// A random u32 for names; falls back to time and pid if the kernel's
 /// random source is unavailable (names only need to differ, not be secret).
-pub(crate) fn random_u32() -> u32 {
-    getrandom::u32().unwrap_or_else(|_| {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        t ^ std::process::id().rotate_left(16)
-    })
-}
+pub(crate) use cni_types::random::random_u32;

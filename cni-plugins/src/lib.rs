@@ -1,4 +1,9 @@
-//! The CNI plugins of this workspace as library modules: each module reads
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+//!
+//! # The crate
+//!
+//! The plugins as library modules: each module reads
 //! as its plugin's algorithm on top of `cni-exec`, `cni-netns` and
 //! `cni-ipam`; `src/bin/<plugin>.rs` is a one-line `main`
 //! ([`plugin_main!`]).
@@ -20,20 +25,6 @@
 //!   three binaries: without it no Kubernetes, TLS or YAML code is compiled;
 //! - every file a plugin persists goes through one atomic writer
 //!   ([`cni_files::atomic`]).
-//!
-//! A plugin is a value a runtime can call in-process:
-//!
-//! ```
-//! use cni_exec::{dispatch, Env};
-//! use cni_plugins::passthru::Passthru;
-//!
-//! let env = Env::new([("CNI_COMMAND", "ADD"), ("CNI_CONTAINERID", "c1"),
-//!     ("CNI_NETNS", "/run/netns/c1"), ("CNI_IFNAME", "eth0"), ("CNI_PATH", "/opt/cni/bin")]);
-//! let conf = br#"{"cniVersion":"1.0.0","name":"net","type":"passthru",
-//!     "prevResult":{"cniVersion":"1.0.0","ips":[{"address":"10.1.0.5/24"}]}}"#;
-//! let out = dispatch(&Passthru, &env, conf);
-//! assert!(String::from_utf8(out.stdout).unwrap().contains("10.1.0.5/24"));
-//! ```
 
 pub mod bandwidth;
 pub mod binary;

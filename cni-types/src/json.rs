@@ -65,11 +65,11 @@ pub mod cidr {
 
 /// Serde adapter for an optional IP address; `""` and `null` read as absent,
 /// like Go's `net.IP` text decoding.
-pub mod opt_ip {
+pub(crate) mod opt_ip {
     use super::*;
 
     /// Serializes `Some(ip)` as its string (callers skip `None`).
-    pub fn serialize<S: Serializer>(ip: &Option<IpAddr>, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(ip: &Option<IpAddr>, s: S) -> Result<S::Ok, S::Error> {
         match ip {
             Some(ip) => s.collect_str(ip),
             None => s.serialize_none(),
@@ -77,7 +77,7 @@ pub mod opt_ip {
     }
 
     /// Deserializes an IP string; empty or null is `None`.
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<IpAddr>, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<IpAddr>, D::Error> {
         let s: Option<String> = Option::deserialize(d)?;
         match s.as_deref() {
             None | Some("") => Ok(None),

@@ -1,36 +1,5 @@
-//! The Container Network Interface (CNI) spec as data: versions, network
-//! configurations and conflists, results in every wire version with
-//! conversion between them, error replies, `CNI_ARGS`, and name validation.
-//!
-//! This crate is pure: no I/O, no environment, no processes. It covers spec
-//! versions 0.1.0 through 1.1.0 and is wire-compatible with the Go reference
-//! (`containernetworking/cni`): a result printed here parses in Go's
-//! `types/create` and the other way round.
-//!
-//! # Example
-//!
-//! Read a plugin's config, then print a result in the config's version:
-//!
-//! ```
-//! use cni_types::{CniResult, IpConfig, NetworkConfig, Route};
-//!
-//! let conf = NetworkConfig::from_slice(
-//!     br#"{"cniVersion":"0.4.0","name":"pods","type":"bridge","ipam":{"type":"host-local"}}"#,
-//! )?;
-//! conf.validate_name()?;
-//! assert_eq!(conf.ipam_type(), "host-local");
-//!
-//! let mut result = CniResult::default();
-//! let mut ip = IpConfig::new("10.22.0.5/16".parse().unwrap());
-//! ip.gateway = Some("10.22.0.1".parse().unwrap());
-//! result.ips.push(ip);
-//! result.routes.push(Route::new("0.0.0.0/0".parse().unwrap(), None));
-//!
-//! let json = result.to_value(conf.version()?)?;
-//! assert_eq!(json["ips"][0]["version"], "4"); // 0.4.0 carries ips[].version
-//! assert_eq!(json["ips"][0]["address"], "10.22.0.5/16"); // host bits kept
-//! # Ok::<(), cni_types::Error>(())
-//! ```
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 //!
 //! # Limits
 //!
@@ -57,6 +26,7 @@ pub mod go_duration;
 pub mod json;
 pub mod keys;
 pub mod limits;
+pub mod random;
 pub mod result;
 pub mod validate;
 pub mod version;

@@ -141,16 +141,11 @@ const CLAIM_KIND: &str = "resourceclaims";
 const SLICE_KIND: &str = "resourceslices";
 const CSR_KIND: &str = "certificatesigningrequests";
 
+/// A bearer token that differs between test servers (a test fixture, not a
+/// secret).
 fn random_token() -> String {
-    use std::collections::hash_map::RandomState;
-    use std::hash::{BuildHasher, Hasher};
-    let mut s = String::from("test-token-");
-    for _ in 0..2 {
-        let mut h = RandomState::new().build_hasher();
-        h.write_u64(std::process::id() as u64);
-        s.push_str(&format!("{:016x}", h.finish()));
-    }
-    s
+    use cni_types::random::random_u64;
+    format!("test-token-{:016x}{:016x}", random_u64(), random_u64())
 }
 
 fn cert_err(what: &'static str) -> impl FnOnce(rcgen::Error) -> Error {

@@ -18,6 +18,7 @@ use super::message::{
 };
 use super::socket::{server_addr, PacketSocket};
 use crate::error::{Error, Result};
+use cni_types::random::random_u32;
 
 /// What the client sends and how long it waits.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -476,20 +477,6 @@ pub fn release_unicast(config: &ClientConfig, lease: &Lease) -> Result<()> {
     sock.send_to(&release.encode(), server_addr(server))
         .map(drop)
         .map_err(failed)
-}
-
-/// A random 32-bit number (transaction ids, jitter).
-pub fn random_u32() -> u32 {
-    let mut b = [0u8; 4];
-    // SAFETY: getrandom(2) writes at most `b.len()` bytes into `b`.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if n != 4 {
-        let t = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        return t.subsec_nanos() ^ std::process::id();
-    }
-    u32::from_ne_bytes(b)
 }
 
 mod secs_f64 {

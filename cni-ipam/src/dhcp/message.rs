@@ -8,9 +8,9 @@ use std::net::Ipv4Addr;
 use crate::error::{Error, Result};
 
 /// The DHCP server port.
-pub const SERVER_PORT: u16 = 67;
+pub(crate) const SERVER_PORT: u16 = 67;
 /// The DHCP client port.
-pub const CLIENT_PORT: u16 = 68;
+pub(crate) const CLIENT_PORT: u16 = 68;
 /// BOOTP `flags` bit asking the server to broadcast its reply.
 pub const FLAG_BROADCAST: u16 = 0x8000;
 
@@ -284,7 +284,7 @@ impl Message {
 
 /// Wraps a BOOTP payload in UDP and IPv4 headers (checksums filled), as a
 /// packet socket of type `SOCK_DGRAM` sends it: the kernel adds Ethernet.
-pub fn ipv4_udp_frame(src: Ipv4Addr, dst: Ipv4Addr, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn ipv4_udp_frame(src: Ipv4Addr, dst: Ipv4Addr, payload: &[u8]) -> Vec<u8> {
     let udp_len = 8 + payload.len();
     let total = 20 + udp_len;
     let mut f = Vec::with_capacity(total);
@@ -317,7 +317,7 @@ pub fn ipv4_udp_frame(src: Ipv4Addr, dst: Ipv4Addr, payload: &[u8]) -> Vec<u8> {
 /// The UDP payload of an IPv4 packet addressed to the DHCP client port,
 /// with the sender's address; `None` for anything else (fragments, other
 /// ports, truncated packets).
-pub fn udp_payload_to_client(packet: &[u8]) -> Option<(Ipv4Addr, &[u8])> {
+pub(crate) fn udp_payload_to_client(packet: &[u8]) -> Option<(Ipv4Addr, &[u8])> {
     if packet.len() < 20 || packet[0] >> 4 != 4 || packet[9] != 17 {
         return None;
     }

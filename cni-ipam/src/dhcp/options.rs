@@ -39,7 +39,7 @@ pub struct ProvideOption {
 
 /// Parses an option name: Go's six names, or a decimal code 0..=255.
 /// Anything else is Go's "Can not parse option" error.
-pub fn parse_option_name(name: &str) -> Result<u8> {
+pub(crate) fn parse_option_name(name: &str) -> Result<u8> {
     Ok(match name {
         "dhcp-client-identifier" => opt::CLIENT_ID,
         "subnet-mask" => opt::SUBNET_MASK,
@@ -155,7 +155,7 @@ pub fn routes(ack: &Message, priority: u32) -> Vec<Route> {
 
 /// RFC 3442: (width, significant destination octets, router) entries. A
 /// malformed list yields what parsed before the fault.
-pub fn classless_routes(b: &[u8]) -> Vec<Route> {
+pub(crate) fn classless_routes(b: &[u8]) -> Vec<Route> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < b.len() {
@@ -185,7 +185,7 @@ pub fn classless_routes(b: &[u8]) -> Vec<Route> {
 
 /// Option 33: (destination, router) pairs, the destination's mask being its
 /// class's default.
-pub fn classful_routes(b: &[u8]) -> Vec<Route> {
+pub(crate) fn classful_routes(b: &[u8]) -> Vec<Route> {
     b.chunks_exact(8)
         .filter_map(|c| {
             let dst = Ipv4Addr::new(c[0], c[1], c[2], c[3]);
@@ -228,7 +228,7 @@ pub fn dns(ack: &Message, requested: &[u8]) -> Dns {
 
 /// RFC 3397 / RFC 1035 encoded names with compression pointers. Stops at
 /// the first malformed name.
-pub fn domain_search(b: &[u8]) -> Vec<String> {
+pub(crate) fn domain_search(b: &[u8]) -> Vec<String> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < b.len() {

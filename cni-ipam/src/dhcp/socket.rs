@@ -29,7 +29,7 @@ const BPF_RET_K: u16 = 0x06;
 /// (packets start at the IPv4 header): accept unfragmented UDP to port 68
 /// whose BOOTP `xid` and `chaddr` are ours, drop everything else in the
 /// kernel.
-pub fn client_filter(xid: u32, chaddr: [u8; 6]) -> Vec<libc::sock_filter> {
+pub(crate) fn client_filter(xid: u32, chaddr: [u8; 6]) -> Vec<libc::sock_filter> {
     let ins = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
     let mac_hi = u32::from_be_bytes([chaddr[0], chaddr[1], chaddr[2], chaddr[3]]);
     let mac_lo = u32::from(u16::from_be_bytes([chaddr[4], chaddr[5]]));
@@ -229,7 +229,7 @@ pub fn bound_udp(addr: Ipv4Addr) -> io::Result<UdpSocket> {
 }
 
 /// The server's DHCP address for a unicast send.
-pub fn server_addr(server: Ipv4Addr) -> SocketAddrV4 {
+pub(crate) fn server_addr(server: Ipv4Addr) -> SocketAddrV4 {
     SocketAddrV4::new(server, SERVER_PORT)
 }
 

@@ -96,7 +96,7 @@ static POOL_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// Checks a network name the way libcni does (`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`),
 /// which also guarantees a single path component that is neither `.` nor
 /// `..`: the store directory can never escape `dataDir`.
-pub fn validate_network_name(name: &str) -> Result<()> {
+pub(crate) fn validate_network_name(name: &str) -> Result<()> {
     let reject = |reason| {
         Err(Error::InvalidNetworkName {
             name: name.to_string(),

@@ -9,7 +9,7 @@ use crate::error::Result;
 mod disk;
 mod memory;
 
-pub use disk::{validate_network_name, DiskStore, DiskStoreLock, DEFAULT_DATA_DIR};
+pub use disk::{DiskStore, DiskStoreLock, DEFAULT_DATA_DIR};
 pub use memory::{MemoryStore, MemoryStoreLock};
 
 /// The attachment an address is reserved for: container id and interface name.

@@ -128,14 +128,7 @@ fn kernel(op: impl Into<String>) -> impl FnOnce(cni_netns::Error) -> Error {
 }
 
 pub(crate) fn random_suffix() -> String {
-    let n = getrandom::u32().unwrap_or_else(|_| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0)
-            ^ std::process::id()
-    });
-    format!("{n:08x}")
+    format!("{:08x}", cni_types::random::random_u32())
 }
 
 impl Sandbox {

@@ -763,12 +763,7 @@ fn toml_quote(s: &str) -> String {
 }
 
 fn random_tag() -> String {
-    let mut b = [0u8; 4];
-    if getrandom::fill(&mut b).is_err() {
-        let t = Instant::now().elapsed().subsec_nanos() ^ std::process::id();
-        b = t.to_be_bytes();
-    }
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    format!("{:08x}", cni_types::random::random_u32())
 }
 
 /// The shim's socket for sandbox `id` (containerd 1.6's `SocketAddress`:

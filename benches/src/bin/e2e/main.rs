@@ -348,14 +348,7 @@ fn runtime_conf(i: usize, pod: &OwnedNetns) -> RuntimeConf {
 }
 
 fn random_tag() -> String {
-    let mut b = [0u8; 3];
-    // SAFETY: the buffer is valid for its length; getrandom only writes it.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if n != b.len() as isize {
-        let t = Instant::now().elapsed().subsec_nanos() ^ std::process::id();
-        b = [(t >> 16) as u8, (t >> 8) as u8, t as u8];
-    }
-    format!("{:02x}{:02x}{:02x}", b[0], b[1], b[2])
+    format!("{:06x}", cni_types::random::random_u32() & 0xff_ffff)
 }
 
 /// Runs ADD then DEL for `n` pods, `inflight` at a time, inside `node`.
