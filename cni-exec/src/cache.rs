@@ -172,9 +172,8 @@ fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Er
 ///
 /// Not fsynced, like libcni: the cache only has to outlive the process, a
 /// power cut takes every pod with it, and DEL already treats an empty or
-/// corrupt cache as absent (cni#1055). An fsync costs milliseconds per ADD
-/// on a disk (4 ms median on the machine we measured), which is the
-/// largest single cost of an in-process ADD.
+/// corrupt cache as absent (cni#1055). An fsync would be the largest
+/// single cost of an in-process ADD (BENCHMARKS.md, "Node scale").
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), Error> {
     Ok(AtomicWrite::new().mode(0o600).write(path, data)?)
 }
@@ -183,7 +182,7 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), Error> {
 /// rename left next to `path` (the atomic writer's names for it, see
 /// [`cni_files::atomic::remove_stale_temps`]). Nothing reads them, so without
 /// this they stay forever (found by the SIGKILL campaign,
-/// `cni-plugins/tests/reliability_faults.rs`). Errors are ignored: this is
+/// `cni-plugins/tests/plugins/reliability_faults.rs`). Errors are ignored: this is
 /// best-effort cleanup on DEL.
 pub fn remove_temp_files(path: &Path) {
     cni_files::atomic::remove_stale_temps(path);

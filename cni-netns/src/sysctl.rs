@@ -94,8 +94,8 @@ pub fn set(key: &str, value: &str) -> Result<bool> {
 /// Why: the kernel's dentries of `/proc/sys/net/ipv4` and `ipv6` are one per
 /// network namespace under one parent, so each path lookup through them
 /// walks a hash chain as long as the node has namespaces
-/// (`proc_sys_compare`): about 0.1-1 ms per lookup with 1000 pods on the
-/// node. The entries are opened relative to the directory (`openat`).
+/// (`proc_sys_compare`; BENCHMARKS.md, "Node scale", has its cost at
+/// 1000 pods). The entries are opened relative to the directory (`openat`).
 /// [`crate::Handle::sysctl_set_in`] goes further and keeps the family's
 /// directory open across calls.
 pub fn set_in(dir: &str, entries: &[(&str, &str)]) -> Vec<Result<bool>> {

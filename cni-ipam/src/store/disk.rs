@@ -17,20 +17,20 @@
 //! durable across a power cut buys nothing here (every pod dies with the
 //! node: a lost reservation frees an address whose pod is gone, and a lost
 //! release is a stale reservation that GC removes) and costs a journal
-//! commit per call (1 to 7 ms on the VM disk we measured, more than the Go
-//! plugin's whole ADD). A reservation caught unsynced by a power cut may
+//! commit per call (more than the Go plugin's whole ADD: BENCHMARKS.md,
+//! "Node scale"). A reservation caught unsynced by a power cut may
 //! come back empty: it then belongs to no attachment, blocks only its own
 //! address, and GC frees it. [`DiskStore::durable`] turns on fsync of files
 //! and directories for callers that want every change on disk on return.
 //! `last_reserved_ip.<n>` is overwritten in place like Go does; it is only a
 //! round-robin hint, so its data is not fsynced and an unreadable one is
 //! ignored. Nothing on the ADD/DEL path truncates or renames over a file:
-//! on ext4 either one forces a flush of delayed allocation (~1.5 ms each).
+//! on ext4 either one forces a flush of delayed allocation.
 //! Temporary files are created only under the lock, so any found while
 //! holding it were left by a crashed writer and are removed.
 //!
-//! Inode pool, beyond Go: creating a file costs ~1 ms on ext4 (inode
-//! allocation), most of an ADD. A released reservation file is moved to
+//! Inode pool, beyond Go: creating a file (inode allocation) is most of an
+//! ADD on ext4 (BENCHMARKS.md, "Node scale"). A released reservation file is moved to
 //! `<dataDir>/.cni-ipam-index/<network>/free/` (at most 64 wait there), and
 //! a later reservation rewrites one of them while it is still out of sight,
 //! then renames it into place with `RENAME_NOREPLACE`, which fails on an
@@ -485,8 +485,7 @@ impl DiskStoreLock<'_> {
             return self.compact_bucket(&bucket, lines, (hash, ip), durable);
         }
         // Rewriting the bucket (truncate or rename) makes ext4 flush its
-        // delayed allocation, ~1.5 ms per call on a virtual disk; an append
-        // does not.
+        // delayed allocation, a disk write per call; an append does not.
         let mut file = OpenOptions::new()
             .append(true)
             .mode(0o600)
@@ -719,8 +718,8 @@ impl DiskStoreLock<'_> {
 
     /// Reuses a released file's inode: its content is rewritten while it
     /// is still in the pool, then it is renamed to `target` with
-    /// `RENAME_NOREPLACE` (Go's `O_EXCL`). Creating an inode costs ~1 ms on
-    /// ext4 here, this ~25 µs. `None` when the pool is empty or the file
+    /// `RENAME_NOREPLACE` (Go's `O_EXCL`): far cheaper than creating an
+    /// inode on ext4 (BENCHMARKS.md, "Node scale"). `None` when the pool is empty or the file
     /// system refuses; `Some(false)` when `target` exists.
     fn reserve_pooled(&self, target: &Path, content: &[u8]) -> Option<bool> {
         use std::os::unix::fs::{FileExt, PermissionsExt};
