@@ -59,7 +59,24 @@ step import-graph scripts/import-graph.py
 step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 step clippy-no-multus cargo clippy --locked -p cni-plugins --lib --bins -- -D warnings
 step tree-no-multus no_multus_deps
-step doc env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
+# The docs as docs.rs builds them: every feature, `--cfg docsrs` (the
+# features' marks need RUSTC_BOOTSTRAP on the stable toolchain).
+step doc env RUSTC_BOOTSTRAP=1 RUSTDOCFLAGS="-D warnings --cfg docsrs" \
+    cargo doc --workspace --no-deps --all-features --locked --quiet
+# Each library crate's public API against its checked-in listing
+# (<crate>/public-api.txt; `scripts/public-api.py --bless` after a change
+# that is meant). Its own target directory (rustdoc JSON, every feature).
+step public-api scripts/public-api.py
+# Every library crate packages and builds on its own, as crates.io would
+# build it: `cargo package` unpacks each .crate and builds it, the
+# unpublished workspace crates it needs taken from the other packages. Its
+# own target directory, so that the main build's artifacts stay.
+package_libs() {
+    local args=() name
+    while read -r name _; do args+=(-p "$name"); done < <(scripts/workspace.py)
+    CARGO_TARGET_DIR=target/package cargo package --locked --allow-dirty --quiet "${args[@]}"
+}
+step package package_libs
 # Every test target and every binary of the workspace, in one build (so the
 # compiles and links overlap), with the workspace's feature set: the steps
 # below run these binaries as they are (a `cargo build`/`cargo run` without
