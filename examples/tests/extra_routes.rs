@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use cni_netns::OwnedNetns;
+use cni_testkit::premise::{require_all, Need};
 
 fn bin_dir() -> PathBuf {
     Path::new(env!("CARGO_BIN_EXE_extra-routes"))
@@ -34,14 +35,19 @@ fn has_route(routes: &[serde_json::Value], dst: &str, gw: Option<&str>) -> bool 
 
 #[test]
 fn extra_routes_under_cnitool() {
-    if !cni_testkit::premise::require_root() {
-        return;
-    }
+    // cnitool is another package's binary: `cargo test -p cni-examples`
+    // alone does not build it (the workspace's test build does).
     let cnitool = bin_dir().join("cnitool");
-    if !cnitool.exists() || !Path::new("/usr/lib/cni/bridge").exists() {
-        eprintln!(
-            "skipping: needs target/<profile>/cnitool (cargo build -p cni-exec) and /usr/lib/cni"
-        );
+    let cnitool_built = format!(
+        "{} (cargo build -p cni-exec --bin cnitool)",
+        cnitool.display()
+    );
+    if !require_all(&[
+        Need::Root,
+        Need::That(cnitool.exists(), &cnitool_built),
+        Need::GoPlugin("bridge"),
+        Need::GoPlugin("host-local"),
+    ]) {
         return;
     }
     let node = OwnedNetns::new("cniex-node").unwrap();
