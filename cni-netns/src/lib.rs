@@ -108,6 +108,5 @@ impl AddressFamilyFilter {
     }
 }
 
-/// A random u32 for names; falls back to time and pid if the kernel's
-/// random source is unavailable (names only need to differ, not be secret).
+/// A random u32 for names (the workspace's one source, `cni_types::random`).
 pub(crate) use cni_types::random::random_u32;
