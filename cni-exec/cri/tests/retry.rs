@@ -3,6 +3,10 @@
 //! sent once more on a new connection; one it may have processed is not;
 //! every request carries the call's deadline in `grpc-timeout`.
 
+// Tests panic on what they did not expect: unwrap and expect are their
+// assertions (denied in library code by the workspace's lints).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

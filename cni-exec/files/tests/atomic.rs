@@ -2,6 +2,10 @@
 //! file, and its stale-temp cleanup removes its temporary names and nothing
 //! else.
 
+// Tests panic on what they did not expect: unwrap and expect are their
+// assertions (denied in library code by the workspace's lints).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::BTreeSet;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
