@@ -11,7 +11,6 @@ use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
 use crate::error::Result;
 use crate::handle::Handle;
-use crate::kernel::NetnsHandle;
 use crate::route::{route_message, KernelRoute};
 use crate::AddressFamilyFilter;
 
@@ -194,14 +193,6 @@ impl Handle {
             || format!("copy route {} to table {table}", r.dst),
         )
         .map(drop)
-    }
-
-    /// The routing table of the VRF device `name`: [`Error::LinkNotFound`](crate::Error::LinkNotFound)
-    /// when there is no such link, [`Error::InvalidArgument`](crate::Error::InvalidArgument) when it is not
-    /// a VRF (the trait's [`NetnsHandle::vrf_table`], one definition for
-    /// every kernel).
-    pub fn vrf_table(&self, name: &str) -> Result<u32> {
-        NetnsHandle::vrf_table(self, name)
     }
 }
 

@@ -219,11 +219,4 @@ impl Handle {
             attempts: VETH_NAME_ATTEMPTS,
         })
     }
-
-    /// The index of a veth's peer (`IFLA_LINK`), in the peer's namespace
-    /// (the trait's [`NetnsHandle::veth_peer_index`](crate::kernel::NetnsHandle::veth_peer_index),
-    /// one definition for every kernel).
-    pub fn veth_peer_index(&self, index: u32) -> Result<u32> {
-        crate::kernel::NetnsHandle::veth_peer_index(self, index)
-    }
 }

@@ -5,6 +5,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use crate::common::*;
+use cni_netns::kernel::NetnsHandle as _;
 use cni_netns::{
     configure_interface, sysctl, AddressFamilyFilter, AddressOptions, BridgePortOptions,
     BridgeSpec, BridgeVlan, Error, Handle, Ipv4Conf, KernelRoute, MacAddr, MacvlanMode,
