@@ -1,35 +1,13 @@
-//! Host firewall for CNI attachments: IP masquerade, port mappings and the
-//! bridge MAC spoof check, on nftables (native nf_tables netlink, or the
-//! `nft` binary), plus what the plugins around them need of netfilter:
-//! [`conntrack`] flushes stale UDP conntrack entries, [`Iptables`] runs the
-//! system `iptables`/`ip6tables` and [`NftForeignTable`] puts rules of ours
-//! into an nftables table another program owns (the firewall plugin, which
-//! opens the node's own firewall). Built on `cni-netns` (namespaces,
-//! netlink framing); nothing in `cni-netns` depends on it.
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 //!
-//! A plugin builds the [`RuleSpec`] of one attachment and calls
-//! [`Firewall::add`], [`Firewall::delete`] or [`Firewall::check`]; GC calls
-//! [`Firewall::gc`]. The caller picks the [`Backend`]: this crate reads no
-//! environment.
+//! # The modules
 //!
-//! # Features
-//!
-//! - `recording`: `RecordingFirewall`, an in-memory [`Firewall`] that
-//!   records the calls made to it, for the tests of code that programs a
-//!   firewall (off by default; this crate's own tests always have it).
-//!
-//! ```
-//! use cni_firewall::{AttachmentId, Backend, MasqueradeSpec, RuleKind, RuleSpec};
-//!
-//! let spec = RuleSpec::from(MasqueradeSpec {
-//!     attachment: AttachmentId::new("mynet", "0123456789abcdef", "eth0"),
-//!     addresses: vec!["10.88.0.5/16".parse().unwrap()],
-//! });
-//! assert_eq!(spec.kind(), RuleKind::Masquerade);
-//! // Every element the attachment owns carries this tag.
-//! assert!(spec.attachment().tag().contains("net: mynet, if: eth0, id: 0123456789abcdef"));
-//! let _firewall = Backend::Native.firewall(Some("/run/netns/node".as_ref()), 0);
-//! ```
+//! The rule families' specs are [`MasqueradeSpec`], [`PortMappingSpec`] and
+//! [`MacSpoofCheckSpec`], owned by an [`AttachmentId`]; a [`Backend`] makes
+//! the [`Firewall`] ([`NativeFirewall`] or [`NftFirewall`]). Beside it:
+//! [`conntrack`], [`Iptables`], [`NftForeignTable`], and [`model`], the
+//! tables' objects as values. Every failure is an [`Error`].
 //!
 //! # Design
 //!
@@ -83,8 +61,6 @@
 //! not wait for an RCU grace period when its netlink socket closes.
 //! `conditionsV4`/`conditionsV6` cannot be elements: those attachments also
 //! get two tagged rules per mapping in chain `conditions` (the slow path).
-
-#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod attachment;
 mod batch;

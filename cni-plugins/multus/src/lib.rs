@@ -1,10 +1,7 @@
-//! multus (thin plugin): attaches a pod to several networks by delegating
-//! to other CNI configurations, chosen by the multus config (cluster
-//! network, default networks) and by the pod's annotations, read from the
-//! Kubernetes API.
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 //!
-//! Behaviour follows k8snetworkplumbingwg/multus-cni (`pkg/types/conf.go`,
-//! `pkg/k8sclient/k8sclient.go`, `pkg/multus/multus.go`).
+//! # The modules
 //!
 //! The pieces, in the order ADD uses them:
 //! * [`NetConf`]: the configuration, defaults and validation ([`conf`]).
@@ -28,25 +25,6 @@
 //! * [`Multus`]: the `cni_exec::Plugin` the `multus` binary runs;
 //!   [`logging`]: its log lines, sinks and rotation, as Multus's.
 //!
-//! ```
-//! use cni_multus::{delegate::plan_ifnames, selection, NetConf};
-//!
-//! let conf = NetConf::from_slice(br#"{"name":"multus","type":"multus",
-//!     "delegates":[{"name":"cluster","type":"bridge"}]}"#)?;
-//! assert_eq!(conf.cni_dir.to_str(), Some("/var/lib/cni/multus"));
-//!
-//! let nets = selection::parse_networks(selection::NETWORKS_ANNOTATION,
-//!     "net-a, other/net-b@data0", "default")?;
-//! assert_eq!((nets[1].namespace.as_str(), nets[1].interface.as_str()), ("other", "data0"));
-//!
-//! let mut delegates = conf.delegates.clone();
-//! for n in &nets {
-//!     let cfg = serde_json::json!({"name": n.name, "type": "macvlan"});
-//!     delegates.push(cni_multus::Delegate::from_value(cfg, Some(n))?);
-//! }
-//! assert_eq!(plan_ifnames(&delegates, "eth0")?, ["eth0", "net1", "data0"]);
-//! # Ok::<(), cni_multus::Error>(())
-//! ```
 
 pub mod cache;
 pub mod capabilities;
