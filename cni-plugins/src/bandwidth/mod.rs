@@ -47,8 +47,8 @@ mod error;
 use std::path::PathBuf;
 
 use cni_exec::{Plugin, Request};
-use cni_netns::tc::{self, PschedClock, RedirectFilterKind, Tbf};
 use cni_netns::kernel::NetnsHandle as _;
+use cni_netns::tc::{self, PschedClock, RedirectFilterKind, Tbf};
 use cni_netns::{Handle, Link, Netns};
 use cni_types::{Bandwidth as BandwidthEntry, CniResult, Interface, Version};
 use serde_json::Value;
