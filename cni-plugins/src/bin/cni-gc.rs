@@ -7,8 +7,6 @@
 //! line is wrong.
 #![allow(clippy::print_stdout)] // the report is the program's output
 
-use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -81,12 +79,10 @@ fn agent(opts: &Options, period: Duration) -> ExitCode {
         eprintln!("cni-gc: block SIGTERM: {e}");
         return ExitCode::from(EXIT_REFUSED);
     }
-    let random = RandomState::new();
-    let mut n: u64 = 0;
     loop {
         pass(opts);
-        n += 1;
-        let unit = (random.hash_one(n) >> 11) as f64 / (1u64 << 53) as f64;
+        // The workspace's one random source (cni_types::random).
+        let unit = (cni_types::random::random_u64() >> 11) as f64 / (1u64 << 53) as f64;
         if let Some(signal) = wait_for(&stop, jittered(period, unit)) {
             eprintln!("cni-gc: {signal}: stopping");
             return ExitCode::from(EXIT_OK);

@@ -2,9 +2,6 @@
 //! put on it (Go's `ipam.ConfigureIface`), its entry in the result, and
 //! its removal when the namespace may already be gone.
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
-
 use cni_exec::Request;
 use cni_netns::kernel::{NetKernel, NetnsHandle};
 use cni_netns::{configure_interface_with, Dad, Ipv4Conf, Link};
@@ -78,14 +75,7 @@ pub(crate) fn configure_announced(
 /// `ip.RandomVethName`): a link created straight into the pod may clash
 /// with a host link of the final name, so it is renamed once inside.
 fn temp_link_name() -> String {
-    let mut h = RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    format!("veth{:08x}", h.finish() as u32)
+    format!("veth{:08x}", cni_types::random::random_u32())
 }
 
 /// A link stacked on a master (macvlan, ipvlan, vlan; tap reuses it for
