@@ -32,7 +32,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from workspace import ROOT, library_crates, metadata, read_layers  # noqa: E402
 
-TARGET_DIR = os.path.join(ROOT, "target", "public-api")
+TARGET_DIR = os.path.join(ROOT, "target")
 
 
 class Renderer:

@@ -65,7 +65,9 @@ step doc env RUSTC_BOOTSTRAP=1 RUSTDOCFLAGS="-D warnings --cfg docsrs" \
     cargo doc --workspace --no-deps --all-features --locked --quiet
 # Each library crate's public API against its checked-in listing
 # (<crate>/public-api.txt; `scripts/public-api.py --bless` after a change
-# that is meant). Its own target directory (rustdoc JSON, every feature).
+# that is meant). rustdoc JSON with every feature, in the main target
+# directory: it reuses the doc step's checked dependencies (a directory of
+# its own compiled them all again on a cold CI machine).
 step public-api scripts/public-api.py
 # Every test target and every binary of the workspace, in one build (so the
 # compiles and links overlap), with the workspace's feature set: the steps
