@@ -44,6 +44,9 @@
 //!   what it reclaimed, and the live sandboxes' state unchanged;
 //! * `--start-floors DIR`: the start of every program in DIR next to
 //!   `/bin/true` (empty Rust programs, static builds: scripts/benchmarks.sh);
+//! * `--tracing-cost 50` (`tracing.rs`): per address family, the bridge
+//!   chain's ADD/DEL p50 with tracing off, with every span exported to a
+//!   local OTLP sink, and Go's, in one run;
 //! * `--only`: those sections without the modes;
 //! * `--matrix` (`matrix.rs`): the configuration matrix alone, address
 //!   families x chains (`cni_testkit::matrix`), ours, Go's and each cell's
@@ -64,6 +67,7 @@ mod containerd;
 mod floor;
 mod gc;
 mod matrix;
+mod tracing;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -99,6 +103,8 @@ enum Mode {
     OursNft,
     OursInProcess,
     GoExec,
+    /// ours-exec exporting every span to a local OTLP sink (`tracing.rs`).
+    OursTraced,
 }
 
 impl Mode {
@@ -109,6 +115,7 @@ impl Mode {
             Mode::OursNft => "ours-nft",
             Mode::OursInProcess => "ours-inproc",
             Mode::GoExec => "go-exec",
+            Mode::OursTraced => "ours-traced",
         }
     }
     fn parse(s: &str) -> Fallible<Mode> {
@@ -118,8 +125,9 @@ impl Mode {
             "ours-nft" => Ok(Mode::OursNft),
             "ours-inproc" => Ok(Mode::OursInProcess),
             "go-exec" => Ok(Mode::GoExec),
+            "ours-traced" => Ok(Mode::OursTraced),
             _ => Err(format!(
-                "unknown mode {s:?} (ours-exec, ours-exec-all, ours-nft, ours-inproc, go-exec)"
+                "unknown mode {s:?} (ours-exec, ours-exec-all, ours-nft, ours-inproc, go-exec, ours-traced)"
             )),
         }
     }
@@ -153,6 +161,9 @@ struct Args {
     only: bool,
     /// `--matrix` (`matrix.rs`): the configuration matrix alone.
     matrix: matrix::Options,
+    /// `--tracing-cost N` (`tracing.rs`): pods per family for the tracing
+    /// off / on / Go table (0: none).
+    tracing_cost: usize,
 }
 
 /// An experiment on the node's kernel work (not a mode: figures with it are
@@ -207,6 +218,7 @@ fn parse_args() -> Fallible<Args> {
         start_floors: None,
         only: false,
         matrix: matrix::Options::default(),
+        tracing_cost: 0,
     };
     let list = |v: String, name: &str| -> Fallible<Vec<usize>> {
         v.split(',')
@@ -262,8 +274,13 @@ fn parse_args() -> Fallible<Args> {
             "--plugins" => a.ours = PathBuf::from(val("--plugins")?),
             "--go" => a.go = PathBuf::from(val("--go")?),
             "--smoke" => a.smoke = true,
+            "--tracing-cost" => {
+                a.tracing_cost = val("--tracing-cost")?
+                    .parse()
+                    .map_err(|e| format!("--tracing-cost: {e}"))?
+            }
             "-h" | "--help" => {
-                println!("usage: e2e [--pods N] [--scaling 50,200,1000] [--floor 50,1000] [--repeat R] [--burst N] [--in-flight K] [--gc N] [--containerd N] [--cni-gc LIVE,LEAKED] [--start-floors DIR] [--only] [--modes ours-exec,ours-exec-all,ours-nft,ours-inproc,go-exec] [--plugins DIR] [--go DIR] [--smoke] {}", matrix::Options::USAGE);
+                println!("usage: e2e [--pods N] [--scaling 50,200,1000] [--floor 50,1000] [--repeat R] [--burst N] [--in-flight K] [--gc N] [--containerd N] [--cni-gc LIVE,LEAKED] [--start-floors DIR] [--tracing-cost N] [--only] [--modes ours-exec,ours-exec-all,ours-nft,ours-inproc,go-exec,ours-traced] [--plugins DIR] [--go DIR] [--smoke] {}", matrix::Options::USAGE);
                 std::process::exit(0);
             }
             other => {
@@ -283,6 +300,7 @@ fn parse_args() -> Fallible<Args> {
         a.gc = 3;
         a.containerd = 2;
         a.cni_gc = Some((2, 2));
+        a.tracing_cost = 2;
         a.matrix.smoke();
     }
     Ok(a)
@@ -334,6 +352,8 @@ struct Phase {
 struct ModeReport {
     seq: Phase,
     conc: Phase,
+    /// ours-traced: the OTLP requests and KiB the sink received.
+    exported: Option<(u64, u64)>,
 }
 
 fn runtime_conf(i: usize, pod: &OwnedNetns) -> RuntimeConf {
@@ -444,7 +464,7 @@ fn children_cpu() -> (f64, f64) {
 
 fn make_exec(mode: Mode) -> Fallible<Arc<dyn Exec>> {
     match mode {
-        Mode::OursExec | Mode::OursExecAll | Mode::OursNft | Mode::GoExec => {
+        Mode::OursExec | Mode::OursExecAll | Mode::OursNft | Mode::GoExec | Mode::OursTraced => {
             Ok(Arc::new(ProcessExec::new()))
         }
         Mode::OursInProcess => in_process_exec(),
@@ -501,6 +521,11 @@ fn run_mode(
     set_mode_env(mode);
     let scratch = Scratch::new()?;
     experiment_node(&scratch.node)?;
+    let sink = match mode {
+        Mode::OursTraced => Some(tracing::Sink::start_in(scratch.node.netns())?),
+        _ => None,
+    };
+    tracing::set_env(sink.as_ref().map(|s| s.port));
     let list = scratch.network(net)?;
     let cni = scratch.runtime(dir, exec);
     let pods = pod_namespaces(n + usize::from(warm_up))?;
@@ -528,7 +553,18 @@ fn run_mode(
     };
     warm(false)?;
     check_clean(&scratch.state.join("ipam"), &list.name)?;
-    Ok(ModeReport { seq, conc })
+    let exported = sink.map(|s| {
+        (
+            s.requests.load(std::sync::atomic::Ordering::Relaxed),
+            s.bytes.load(std::sync::atomic::Ordering::Relaxed) / 1024,
+        )
+    });
+    tracing::set_env(None);
+    Ok(ModeReport {
+        seq,
+        conc,
+        exported,
+    })
 }
 
 /// After every DEL, only `lock` and `last_reserved_ip.*` may remain.
@@ -740,6 +776,9 @@ fn real_main() -> Fallible<()> {
             go.seq.add.pct(50.0) / all.seq.add.pct(50.0),
             go.seq.del.pct(50.0) / all.seq.del.pct(50.0)
         );
+    }
+    if args.tracing_cost > 0 {
+        tracing::run(&args.ours, &args.go, args.tracing_cost)?;
     }
     if !args.only {
         // DEL's kernel share: the veth deletion alone, same run.
