@@ -96,6 +96,13 @@ impl Handle {
         self.run(|| crate::sysctl::set_with(&self.sysctl_roots, key, value))?
     }
 
+    /// [`crate::sysctl::write`] in this handle's namespace: writes `value`
+    /// even when the sysctl already holds it, through the directories
+    /// [`Handle::sysctl_set`] keeps open.
+    pub fn sysctl_write(&self, key: &str, value: &str) -> Result<()> {
+        self.run(|| crate::sysctl::write_with(&self.sysctl_roots, key, value))?
+    }
+
     /// [`crate::sysctl::set_in`] in this handle's namespace, through the
     /// directories [`Handle::sysctl_set`] keeps open: a result per entry.
     pub fn sysctl_set_in(&self, dir: &str, entries: &[(&str, &str)]) -> Result<Vec<Result<bool>>> {

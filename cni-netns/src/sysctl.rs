@@ -214,6 +214,27 @@ pub(crate) fn set_in_with(roots: &Roots, dir: &str, entries: &[(&str, &str)]) ->
         .collect()
 }
 
+/// Writes `value` to a sysctl whatever it holds (Go's `sysctl.Sysctl`
+/// with a value, as tuning writes: a write has effects of its own on some
+/// sysctls, e.g. `net/ipv4/route/flush`, even of the value already there).
+pub fn write(key: &str, value: &str) -> Result<()> {
+    write_with(&Roots::default(), key, value)
+}
+
+/// [`write`] through `roots`.
+pub(crate) fn write_with(roots: &Roots, key: &str, value: &str) -> Result<()> {
+    use std::io::Write;
+    let key = slash_key(key);
+    roots
+        .open(&key, libc::O_WRONLY | libc::O_NOFOLLOW)
+        .and_then(|mut f| f.write_all(value.as_bytes()))
+        .map_err(|source| Error::Sysctl {
+            op: "write",
+            key,
+            source,
+        })
+}
+
 /// [`set`] through `roots`.
 pub(crate) fn set_with(roots: &Roots, key: &str, value: &str) -> Result<bool> {
     let key = slash_key(key);

@@ -119,6 +119,9 @@ pub enum Op {
     DelRoute(Ns, Route),
     /// `sysctl_set` (`{link}` in the key: the link's real name).
     Sysctl(Ns, &'static str, &'static str),
+    /// `sysctl_write`: written even when it holds the value (`{link}` in
+    /// the key: the link's real name).
+    SysctlWrite(Ns, &'static str, &'static str),
     /// `enable_forwarding` of both families.
     Forwarding(Ns),
     /// `set_ipv4_conf` of a link: `arp_notify` and `route_localnet`.
@@ -412,6 +415,8 @@ pub fn scripts() -> Vec<Script> {
                 ok(Bridge(A, "br0")),
                 ok(Sysctl(A, "net/ipv4/conf/{br0}/arp_notify", "1")),
                 ok(Sysctl(A, "net/ipv6/conf/{br0}/accept_ra", "0")),
+                ok(SysctlWrite(A, "net/ipv4/conf/{br0}/arp_notify", "1")),
+                ok(SysctlWrite(A, "net/ipv4/conf/{br0}/arp_notify", "0")),
                 ok(Forwarding(A)),
                 ok(Ipv4Conf(A, "br0", 1)),
                 ok(Ipv4Conf(A, "br0", 0)),
@@ -419,6 +424,10 @@ pub fn scripts() -> Vec<Script> {
                 ok(Rename(A, "br0", "br1")),
                 ok(Delete(A, "br1")),
                 err(Sysctl(A, "net/ipv4/conf/{br1}/arp_notify", "1"), "ENOENT"),
+                err(
+                    SysctlWrite(A, "net/ipv4/conf/{br1}/arp_notify", "1"),
+                    "ENOENT",
+                ),
             ],
         },
         Script {
@@ -826,6 +835,10 @@ impl<H: NetnsHandle> Run<H> {
             Sysctl(ns, key, value) => {
                 self.sysctls.push((ns, key.to_owned()));
                 self.h(ns).sysctl_set(&self.key(key), value)?;
+            }
+            SysctlWrite(ns, key, value) => {
+                self.sysctls.push((ns, key.to_owned()));
+                self.h(ns).sysctl_write(&self.key(key), value)?;
             }
             Ipv4Conf(ns, name, value) => {
                 for leaf in ["arp_notify", "route_localnet"] {

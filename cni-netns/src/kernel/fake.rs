@@ -2116,6 +2116,10 @@ impl NetnsHandle for FakeHandle {
         self.write_sysctl(key, value)
     }
 
+    fn sysctl_write(&self, key: &str, value: &str) -> Result<()> {
+        self.write_sysctl(key, value).map(drop)
+    }
+
     fn sysctl_set_in(&self, dir: &str, entries: &[(&str, &str)]) -> Result<Vec<Result<bool>>> {
         Ok(entries
             .iter()

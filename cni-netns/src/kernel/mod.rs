@@ -435,6 +435,9 @@ netns_handle! {
         /// [`Handle::sysctl_set`].
         fn sysctl_set(&self, key: &str, value: &str) -> Result<bool>;
 
+        /// [`Handle::sysctl_write`]: written even when it holds the value.
+        fn sysctl_write(&self, key: &str, value: &str) -> Result<()>;
+
         /// [`Handle::sysctl_set_in`].
         fn sysctl_set_in(&self, dir: &str, entries: &[(&str, &str)]) -> Result<Vec<Result<bool>>>;
 
