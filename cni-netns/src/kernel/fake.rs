@@ -546,6 +546,19 @@ impl FakeKernel {
         })
     }
 
+    /// Everything namespace `path` holds, as text: its links with all
+    /// their attributes (MTU, MAC, flags, alias, transmit queue length,
+    /// qdiscs and filters), addresses, routes, rules, neighbours and
+    /// sysctls; two states are equal when nothing differs (`None` when
+    /// the namespace does not exist). Reads nothing through the
+    /// injected faults.
+    pub fn state(&self, path: &str) -> Option<String> {
+        self.world()
+            .namespaces
+            .get(path)
+            .map(|ns| format!("{ns:#?}"))
+    }
+
     /// A sysctl's value in namespace `path`, when written.
     pub fn sysctl(&self, path: &str, key: &str) -> Option<String> {
         self.world()

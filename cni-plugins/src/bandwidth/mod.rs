@@ -47,9 +47,9 @@ mod error;
 use std::path::PathBuf;
 
 use cni_exec::{Plugin, Request};
-use cni_netns::kernel::NetnsHandle as _;
+use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
 use cni_netns::tc::{self, PschedClock, RedirectFilterKind, Tbf};
-use cni_netns::{Handle, Link, Netns};
+use cni_netns::Link;
 use cni_types::{Bandwidth as BandwidthEntry, CniResult, Interface, Version};
 use serde_json::Value;
 use sha2::{Digest, Sha512};
@@ -70,10 +70,14 @@ const MAX_ALIAS_LEN: usize = 255;
 ///
 /// By default it programs the network namespace it runs in (the node's),
 /// as an exec'd plugin does; [`Bandwidth::in_netns`] points it at another
-/// one (a runtime embedding it, or a test's node namespace).
+/// one (a runtime embedding it, or a test's node namespace). It works on
+/// the real kernel by default; on another one (a
+/// `cni_netns::kernel::FakeKernel` in tests without root) with
+/// [`Bandwidth::with_kernel`].
 #[derive(Debug, Clone, Default)]
-pub struct Bandwidth {
+pub struct Bandwidth<K = LinuxKernel> {
     host_netns: Option<PathBuf>,
+    kernel: K,
 }
 
 /// The limits in effect for one attachment: the top-level keys when any is
@@ -182,19 +186,41 @@ impl Bandwidth {
     pub fn in_netns(path: impl Into<PathBuf>) -> Self {
         Bandwidth {
             host_netns: Some(path.into()),
+            kernel: LinuxKernel,
         }
-    }
-
-    fn host(&self) -> Result<Handle> {
-        match &self.host_netns {
-            Some(p) => Handle::in_netns(&Netns::open(p)?),
-            None => Handle::current(),
-        }
-        .map_err(Error::from)
     }
 }
 
-impl Plugin for Bandwidth {
+impl<K: NetKernel> Bandwidth<K> {
+    /// bandwidth on another kernel, acting on its current namespace as
+    /// the host.
+    pub fn with_kernel(kernel: K) -> Bandwidth<K> {
+        Bandwidth {
+            host_netns: None,
+            kernel,
+        }
+    }
+
+    fn host(&self) -> Result<K::Handle> {
+        match &self.host_netns {
+            Some(p) => self.kernel.open(&p.to_string_lossy()),
+            None => self.kernel.current(),
+        }
+        .map_err(Error::from)
+    }
+
+    /// The pod's namespace (`CNI_NETNS`).
+    fn pod(&self, req: &Request) -> Result<K::Handle> {
+        self.kernel
+            .open(&req.netns)
+            .map_err(|source| Error::NetnsOpen {
+                path: req.netns.clone(),
+                source: source.into(),
+            })
+    }
+}
+
+impl<K: NetKernel> Plugin for Bandwidth<K> {
     type Error = Error;
 
     fn name(&self) -> &str {
@@ -209,10 +235,7 @@ impl Plugin for Bandwidth {
         };
         let mut result = prev.ok_or(Error::PrevResultMissing)?;
         let host = &self.host()?;
-        let pod = Netns::open(&req.netns).map_err(|source| Error::NetnsOpen {
-            path: req.netns.clone(),
-            source: source.into(),
-        })?;
+        let pod = self.pod(req)?;
         let veth = host_interface(host, &pod, &result, &req.ifname)?;
         let clock = PschedClock::read();
         let mut undo = Undo::<Error>::new();
@@ -266,7 +289,7 @@ impl Plugin for Bandwidth {
         let (Some(limits), Some(prev)) = (conf.limits, prev) else {
             return ifb;
         };
-        let Ok(pod) = Netns::open(&req.netns) else {
+        let Ok(pod) = self.kernel.open(&req.netns) else {
             return ifb;
         };
         let Ok(veth) = host_interface(&host, &pod, &prev, &req.ifname) else {
@@ -300,10 +323,7 @@ impl Plugin for Bandwidth {
             return Ok(());
         };
         let host = self.host()?;
-        let pod = Netns::open(&req.netns).map_err(|source| Error::NetnsOpen {
-            path: req.netns.clone(),
-            source: source.into(),
-        })?;
+        let pod = self.pod(req)?;
         let veth = host_interface(&host, &pod, &prev, &req.ifname)?;
         let clock = PschedClock::read();
         if limits.ingress_rate > 0 && limits.ingress_burst > 0 {
@@ -386,11 +406,15 @@ impl Plugin for Bandwidth {
 
 /// Go's `getHostInterface`: the prevResult host-side interface that is the
 /// veth peer of the container's `ifname`.
-fn host_interface(host: &Handle, pod: &Netns, result: &CniResult, ifname: &str) -> Result<Link> {
+fn host_interface<H: NetnsHandle>(
+    host: &H,
+    in_pod: &H,
+    result: &CniResult,
+    ifname: &str,
+) -> Result<Link> {
     if result.interfaces.is_empty() {
         return Err(Error::PrevResultNoInterfaces);
     }
-    let in_pod = Handle::in_netns(pod)?;
     let peer = in_pod
         .link_by_name(ifname)
         .and_then(|l| in_pod.veth_peer_index(l.index))
@@ -430,7 +454,7 @@ fn tc_failed<'a>(op: &'static str, link: &'a str) -> impl FnOnce(cni_netns::Erro
 
 /// Go's CHECK of one TBF: the first qdisc (pfifo_fast skipped) must be a
 /// TBF with the expected rate, limit and buffer.
-fn check_tbf(host: &Handle, index: u32, want: &Tbf) -> Result<()> {
+fn check_tbf<H: NetnsHandle>(host: &H, index: u32, want: &Tbf) -> Result<()> {
     let qdiscs: Vec<_> = host
         .qdiscs(index)?
         .into_iter()

@@ -39,7 +39,8 @@ use std::sync::Arc;
 use cni_exec::{Plugin, Request};
 use cni_firewall::conntrack::{Conntrack, ConntrackFamily};
 use cni_firewall::{AttachmentId, Backend, Firewall, PortMappingSpec, RuleKind, RuleSpec};
-use cni_netns::{AddressFamilyFilter, Handle, Ipv4Conf, Link, Netns};
+use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
+use cni_netns::{AddressFamilyFilter, Ipv4Conf, Link};
 use cni_types::CniResult;
 
 pub use config::{container_ips, PortmapConf, DEFAULT_MARK_BIT};
@@ -53,12 +54,15 @@ pub use error::{Error, Result};
 /// [`Portmap::in_netns`] points it at another namespace (a runtime
 /// embedding it, or a test's node namespace), [`Portmap::with_backend`]
 /// picks the firewall backend (the binary reads `CNI_FIREWALL_BACKEND`) and
-/// [`Portmap::with_firewall`] replaces the firewall.
+/// [`Portmap::with_firewall`] replaces the firewall. It works on the real
+/// kernel by default; on another one (a `cni_netns::kernel::FakeKernel`
+/// in tests without root) with [`Portmap::with_kernel`].
 #[derive(Debug, Clone, Default)]
-pub struct Portmap {
+pub struct Portmap<K = LinuxKernel> {
     host_netns: Option<PathBuf>,
     backend: Backend,
     firewall: Option<Arc<dyn Firewall>>,
+    kernel: K,
 }
 
 impl Portmap {
@@ -74,6 +78,20 @@ impl Portmap {
         Portmap {
             host_netns: Some(path.into()),
             ..Portmap::default()
+        }
+    }
+}
+
+impl<K: NetKernel> Portmap<K> {
+    /// portmap on another kernel (`route_localnet`), acting on its
+    /// current namespace as the node, with the native nf_tables backend
+    /// (give it a firewall with [`Portmap::with_firewall`]).
+    pub fn with_kernel(kernel: K) -> Portmap<K> {
+        Portmap {
+            host_netns: None,
+            backend: Backend::default(),
+            firewall: None,
+            kernel,
         }
     }
 
@@ -135,8 +153,8 @@ impl Portmap {
     fn enable_route_localnet(&self, ip: IpAddr) -> Result<()> {
         // The calling thread's namespace without a thread of its own.
         let handle = match &self.host_netns {
-            Some(p) => Netns::open(p).and_then(|netns| Handle::in_netns(&netns)),
-            None => Handle::current(),
+            Some(p) => self.kernel.open(&p.to_string_lossy()),
+            None => self.kernel.current(),
         }?;
         let Some(link) = routable_host_if(&handle, ip)? else {
             return Ok(());
@@ -155,7 +173,7 @@ impl Portmap {
 /// The interface of the most specific main-table route to `ip` (lowest
 /// metric among equals); `None` when there is no such route, which the
 /// reference also skips silently.
-fn routable_host_if(handle: &Handle, ip: IpAddr) -> Result<Option<Link>> {
+fn routable_host_if<H: NetnsHandle>(handle: &H, ip: IpAddr) -> Result<Option<Link>> {
     let family = if ip.is_ipv4() {
         AddressFamilyFilter::V4
     } else {
@@ -218,7 +236,7 @@ fn families(spec: &PortMappingSpec) -> Vec<ConntrackFamily> {
     .collect()
 }
 
-impl Plugin for Portmap {
+impl<K: NetKernel> Plugin for Portmap<K> {
     type Error = Error;
 
     fn name(&self) -> &str {
@@ -235,11 +253,18 @@ impl Plugin for Portmap {
         if spec.container_v4.is_none() && spec.container_v6.is_none() {
             return Ok(prev);
         }
-        self.firewall(&conf)
-            .add(&RuleSpec::PortMappings(spec.clone()))?;
+        let firewall = self.firewall(&conf);
+        let rules = RuleSpec::PortMappings(spec.clone());
+        firewall.add(&rules)?;
         self.flush_udp(&conf, &families(&spec));
         if let (true, Some(v4)) = (conf.snat, spec.container_v4) {
-            self.enable_route_localnet(IpAddr::V4(v4.ip()))?;
+            if let Err(e) = self.enable_route_localnet(IpAddr::V4(v4.ip())) {
+                // Beyond the reference: a failed ADD leaves no mappings.
+                if let Err(undo) = firewall.delete(&rules) {
+                    tracing::warn!("rollback: {undo}");
+                }
+                return Err(e);
+            }
         }
         Ok(prev)
     }

@@ -41,7 +41,8 @@ mod error;
 use std::path::{Path, PathBuf};
 
 use cni_exec::{Plugin, Request};
-use cni_netns::{Handle, MacAddr, Netns};
+use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
+use cni_netns::MacAddr;
 use cni_types::CniResult;
 use serde::{Deserialize, Serialize};
 
@@ -49,17 +50,18 @@ pub use config::{sysctl_file_name, TuningConf, DEFAULT_ALLOWLIST, DEFAULT_DATA_D
 
 pub use error::{Error, Result};
 
-/// The tuning plugin.
+/// The tuning plugin, on the real kernel by default; on another one (a
+/// `cni_netns::kernel::FakeKernel` in tests without root) with
+/// [`Tuning::with_kernel`].
 #[derive(Debug, Clone)]
-pub struct Tuning {
+pub struct Tuning<K = LinuxKernel> {
     allowlist: PathBuf,
+    kernel: K,
 }
 
 impl Default for Tuning {
     fn default() -> Self {
-        Tuning {
-            allowlist: PathBuf::from(DEFAULT_ALLOWLIST),
-        }
+        Tuning::with_kernel(LinuxKernel)
     }
 }
 
@@ -116,12 +118,32 @@ mod pairs {
     }
 }
 
-/// Runs `f` on one thread inside the pod namespace with a handle opened
-/// there: one thread and one socket for the whole command, where separate
-/// entries per step cost a thread each.
-fn in_pod<T: Send>(path: &str, f: impl FnOnce(&Handle) -> Result<T> + Send) -> Result<T> {
-    let netns = Netns::open(path)?;
-    netns.run(|| f(&Handle::current()?))?
+/// Runs `f` with a handle on the pod namespace.
+fn in_pod<K: NetKernel, T>(
+    kernel: &K,
+    path: &str,
+    f: impl FnOnce(&K::Handle) -> Result<T>,
+) -> Result<T> {
+    f(&kernel.open(path)?)
+}
+
+/// The key of a sysctl file under `/proc/sys` (`net/ipv4/...`), as the
+/// kernel verbs take it.
+fn sysctl_key(file: &str) -> &str {
+    file.strip_prefix("/proc/sys/").unwrap_or(file)
+}
+
+/// A failed sysctl read or write of `file`: Go's `open <file>: <errno>`
+/// when the kernel says why.
+fn sysctl_error(op: &'static str, file: &str, e: cni_netns::Error) -> Error {
+    match e {
+        cni_netns::Error::Sysctl { source, .. } => Error::SysctlAccess {
+            op,
+            file: file.to_owned(),
+            source,
+        },
+        other => other.into(),
+    }
 }
 
 fn backup_path(data_dir: &str, container_id: &str, ifname: &str) -> PathBuf {
@@ -179,7 +201,7 @@ fn parse_mac(s: &str) -> Result<MacAddr> {
 }
 
 /// Reads the interface's current attributes for what `conf` will change.
-fn snapshot(handle: &Handle, ifname: &str, conf: &TuningConf) -> Result<(u32, Backup)> {
+fn snapshot<H: NetnsHandle>(handle: &H, ifname: &str, conf: &TuningConf) -> Result<(u32, Backup)> {
     let link = handle
         .link_by_name(ifname)
         .map_err(|source| Error::LinkLookup {
@@ -211,7 +233,7 @@ fn to_u32(field: &'static str, value: i64) -> Result<u32> {
 
 /// Applies the link attributes of `conf` (Go's order: MAC, promisc, MTU,
 /// allmulti, txQLen).
-fn apply_link(handle: &Handle, index: u32, conf: &TuningConf) -> Result<()> {
+fn apply_link<H: NetnsHandle>(handle: &H, index: u32, conf: &TuningConf) -> Result<()> {
     if !conf.mac.is_empty() {
         handle.set_mac(index, parse_mac(&conf.mac)?)?;
     }
@@ -232,7 +254,7 @@ fn apply_link(handle: &Handle, index: u32, conf: &TuningConf) -> Result<()> {
 
 /// Restores a backup (Go's `restoreBackup` order: MTU, MAC, promisc,
 /// allmulti, txQLen; then the sysctls). Returns the failures.
-fn restore(handle: &Handle, index: u32, b: &Backup) -> Vec<String> {
+fn restore<H: NetnsHandle>(handle: &H, index: u32, b: &Backup) -> Vec<String> {
     let mut errs = Vec::new();
     let mut note = |what: &str, r: Result<()>| {
         if let Err(e) = r {
@@ -269,30 +291,20 @@ fn restore(handle: &Handle, index: u32, b: &Backup) -> Vec<String> {
             to_u32("txQLen", q).and_then(|q| handle.set_txqlen(index, q).map_err(Error::from)),
         );
     }
-    if !b.sysctl.is_empty() {
-        let sysctls = b.sysctl.clone();
-        let r = handle
-            .run(move || {
-                let mut errs = Vec::new();
-                for (file, value) in &sysctls {
-                    // The file is trusted no more than the config was.
-                    if !file.starts_with(config::SYSCTL_NET_ROOT) || file.contains("/../") {
-                        errs.push(format!("refusing to restore {file}"));
-                        continue;
-                    }
-                    if let Err(e) = std::fs::write(file, value) {
-                        errs.push(format!("{file}: {e}"));
-                    }
-                }
-                errs
-            })
-            .map_err(Error::from);
-        match r {
-            Ok(e) => errs.extend(
-                e.into_iter()
-                    .map(|e| format!("failed to restore sysctl {e}")),
-            ),
-            Err(e) => errs.push(format!("failed to restore sysctls: {e}")),
+    for (file, value) in &b.sysctl {
+        // The file is trusted no more than the config was.
+        if !file.starts_with(config::SYSCTL_NET_ROOT) || file.contains("/../") {
+            errs.push(format!(
+                "failed to restore sysctl: refusing to restore {file}"
+            ));
+            continue;
+        }
+        if let Err(e) = handle.sysctl_write(sysctl_key(file), value) {
+            let why = match sysctl_error("write", file, e) {
+                Error::SysctlAccess { source, .. } => source.to_string(),
+                other => other.to_string(),
+            };
+            errs.push(format!("failed to restore sysctl {file}: {why}"));
         }
     }
     errs
@@ -309,6 +321,17 @@ impl Tuning {
     pub fn with_allowlist(path: impl Into<PathBuf>) -> Self {
         Tuning {
             allowlist: path.into(),
+            kernel: LinuxKernel,
+        }
+    }
+}
+
+impl<K: NetKernel> Tuning<K> {
+    /// tuning on another kernel, with the default allow-list file.
+    pub fn with_kernel(kernel: K) -> Tuning<K> {
+        Tuning {
+            allowlist: PathBuf::from(DEFAULT_ALLOWLIST),
+            kernel,
         }
     }
 
@@ -327,7 +350,7 @@ impl Tuning {
 
     fn add_in_pod(
         &self,
-        handle: &Handle,
+        handle: &K::Handle,
         req: &Request,
         conf: &TuningConf,
         files: Vec<(String, String)>,
@@ -346,26 +369,19 @@ impl Tuning {
         };
         let path = backup_path(&conf.data_dir, &req.container_id, &req.ifname);
 
-        // Sysctls: originals read, then written, on a thread in the pod.
-        let to_write = files.clone();
-        let (originals, write_err) = handle.run(move || {
-            let mut originals = Vec::new();
-            for (file, value) in &to_write {
-                if let Ok(old) = std::fs::read_to_string(file) {
-                    originals.push((file.clone(), old.trim_end_matches('\n').to_owned()));
-                }
-                if let Err(source) = std::fs::write(file, value) {
-                    let e = Error::SysctlAccess {
-                        op: "write",
-                        file: file.clone(),
-                        source,
-                    };
-                    return (originals, Some(e));
-                }
+        // Sysctls: each original read (one that cannot be read, as a
+        // write-only one, is not backed up), then the value written, even
+        // when it is there already (as Go does).
+        let mut write_err = None;
+        for (file, value) in &files {
+            if let Ok(Some(old)) = handle.sysctl_get(sysctl_key(file)) {
+                backup.sysctl.push((file.clone(), old));
             }
-            (originals, None)
-        })?;
-        backup.sysctl = originals;
+            if let Err(e) = handle.sysctl_write(sysctl_key(file), value) {
+                write_err = Some(sysctl_error("write", file, e));
+                break;
+            }
+        }
         let rolled_back = |backup: &Backup, e: Error| -> Error {
             for msg in restore(handle, index, backup) {
                 tracing::warn!("rollback: {msg}");
@@ -398,7 +414,7 @@ impl Tuning {
     }
 }
 
-impl Plugin for Tuning {
+impl<K: NetKernel> Plugin for Tuning<K> {
     type Error = Error;
 
     fn name(&self) -> &str {
@@ -421,7 +437,7 @@ impl Plugin for Tuning {
             .map(|(k, v)| Ok((sysctl_file_name(k, &req.ifname)?, v.clone())))
             .collect::<Result<_>>()?;
 
-        in_pod(&req.netns, |handle| {
+        in_pod(&self.kernel, &req.netns, |handle| {
             self.add_in_pod(handle, req, &conf, files, result)
         })
     }
@@ -438,27 +454,31 @@ impl Plugin for Tuning {
         let Ok(backup) = serde_json::from_slice::<Backup>(&data) else {
             return Ok(());
         };
-        let netns = match Netns::open(&req.netns) {
-            Ok(n) => n,
+        let handle = match self.kernel.open(&req.netns) {
+            Ok(h) => h,
             // Beyond Go: with the namespace gone there is nothing to
             // restore, and the backup would leak.
             Err(e) if e.is_not_found() || req.netns.is_empty() => return remove_backup(&path),
             Err(e) => return Err(e.into()),
         };
-        netns.run(|| {
-            let handle = Handle::current()?;
-            restore_in_pod(&handle, &req.ifname, backup, &path)
-        })?
+        restore_in_pod(&handle, &req.ifname, backup, &path)
     }
 
     fn check(&self, req: &Request) -> Result<()> {
         let (conf, _) = self.load(req)?;
-        in_pod(&req.netns, |handle| check_in_pod(handle, req, &conf))
+        in_pod(&self.kernel, &req.netns, |handle| {
+            check_in_pod(handle, req, &conf)
+        })
     }
 }
 
 /// DEL's work inside the pod namespace.
-fn restore_in_pod(handle: &Handle, ifname: &str, backup: Backup, path: &Path) -> Result<()> {
+fn restore_in_pod<H: NetnsHandle>(
+    handle: &H,
+    ifname: &str,
+    backup: Backup,
+    path: &Path,
+) -> Result<()> {
     let index = match handle.link_by_name(ifname) {
         Ok(l) => l.index,
         Err(e) if e.is_not_found() => {
@@ -501,26 +521,25 @@ fn mismatch(
 }
 
 /// CHECK's work inside the pod namespace.
-fn check_in_pod(handle: &Handle, req: &Request, conf: &TuningConf) -> Result<()> {
+fn check_in_pod<H: NetnsHandle>(handle: &H, req: &Request, conf: &TuningConf) -> Result<()> {
     let files: Vec<(String, String)> = conf
         .sysctl
         .iter()
         .map(|(k, v)| Ok((sysctl_file_name(k, &req.ifname)?, v.clone())))
         .collect::<Result<_>>()?;
-    handle.run(move || -> Result<()> {
-        for (file, want) in &files {
-            let cur = std::fs::read_to_string(file).map_err(|source| Error::SysctlAccess {
+    for (file, want) in &files {
+        let cur = handle
+            .sysctl_get(sysctl_key(file))
+            .map_err(|e| sysctl_error("read", file, e))?
+            .ok_or_else(|| Error::SysctlAccess {
                 op: "read",
                 file: file.clone(),
-                source,
+                source: std::io::Error::from_raw_os_error(cni_netns::kernel::Errno::ENOENT as i32),
             })?;
-            let cur = cur.strip_suffix('\n').unwrap_or(&cur);
-            if cur != want {
-                return Err(mismatch(file, "value", want, cur));
-            }
+        if cur != *want {
+            return Err(mismatch(file, "value", want, cur));
         }
-        Ok(())
-    })??;
+    }
     let ifname = &req.ifname;
     let link = handle
         .link_by_name(ifname)
