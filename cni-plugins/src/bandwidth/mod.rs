@@ -47,7 +47,7 @@ mod error;
 use std::path::PathBuf;
 
 use cni_exec::{Plugin, Request};
-use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
+use cni_netns::kernel::{Errno, LinuxKernel, NetKernel, NetnsHandle};
 use cni_netns::tc::{self, PschedClock, RedirectFilterKind, Tbf};
 use cni_netns::Link;
 use cni_types::{Bandwidth as BandwidthEntry, CniResult, Interface, Version};
@@ -248,12 +248,20 @@ impl<K: NetKernel> Plugin for Bandwidth<K> {
         if limits.egress_rate > 0 && limits.egress_burst > 0 {
             let name = ifb_name(&conf.network, &req.container_id);
             let alias = ifb_alias(&conf.network, &req.container_id);
-            let ifb = host
-                .add_ifb(&name, veth.mtu, alias.as_deref())
-                .map_err(|source| Error::IfbCreate {
-                    ifname: name.clone(),
-                    source: source.into(),
-                })?;
+            let ifb = match host.add_ifb(&name, veth.mtu, alias.as_deref()) {
+                Ok(ifb) => ifb,
+                Err(source) => {
+                    // Several requests: one failing after the creation
+                    // leaves the IFB, ours unless it was there before.
+                    if !source.is_errno(Errno::EEXIST) {
+                        let _ = host.delete_link_by_name(&name);
+                    }
+                    return Err(Error::IfbCreate {
+                        ifname: name.clone(),
+                        source: source.into(),
+                    });
+                }
+            };
             let ifb_index = ifb.index;
             undo.push(move || host.delete_link(ifb_index));
             result.interfaces.push(Interface {

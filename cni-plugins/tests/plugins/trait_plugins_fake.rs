@@ -174,3 +174,8 @@ fn sbr_on_a_missing_namespace_fails_add_and_passes_del() {
     assert!(e.to_string().contains(&pod.path), "{e}");
     pod.sbr().del(&pod.request(Command::Del, None)).unwrap();
 }
+
+mod bandwidth;
+mod dhcp;
+mod portmap;
+mod tuning;
