@@ -23,16 +23,22 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use cni_ipam::dhcp::client::{client_id, release_unicast, unix_now, Client, ClientConfig, Renewal};
+use cni_ipam::dhcp::client::{
+    client_id, release_unicast, unix_now, Client, ClientConfig, ClientLink, Renewal,
+};
 use cni_ipam::dhcp::options;
 use cni_ipam::dhcp::rpc::{self, DaemonOp, DaemonReply, DaemonRequest};
 use cni_ipam::dhcp::store::{attachment_key, LeaseRecord, LeaseStore};
-use cni_netns::{AddressFamilyFilter, Handle, IpNetwork, Netns};
+use cni_netns::{Handle, Netns};
 use cni_types::{CniError, CniResult, NetworkConfig, Version};
 use tracing::{info, warn};
 
 use super::config::{DaemonOptions, DhcpConfig};
 use super::error::{Error, Result};
+/// The daemon's link steps in the pod's namespace, over any
+/// [`NetKernel`](cni_netns::kernel::NetKernel)'s handle (the DHCP exchange
+/// itself runs on the real kernel).
+pub use super::pod::{find_link, holds_address, prepare_link, PodLink};
 use super::pod::{pod_link, PodSockets};
 
 /// How long a connection may take to send its request.
@@ -199,7 +205,7 @@ fn maintain(
             return lose("lease expired without being renewed".into());
         }
         reboot = false;
-        let link = match pod_link(netns, &record.ifname, false) {
+        let link = match pod_link(netns, &record.ifname) {
             Ok(l) => l,
             Err(e) => return lose(format!("stopped maintaining: {e}")),
         };
@@ -303,7 +309,7 @@ impl Daemon {
             }
             let found = Netns::open(&record.netns)
                 .map_err(Error::from)
-                .and_then(|ns| pod_link(&ns, &record.ifname, false).map(|_| ns));
+                .and_then(|ns| pod_link(&ns, &record.ifname).map(|_| ns));
             let ns = match found {
                 Ok(ns) => Arc::new(ns),
                 Err(e) => {
@@ -429,8 +435,27 @@ impl Daemon {
         }
         let netns = format!("{}{}", self.opts.host_prefix, req.netns);
         let ns = Arc::new(Netns::open(&netns)?);
-        let link = pod_link(&ns, &req.ifname, true)?;
-        let client_config = self.client_config(req, &net, &conf)?;
+        let handle = Handle::in_netns(&ns)?;
+        let prepared = prepare_link(&handle, &req.ifname)?;
+        let added = self.lease(req, (&net, &conf), (netns, ns), prepared.link, &mut slot);
+        if added.is_err() {
+            // Beyond Go: a failed ADD leaves the interface as it found it.
+            prepared.undo(&handle);
+        }
+        added
+    }
+
+    /// ADD's DORA on the prepared pod interface `link` of namespace `ns`
+    /// (at `netns`), and the lease's maintenance started in `slot`.
+    fn lease(
+        &self,
+        req: &DaemonRequest,
+        (net, conf): (&NetworkConfig, &DhcpConfig),
+        (netns, ns): (String, Arc<Netns>),
+        link: ClientLink,
+        slot: &mut Option<Active>,
+    ) -> Result<serde_json::Value> {
+        let client_config = self.client_config(req, net, conf)?;
         let sockets = PodSockets::new(&ns, link);
         let client = Client {
             config: &client_config,
@@ -612,7 +637,7 @@ impl Daemon {
     fn release(&self, record: &LeaseRecord, ns: Option<&Netns>) -> bool {
         let key = record.key();
         let address = record.lease.address;
-        let gone = match ns.map(|ns| pod_link(ns, &record.ifname, false).map(|l| (ns, l))) {
+        let gone = match ns.map(|ns| pod_link(ns, &record.ifname).map(|l| (ns, l))) {
             Some(Ok((ns, link))) => {
                 let sockets = PodSockets::new(ns, link);
                 let client = Client {
@@ -686,12 +711,7 @@ impl Daemon {
         }
         let record = active.record();
         let handle = Handle::in_netns(&active.netns)?;
-        let link = handle.link_by_name(&record.ifname)?;
-        let held = handle
-            .addresses(Some(link.index), AddressFamilyFilter::V4)?
-            .iter()
-            .any(|a| matches!(a.address, IpNetwork::V4(n) if n.ip() == record.lease.address));
-        if !held {
+        if !holds_address(&handle, &record.ifname, record.lease.address)? {
             return Err(Error::AddressMissing {
                 address: record.lease.address,
                 ifname: record.ifname.clone(),
