@@ -7,7 +7,12 @@
 //! so a lease the server grants just before the daemon dies is released
 //! at the next start instead of being held by nobody: from the pod, or,
 //! when the main plugin's rollback already removed the pod interface,
-//! unicast from the daemon's own namespace (the node).
+//! unicast from the daemon's own namespace (the node). An ADD that fails
+//! puts the pod interface it brought up down again (Go leaves it up).
+//! The link steps in the pod ([`prepare_link`], [`find_link`],
+//! [`holds_address`]) work on any kernel's handle
+//! ([`NetnsHandle`](cni_netns::kernel::NetnsHandle)); the DHCP exchange
+//! and the lease's namespace are the real kernel's.
 //!
 //! Requests come over a unix socket, one connection per request, handled
 //! on a thread each, at most 256 at once (more get "try again", code 11:

@@ -6,7 +6,8 @@
 //! Beyond the Go reference (containernetworking/plugins
 //! `plugins/meta/portmap`): UDP conntrack entries of the mapped host ports
 //! are flushed on DEL as well as ADD (a replaced pod otherwise stays
-//! blackholed, kubernetes/kubernetes#58336), GC removes the rules of
+//! blackholed, kubernetes/kubernetes#58336), an ADD that fails setting
+//! `route_localnet` takes its rules back, GC removes the rules of
 //! attachments not in the valid list, and STATUS reports whether `nft` can
 //! be run.
 //!
