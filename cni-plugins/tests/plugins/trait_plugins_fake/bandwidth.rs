@@ -165,3 +165,30 @@ fn bandwidth_del_succeeds_on_half_built_or_vanished_state() {
     // ADD on it fails.
     assert!(node.bandwidth().add(&node.request(Command::Add)).is_err());
 }
+
+#[test]
+fn bandwidth_gc_deletes_only_the_dead_ifbs_of_its_own_network() {
+    let node = node();
+    node.bandwidth().add(&node.request(Command::Add)).unwrap();
+    let host = node.kernel.current().unwrap();
+    let others = ["bwp000000000001", "bwp000000000002"];
+    host.add_ifb(others[0], 1500, Some("cni-bandwidth/othernet/c1"))
+        .unwrap();
+    host.add_ifb(others[1], 1500, Some("cni-bandwidth/fakenet/alive"))
+        .unwrap();
+    let conf = json!({
+        "cniVersion": "1.1.0", "name": "fakenet", "type": "bandwidth",
+        "cni.dev/valid-attachments": [{"containerID": "alive", "ifname": "eth0"}],
+    });
+    let config = NetworkConfig::from_slice(conf.to_string().as_bytes()).unwrap();
+    let gc = Request::builder(Command::Gc, config)
+        .path("/nonexistent-cni-path")
+        .build()
+        .unwrap();
+    node.bandwidth().gc(&gc).unwrap();
+    let names = node.kernel.link_names(NODE);
+    assert!(!names.contains(&ifb_name("fakenet", "c1")), "{names:?}");
+    for other in others {
+        assert!(names.contains(&other.to_owned()), "{names:?}");
+    }
+}
