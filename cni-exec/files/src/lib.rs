@@ -8,6 +8,7 @@
 //!   dropped.
 //! - [`capped`]: reads bounded in size ([`capped::read_file`]).
 //! - [`daemon`]: a daemon's unix socket and its bounded connection threads.
+//! - [`metrics`]: Prometheus text exposition and its scrape endpoint.
 //!
 //! Every failure is an [`Error`], naming the operation and what it was done to.
 
@@ -16,6 +17,7 @@ pub mod capped;
 pub mod daemon;
 mod error;
 pub mod file_lock;
+pub mod metrics;
 
 pub use atomic::AtomicWrite;
 pub use error::Error;
