@@ -25,6 +25,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Display;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,7 +34,7 @@ use cni_cri::RuntimeClient;
 use cni_exec::{CniConfig, ProcessExec};
 
 use crate::collector::{Collector, ConfiguredNetwork, Observation, Policy, Skipped, Summary};
-use crate::{CriSandboxes, Error};
+use crate::{CriSandboxes, Error, Refusal};
 
 /// This module's results.
 type Result<T, E = Error> = std::result::Result<T, E>;
@@ -100,6 +101,13 @@ pub struct Options {
     /// even when the runtime lists none of their containers
     /// ([`Policy::delete_unlisted`]).
     pub delete_unlisted_networks: bool,
+    /// `--metrics-address`: with `interval`, serve Prometheus metrics
+    /// there ([`crate::metrics::serve`]); `None`: no listener.
+    pub metrics_address: Option<SocketAddr>,
+    /// `--textfile-dir`: write the metrics to `<dir>/cni_gc.prom` after
+    /// each pass, for node_exporter's textfile collector
+    /// ([`crate::metrics::write_textfile`]).
+    pub textfile_dir: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -115,6 +123,8 @@ impl Default for Options {
             timeout: DEFAULT_TIMEOUT,
             networks: Vec::new(),
             delete_unlisted_networks: false,
+            metrics_address: None,
+            textfile_dir: None,
         }
     }
 }
@@ -158,6 +168,11 @@ cannot say which sandboxes are alive.
                       DEL a network's cached attachments even when the
                       runtime lists none of their pods (refused otherwise:
                       a runtime that lost its state, or the wrong socket)
+  --metrics-address ADDR
+                      with --interval: serve Prometheus metrics at
+                      http://ADDR/metrics (e.g. 127.0.0.1:9153; default: off)
+  --textfile-dir DIR  write the metrics to DIR/cni_gc.prom after each pass,
+                      atomically, for node_exporter's textfile collector
   -h, --help          this text
   --version           the version and build
 
@@ -256,12 +271,26 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Command> {
                     return Err(bad("--network names no network".into()));
                 }
             }
+            "--metrics-address" => {
+                let v = value()?;
+                o.metrics_address = Some(v.parse().map_err(|_| {
+                    bad(format!(
+                        "--metrics-address: {v:?} is not an address and port (127.0.0.1:9153, [::1]:9153)"
+                    ))
+                })?);
+            }
+            "--textfile-dir" => o.textfile_dir = Some(value()?.into()),
             "--dry-run" if inline.is_none() => o.dry_run = true,
             "--delete-unlisted-networks" if inline.is_none() => o.delete_unlisted_networks = true,
             "-h" | "--help" if inline.is_none() => return Ok(Command::Help),
             "--version" if inline.is_none() => return Ok(Command::Version),
             _ => return Err(bad(format!("unknown argument {arg:?}"))),
         }
+    }
+    if o.metrics_address.is_some() && o.interval.is_none() {
+        return Err(bad(
+            "--metrics-address needs --interval (a one-shot run: --textfile-dir)".into(),
+        ));
     }
     Ok(Command::Run(o))
 }
@@ -290,6 +319,7 @@ pub fn run_pass(opts: &Options, line: &mut dyn FnMut(&dyn Display)) -> Result<Su
     // configured": say so instead of reporting a clean node.
     if !opts.conf_dir.is_dir() {
         return Err(Error::CollectRefused {
+            kind: Refusal::ConfDirMissing,
             reason: format!("conf dir {} is not a directory", opts.conf_dir.display()),
         });
     }
@@ -312,7 +342,9 @@ pub fn run_pass(opts: &Options, line: &mut dyn FnMut(&dyn Display)) -> Result<Su
         line(s);
     }
     let mut summary = collector.execute(&plan, opts.dry_run, |a| line(a));
-    summary.skipped += unselected.len();
+    for s in &unselected {
+        summary.count_skipped(s);
+    }
     Ok(summary)
 }
 
@@ -329,6 +361,7 @@ fn select(observed: &mut Observation, networks: &[String]) -> Result<Vec<Skipped
     let configured: BTreeSet<String> = observed.networks.iter().filter_map(name).collect();
     if let Some(missing) = wanted.iter().find(|w| !configured.contains(**w)) {
         return Err(Error::CollectRefused {
+            kind: Refusal::UnknownNetwork,
             reason: format!("--network {missing}: no config in the conf dir names it"),
         });
     }
@@ -350,6 +383,7 @@ fn select(observed: &mut Observation, networks: &[String]) -> Result<Vec<Skipped
         .map(|n| Skipped {
             what: format!("network {n:?}"),
             why: "not selected (--network): left alone".into(),
+            network: Some(n),
         })
         .collect())
 }
@@ -404,6 +438,12 @@ mod tests {
         assert_eq!(o.timeout, Duration::from_secs(2));
         assert_eq!(run("--bin-dir /x").cni_path, [PathBuf::from("/x")]);
         assert!(run("--delete-unlisted-networks").delete_unlisted_networks);
+        let o = run("--interval 1m --metrics-address 127.0.0.1:9153 --textfile-dir=/t");
+        assert_eq!(
+            o.metrics_address,
+            Some(SocketAddr::from(([127, 0, 0, 1], 9153)))
+        );
+        assert_eq!(o.textfile_dir, Some(PathBuf::from("/t")));
         assert_eq!(run("--interval 365d").interval, Some(MAX_DURATION));
         assert_eq!(parse("--version").unwrap(), Command::Version);
         assert_eq!(parse("--dry-run -h").unwrap(), Command::Help);
@@ -458,6 +498,9 @@ mod tests {
             "--timeout 0",
             "--cni-path :",
             "--dry-run=yes",
+            "--metrics-address 127.0.0.1:9153",
+            "--interval 1m --metrics-address localhost",
+            "--textfile-dir",
             "--bogus",
             "positional",
         ] {
@@ -542,6 +585,7 @@ mod tests {
         assert_eq!(exit_status(&Ok(failed)), EXIT_FAILED);
         assert_eq!(
             exit_status(&Err(Error::CollectRefused {
+                kind: Refusal::NoSandboxes,
                 reason: "no runtime".into()
             })),
             EXIT_REFUSED

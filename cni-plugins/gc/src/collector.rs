@@ -67,7 +67,7 @@ use cni_types::{GcAttachment, NetworkConfigList};
 use cni_exec::cache::{CachedAttachment, CachedFile};
 use cni_exec::{conf, CniConfig};
 
-use crate::Error;
+use crate::{Error, Refusal};
 
 /// A pod sandbox as the runtime reports it (CRI `PodSandbox`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -158,6 +158,9 @@ pub struct Skipped {
     pub what: String,
     /// Why.
     pub why: String,
+    /// The network it belongs to, when it is known (not for an unreadable
+    /// file).
+    pub network: Option<String>,
 }
 
 impl fmt::Display for Skipped {
@@ -231,7 +234,13 @@ pub fn plan(obs: &Observation, policy: &Policy) -> Result<Plan, Error> {
         .map(|s| s.id.as_str())
         .collect();
     let mut out = Plan::default();
-    let mut skip = |what: String, why: String| out.skipped.push(Skipped { what, why });
+    let mut skip = |network: Option<&str>, what: String, why: String| {
+        out.skipped.push(Skipped {
+            what,
+            why,
+            network: network.map(str::to_string),
+        });
+    };
 
     // The networks, by name: the first file of a name wins (libcni's order).
     let mut networks: BTreeMap<&str, &NetworkConfigList> = BTreeMap::new();
@@ -240,6 +249,7 @@ pub fn plan(obs: &Observation, policy: &Policy) -> Result<Plan, Error> {
             Ok(list) => {
                 if networks.contains_key(list.name.as_str()) {
                     skip(
+                        Some(&list.name),
                         n.file.display().to_string(),
                         format!("network {:?} is configured by an earlier file", list.name),
                     );
@@ -248,6 +258,7 @@ pub fn plan(obs: &Observation, policy: &Policy) -> Result<Plan, Error> {
                 }
             }
             Err(e) => skip(
+                None,
                 n.file.display().to_string(),
                 format!("unreadable config: {e}"),
             ),
@@ -269,6 +280,7 @@ pub fn plan(obs: &Observation, policy: &Policy) -> Result<Plan, Error> {
             .count();
         if recent > 0 {
             return Err(Error::CollectRefused {
+                kind: Refusal::NoSandboxes,
                 reason: format!(
                     "the runtime lists no sandbox, but {recent} cached attachment(s) are younger \
                      than {min_age:?}: a runtime that lost its state, or the wrong runtime socket"
@@ -314,6 +326,7 @@ pub fn plan(obs: &Observation, policy: &Policy) -> Result<Plan, Error> {
         if alive || young(file.modified) {
             if !alive {
                 skip(
+                    Some(&a.network),
                     attachment_name(a),
                     format!("cached less than {min_age:?} ago: a sandbox may be starting"),
                 );
@@ -326,7 +339,11 @@ pub fn plan(obs: &Observation, policy: &Policy) -> Result<Plan, Error> {
         }
         match cached_list(a) {
             Ok(cached) if cached.disable_gc => {
-                skip(attachment_name(a), "its cached config has disableGC".into());
+                skip(
+                    Some(&a.network),
+                    attachment_name(a),
+                    "its cached config has disableGC".into(),
+                );
             }
             Ok(cached) => out.dels.push(StaleAttachment {
                 attachment: (*a).clone(),
@@ -334,6 +351,7 @@ pub fn plan(obs: &Observation, policy: &Policy) -> Result<Plan, Error> {
                 list: cached,
             }),
             Err(e) => skip(
+                Some(&a.network),
                 attachment_name(a),
                 format!("cached config unreadable ({e}); cache kept"),
             ),
@@ -341,13 +359,14 @@ pub fn plan(obs: &Observation, policy: &Policy) -> Result<Plan, Error> {
     }
     for (network, n) in unconfigured {
         skip(
+            Some(network),
             format!("network {network:?}"),
             format!("not in the conf dir: {n} cached attachment(s) left alone"),
         );
     }
     for f in obs.cache.iter().filter(|f| f.attachment.is_err()) {
         let why = f.attachment.as_ref().err().cloned().unwrap_or_default();
-        skip(f.path.display().to_string(), format!("{why}; kept"));
+        skip(None, f.path.display().to_string(), format!("{why}; kept"));
     }
 
     // Phase 2. A sandbox in the middle of its ADD has a network namespace
@@ -366,11 +385,12 @@ pub fn plan(obs: &Observation, policy: &Policy) -> Result<Plan, Error> {
     for (name, list) in &networks {
         let what = format!("gc {name}");
         if list.disable_gc {
-            skip(what, "disableGC".into());
+            skip(Some(name), what, "disableGC".into());
             continue;
         }
         if !list.version().is_ok_and(|v| v.supports_status_and_gc()) {
             skip(
+                Some(name),
                 what,
                 format!(
                     "cniVersion {:?} has no GC: DEL of cached attachments only",
@@ -390,6 +410,7 @@ pub fn plan(obs: &Observation, policy: &Policy) -> Result<Plan, Error> {
                     .is_some_and(|n| n.starts_with(&prefix))
         }) {
             skip(
+                Some(name),
                 what,
                 format!(
                     "cache file {} is unreadable and may be a live attachment (postponed)",
@@ -400,6 +421,7 @@ pub fn plan(obs: &Observation, policy: &Policy) -> Result<Plan, Error> {
         }
         if let Some(sb) = unknown_on(name) {
             skip(
+                Some(name),
                 what,
                 format!(
                     "sandbox {} is ready but has no cache record on this network: its \
@@ -411,6 +433,7 @@ pub fn plan(obs: &Observation, policy: &Policy) -> Result<Plan, Error> {
         }
         if let Some(ns) = starting {
             skip(
+                Some(name),
                 what,
                 format!(
                     "network namespace {} is younger than {min_age:?} and nothing is cached for \
@@ -480,7 +503,10 @@ fn refuse_unlisted(
             unlisted.join(", ")
         )
     };
-    Err(Error::CollectRefused { reason })
+    Err(Error::CollectRefused {
+        kind: Refusal::UnlistedNetwork,
+        reason,
+    })
 }
 
 /// The config a cached attachment was made with, as a list (libcni caches
@@ -513,6 +539,8 @@ fn canonical(path: &Path) -> PathBuf {
 pub struct Action {
     /// `del net/cid/ifname` or `gc net`.
     pub target: String,
+    /// The network it was done on.
+    pub network: String,
     /// How it went.
     pub outcome: Outcome,
 }
@@ -556,15 +584,61 @@ pub struct Summary {
     pub dry: usize,
     /// How long the run took.
     pub elapsed: Duration,
+    /// The same counts per network (what was skipped without belonging to
+    /// a network, an unreadable file, is only in [`Summary::skipped`]).
+    pub networks: BTreeMap<String, NetworkCounts>,
+}
+
+/// What a run did on one network.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NetworkCounts {
+    /// Attachments DELeted.
+    pub deleted: usize,
+    /// GCs done (0 or 1 a run).
+    pub collected: usize,
+    /// DELs that failed.
+    pub failed_dels: usize,
+    /// GCs that failed.
+    pub failed_gcs: usize,
+    /// Things left alone.
+    pub skipped: usize,
+    /// Actions a dry run would have taken.
+    pub dry: usize,
 }
 
 impl Summary {
-    /// Counts one action's outcome; `done` counts a success.
-    fn count(&mut self, outcome: &Outcome, done: fn(&mut Summary)) {
-        match outcome {
-            Outcome::Ok => done(self),
-            Outcome::DryRun => self.dry += 1,
-            Outcome::Failed(_) => self.failed += 1,
+    /// Counts one action's outcome, `gc` or a DEL.
+    fn count(&mut self, action: &Action, gc: bool) {
+        let n = self.networks.entry(action.network.clone()).or_default();
+        match (&action.outcome, gc) {
+            (Outcome::Ok, false) => {
+                self.deleted += 1;
+                n.deleted += 1;
+            }
+            (Outcome::Ok, true) => {
+                self.collected += 1;
+                n.collected += 1;
+            }
+            (Outcome::DryRun, _) => {
+                self.dry += 1;
+                n.dry += 1;
+            }
+            (Outcome::Failed(_), false) => {
+                self.failed += 1;
+                n.failed_dels += 1;
+            }
+            (Outcome::Failed(_), true) => {
+                self.failed += 1;
+                n.failed_gcs += 1;
+            }
+        }
+    }
+
+    /// Counts something left alone.
+    pub(crate) fn count_skipped(&mut self, skipped: &Skipped) {
+        self.skipped += 1;
+        if let Some(network) = &skipped.network {
+            self.networks.entry(network.clone()).or_default().skipped += 1;
         }
     }
 }
@@ -613,11 +687,13 @@ impl Collector {
         let mut sandboxes = runtime
             .list_sandboxes()
             .map_err(|reason| Error::CollectRefused {
+                kind: Refusal::RuntimeUnavailable,
                 reason: format!("{}: {reason}", runtime.describe()),
             })?;
         let results = self.cni.cache().dir().join("results");
         if !results.is_dir() {
             return Err(Error::CollectRefused {
+                kind: Refusal::NoResultsDir,
                 reason: format!(
                     "cache directory {} has no results/ directory: a wrong cache path, a \
                      missing mount, or a runtime that caches elsewhere (every live attachment \
@@ -670,11 +746,11 @@ impl Collector {
     /// thread; with `dry_run` only reports.
     pub fn execute(&self, plan: &Plan, dry_run: bool, mut report: impl FnMut(&Action)) -> Summary {
         let start = Instant::now();
-        let mut summary = Summary {
-            skipped: plan.skipped.len(),
-            ..Summary::default()
-        };
-        let act = |target: String, run: &dyn Fn() -> Result<(), Error>| {
+        let mut summary = Summary::default();
+        for s in &plan.skipped {
+            summary.count_skipped(s);
+        }
+        let act = |target: String, network: &str, run: &dyn Fn() -> Result<(), Error>| {
             let outcome = if dry_run {
                 Outcome::DryRun
             } else {
@@ -683,7 +759,11 @@ impl Collector {
                     Err(e) => Outcome::Failed(e.to_string()),
                 }
             };
-            Action { target, outcome }
+            Action {
+                target,
+                network: network.to_string(),
+                outcome,
+            }
         };
         let workers = self.in_flight.clamp(1, plan.dels.len().max(1));
         let next = AtomicUsize::new(0);
@@ -693,10 +773,11 @@ impl Collector {
                 let (done, next, act) = (done.clone(), &next, &act);
                 s.spawn(move || {
                     while let Some(d) = plan.dels.get(next.fetch_add(1, Ordering::Relaxed)) {
-                        let action =
-                            act(format!("del {}", attachment_name(&d.attachment)), &|| {
-                                self.del_stale(d)
-                            });
+                        let action = act(
+                            format!("del {}", attachment_name(&d.attachment)),
+                            &d.attachment.network,
+                            &|| self.del_stale(d),
+                        );
                         if done.send(action).is_err() {
                             return;
                         }
@@ -705,15 +786,15 @@ impl Collector {
             }
             drop(done);
             for action in actions {
-                summary.count(&action.outcome, |s| s.deleted += 1);
+                summary.count(&action, false);
                 report(&action);
             }
         });
         for g in &plan.gcs {
-            let action = act(format!("gc {}", g.list.name), &|| {
+            let action = act(format!("gc {}", g.list.name), &g.list.name, &|| {
                 Ok(self.cni.gc_plugins(&g.list, Some(&g.valid))?)
             });
-            summary.count(&action.outcome, |s| s.collected += 1);
+            summary.count(&action, true);
             report(&action);
         }
         summary.elapsed = start.elapsed();
@@ -934,7 +1015,7 @@ mod tests {
         ];
         let e = plan(&o, &Policy::new(HOUR)).unwrap_err();
         assert!(
-            matches!(&e, Error::CollectRefused { reason } if reason.contains("lists no sandbox")),
+            matches!(&e, Error::CollectRefused { kind: Refusal::NoSandboxes, reason } if reason.contains("lists no sandbox")),
             "{e}"
         );
         // Young attachments of a network left alone (not configured, or
@@ -1087,6 +1168,7 @@ mod tests {
         // Another runtime's socket: it lists sandboxes, none of ours.
         o.sandboxes = vec![sandbox("foreign", true), sandbox("foreign2", false)];
         let e = plan(&o, &Policy::new(HOUR)).unwrap_err();
+        assert_eq!(e.refusal(), Some(Refusal::UnlistedNetwork));
         assert!(
             e.to_string().contains(
                 "the runtime (2 sandbox(es)) lists none of the 3 container(s) cached on this \
@@ -1206,7 +1288,7 @@ mod tests {
         for _ in 0..2 {
             let e = c.observe(&runtime).unwrap_err();
             assert!(
-                matches!(&e, Error::CollectRefused { reason } if reason.contains("has no results/ directory")),
+                matches!(&e, Error::CollectRefused { kind: Refusal::NoResultsDir, reason } if reason.contains("has no results/ directory")),
                 "{e}"
             );
             // The cache directory without its results/: the same.
@@ -1308,6 +1390,7 @@ mod tests {
         };
         let summary = c.execute(&plan, false, |a| assert_eq!(a.outcome, Outcome::Ok, "{a}"));
         assert_eq!(summary.deleted, 1);
+        assert_eq!(summary.networks["n"].deleted, 1, "counted on its network");
         assert!(!copy.exists(), "the scanned copy is still there");
         // Gone already (a second pass, another collector): still a success.
         assert_eq!(c.execute(&plan, false, |_| {}).failed, 0);
@@ -1431,6 +1514,7 @@ mod tests {
     fn actions_and_summary_read_as_one_line_each() {
         let a = Action {
             target: "del pods/a/eth0".into(),
+            network: "pods".into(),
             outcome: Outcome::Failed("plugin bridge: not found".into()),
         };
         assert_eq!(
@@ -1439,6 +1523,7 @@ mod tests {
         );
         let g = Action {
             target: "gc pods".into(),
+            network: "pods".into(),
             outcome: Outcome::Ok,
         };
         assert_eq!(g.to_string(), "gc pods: ok");

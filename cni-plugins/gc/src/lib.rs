@@ -10,12 +10,15 @@
 //!   [`cni_cri::RuntimeClient`].
 //! - [`cli`]: `cni-gc`'s command line ([`cli::parse_args`]) and one pass
 //!   ([`cli::run_pass`]).
+//! - [`metrics`]: the passes' Prometheus metrics, served or written for
+//!   node_exporter's textfile collector.
 
 pub mod cli;
 pub mod collector;
 mod cri;
 mod error;
+pub mod metrics;
 
 pub use collector::{Collector, SandboxLister};
 pub use cri::CriSandboxes;
-pub use error::Error;
+pub use error::{Error, Refusal};
