@@ -11,6 +11,7 @@ mod fake_kernel_support;
 mod host_local_support;
 #[path = "common/nodenet.rs"]
 mod nodenet;
+mod prom_support;
 mod ptp_common;
 mod reliability_support;
 mod tuning_bandwidth_common;

@@ -188,8 +188,12 @@ impl Env {
     }
 
     fn start_daemon(&self) -> DaemonProcess {
+        self.start_daemon_with(self.daemon_config())
+    }
+
+    fn start_daemon_with(&self, config: Value) -> DaemonProcess {
         let path = self.dir.path().join("daemon-config.json");
-        std::fs::write(&path, self.daemon_config().to_string()).unwrap();
+        std::fs::write(&path, config.to_string()).unwrap();
         let child = Command::new("ip")
             .args([
                 "netns",
@@ -648,11 +652,11 @@ fn scrape(addr: std::net::SocketAddr) -> String {
 }
 
 fn counter(text: &str, handler: &str, code: u16) -> u64 {
-    let key = format!("multus_server_request_total{{handler=\"{handler}\",code=\"{code}\"}} ");
+    let key = format!("multus_server_request_total{{handler=\"{handler}\",code=\"{code}\",");
     text.lines()
-        .find_map(|l| l.strip_prefix(&key))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+        .filter(|l| l.starts_with(&key))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
+        .sum()
 }
 
 #[test]
@@ -738,7 +742,7 @@ fn bad_input_gets_an_error_and_the_daemon_keeps_serving() {
     let m = d.metrics();
     assert_eq!(m.request_count("invalid", 400), 1);
     assert_eq!(m.request_count("invalid", 413), 1);
-    assert_eq!(m.request_count("cni", 400), 2);
+    assert_eq!(m.request_count("/cni", 400), 2);
     d.stop();
     assert!(!sock.exists());
 }
@@ -764,8 +768,8 @@ fn health_readiness_and_metrics() {
         before.contains("# TYPE multus_server_request_total counter"),
         "{before}"
     );
-    assert_eq!(counter(&before, "healthz", 200), 1);
-    assert_eq!(counter(&before, "readyz", 503), 1);
+    assert_eq!(counter(&before, "/healthz", 200), 1);
+    assert_eq!(counter(&before, "/readyz", 503), 1);
     // A STATUS through the socket (it fails: no cluster network file), then
     // the counters and the STATUS histogram move.
     let mut r = CniRequest::default();
@@ -776,8 +780,8 @@ fn health_readiness_and_metrics() {
     assert_eq!(s, 500, "{e}");
     get(&sock, "/healthz");
     let after = scrape(addr);
-    assert_eq!(counter(&after, "healthz", 200), 2);
-    assert_eq!(counter(&after, "cni", 500), 1);
+    assert_eq!(counter(&after, "/healthz", 200), 2);
+    assert_eq!(counter(&after, "/cni", 500), 1);
     assert!(after.contains("# TYPE multus_server_cni_request_duration_seconds histogram"));
     assert!(
         after.contains(
@@ -794,6 +798,157 @@ fn health_readiness_and_metrics() {
         let v = l.rsplit_once(' ').unwrap().1;
         assert!(v.parse::<f64>().is_ok(), "{l}");
     }
+}
+
+/// Issue 39, item 4: a real `multus-daemon` with its metrics port, a pod
+/// attached through the shim (three bridge delegates), a pod whose
+/// delegate's plugin does not exist, a DEL; then a real HTTP client in the
+/// node namespace scrapes it and Prometheus' own parser reads it: the
+/// request, CNI, delegate and API counters moved by what was done.
+#[test]
+fn daemon_metrics_move_with_requests_delegates_and_api_calls() {
+    if !premise::require_all(&[
+        Need::Root,
+        Need::GoPlugin("bridge"),
+        Need::GoPlugin("host-local"),
+    ]) || !crate::prom_support::require_parser()
+    {
+        return;
+    }
+    let env = setup();
+    env.server.add_nad(
+        "ns1",
+        "net-bad",
+        r#"{"cniVersion":"1.0.0","type":"no-such-plugin"}"#,
+    );
+    let mut config = env.daemon_config();
+    // Its own node namespace: a fixed port collides with nothing.
+    config["metricsPort"] = json!(9091);
+    config["metricsBindAddress"] = json!("127.0.0.1");
+    let _daemon = env.start_daemon_with(config);
+    let scrape = || {
+        let out = crate::prom_support::scrape_command_via(
+            &["ip", "netns", "exec", &env.node.0],
+            "http://127.0.0.1:9091/metrics",
+        )
+        .output()
+        .expect("scrape");
+        crate::prom_support::Scrape::from_output(&out)
+    };
+    let before = scrape();
+    assert_eq!(before.sum("multus_server_cni_requests_total", &[]), 0.0);
+    env.server.add_pod(
+        "ns1",
+        "web",
+        "uid-web",
+        &[("k8s.v1.cni.cncf.io/networks", TWO_NADS)],
+    );
+    env.server.add_pod(
+        "ns1",
+        "bad",
+        "uid-bad",
+        &[("k8s.v1.cni.cncf.io/networks", r#"[{"name":"net-bad"}]"#)],
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let (ok, result, _) = env.shim("ADD", "cid-web", "web");
+    assert!(ok, "ADD failed: {result}");
+    assert!(env.shim("DEL", "cid-web", "web").0);
+    // In the same pod namespace, now free: the cluster network is added,
+    // then net-bad's plugin is missing.
+    let (ok, result, _) = env.shim("ADD", "cid-bad", "bad");
+    assert!(!ok, "ADD with a missing plugin succeeded: {result}");
+    let m = scrape();
+    for (family, kind) in [
+        ("multus_server_request", "counter"),
+        ("multus_server_cni_requests", "counter"),
+        ("multus_server_cni_request_duration_seconds", "histogram"),
+        ("multus_server_requests_in_flight", "gauge"),
+        ("multus_delegate_calls", "counter"),
+        ("multus_api_requests", "counter"),
+    ] {
+        assert_eq!(m.family_type(family), Some(kind), "{family}: {m:?}");
+    }
+    let post = |code| {
+        m.sum(
+            "multus_server_request_total",
+            &[("handler", "/cni"), ("method", "post"), ("code", code)],
+        )
+    };
+    assert_eq!((post("200"), post("500")), (2.0, 1.0), "{m:?}");
+    let cni = |command, code: &str| {
+        m.sum(
+            "multus_server_cni_requests_total",
+            &[("command", command), ("code", code)],
+        )
+    };
+    assert_eq!(cni("ADD", "0"), 1.0, "{m:?}");
+    assert_eq!(cni("DEL", "0"), 1.0, "{m:?}");
+    let code = result["code"].as_u64().unwrap_or_default().to_string();
+    assert_eq!(
+        cni("ADD", &code),
+        1.0,
+        "the failed ADD's code {code}: {m:?}"
+    );
+    assert_eq!(
+        m.sum("multus_server_cni_requests_total", &[("command", "ADD")]),
+        2.0
+    );
+    assert_eq!(
+        m.sum(
+            "multus_server_cni_request_duration_seconds_count",
+            &[("command", "ADD")]
+        ),
+        2.0
+    );
+    assert_eq!(
+        m.sum(
+            "multus_server_cni_request_duration_seconds_bucket",
+            &[("command", "DEL"), ("le", "+Inf")]
+        ),
+        1.0
+    );
+    assert_eq!(m.sum("multus_server_requests_in_flight", &[]), 0.0);
+    let delegate = |command, code| {
+        m.sum(
+            "multus_delegate_calls_total",
+            &[
+                ("plugin_type", "bridge"),
+                ("command", command),
+                ("code", code),
+            ],
+        )
+    };
+    // The cluster network, net-a and net-b; the bad pod's cluster
+    // network.
+    assert_eq!(delegate("ADD", "0"), 4.0, "{m:?}");
+    assert!(delegate("DEL", "0") >= 3.0, "{m:?}");
+    let missing = m.sum(
+        "multus_delegate_calls_total",
+        &[("plugin_type", "no-such-plugin"), ("command", "ADD")],
+    );
+    let missing_ok = m.sum(
+        "multus_delegate_calls_total",
+        &[
+            ("plugin_type", "no-such-plugin"),
+            ("command", "ADD"),
+            ("code", "0"),
+        ],
+    );
+    assert_eq!((missing, missing_ok), (1.0, 0.0), "{m:?}");
+    assert!(
+        m.sum(
+            "multus_api_requests_total",
+            &[("operation", "get_pod"), ("code", "200")]
+        ) >= 2.0,
+        "{m:?}"
+    );
+    assert!(
+        m.sum(
+            "multus_api_requests_total",
+            &[("operation", "patch_pod_annotations"), ("code", "200")]
+        ) >= 1.0,
+        "{m:?}"
+    );
 }
 
 fn wait_for(what: &str, f: impl Fn() -> bool) {

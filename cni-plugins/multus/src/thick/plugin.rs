@@ -19,6 +19,7 @@ use crate::{
 };
 
 use super::api::InterfaceAttributes;
+use super::metrics::{MeteredDelegates, MeteredKube, Metrics};
 use crate::Error;
 
 /// A shareable API client.
@@ -28,6 +29,7 @@ pub type SharedKube = Arc<dyn KubeClient + Send + Sync>;
 pub struct DaemonPlugin {
     overrides: Map<String, Value>,
     kube: Option<SharedKube>,
+    metrics: Arc<Metrics>,
 }
 
 impl std::fmt::Debug for DaemonPlugin {
@@ -35,6 +37,7 @@ impl std::fmt::Debug for DaemonPlugin {
         f.debug_struct("DaemonPlugin")
             .field("overrides", &self.overrides)
             .field("kube", &self.kube.is_some())
+            .field("metrics", &self.metrics)
             .finish()
     }
 }
@@ -82,7 +85,32 @@ impl DaemonPlugin {
     /// client for every request (`None`: each request's own `kubeconfig`,
     /// as the thin plugin).
     pub fn new(overrides: Map<String, Value>, kube: Option<SharedKube>) -> Self {
-        DaemonPlugin { overrides, kube }
+        DaemonPlugin {
+            overrides,
+            kube,
+            metrics: Arc::default(),
+        }
+    }
+
+    /// Counts its delegate calls and API server requests in `metrics`
+    /// (by default, metrics of its own).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The API client of a request (the daemon's, or one from the
+    /// request's configuration), counted.
+    fn metered(&self, kube: Option<SharedKube>) -> Option<SharedKube> {
+        kube.map(|k| Arc::new(MeteredKube::new(k, self.metrics.clone())) as SharedKube)
+    }
+
+    /// `exec`, counted.
+    fn delegates<'a>(&'a self, exec: &'a LibcniDelegates) -> MeteredDelegates<'a> {
+        MeteredDelegates {
+            inner: exec,
+            metrics: &self.metrics,
+        }
     }
 
     /// The NetConf keys laid over every request.
@@ -107,6 +135,7 @@ impl DaemonPlugin {
             Some(k) => Some(k.clone()),
             None => kube_client_for(&conf, need_kube)?.map(|k| Arc::new(k) as SharedKube),
         };
+        let kube = self.metered(kube);
         let exec = LibcniDelegates::for_request(&conf, req);
         Ok((conf, kube, exec))
     }
@@ -137,7 +166,8 @@ impl DaemonPlugin {
         }
         let pod = PodRequest::of(req)?;
         let rt = delegate_runtime(&pod, &req.ifname, &conf.runtime_config, &d);
-        let exec = LibcniDelegates::for_request(&conf, req);
+        let libcni = LibcniDelegates::for_request(&conf, req);
+        let exec = self.delegates(&libcni);
         match req.command {
             cni_exec::Command::Add => {
                 let result = exec.add(&d, &rt)?;
@@ -148,7 +178,7 @@ impl DaemonPlugin {
                         .flatten()
                         .map(|k| Arc::new(k) as SharedKube),
                 };
-                if let Some(k) = &kube {
+                if let Some(k) = &self.metered(kube) {
                     announce_attachment(k.as_ref(), &pod, conf.api_timeout, &d.name, &result);
                 }
                 Ok(Some(result))
@@ -175,27 +205,42 @@ impl Plugin for DaemonPlugin {
 
     fn add(&self, req: &Request) -> Result<CniResult, Error> {
         let (conf, kube, exec) = self.ctx(req, true)?;
-        cmd_add(&conf, &PodRequest::of(req)?, kube_ref(&kube), &exec)
+        cmd_add(
+            &conf,
+            &PodRequest::of(req)?,
+            kube_ref(&kube),
+            &self.delegates(&exec),
+        )
     }
 
     fn del(&self, req: &Request) -> Result<(), Error> {
         let (conf, kube, exec) = self.ctx(req, false)?;
-        cmd_del(&conf, &PodRequest::of(req)?, kube_ref(&kube), &exec)
+        cmd_del(
+            &conf,
+            &PodRequest::of(req)?,
+            kube_ref(&kube),
+            &self.delegates(&exec),
+        )
     }
 
     fn check(&self, req: &Request) -> Result<(), Error> {
         let (conf, kube, exec) = self.ctx(req, true)?;
-        cmd_check(&conf, &PodRequest::of(req)?, kube_ref(&kube), &exec)
+        cmd_check(
+            &conf,
+            &PodRequest::of(req)?,
+            kube_ref(&kube),
+            &self.delegates(&exec),
+        )
     }
 
     fn status(&self, req: &Request) -> Result<(), Error> {
         let (conf, kube, exec) = self.ctx(req, true)?;
-        cmd_status(&conf, kube_ref(&kube), &exec)
+        cmd_status(&conf, kube_ref(&kube), &self.delegates(&exec))
     }
 
     fn gc(&self, req: &Request) -> Result<(), Error> {
         let (conf, kube, exec) = self.ctx(req, true)?;
-        cmd_gc(&conf, kube_ref(&kube), &exec)
+        cmd_gc(&conf, kube_ref(&kube), &self.delegates(&exec))
     }
 
     /// The cluster network's GC with the attachments of multus's own cache

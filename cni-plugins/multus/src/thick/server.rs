@@ -2,7 +2,6 @@
 //! `/healthz`, `/readyz`), the metrics port, and the background work
 //! (auto-configuration). One thread per connection, std only.
 
-use std::io::Write as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -132,9 +131,11 @@ pub fn start_with(
     let listener = bind_socket(&socket)?;
     let configured = Arc::new(AtomicBool::new(!config.auto_config()));
     let limit = RequestLimit::new(config.request_limit);
+    let metrics = Arc::new(Metrics::default());
     let shared = Arc::new(Shared {
-        plugin: DaemonPlugin::new(config.netconf_overrides.clone(), kube),
-        metrics: Arc::new(Metrics::default()),
+        plugin: DaemonPlugin::new(config.netconf_overrides.clone(), kube)
+            .with_metrics(metrics.clone()),
+        metrics,
         exec,
         config,
         configured,
@@ -306,7 +307,7 @@ fn busy(shared: &Shared, sent: &[u8], last: bool) -> Option<Vec<u8>> {
             let (status, content_type, body) = route(shared, &req);
             shared
                 .metrics
-                .count_request(handler_name(&req.path), status);
+                .count_request(handler_name(&req.path), &req.method, status);
             http::write_response(&mut out, status, content_type, &body)
         }
         None => reply_error(
@@ -322,13 +323,15 @@ fn reply_error(stream: impl std::io::Write, status: u16, e: CniError) -> std::io
     http::write_response(stream, status, "application/json", &e.to_json())
 }
 
+/// The `handler` label: the endpoint's path, as the reference's, or
+/// `NotFound`.
 fn handler_name(path: &str) -> &'static str {
     match path {
-        api::CNI_ENDPOINT => "cni",
-        api::DELEGATE_ENDPOINT => "delegate",
-        api::HEALTHZ_ENDPOINT => "healthz",
-        api::READYZ_ENDPOINT => "readyz",
-        _ => "unknown",
+        api::CNI_ENDPOINT => api::CNI_ENDPOINT,
+        api::DELEGATE_ENDPOINT => api::DELEGATE_ENDPOINT,
+        api::HEALTHZ_ENDPOINT => api::HEALTHZ_ENDPOINT,
+        api::READYZ_ENDPOINT => api::READYZ_ENDPOINT,
+        _ => "NotFound",
     }
 }
 
@@ -339,7 +342,7 @@ fn handle(stream: UnixStream, shared: &Shared) {
         Err(ReadError::Closed) => return,
         Err(e) => {
             let status = e.status().unwrap_or(400);
-            shared.metrics.count_request("invalid", status);
+            shared.metrics.count_request("invalid", "unknown", status);
             let _ = reply_error(
                 &stream,
                 status,
@@ -350,7 +353,7 @@ fn handle(stream: UnixStream, shared: &Shared) {
     };
     let handler = handler_name(&req.path);
     let (status, content_type, body) = route(shared, &req);
-    shared.metrics.count_request(handler, status);
+    shared.metrics.count_request(handler, &req.method, status);
     if let Err(e) = http::write_response(&stream, status, content_type, &body) {
         tracing::warn!("reply to {handler}: {e}");
     }
@@ -412,13 +415,20 @@ fn serve_cni(shared: &Shared, body: &[u8], delegate: bool) -> (u16, &'static str
     )
     .with_netns_guard(Arc::new(OwnNetnsGuard))
     .with_exec(shared.exec.clone());
+    let _in_flight = shared.metrics.in_flight();
+    let started = Instant::now();
     // Held until the reply is built: the delegates of at most
     // `connectionLimit` requests run at once.
     let _permit = match shared.limit.acquire() {
         Ok(p) => p,
-        Err(e) => return json_error(503, e),
+        Err(e) => {
+            let code = e.code.as_u32();
+            shared
+                .metrics
+                .observe(command.as_str(), code, started.elapsed());
+            return json_error(503, e);
+        }
     };
-    let started = Instant::now();
     let out = if delegate {
         let attrs = req.interface_attributes.clone();
         let plugin = DelegateEndpoint {
@@ -432,13 +442,18 @@ fn serve_cni(shared: &Shared, body: &[u8], delegate: bool) -> (u16, &'static str
     } else {
         cni_exec::dispatch(&shared.plugin, &env, &req.config)
     };
-    shared.metrics.observe(command.as_str(), started.elapsed());
     if out.exit_code != 0 {
         let e = out
             .error()
             .unwrap_or_else(|| CniError::internal("plugin failed"));
+        shared
+            .metrics
+            .observe(command.as_str(), e.code.as_u32(), started.elapsed());
         return json_error(500, e);
     }
+    shared
+        .metrics
+        .observe(command.as_str(), 0, started.elapsed());
     let result = if out.stdout.is_empty() {
         None
     } else {
@@ -508,35 +523,5 @@ impl cni_exec::Plugin for DelegateEndpoint<'_> {
 }
 
 fn serve_metrics(listener: TcpListener, shared: Arc<Shared>) {
-    for conn in listener.incoming() {
-        if shared.stop.load(Ordering::SeqCst) {
-            break;
-        }
-        let Ok(mut stream) = conn else { continue };
-        let _ = stream.set_read_timeout(Some(READ_TIMEOUT));
-        let (status, ct, body) = match http::read_request(&stream) {
-            Ok(r)
-                if r.method == "GET"
-                    && (r.path == "/metrics" || r.path.starts_with("/metrics?")) =>
-            {
-                (
-                    200,
-                    "text/plain; version=0.0.4; charset=utf-8",
-                    shared.metrics.render().into_bytes(),
-                )
-            }
-            Ok(r) if r.method == "GET" && r.path == api::HEALTHZ_ENDPOINT => {
-                (200, "text/plain", b"ok".to_vec())
-            }
-            Ok(_) => (404, "text/plain", b"not found".to_vec()),
-            Err(ReadError::Closed) => continue,
-            Err(e) => (
-                e.status().unwrap_or(400),
-                "text/plain",
-                e.message().into_bytes(),
-            ),
-        };
-        let _ = http::write_response(&stream, status, ct, &body);
-        let _ = stream.flush();
-    }
+    cni_files::metrics::serve(&listener, &shared.stop, &|| shared.metrics.render());
 }
