@@ -32,10 +32,12 @@
 #![cfg(feature = "gc")] // the cni-gc binary
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, SocketAddr};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use cni_cri::v1::{LinuxSandboxSecurityContext, NamespaceMode, NamespaceOption, PodSandboxState};
 use cni_cri::RuntimeClient;
@@ -50,6 +52,7 @@ use crate::containerd_cri::{
     PATIENCE, POD_PORT,
 };
 use crate::nodenet::{Ns, TcpServer};
+use crate::prom_support::Scrape;
 
 const CNI_GC: &str = env!("CARGO_BIN_EXE_cni-gc");
 /// libcni's cache as containerd 1.6 writes it (not configurable there).
@@ -281,15 +284,7 @@ impl Node {
     /// `cni-gc` in the node namespace (as containerd runs the plugins),
     /// with this node's conf dir and plugins, the runtime at `socket`.
     fn gc_on(&self, socket: &Path, args: &[&str]) -> GcRun {
-        let mut cmd = Command::new(CNI_GC);
-        cmd.arg("--cri-socket")
-            .arg(socket)
-            .arg("--conf-dir")
-            .arg(self.conf_dir.path())
-            .args(["--cache-dir", CACHE_DIR, "--timeout", "30s"])
-            .arg("--bin-dir")
-            .arg(self.bin.path())
-            .args(args);
+        let mut cmd = self.gc_command(socket, args);
         let out = self
             .ns
             .netns()
@@ -301,6 +296,62 @@ impl Node {
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }
+    }
+
+    /// The `cni-gc` command line of [`Node::gc_on`].
+    fn gc_command(&self, socket: &Path, args: &[&str]) -> Command {
+        let mut cmd = Command::new(CNI_GC);
+        cmd.arg("--cri-socket")
+            .arg(socket)
+            .arg("--conf-dir")
+            .arg(self.conf_dir.path())
+            .args(["--cache-dir", CACHE_DIR, "--timeout", "30s"])
+            .arg("--bin-dir")
+            .arg(self.bin.path())
+            .args(args);
+        cmd
+    }
+
+    /// `cni-gc --interval ... --metrics-address 127.0.0.1:0 ARGS` started
+    /// in the node namespace; the agent and the URL it serves metrics at.
+    fn gc_agent(&self, socket: &Path, args: &[&str]) -> (Agent, String) {
+        let mut cmd = self.gc_command(socket, args);
+        cmd.args(["--metrics-address", "127.0.0.1:0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = self
+            .ns
+            .netns()
+            .run(move || cmd.spawn())
+            .expect("enter the node namespace")
+            .expect("start cni-gc");
+        let stderr = child.stderr.take().expect("stderr");
+        let agent = Agent(child);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("cni-gc: metrics at ") {
+                    let _ = tx.send(url.to_string());
+                }
+                eprintln!("agent: {line}");
+            }
+        });
+        let url = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("cni-gc never said where its metrics are");
+        (agent, url)
+    }
+
+    /// Scrapes `url` from the node namespace and parses it.
+    fn scrape(&self, url: &str) -> Scrape {
+        let mut cmd = crate::prom_support::scrape_command(url);
+        let out = self
+            .ns
+            .netns()
+            .run(move || cmd.output())
+            .expect("enter the node namespace")
+            .expect("run python3");
+        Scrape::from_output(&out)
     }
 
     /// The leak census of the node: its namespace and host-local's files.
@@ -336,6 +387,16 @@ impl Node {
     fn links(&self) -> Vec<String> {
         let v: Value = serde_json::from_str(&self.ns.ip(&["-j", "link", "show"])).expect("ip json");
         crate::containerd_cri::link_names(&v)
+    }
+}
+
+/// A `cni-gc --interval` process, killed when dropped.
+struct Agent(Child);
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -962,4 +1023,161 @@ fn a_copied_cache_record_is_removed_and_a_fifo_in_the_conf_dir_is_skipped() {
     assert_eq!(net.reserved_by(&live.id).len(), 1);
     let r = node.gc(&["--min-age", "0s"]);
     assert_eq!((r.status, r.summary()), (Some(0), (0, 0, 0)), "{r}");
+}
+
+/// The families both the endpoint and the textfile carry, with their types
+/// as Prometheus' parser names them.
+const GC_FAMILIES: &[(&str, &str)] = &[
+    ("cni_gc_build_info", "gauge"),
+    ("cni_gc_passes", "counter"),
+    ("cni_gc_refusals", "counter"),
+    ("cni_gc_attachments_deleted", "counter"),
+    ("cni_gc_networks_collected", "counter"),
+    ("cni_gc_skipped", "counter"),
+    ("cni_gc_dry_run_actions", "counter"),
+    ("cni_gc_failures", "counter"),
+    ("cni_gc_pass_duration_seconds", "histogram"),
+    ("cni_gc_last_pass_timestamp_seconds", "gauge"),
+    ("cni_gc_last_success_timestamp_seconds", "gauge"),
+    ("cni_gc_last_pass_success", "gauge"),
+];
+
+/// Issue 39, item 4: `cni-gc --interval` serves its metrics; scraped with
+/// a real HTTP client and read with Prometheus' own parser, its counters
+/// move as it acts: a pass that DELetes a leaked attachment counts it on
+/// its network; a refused pass counts its reason. The textfile of a
+/// one-shot run (and of the agent) is written atomically, parses, and has
+/// the same families.
+#[test]
+fn metrics_move_as_the_collector_acts() {
+    if !cni_testkit::premise::require_all(&needs()) || !crate::prom_support::require_parser() {
+        return;
+    }
+    let mut node = Node::start(|s| vec![Net::bridge(10, "met", s, false)], &[]);
+    let mut cri = node.cri();
+    let live = node.sandbox(&mut cri, "live", &[]);
+    let gone = node.sandbox(&mut cri, "gone", &[]);
+    node.ctd
+        .forget_sandboxes(std::slice::from_ref(&gone.id))
+        .expect("forget a sandbox");
+    let net = &node.nets[0];
+    assert!(net.cache_file(&gone.id, "eth0").exists());
+    let textfiles = tempfile::tempdir().expect("tempdir");
+    let agent_dir = textfiles.path().join("agent");
+    std::fs::create_dir(&agent_dir).expect("mkdir");
+    let agent_dir_arg = agent_dir.to_str().expect("utf-8 path");
+    let (agent, url) = node.gc_agent(
+        node.ctd.socket(),
+        &[
+            "--interval",
+            "1s",
+            "--min-age",
+            "0s",
+            "--network",
+            &net.name,
+            "--textfile-dir",
+            agent_dir_arg,
+        ],
+    );
+    let deleted = |m: &Scrape| {
+        m.sum(
+            "cni_gc_attachments_deleted_total",
+            &[("network", net.name.as_str())],
+        )
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let m = loop {
+        let m = node.scrape(&url);
+        if deleted(&m) >= 1.0 && m.sum("cni_gc_passes_total", &[]) >= 2.0 {
+            break m;
+        }
+        assert!(Instant::now() < deadline, "no DEL counted: {m:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // Exactly the one leaked attachment, on its network; the live one
+    // kept; later passes found nothing more to do.
+    assert_eq!(deleted(&m), 1.0, "{m:?}");
+    assert!(!net.cache_file(&gone.id, "eth0").exists());
+    assert_eq!(net.reserved_by(&gone.id), Vec::<String>::new());
+    assert_eq!(net.reserved_by(&live.id).len(), 1);
+    for (family, kind) in GC_FAMILIES {
+        assert_eq!(m.family_type(family), Some(*kind), "{family}: {m:?}");
+    }
+    assert!(
+        m.sum("cni_gc_passes_total", &[("outcome", "success")]) >= 2.0,
+        "{m:?}"
+    );
+    assert_eq!(m.sum("cni_gc_passes_total", &[("outcome", "refused")]), 0.0);
+    assert_eq!(
+        m.sum("cni_gc_failures_total", &[("network", net.name.as_str())]),
+        0.0
+    );
+    assert!(m.sum("cni_gc_pass_duration_seconds_count", &[]) >= 2.0);
+    assert_eq!(
+        m.sum("cni_gc_pass_duration_seconds_bucket", &[("le", "+Inf")]),
+        m.sum("cni_gc_pass_duration_seconds_count", &[])
+    );
+    assert!(m.sum("cni_gc_last_pass_timestamp_seconds", &[]) > 1.7e9);
+    assert_eq!(
+        m.sum(
+            "cni_gc_build_info",
+            &[("version", env!("CARGO_PKG_VERSION"))]
+        ),
+        1.0
+    );
+    drop(agent);
+    // The agent's textfile: parses, the same families, nothing left
+    // beside it (the temporary file was renamed).
+    let agent_file = agent_dir.join("cni_gc.prom");
+    let t = Scrape::get(&format!("file://{}", agent_file.display()));
+    assert_eq!(t.families, m.families);
+    assert_eq!(
+        std::fs::read_dir(&agent_dir).expect("read dir").count(),
+        1,
+        "only cni_gc.prom"
+    );
+
+    // A refused one-shot pass (a --network no config names): its textfile
+    // counts the refusal by reason.
+    let typo = format!("{}-typo", net.name);
+    let once_dir = textfiles.path().join("once");
+    let once_arg = once_dir.to_str().expect("utf-8 path");
+    std::fs::create_dir(&once_dir).expect("mkdir");
+    let r = node.gc(&["--network", &typo, "--textfile-dir", once_arg]);
+    assert_eq!(r.status, Some(2), "{r}");
+    let t = Scrape::get(&format!("file://{once_arg}/cni_gc.prom"));
+    assert_eq!(t.families, m.families);
+    assert_eq!(
+        t.sum("cni_gc_refusals_total", &[("reason", "unknown_network")]),
+        1.0
+    );
+    assert_eq!(t.sum("cni_gc_refusals_total", &[]), 1.0);
+    assert_eq!(t.sum("cni_gc_passes_total", &[("outcome", "refused")]), 1.0);
+    assert_eq!(t.sum("cni_gc_last_pass_success", &[]), 0.0);
+    assert_eq!(std::fs::read_dir(&once_dir).expect("read dir").count(), 1);
+
+    // An agent whose runtime cannot be asked: each pass counts
+    // runtime_unavailable.
+    let (_agent, url) = node.gc_agent(
+        &node.state.path().join("no-runtime.sock"),
+        &["--interval", "1s"],
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let m = node.scrape(&url);
+        let refused = m.sum(
+            "cni_gc_refusals_total",
+            &[("reason", "runtime_unavailable")],
+        );
+        if refused >= 2.0 {
+            assert_eq!(
+                m.sum("cni_gc_passes_total", &[("outcome", "refused")]),
+                refused
+            );
+            assert_eq!(m.sum("cni_gc_passes_total", &[("outcome", "success")]), 0.0);
+            break;
+        }
+        assert!(Instant::now() < deadline, "no refusal counted: {m:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
