@@ -19,6 +19,14 @@ if [ "${SKIP_APT:-0}" != 1 ]; then
         containerd runc gcc libc6-dev python3 >/dev/null
 fi
 
+# The metrics tests read the exposition with Prometheus' own parser
+# (prometheus_client); CNI_TEST_SKIP_PROMETHEUS=1 skips them instead. pip
+# first; on a Debian python (externally managed, no pip) its package.
+if [ "${SKIP_APT:-0}" != 1 ] && ! python3 -c 'import prometheus_client.parser' 2>/dev/null; then
+    python3 -m pip install -q prometheus-client==0.21.1 2>/dev/null ||
+        apt-get install -y -qq --no-install-recommends python3-prometheus-client >/dev/null
+fi
+
 # The bandwidth plugin's IFB devices: loading the module with its defaults
 # would also create ifb0/ifb1 in the host namespace.
 modprobe ifb numifbs=0 2>/dev/null || true
