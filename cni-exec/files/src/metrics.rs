@@ -367,7 +367,10 @@ mod tests {
         let t = std::thread::spawn(move || serve(&listener, &s, &|| "up 1\n".to_string()));
         let ok = exchange(addr, b"GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\n\r\n");
         assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
-        assert!(ok.contains(&format!("Content-Type: {CONTENT_TYPE}\r\n")), "{ok}");
+        assert!(
+            ok.contains(&format!("Content-Type: {CONTENT_TYPE}\r\n")),
+            "{ok}"
+        );
         assert!(ok.ends_with("\r\n\r\nup 1\n"), "{ok}");
         let other = exchange(addr, b"GET /other HTTP/1.1\r\n\r\n");
         assert!(other.starts_with("HTTP/1.1 404 "), "{other}");
