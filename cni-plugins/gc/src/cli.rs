@@ -130,6 +130,9 @@ impl Default for Options {
 }
 
 /// A parsed command line.
+// Made once per process: boxing the options would only make matching on it
+// clumsier.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
     /// Collect.

@@ -39,6 +39,9 @@ pub const TEXTFILE: &str = "cni_gc.prom";
 /// cache or conf dir unreadable).
 pub const OUTCOMES: [&str; 4] = ["success", "failed", "refused", "error"];
 
+/// One count of a network's.
+type Count = fn(&NetworkCounts) -> usize;
+
 /// The counters of every pass of this process.
 #[derive(Clone, Debug)]
 pub struct GcMetrics {
@@ -131,7 +134,7 @@ impl GcMetrics {
         for (reason, n) in &self.refusals {
             e.sample("cni_gc_refusals_total", &[("reason", reason)], *n as f64);
         }
-        let per_network: [(&str, &str, fn(&NetworkCounts) -> usize); 4] = [
+        let per_network: [(&str, &str, Count); 4] = [
             (
                 "cni_gc_attachments_deleted_total",
                 "Leaked attachments DELeted (phase 1), by network.",
