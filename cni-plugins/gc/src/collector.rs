@@ -1149,10 +1149,9 @@ mod tests {
         o.cache = vec![f];
         let p = plan(&o, &Policy::new(HOUR)).unwrap();
         assert!(p.dels.is_empty());
-        assert!(p
-            .skipped
-            .iter()
-            .any(|s| s.what == "pods/a/eth0" && s.why.contains("cache kept")));
+        assert!(p.skipped.iter().any(|s| s.what == "pods/a/eth0"
+            && s.why.contains("cache kept")
+            && s.network.as_deref() == Some("pods")));
     }
 
     #[test]
