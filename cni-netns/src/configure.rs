@@ -10,6 +10,8 @@ use crate::kernel::NetnsHandle;
 use crate::link::Link;
 use crate::route::KernelRoute;
 use crate::sysctl;
+use cni_types::step_span;
+use cni_types::trace::in_step;
 
 /// Configures `ifname` in the handle's namespace the way Go's
 /// `ipam.ConfigureIface` (containernetworking/plugins
@@ -151,35 +153,39 @@ pub fn configure_interface_with<H: NetnsHandle + ?Sized>(
     let mut v6gw = None;
     let mut ipv6_enabled = false;
     let mut up = link.is_up();
-    for &(addr, gw) in addresses {
-        if addr.is_ipv6() && !ipv6_enabled {
-            dad = enable_ipv6(handle, ifname, dad)?;
-            ipv6_enabled = true;
-            // An optimistic address gets its routes (its `local` one, its
-            // prefix's) at once only on a link that is up: on a down one
-            // the kernel starts its DAD when the link comes up, and adds
-            // them when DAD ends.
-            if dad == Dad::Optimistic && !up {
-                handle.set_up(link.index)?;
-                up = true;
+    let span = step_span!("address.add", link.name = %ifname, address.count = addresses.len());
+    in_step(span, || {
+        for &(addr, gw) in addresses {
+            if addr.is_ipv6() && !ipv6_enabled {
+                dad = enable_ipv6(handle, ifname, dad)?;
+                ipv6_enabled = true;
+                // An optimistic address gets its routes (its `local` one, its
+                // prefix's) at once only on a link that is up: on a down one
+                // the kernel starts its DAD when the link comes up, and adds
+                // them when DAD ends.
+                if dad == Dad::Optimistic && !up {
+                    handle.set_up(link.index)?;
+                    up = true;
+                }
+            }
+            let options = match addr {
+                IpNetwork::V6(_) => dad.address_options(),
+                IpNetwork::V4(_) => AddressOptions::default(),
+            };
+            handle
+                .add_address(link.index, addr, options)
+                .map_err(|e| match addr {
+                    IpNetwork::V6(_) => ipv6_unavailable(handle, &link, addr, e),
+                    IpNetwork::V4(_) => e,
+                })?;
+            match gw {
+                Some(g @ IpAddr::V4(_)) if v4gw.is_none() => v4gw = Some(g),
+                Some(g @ IpAddr::V6(_)) if v6gw.is_none() => v6gw = Some(g),
+                _ => {}
             }
         }
-        let options = match addr {
-            IpNetwork::V6(_) => dad.address_options(),
-            IpNetwork::V4(_) => AddressOptions::default(),
-        };
-        handle
-            .add_address(link.index, addr, options)
-            .map_err(|e| match addr {
-                IpNetwork::V6(_) => ipv6_unavailable(handle, &link, addr, e),
-                IpNetwork::V4(_) => e,
-            })?;
-        match gw {
-            Some(g @ IpAddr::V4(_)) if v4gw.is_none() => v4gw = Some(g),
-            Some(g @ IpAddr::V6(_)) if v6gw.is_none() => v6gw = Some(g),
-            _ => {}
-        }
-    }
+        Ok(())
+    })?;
     // Go sets it up unconditionally; a link already up (the bridge's pod
     // end) needs no request.
     if !up {
@@ -191,8 +197,27 @@ pub fn configure_interface_with<H: NetnsHandle + ?Sized>(
             .map(|(a, _)| a.ip())
             .filter(IpAddr::is_ipv6)
             .collect();
-        handle.settle_addresses(link.index, &assigned, DAD_TIMEOUT)?;
+        let span = step_span!("dad.settle", link.name = %ifname, dad.mode = ?dad);
+        in_step(span, || {
+            handle.settle_addresses(link.index, &assigned, DAD_TIMEOUT)
+        })?;
     }
+    if routes.is_empty() {
+        return Ok(());
+    }
+    let span = step_span!("route.add", link.name = %ifname, route.count = routes.len());
+    in_step(span, || add_routes(handle, &link, routes, v4gw, v6gw))
+}
+
+/// Step 5: `routes` on `link`, a route's gateway defaulting to its
+/// family's first gateway.
+fn add_routes<H: NetnsHandle + ?Sized>(
+    handle: &H,
+    link: &Link,
+    routes: &[KernelRoute],
+    v4gw: Option<IpAddr>,
+    v6gw: Option<IpAddr>,
+) -> Result<()> {
     for r in routes {
         let gateway = r.gateway.or(if r.dst.is_ipv4() { v4gw } else { v6gw });
         let route = KernelRoute {

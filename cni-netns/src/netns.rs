@@ -220,33 +220,39 @@ impl Netns {
         F: FnOnce() -> T + Send,
         T: Send,
     {
-        on_own_thread("cni-netns", || {
-            setns(&self.file, CloneFlags::CLONE_NEWNET).map_err(|errno| Error::Netns {
-                op: "enter",
-                path: self.path.clone(),
-                errno,
-            })?;
-            Ok(f())
-        })
-        .map_err(|source| Error::Thread {
-            op: format!("enter network namespace {}", self.path.display()),
-            source,
-        })?
+        let span = cni_types::step_span!("netns.enter", netns.path = %self.path.display());
+        let entered = span.in_scope(|| {
+            on_own_thread("cni-netns", || {
+                setns(&self.file, CloneFlags::CLONE_NEWNET).map_err(|errno| Error::Netns {
+                    op: "enter",
+                    path: self.path.clone(),
+                    errno,
+                })?;
+                Ok(f())
+            })
+            .map_err(|source| Error::Thread {
+                op: format!("enter network namespace {}", self.path.display()),
+                source,
+            })?
+        });
+        cni_types::trace::record_result(&span, entered)
     }
 }
 
 /// Runs `f` on a fresh thread named `name` that ends with it (the only
 /// kind of thread the crate moves into a namespace) and returns its value;
 /// a panic in `f` is propagated. `Err` when no thread could be started.
+/// The spans `f` makes are children of the caller's current span.
 fn on_own_thread<T, F>(name: &str, f: F) -> std::io::Result<T>
 where
     F: FnOnce() -> T + Send,
     T: Send,
 {
+    let parent = cni_types::trace::Parent::current();
     std::thread::scope(|s| {
         let handle = std::thread::Builder::new()
             .name(name.into())
-            .spawn_scoped(s, f)?;
+            .spawn_scoped(s, move || parent.run(f))?;
         match handle.join() {
             Ok(v) => Ok(v),
             Err(panic) => std::panic::resume_unwind(panic),

@@ -28,6 +28,7 @@ pub mod keys;
 pub mod limits;
 pub mod random;
 pub mod result;
+pub mod trace;
 pub mod validate;
 pub mod version;
 

@@ -252,16 +252,18 @@ impl Store for DiskStore {
     type Locked<'a> = DiskStoreLock<'a>;
 
     fn lock(&self) -> Result<DiskStoreLock<'_>> {
-        let path = self.dir.join(LOCK_FILE);
-        // Its own file description per lock: this also excludes other
-        // threads of this process.
-        let lock = FileLock::create(&path).map_err(Error::atomic_write)?;
-        Ok(DiskStoreLock {
-            store: self,
-            index_valid: false,
-            state_stale: false,
-            released: false,
-            _lock: lock,
+        cni_types::trace::in_step(cni_types::step_span!("ipam.lock"), || {
+            let path = self.dir.join(LOCK_FILE);
+            // Its own file description per lock: this also excludes other
+            // threads of this process.
+            let lock = FileLock::create(&path).map_err(Error::atomic_write)?;
+            Ok(DiskStoreLock {
+                store: self,
+                index_valid: false,
+                state_stale: false,
+                released: false,
+                _lock: lock,
+            })
         })
     }
 }
@@ -651,29 +653,34 @@ impl LockedStore for DiskStoreLock<'_> {
     }
 
     fn reserve(&mut self, ip: IpAddr, owner: &Owner, range_set: usize) -> Result<bool> {
-        self.ensure_index()?;
-        let content = owner.file_content();
-        // The index entry goes first (see the module doc).
-        self.add_owner(key_hash(&content), ip, self.store.durable)?;
-        let target = self.dir().join(ip.to_string());
-        let reserved = match self.reserve_pooled(&target, content.as_bytes()) {
-            Some(reserved) => reserved,
-            None => self.reserve_new(&target, content.as_bytes())?,
-        };
-        if !reserved {
-            return Ok(false);
-        }
-        let last = self.dir().join(format!("{LAST_IP_PREFIX}{range_set}"));
-        // Rewritten in place, as Go does (but without its truncate to zero,
-        // which costs an ext4 flush): it is only a round-robin hint, and a
-        // torn one is ignored or merely moves the starting point.
-        if let Err(e) = write_in_place(&last, ip.to_string().as_bytes()) {
-            // Go reports this failure too, though the reservation stays.
-            return Err(Error::io("write last reserved ip", &last, e));
-        }
-        self.state_stale = true;
-        self.sync_dir()?;
-        Ok(true)
+        cni_types::trace::in_step(
+            cni_types::step_span!("ipam.store", ipam.op = "reserve", ipam.ip = %ip),
+            || {
+                self.ensure_index()?;
+                let content = owner.file_content();
+                // The index entry goes first (see the module doc).
+                self.add_owner(key_hash(&content), ip, self.store.durable)?;
+                let target = self.dir().join(ip.to_string());
+                let reserved = match self.reserve_pooled(&target, content.as_bytes()) {
+                    Some(reserved) => reserved,
+                    None => self.reserve_new(&target, content.as_bytes())?,
+                };
+                if !reserved {
+                    return Ok(false);
+                }
+                let last = self.dir().join(format!("{LAST_IP_PREFIX}{range_set}"));
+                // Rewritten in place, as Go does (but without its truncate to zero,
+                // which costs an ext4 flush): it is only a round-robin hint, and a
+                // torn one is ignored or merely moves the starting point.
+                if let Err(e) = write_in_place(&last, ip.to_string().as_bytes()) {
+                    // Go reports this failure too, though the reservation stays.
+                    return Err(Error::io("write last reserved ip", &last, e));
+                }
+                self.state_stale = true;
+                self.sync_dir()?;
+                Ok(true)
+            },
+        )
     }
 
     fn last_reserved_ip(&mut self, range_set: usize) -> Result<Option<IpAddr>> {
@@ -694,20 +701,25 @@ impl LockedStore for DiskStoreLock<'_> {
     }
 
     fn release(&mut self, ip: IpAddr) -> Result<bool> {
-        let path = self.dir().join(ip.to_string());
-        match self.pool_or_remove(&path) {
-            Ok(()) => {
-                // The owner's index entry stays: entries are verified against
-                // the reservation file, and compaction drops dead ones (or
-                // the drop of the session that released the network's last
-                // reservation removes the whole index).
-                self.released = true;
-                self.sync_dir()?;
-                Ok(true)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(Error::io("remove reservation", &path, e)),
-        }
+        cni_types::trace::in_step(
+            cni_types::step_span!("ipam.store", ipam.op = "release", ipam.ip = %ip),
+            || {
+                let path = self.dir().join(ip.to_string());
+                match self.pool_or_remove(&path) {
+                    Ok(()) => {
+                        // The owner's index entry stays: entries are verified against
+                        // the reservation file, and compaction drops dead ones (or
+                        // the drop of the session that released the network's last
+                        // reservation removes the whole index).
+                        self.released = true;
+                        self.sync_dir()?;
+                        Ok(true)
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                    Err(e) => Err(Error::io("remove reservation", &path, e)),
+                }
+            },
+        )
     }
 }
 

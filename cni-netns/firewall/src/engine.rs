@@ -40,6 +40,54 @@ pub(crate) struct Refusal {
     pub(crate) error: Error,
 }
 
+/// A sent batch's outcome: the transport's error, or the kernel's (or
+/// `nft`'s) refusal.
+pub(crate) type Sent = Result<std::result::Result<(), Refusal>>;
+
+/// Sends one batch with `send` inside a `firewall.batch` span (the
+/// backend, the operation, the attachment, the batch's commands). A
+/// refusal the engine acts on (a missing table or element, an existing
+/// element, a stale generation: it then builds the objects, waits or
+/// decides again) is the span's `firewall.refused` (`not_found`, `exists`,
+/// `stale`); any other refusal or a transport error marks it failed.
+pub(crate) fn traced_batch(
+    backend: &'static str,
+    op: FirewallOp,
+    who: &str,
+    commands: usize,
+    send: impl FnOnce() -> Sent,
+) -> Sent {
+    let span = cni_types::step_span!(
+        "firewall.batch",
+        firewall.backend = backend,
+        firewall.op = %op,
+        firewall.attachment = %who,
+        firewall.commands = commands,
+        firewall.refused = tracing::field::Empty
+    );
+    let sent = span.in_scope(send);
+    let refused = match &sent {
+        Err(e) => {
+            cni_types::trace::record_error(&span, e);
+            None
+        }
+        Ok(Err(refusal)) => match refusal.kind {
+            RefusalKind::NotFound => Some("not_found"),
+            RefusalKind::Exists => Some("exists"),
+            RefusalKind::Stale => Some("stale"),
+            RefusalKind::Other => {
+                cni_types::trace::record_error(&span, &refusal.message);
+                None
+            }
+        },
+        Ok(Ok(())) => None,
+    };
+    if let Some(kind) = refused {
+        span.record("firewall.refused", kind);
+    }
+    sent
+}
+
 fn owned(comment: &Option<String>, owner_hash: &str) -> bool {
     comment.as_deref().and_then(owner_of_comment) == Some(owner_hash)
 }

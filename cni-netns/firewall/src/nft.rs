@@ -11,7 +11,9 @@ use serde_json::{json, Value as Json};
 use ipnetwork::IpNetwork;
 
 use super::batch;
-use super::engine::{Driver, ListedElement, ListedRule, Listing, Refusal, RefusalKind};
+use super::engine::{
+    traced_batch, Driver, ListedElement, ListedRule, Listing, Refusal, RefusalKind,
+};
 #[cfg(test)]
 use super::model::RuleRef;
 use super::model::{AttachmentRules, Batch, Expr, KeyType, Map, NftCommand, Stmt, Table, Value};
@@ -153,11 +155,13 @@ impl Driver for NftFirewall {
         if batch.commands.is_empty() {
             return Ok(Ok(()));
         }
-        let input = encode_batch(batch).to_string();
-        Ok(self
-            .run(op, who, &["-j", "-f", "-"], Some(input.as_bytes()))?
-            .map(|_| ())
-            .map_err(|m| Self::refusal(op, who, m)))
+        traced_batch("nft", op, who, batch.commands.len(), || {
+            let input = encode_batch(batch).to_string();
+            Ok(self
+                .run(op, who, &["-j", "-f", "-"], Some(input.as_bytes()))?
+                .map(|_| ())
+                .map_err(|m| Self::refusal(op, who, m)))
+        })
     }
 
     // nft 1.0's JSON parser cannot declare a map whose data is a
@@ -171,9 +175,15 @@ impl Driver for NftFirewall {
         table: &Table,
         rules: &AttachmentRules,
     ) -> Result<std::result::Result<(), Refusal>> {
-        let text = shared_text(table);
-        if let Err(m) = self.run(op, who, &["-f", "-"], Some(text.as_bytes()))? {
-            return Ok(Err(Self::refusal(op, who, m)));
+        let shared = traced_batch("nft", op, who, 1, || {
+            let text = shared_text(table);
+            Ok(self
+                .run(op, who, &["-f", "-"], Some(text.as_bytes()))?
+                .map(drop)
+                .map_err(|m| Self::refusal(op, who, m)))
+        })?;
+        if let Err(refusal) = shared {
+            return Ok(Err(refusal));
         }
         self.send(op, who, table, &batch::attach(table, rules, true))
     }

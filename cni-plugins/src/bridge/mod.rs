@@ -39,6 +39,8 @@ use cni_netns::{
     sysctl, AddressFamilyFilter, BridgePortOptions, BridgeSpec, BridgeVlan, IpNetwork, Ipv4Conf,
     Link, MacAddr, OperState, VethSpec, SCOPE_UNIVERSE,
 };
+use cni_types::step_span;
+use cni_types::trace::in_step;
 use cni_types::CniResult;
 
 pub use config::BridgeConf;
@@ -347,9 +349,14 @@ fn configure_gateways(
         }
         None => bridge.clone(),
     };
-    for gw in gateways.v4.iter().chain(&gateways.v6) {
-        gateway::ensure_address(host, &target, *gw, conf.force_address)?;
-    }
+    let addresses = gateways.v4.len() + gateways.v6.len();
+    let span = step_span!("address.add", link.name = %target.name, address.count = addresses);
+    in_step(span, || {
+        for gw in gateways.v4.iter().chain(&gateways.v6) {
+            gateway::ensure_address(host, &target, *gw, conf.force_address)?;
+        }
+        Ok::<_, Error>(())
+    })?;
     let (v4, v6) = (!gateways.v4.is_empty(), !gateways.v6.is_empty());
     host.enable_forwarding(v4, v6)?;
     Ok(())

@@ -19,7 +19,9 @@ pub(crate) fn add<'a, E>(req: &'a Request, undo: &mut Undo<'a, E>) -> Result<Cni
 where
     E: From<Error> + std::fmt::Display,
 {
-    let added = delegate_add(req.config.ipam_type(), &req.stdin, req);
+    let added = traced(req, "ADD", || {
+        delegate_add(req.config.ipam_type(), &req.stdin, req)
+    });
     Ok(Allocation::new(req, added)?.undo_on(undo))
 }
 
@@ -66,7 +68,11 @@ impl IpamStart {
         req: &'a Request,
         link: impl FnOnce() -> std::result::Result<T, E>,
     ) -> (std::result::Result<T, E>, Result<Option<Allocation<'a>>>) {
-        let adding = || delegate_add(req.config.ipam_type(), &req.stdin, req);
+        let adding = || {
+            traced(req, "ADD", || {
+                delegate_add(req.config.ipam_type(), &req.stdin, req)
+            })
+        };
         match self {
             IpamStart::Without => (link(), Ok(None)),
             IpamStart::AfterLink => {
@@ -145,33 +151,48 @@ impl Drop for Allocation<'_> {
     }
 }
 
+/// Runs the IPAM plugin's `command` (`delegate`) inside an `ipam` span
+/// (the plugin's type, the command), marked failed when it fails.
+fn traced<T>(
+    req: &Request,
+    command: &'static str,
+    delegate: impl FnOnce() -> std::result::Result<T, cni_exec::Error>,
+) -> std::result::Result<T, cni_exec::Error> {
+    let span = cni_types::step_span!(
+        "ipam",
+        "cni.ipam.type" = %req.config.ipam_type(),
+        cni.command = command
+    );
+    cni_types::trace::in_step(span, delegate)
+}
+
 type Delegate = fn(&str, &[u8], &Request) -> std::result::Result<(), cni_exec::Error>;
 
-fn call(req: &Request, command: Delegate) -> Result<()> {
+fn call(req: &Request, name: &'static str, command: Delegate) -> Result<()> {
     match req.config.ipam_type() {
         "" => Ok(()),
-        ipam => command(ipam, &req.stdin, req).map_err(delegate),
+        ipam => traced(req, name, || command(ipam, &req.stdin, req)).map_err(delegate),
     }
 }
 
 /// The IPAM plugin's DEL.
 pub(crate) fn del(req: &Request) -> Result<()> {
-    call(req, delegate_del)
+    call(req, "DEL", delegate_del)
 }
 
 /// The IPAM plugin's CHECK.
 pub(crate) fn check(req: &Request) -> Result<()> {
-    call(req, delegate_check)
+    call(req, "CHECK", delegate_check)
 }
 
 /// STATUS: an interface plugin is ready when its IPAM plugin is (the
 /// reference's 1.1 plugins delegate the same way).
 pub(crate) fn status(req: &Request) -> Result<()> {
-    call(req, delegate_status)
+    call(req, "STATUS", delegate_status)
 }
 
 /// GC: the pod links die with their pods, so the IPAM plugin's leases of
 /// attachments not in the valid list are what is left to collect.
 pub(crate) fn gc(req: &Request) -> Result<()> {
-    call(req, delegate_gc)
+    call(req, "GC", delegate_gc)
 }

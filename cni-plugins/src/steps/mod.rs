@@ -34,13 +34,15 @@ pub(crate) fn all_errors<E: From<Failures<E>>>(
 
 /// Runs `background`, when there is one, on a thread of its own while
 /// `foreground` runs on this one; both run to completion. A panic of the
-/// background step is an error.
+/// background step is an error. Both steps' spans are children of the
+/// caller's current span.
 pub(crate) fn concurrently<A: Send, B>(
     background: Option<impl FnOnce() -> A + Send>,
     foreground: impl FnOnce() -> B,
 ) -> (Option<Result<A>>, B) {
+    let parent = cni_types::trace::Parent::current();
     std::thread::scope(|s| {
-        let background = background.map(|step| s.spawn(step));
+        let background = background.map(|step| s.spawn(move || parent.run(step)));
         let foreground = foreground();
         let background = background.map(|b| b.join().map_err(|_| Error::StepPanicked));
         (background, foreground)

@@ -63,6 +63,7 @@ mod reliability_vanishing;
 mod same_build;
 mod sbr_firewall;
 mod static_ipam;
+mod step_spans;
 mod teardown_faults;
 mod trait_plugins_fake;
 mod tuning;

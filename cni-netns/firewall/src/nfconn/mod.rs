@@ -136,6 +136,18 @@ impl NfConn {
         if batch.commands.is_empty() {
             return Ok(Ok(()));
         }
+        let send = || self.commit_now(op, who, table, batch, generation);
+        crate::engine::traced_batch("netlink", op, who, batch.commands.len(), send)
+    }
+
+    fn commit_now(
+        &self,
+        op: FirewallOp,
+        who: &str,
+        table: &Table,
+        batch: &Batch,
+        generation: Option<u32>,
+    ) -> Result<std::result::Result<(), Refusal>> {
         let msgs = encode::encode_batch(table, batch).map_err(|u| Error::NftUnsupported {
             op,
             attachment: who.to_owned(),
