@@ -768,20 +768,24 @@ impl Collector {
         let workers = self.in_flight.clamp(1, plan.dels.len().max(1));
         let next = AtomicUsize::new(0);
         let (done, actions) = mpsc::channel::<Action>();
+        // The DELs' spans are the pass's children on the workers too.
+        let parent = cni_types::trace::Parent::current();
         std::thread::scope(|s| {
             for _ in 0..workers {
-                let (done, next, act) = (done.clone(), &next, &act);
+                let (done, next, act, parent) = (done.clone(), &next, &act, &parent);
                 s.spawn(move || {
-                    while let Some(d) = plan.dels.get(next.fetch_add(1, Ordering::Relaxed)) {
-                        let action = act(
-                            format!("del {}", attachment_name(&d.attachment)),
-                            &d.attachment.network,
-                            &|| self.del_stale(d),
-                        );
-                        if done.send(action).is_err() {
-                            return;
+                    parent.run(|| {
+                        while let Some(d) = plan.dels.get(next.fetch_add(1, Ordering::Relaxed)) {
+                            let action = act(
+                                format!("del {}", attachment_name(&d.attachment)),
+                                &d.attachment.network,
+                                &|| self.del_stale(d),
+                            );
+                            if done.send(action).is_err() {
+                                return;
+                            }
                         }
-                    }
+                    })
                 });
             }
             drop(done);

@@ -46,10 +46,22 @@ impl CriSandboxes {
     }
 }
 
+/// The `cri.request` span of one CRI call (OpenTelemetry's RPC
+/// attributes).
+fn request_span(method: &'static str) -> tracing::Span {
+    cni_types::step_span!(
+        "cri.request",
+        rpc.system = "grpc",
+        rpc.service = "runtime.v1.RuntimeService",
+        rpc.method = method
+    )
+}
+
 impl SandboxLister for CriSandboxes {
     fn list_sandboxes(&self) -> Result<Vec<RuntimeSandbox>, Error> {
         let mut client = self.client.lock().unwrap_or_else(|e| e.into_inner());
-        let items = client.list_pod_sandbox(None)?;
+        let span = request_span("ListPodSandbox");
+        let items = cni_types::trace::in_step(span, || client.list_pod_sandbox(None))?;
         Ok(items
             .into_iter()
             .map(|s| RuntimeSandbox {
@@ -63,7 +75,8 @@ impl SandboxLister for CriSandboxes {
     /// `PodSandboxStatus`: its network namespace mode is `NODE`.
     fn uses_node_network(&self, id: &str) -> Result<bool, Error> {
         let mut client = self.client.lock().unwrap_or_else(|e| e.into_inner());
-        let status = client.pod_sandbox_status(id, false)?;
+        let span = request_span("PodSandboxStatus");
+        let status = cni_types::trace::in_step(span, || client.pod_sandbox_status(id, false))?;
         Ok(status.status.is_some_and(|s| s.uses_node_network()))
     }
 

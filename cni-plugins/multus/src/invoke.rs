@@ -71,6 +71,25 @@ fn failed(d: &Delegate, ifname: &str, e: cni_exec::Error) -> Error {
     }
 }
 
+/// Runs one delegate call inside a `multus.delegate` span (the network,
+/// the interface, the plugin type, the command), marked failed when the
+/// call fails.
+fn traced<T>(
+    d: &Delegate,
+    command: &'static str,
+    ifname: &str,
+    call: impl FnOnce() -> Result<T, Error>,
+) -> Result<T, Error> {
+    let span = cni_types::step_span!(
+        "multus.delegate",
+        cni.network.name = %d.network_name(),
+        cni.ifname = %ifname,
+        cni.plugin = %d.plugin_type(),
+        cni.command = command
+    );
+    cni_types::trace::in_step(span, call)
+}
+
 fn conf(d: &Delegate) -> Result<NetworkConfig, Error> {
     Ok(NetworkConfig::from_slice(&d.config_bytes())?)
 }
@@ -86,43 +105,53 @@ fn list(d: &Delegate) -> Result<NetworkConfigList, Error> {
 
 impl DelegateExec for LibcniDelegates {
     fn add(&self, d: &Delegate, r: &DelegateRuntime) -> Result<CniResult, Error> {
-        podnet::check_ifname_free(&r.netns, &r.ifname)?;
-        let out = if d.is_conflist {
-            self.cni.add_network_list(&list(d)?, &rt(r))
-        } else {
-            self.cni.add_network(&conf(d)?, &rt(r))
-        };
-        out.map(|v| v.result).map_err(|e| failed(d, &r.ifname, e))
+        traced(d, "ADD", &r.ifname, || {
+            podnet::check_ifname_free(&r.netns, &r.ifname)?;
+            let out = if d.is_conflist {
+                self.cni.add_network_list(&list(d)?, &rt(r))
+            } else {
+                self.cni.add_network(&conf(d)?, &rt(r))
+            };
+            out.map(|v| v.result).map_err(|e| failed(d, &r.ifname, e))
+        })
     }
 
     fn del(&self, d: &Delegate, r: &DelegateRuntime) -> Result<(), Error> {
-        let out = if d.is_conflist {
-            self.cni.del_network_list(&list(d)?, &rt(r))
-        } else {
-            self.cni.del_network(&conf(d)?, &rt(r))
-        };
-        out.map_err(|e| failed(d, &r.ifname, e))
+        traced(d, "DEL", &r.ifname, || {
+            let out = if d.is_conflist {
+                self.cni.del_network_list(&list(d)?, &rt(r))
+            } else {
+                self.cni.del_network(&conf(d)?, &rt(r))
+            };
+            out.map_err(|e| failed(d, &r.ifname, e))
+        })
     }
 
     fn check(&self, d: &Delegate, r: &DelegateRuntime) -> Result<(), Error> {
-        let out = if d.is_conflist {
-            self.cni.check_network_list(&list(d)?, &rt(r))
-        } else {
-            self.cni.check_network(&conf(d)?, &rt(r))
-        };
-        out.map_err(|e| failed(d, &r.ifname, e))
+        traced(d, "CHECK", &r.ifname, || {
+            let out = if d.is_conflist {
+                self.cni.check_network_list(&list(d)?, &rt(r))
+            } else {
+                self.cni.check_network(&conf(d)?, &rt(r))
+            };
+            out.map_err(|e| failed(d, &r.ifname, e))
+        })
     }
 
     fn status(&self, d: &Delegate) -> Result<(), Error> {
-        self.cni
-            .status_network_list(&list(d)?)
-            .map_err(|e| failed(d, "", e))
+        traced(d, "STATUS", "", || {
+            self.cni
+                .status_network_list(&list(d)?)
+                .map_err(|e| failed(d, "", e))
+        })
     }
 
     fn gc(&self, d: &Delegate, valid: &[GcAttachment]) -> Result<(), Error> {
-        self.cni
-            .gc_network_list(&list(d)?, Some(valid))
-            .map_err(|e| failed(d, "", e))
+        traced(d, "GC", "", || {
+            self.cni
+                .gc_network_list(&list(d)?, Some(valid))
+                .map_err(|e| failed(d, "", e))
+        })
     }
 
     fn set_default_routes(

@@ -25,6 +25,26 @@ impl std::fmt::Debug for HttpKubeClient {
     }
 }
 
+/// The `k8s.request` span of one API server request (OpenTelemetry's HTTP
+/// client attributes; the path without its query).
+fn request_span(method: &str, path: &str) -> tracing::Span {
+    cni_types::step_span!(
+        "k8s.request",
+        http.request.method = %method,
+        url.path = %path.split('?').next().unwrap_or(path),
+        http.response.status_code = tracing::field::Empty
+    )
+}
+
+/// Records the answer's status on `span`; 4xx and 5xx mark it failed, as
+/// OpenTelemetry's HTTP client conventions do.
+fn record_status(span: &tracing::Span, status: u16) {
+    span.record("http.response.status_code", status);
+    if status >= 400 {
+        cni_types::trace::record_error(span, &format_args!("HTTP {status}"));
+    }
+}
+
 fn cfg_err(reason: String) -> Error {
     Error::KubeConfig {
         source_name: "client".into(),
@@ -89,6 +109,22 @@ impl HttpKubeClient {
     /// none is given); the answer's status and body (read up to 16 MiB).
     /// `what` names the request in errors.
     fn exchange(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        what: &str,
+    ) -> Result<(u16, Vec<u8>), Error> {
+        let span = request_span(method, path);
+        let exchanged = span.in_scope(|| self.exchange_now(method, path, body, what));
+        let exchanged = cni_types::trace::record_result(&span, exchanged);
+        if let Ok((status, _)) = &exchanged {
+            record_status(&span, *status);
+        }
+        exchanged
+    }
+
+    fn exchange_now(
         &self,
         method: &str,
         path: &str,
@@ -227,6 +263,18 @@ impl HttpKubeClient {
         body: &[u8],
         timeout: std::time::Duration,
     ) -> Result<(), Error> {
+        let span = request_span("POST", path);
+        let posted = span.in_scope(|| self.post_within_now(op, path, body, timeout));
+        cni_types::trace::record_result(&span, posted)
+    }
+
+    fn post_within_now(
+        &self,
+        op: &str,
+        path: &str,
+        body: &[u8],
+        timeout: std::time::Duration,
+    ) -> Result<(), Error> {
         let url = format!("{}{path}", self.server);
         let mut req = self
             .agent
@@ -244,6 +292,8 @@ impl HttpKubeClient {
             reason: e.to_string(),
         })?;
         let status = resp.status().as_u16();
+        // Inside `post_within`'s span.
+        record_status(&tracing::Span::current(), status);
         if (200..300).contains(&status) {
             return Ok(());
         }
