@@ -50,6 +50,8 @@ use cni_exec::{Plugin, Request};
 use cni_netns::kernel::{Errno, LinuxKernel, NetKernel, NetnsHandle};
 use cni_netns::tc::{self, PschedClock, RedirectFilterKind, Tbf};
 use cni_netns::Link;
+use cni_types::step_span;
+use cni_types::trace::in_step;
 use cni_types::{Bandwidth as BandwidthEntry, CniResult, Interface, Version};
 use serde_json::Value;
 use sha2::{Digest, Sha512};
@@ -239,45 +241,59 @@ impl<K: NetKernel> Plugin for Bandwidth<K> {
         let veth = host_interface(host, &pod, &result, &req.ifname)?;
         let clock = PschedClock::read();
         let mut undo = Undo::<Error>::new();
-        if limits.ingress_rate > 0 && limits.ingress_burst > 0 {
-            let tbf = Tbf::from_rate_and_burst(limits.ingress_rate, limits.ingress_burst, clock);
-            host.add_tbf(veth.index, &tbf)
-                .map_err(tc_failed("create qdisc", &veth.name))?;
-            undo.push(|| host.delete_qdisc(veth.index, tc::HANDLE_ROOT));
-        }
-        if limits.egress_rate > 0 && limits.egress_burst > 0 {
-            let name = ifb_name(&conf.network, &req.container_id);
-            let alias = ifb_alias(&conf.network, &req.container_id);
-            let ifb = match host.add_ifb(&name, veth.mtu, alias.as_deref()) {
-                Ok(ifb) => ifb,
-                Err(source) => {
-                    // Several requests: one failing after the creation
-                    // leaves the IFB, ours unless it was there before.
-                    if !source.is_errno(Errno::EEXIST) {
-                        let _ = host.delete_link_by_name(&name);
+        let span = step_span!(
+            "tc.apply",
+            link.name = %veth.name,
+            tc.ingress_rate = limits.ingress_rate,
+            tc.egress_rate = limits.egress_rate
+        );
+        in_step(span, || -> Result<()> {
+            if limits.ingress_rate > 0 && limits.ingress_burst > 0 {
+                let tbf =
+                    Tbf::from_rate_and_burst(limits.ingress_rate, limits.ingress_burst, clock);
+                host.add_tbf(veth.index, &tbf)
+                    .map_err(tc_failed("create qdisc", &veth.name))?;
+                undo.push(|| host.delete_qdisc(veth.index, tc::HANDLE_ROOT));
+            }
+            if limits.egress_rate > 0 && limits.egress_burst > 0 {
+                let name = ifb_name(&conf.network, &req.container_id);
+                let alias = ifb_alias(&conf.network, &req.container_id);
+                let ifb = match host.add_ifb(&name, veth.mtu, alias.as_deref()) {
+                    Ok(ifb) => ifb,
+                    Err(source) => {
+                        // Several requests: one failing after the creation
+                        // leaves the IFB, ours unless it was there before.
+                        if !source.is_errno(Errno::EEXIST) {
+                            let _ = host.delete_link_by_name(&name);
+                        }
+                        return Err(Error::IfbCreate {
+                            ifname: name.clone(),
+                            source: source.into(),
+                        });
                     }
-                    return Err(Error::IfbCreate {
-                        ifname: name.clone(),
-                        source: source.into(),
-                    });
-                }
-            };
-            let ifb_index = ifb.index;
-            undo.push(move || host.delete_link(ifb_index));
-            result.interfaces.push(Interface {
-                name: ifb.name.clone(),
-                mac: ifb.mac.map(|m| m.to_string()).unwrap_or_default(),
-                ..Interface::default()
-            });
-            host.add_ingress_qdisc(veth.index)
-                .map_err(tc_failed("create ingress qdisc", &veth.name))?;
-            undo.push(|| host.delete_qdisc(veth.index, tc::HANDLE_INGRESS));
-            host.add_redirect_filter(veth.index, ifb.index, RedirectFilterKind::U32GoCompatible)
+                };
+                let ifb_index = ifb.index;
+                undo.push(move || host.delete_link(ifb_index));
+                result.interfaces.push(Interface {
+                    name: ifb.name.clone(),
+                    mac: ifb.mac.map(|m| m.to_string()).unwrap_or_default(),
+                    ..Interface::default()
+                });
+                host.add_ingress_qdisc(veth.index)
+                    .map_err(tc_failed("create ingress qdisc", &veth.name))?;
+                undo.push(|| host.delete_qdisc(veth.index, tc::HANDLE_INGRESS));
+                host.add_redirect_filter(
+                    veth.index,
+                    ifb.index,
+                    RedirectFilterKind::U32GoCompatible,
+                )
                 .map_err(tc_failed("add filter", &veth.name))?;
-            let tbf = Tbf::from_rate_and_burst(limits.egress_rate, limits.egress_burst, clock);
-            host.add_tbf(ifb.index, &tbf)
-                .map_err(tc_failed("create ifb qdisc: create qdisc", &ifb.name))?;
-        }
+                let tbf = Tbf::from_rate_and_burst(limits.egress_rate, limits.egress_burst, clock);
+                host.add_tbf(ifb.index, &tbf)
+                    .map_err(tc_failed("create ifb qdisc: create qdisc", &ifb.name))?;
+            }
+            Ok(())
+        })?;
         undo.commit();
         Ok(result)
     }

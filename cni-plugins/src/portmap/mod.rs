@@ -42,6 +42,8 @@ use cni_firewall::conntrack::{Conntrack, ConntrackFamily};
 use cni_firewall::{AttachmentId, Backend, Firewall, PortMappingSpec, RuleKind, RuleSpec};
 use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
 use cni_netns::{AddressFamilyFilter, Ipv4Conf, Link};
+use cni_types::step_span;
+use cni_types::trace::in_step;
 use cni_types::CniResult;
 
 pub use config::{container_ips, PortmapConf, DEFAULT_MARK_BIT};
@@ -254,19 +256,23 @@ impl<K: NetKernel> Plugin for Portmap<K> {
         if spec.container_v4.is_none() && spec.container_v6.is_none() {
             return Ok(prev);
         }
-        let firewall = self.firewall(&conf);
-        let rules = RuleSpec::PortMappings(spec.clone());
-        firewall.add(&rules)?;
-        self.flush_udp(&conf, &families(&spec));
-        if let (true, Some(v4)) = (conf.snat, spec.container_v4) {
-            if let Err(e) = self.enable_route_localnet(IpAddr::V4(v4.ip())) {
-                // Beyond the reference: a failed ADD leaves no mappings.
-                if let Err(undo) = firewall.delete(&rules) {
-                    tracing::warn!("rollback: {undo}");
+        let span = step_span!("portmap.apply", portmap.count = conf.mappings.len());
+        in_step(span, || {
+            let firewall = self.firewall(&conf);
+            let rules = RuleSpec::PortMappings(spec.clone());
+            firewall.add(&rules)?;
+            self.flush_udp(&conf, &families(&spec));
+            if let (true, Some(v4)) = (conf.snat, spec.container_v4) {
+                if let Err(e) = self.enable_route_localnet(IpAddr::V4(v4.ip())) {
+                    // Beyond the reference: a failed ADD leaves no mappings.
+                    if let Err(undo) = firewall.delete(&rules) {
+                        tracing::warn!("rollback: {undo}");
+                    }
+                    return Err(e);
                 }
-                return Err(e);
             }
-        }
+            Ok(())
+        })?;
         Ok(prev)
     }
 

@@ -43,6 +43,8 @@ use std::path::{Path, PathBuf};
 use cni_exec::{Plugin, Request};
 use cni_netns::kernel::{LinuxKernel, NetKernel, NetnsHandle};
 use cni_netns::MacAddr;
+use cni_types::step_span;
+use cni_types::trace::in_step;
 use cni_types::CniResult;
 use serde::{Deserialize, Serialize};
 
@@ -397,7 +399,8 @@ impl<K: NetKernel> Tuning<K> {
                 return Err(rolled_back(&backup, e));
             }
         }
-        if let Err(e) = apply_link(handle, index, conf) {
+        let span = step_span!("tuning.link", link.name = %req.ifname);
+        if let Err(e) = in_step(span, || apply_link(handle, index, conf)) {
             return Err(rolled_back(&backup, e));
         }
         if !conf.mac.is_empty() {

@@ -144,7 +144,11 @@ impl Spans {
                 s.thread,
                 s.fields
             ));
-            stack.extend((0..self.0.len()).rev().filter(|&c| self.0[c].parent == Some(i)));
+            stack.extend(
+                (0..self.0.len())
+                    .rev()
+                    .filter(|&c| self.0[c].parent == Some(i)),
+            );
         }
         out
     }
@@ -253,6 +257,7 @@ fn bridge_add_and_del_steps_nest_under_one_root() {
         "ipam",
         "ipam.lock",
         "ipam.store",
+        "portmap.apply",
     ] {
         assert!(
             spans.named(name).next().is_some(),
@@ -345,11 +350,19 @@ fn bridge_add_and_del_steps_nest_under_one_root() {
         spans.field(i, "firewall.backend") == Some("netlink")
             && spans.field(i, "firewall.op").is_some()
     }));
+    // portmap's batches are its step's children.
+    let (portmap, _) = spans.named("portmap.apply").next().unwrap();
+    assert_eq!(spans.field(portmap, "portmap.count"), Some("1"));
+    let port_batches: Vec<_> = spans
+        .named("firewall.batch")
+        .filter(|(i, _)| spans.field(*i, "firewall.op") == Some("add port mappings"))
+        .map(|(i, _)| i)
+        .collect();
+    assert!(!port_batches.is_empty(), "{tree}");
     assert!(
-        spans.named("firewall.batch").any(|(i, _)| spans
-            .field(i, "firewall.op")
-            .unwrap_or_default()
-            .contains("port")),
+        port_batches
+            .iter()
+            .all(|&i| spans.parent_name(i) == Some("portmap.apply")),
         "{tree}"
     );
 }
