@@ -88,22 +88,31 @@ pub fn in_step<T, E: Display>(span: Span, step: impl FnOnce() -> Result<T, E>) -
 /// thread-local).
 #[derive(Debug, Clone)]
 pub struct Parent {
-    dispatch: Dispatch,
+    /// `None` without a subscriber: nothing to carry.
+    dispatch: Option<Dispatch>,
     span: Span,
 }
 
 impl Parent {
     /// The calling thread's current span and subscriber.
     pub fn current() -> Parent {
+        let dispatch = tracing::dispatcher::get_default(|d| {
+            (!d.is::<tracing::subscriber::NoSubscriber>()).then(|| d.clone())
+        });
         Parent {
-            dispatch: tracing::dispatcher::get_default(Dispatch::clone),
+            dispatch,
             span: Span::current(),
         }
     }
 
     /// Runs `f` with the captured subscriber as the default and inside the
-    /// captured span: call it on the other thread.
+    /// captured span: call it on the other thread. Without a subscriber it
+    /// only calls `f` (a scoped default would make every later lookup of
+    /// the default subscriber, on every thread, take the slower path).
     pub fn run<T>(&self, f: impl FnOnce() -> T) -> T {
-        tracing::dispatcher::with_default(&self.dispatch, || self.span.in_scope(f))
+        match &self.dispatch {
+            Some(dispatch) => tracing::dispatcher::with_default(dispatch, || self.span.in_scope(f)),
+            None => f(),
+        }
     }
 }
