@@ -9,7 +9,7 @@
 //!
 //! The error convention is OpenTelemetry's, as `tracing-opentelemetry`
 //! maps it: a failed step's span carries `otel.status_code = "ERROR"` and
-//! `otel.status_message = <the error's text>`. [`step_span!`] declares both
+//! `otel.status_message = <the error's text>`. [`step_span!`](crate::step_span) declares both
 //! fields (empty), so that [`record_error`] can fill them in: a field a
 //! span did not declare cannot be recorded later.
 //!
@@ -56,7 +56,7 @@ macro_rules! step_span {
 
 /// Marks `span` failed with `error`'s text (OpenTelemetry's
 /// `otel.status_code = "ERROR"`, `otel.status_message`); the span must
-/// declare both fields ([`step_span!`] does). Nothing is formatted when
+/// declare both fields ([`step_span!`](crate::step_span) does). Nothing is formatted when
 /// no subscriber takes the span.
 pub fn record_error(span: &Span, error: &(impl Display + ?Sized)) {
     if span.is_disabled() {
