@@ -80,33 +80,31 @@ impl Handle {
     /// set on the link, so later changes of `conf/default` no longer reach
     /// it, as after a sysctl write).
     pub fn set_ipv4_conf(&self, index: u32, settings: &[(Ipv4Conf, u32)]) -> Result<()> {
-        cni_types::trace::in_step(
-            cni_types::step_span!(
-                "sysctl.write",
-                link.index = index,
-                sysctl.count = settings.len()
-            ),
-            || {
-                if settings.is_empty() {
-                    return Ok(());
-                }
-                let mut m = link_msg(index);
-                m.attributes
-                    .push(LinkAttribute::AfSpecUnspec(vec![AfSpecUnspec::Inet(vec![
-                        AfSpecInet::Other(DefaultNla::new(
-                            IFLA_INET_CONF | NLA_F_NESTED,
-                            inet_conf_nest(settings),
-                        )),
-                    ])]));
-                let names: Vec<String> = settings
-                    .iter()
-                    .map(|(c, v)| format!("{}={v}", c.name()))
-                    .collect();
-                self.set_link(m, || {
-                    format!("set IPv4 {} of {}", names.join(" "), self.ifname_for(index))
-                })
-            },
-        )
+        let span = cni_types::step_span!(
+            "sysctl.write",
+            link.index = index,
+            sysctl.count = settings.len()
+        );
+        cni_types::trace::in_step(span, || {
+            if settings.is_empty() {
+                return Ok(());
+            }
+            let mut m = link_msg(index);
+            m.attributes
+                .push(LinkAttribute::AfSpecUnspec(vec![AfSpecUnspec::Inet(vec![
+                    AfSpecInet::Other(DefaultNla::new(
+                        IFLA_INET_CONF | NLA_F_NESTED,
+                        inet_conf_nest(settings),
+                    )),
+                ])]));
+            let names: Vec<String> = settings
+                .iter()
+                .map(|(c, v)| format!("{}={v}", c.name()))
+                .collect();
+            self.set_link(m, || {
+                format!("set IPv4 {} of {}", names.join(" "), self.ifname_for(index))
+            })
+        })
     }
 
     /// Whether forwarding is on for the whole namespace: IPv4's
@@ -153,24 +151,22 @@ impl Handle {
     /// and writes the sysctl ([`crate::sysctl::enable_forwarding`]) only for
     /// a family whose forwarding is off.
     pub fn enable_forwarding(&self, ipv4: bool, ipv6: bool) -> Result<()> {
-        cni_types::trace::in_step(
-            cni_types::step_span!(
-                "sysctl.write",
-                sysctl.key = "forwarding",
-                sysctl.ipv4 = ipv4,
-                sysctl.ipv6 = ipv6
-            ),
-            || {
-                let off = |asked: bool, v6: bool| -> Result<bool> {
-                    Ok(asked && self.forwarding(v6)? != Some(true))
-                };
-                let (v4, v6) = (off(ipv4, false)?, off(ipv6, true)?);
-                if v4 || v6 {
-                    self.run(|| crate::sysctl::enable_forwarding(v4, v6))??;
-                }
-                Ok(())
-            },
-        )
+        let span = cni_types::step_span!(
+            "sysctl.write",
+            sysctl.key = "forwarding",
+            sysctl.ipv4 = ipv4,
+            sysctl.ipv6 = ipv6
+        );
+        cni_types::trace::in_step(span, || {
+            let off = |asked: bool, v6: bool| -> Result<bool> {
+                Ok(asked && self.forwarding(v6)? != Some(true))
+            };
+            let (v4, v6) = (off(ipv4, false)?, off(ipv6, true)?);
+            if v4 || v6 {
+                self.run(|| crate::sysctl::enable_forwarding(v4, v6))??;
+            }
+            Ok(())
+        })
     }
 }
 

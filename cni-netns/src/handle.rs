@@ -93,10 +93,10 @@ impl Handle {
     /// plugin sets several sysctls of one family. Keys are slash separated
     /// or dotted, as in [`crate::sysctl`].
     pub fn sysctl_set(&self, key: &str, value: &str) -> Result<bool> {
-        cni_types::trace::in_step(
-            cni_types::step_span!("sysctl.write", sysctl.key = %key),
-            || self.run(|| crate::sysctl::set_with(&self.sysctl_roots, key, value))?,
-        )
+        let span = cni_types::step_span!("sysctl.write", sysctl.key = %key);
+        cni_types::trace::in_step(span, || {
+            self.run(|| crate::sysctl::set_with(&self.sysctl_roots, key, value))?
+        })
     }
 
     /// [`crate::sysctl::write`] in this handle's namespace: writes `value`
@@ -109,10 +109,11 @@ impl Handle {
     /// [`crate::sysctl::set_in`] in this handle's namespace, through the
     /// directories [`Handle::sysctl_set`] keeps open: a result per entry.
     pub fn sysctl_set_in(&self, dir: &str, entries: &[(&str, &str)]) -> Result<Vec<Result<bool>>> {
-        cni_types::trace::in_step(
-            cni_types::step_span!("sysctl.write", sysctl.key = %dir, sysctl.count = entries.len()),
-            || self.run(|| crate::sysctl::set_in_with(&self.sysctl_roots, dir, entries)),
-        )
+        let span =
+            cni_types::step_span!("sysctl.write", sysctl.key = %dir, sysctl.count = entries.len());
+        cni_types::trace::in_step(span, || {
+            self.run(|| crate::sysctl::set_in_with(&self.sysctl_roots, dir, entries))
+        })
     }
 
     pub(crate) fn request(

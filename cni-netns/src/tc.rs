@@ -506,34 +506,32 @@ impl Handle {
     /// of 0 (Go's `CreateIfb` sends `IFLA_TXQLEN` 0 from a zero
     /// `LinkAttrs`); `alias` sets `IFLA_IFALIAS` when given.
     pub fn add_ifb(&self, name: &str, mtu: u32, alias: Option<&str>) -> Result<Link> {
-        cni_types::trace::in_step(
-            cni_types::step_span!("link.create", link.kind = "ifb", link.name = %name),
-            || {
+        let span = cni_types::step_span!("link.create", link.kind = "ifb", link.name = %name);
+        cni_types::trace::in_step(span, || {
+            let mut m = LinkMessage::default();
+            m.header.flags = LinkFlags::Up;
+            m.header.change_mask = LinkFlags::Up;
+            m.attributes.push(LinkAttribute::IfName(name.to_owned()));
+            m.attributes.push(LinkAttribute::Mtu(mtu));
+            m.attributes.push(LinkAttribute::TxQueueLen(0));
+            m.attributes
+                .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(InfoKind::Ifb)]));
+            self.request(
+                RouteNetlinkMessage::NewLink(m),
+                NLM_F_CREATE | NLM_F_EXCL,
+                || format!("add ifb {name}"),
+            )?;
+            let link = self.link_by_name(name)?;
+            if let Some(alias) = alias {
                 let mut m = LinkMessage::default();
-                m.header.flags = LinkFlags::Up;
-                m.header.change_mask = LinkFlags::Up;
-                m.attributes.push(LinkAttribute::IfName(name.to_owned()));
-                m.attributes.push(LinkAttribute::Mtu(mtu));
-                m.attributes.push(LinkAttribute::TxQueueLen(0));
-                m.attributes
-                    .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(InfoKind::Ifb)]));
-                self.request(
-                    RouteNetlinkMessage::NewLink(m),
-                    NLM_F_CREATE | NLM_F_EXCL,
-                    || format!("add ifb {name}"),
-                )?;
-                let link = self.link_by_name(name)?;
-                if let Some(alias) = alias {
-                    let mut m = LinkMessage::default();
-                    m.header.index = link.index;
-                    m.attributes.push(LinkAttribute::IfAlias(alias.to_owned()));
-                    self.request(RouteNetlinkMessage::SetLink(m), 0, || {
-                        format!("set alias of {name}")
-                    })?;
-                }
-                Ok(link)
-            },
-        )
+                m.header.index = link.index;
+                m.attributes.push(LinkAttribute::IfAlias(alias.to_owned()));
+                self.request(RouteNetlinkMessage::SetLink(m), 0, || {
+                    format!("set alias of {name}")
+                })?;
+            }
+            Ok(link)
+        })
     }
 
     /// The alias (`IFLA_IFALIAS`) of a link, if it has one.

@@ -252,7 +252,8 @@ impl Store for DiskStore {
     type Locked<'a> = DiskStoreLock<'a>;
 
     fn lock(&self) -> Result<DiskStoreLock<'_>> {
-        cni_types::trace::in_step(cni_types::step_span!("ipam.lock"), || {
+        let span = cni_types::step_span!("ipam.lock");
+        cni_types::trace::in_step(span, || {
             let path = self.dir.join(LOCK_FILE);
             // Its own file description per lock: this also excludes other
             // threads of this process.
@@ -653,34 +654,32 @@ impl LockedStore for DiskStoreLock<'_> {
     }
 
     fn reserve(&mut self, ip: IpAddr, owner: &Owner, range_set: usize) -> Result<bool> {
-        cni_types::trace::in_step(
-            cni_types::step_span!("ipam.store", ipam.op = "reserve", ipam.ip = %ip),
-            || {
-                self.ensure_index()?;
-                let content = owner.file_content();
-                // The index entry goes first (see the module doc).
-                self.add_owner(key_hash(&content), ip, self.store.durable)?;
-                let target = self.dir().join(ip.to_string());
-                let reserved = match self.reserve_pooled(&target, content.as_bytes()) {
-                    Some(reserved) => reserved,
-                    None => self.reserve_new(&target, content.as_bytes())?,
-                };
-                if !reserved {
-                    return Ok(false);
-                }
-                let last = self.dir().join(format!("{LAST_IP_PREFIX}{range_set}"));
-                // Rewritten in place, as Go does (but without its truncate to zero,
-                // which costs an ext4 flush): it is only a round-robin hint, and a
-                // torn one is ignored or merely moves the starting point.
-                if let Err(e) = write_in_place(&last, ip.to_string().as_bytes()) {
-                    // Go reports this failure too, though the reservation stays.
-                    return Err(Error::io("write last reserved ip", &last, e));
-                }
-                self.state_stale = true;
-                self.sync_dir()?;
-                Ok(true)
-            },
-        )
+        let span = cni_types::step_span!("ipam.store", ipam.op = "reserve", ipam.ip = %ip);
+        cni_types::trace::in_step(span, || {
+            self.ensure_index()?;
+            let content = owner.file_content();
+            // The index entry goes first (see the module doc).
+            self.add_owner(key_hash(&content), ip, self.store.durable)?;
+            let target = self.dir().join(ip.to_string());
+            let reserved = match self.reserve_pooled(&target, content.as_bytes()) {
+                Some(reserved) => reserved,
+                None => self.reserve_new(&target, content.as_bytes())?,
+            };
+            if !reserved {
+                return Ok(false);
+            }
+            let last = self.dir().join(format!("{LAST_IP_PREFIX}{range_set}"));
+            // Rewritten in place, as Go does (but without its truncate to zero,
+            // which costs an ext4 flush): it is only a round-robin hint, and a
+            // torn one is ignored or merely moves the starting point.
+            if let Err(e) = write_in_place(&last, ip.to_string().as_bytes()) {
+                // Go reports this failure too, though the reservation stays.
+                return Err(Error::io("write last reserved ip", &last, e));
+            }
+            self.state_stale = true;
+            self.sync_dir()?;
+            Ok(true)
+        })
     }
 
     fn last_reserved_ip(&mut self, range_set: usize) -> Result<Option<IpAddr>> {
@@ -701,25 +700,23 @@ impl LockedStore for DiskStoreLock<'_> {
     }
 
     fn release(&mut self, ip: IpAddr) -> Result<bool> {
-        cni_types::trace::in_step(
-            cni_types::step_span!("ipam.store", ipam.op = "release", ipam.ip = %ip),
-            || {
-                let path = self.dir().join(ip.to_string());
-                match self.pool_or_remove(&path) {
-                    Ok(()) => {
-                        // The owner's index entry stays: entries are verified against
-                        // the reservation file, and compaction drops dead ones (or
-                        // the drop of the session that released the network's last
-                        // reservation removes the whole index).
-                        self.released = true;
-                        self.sync_dir()?;
-                        Ok(true)
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-                    Err(e) => Err(Error::io("remove reservation", &path, e)),
+        let span = cni_types::step_span!("ipam.store", ipam.op = "release", ipam.ip = %ip);
+        cni_types::trace::in_step(span, || {
+            let path = self.dir().join(ip.to_string());
+            match self.pool_or_remove(&path) {
+                Ok(()) => {
+                    // The owner's index entry stays: entries are verified against
+                    // the reservation file, and compaction drops dead ones (or
+                    // the drop of the session that released the network's last
+                    // reservation removes the whole index).
+                    self.released = true;
+                    self.sync_dir()?;
+                    Ok(true)
                 }
-            },
-        )
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(Error::io("remove reservation", &path, e)),
+            }
+        })
     }
 }
 

@@ -193,74 +193,71 @@ impl Handle {
     ///
     /// VLAN filtering on a kernel without it gives [`Error::Unsupported`].
     pub fn ensure_bridge(&self, spec: &BridgeSpec) -> Result<Link> {
-        cni_types::trace::in_step(
-            cni_types::step_span!("link.create", link.kind = "bridge", link.name = %spec.name),
-            || {
-                let name = &spec.name;
-                let mut m = LinkMessage::default();
-                m.attributes.push(LinkAttribute::IfName(name.clone()));
-                if let Some(mtu) = spec.mtu {
-                    m.attributes.push(LinkAttribute::Mtu(mtu));
-                }
-                let mut info = vec![LinkInfo::Kind(InfoKind::Bridge)];
-                if spec.vlan_filtering {
-                    info.push(LinkInfo::Data(InfoData::Bridge(vec![
-                        InfoBridge::VlanFiltering(true),
-                    ])));
-                }
-                m.attributes.push(LinkAttribute::LinkInfo(info));
-                let op = || format!("add bridge {name}");
-                // Looked up first: on a node every ADD after the first finds it,
-                // and each request waits for the kernel's RTNL lock, which the
-                // asynchronous work of a bridge of many ports holds for long.
-                let link = match self.link_by_name(name) {
-                    Ok(link) => link,
-                    Err(e) if e.is_not_found() => {
-                        match self.request(
-                            RouteNetlinkMessage::NewLink(m),
-                            NLM_F_CREATE | NLM_F_EXCL,
-                            op,
-                        ) {
-                            Ok(_) => {}
-                            Err(e) if e.is_exists() => {}
-                            Err(e) => {
-                                return Err(self.unsupported(op(), "bridge vlan_filtering", e))
-                            }
-                        }
-                        self.link_by_name(name)?
+        let span =
+            cni_types::step_span!("link.create", link.kind = "bridge", link.name = %spec.name);
+        cni_types::trace::in_step(span, || {
+            let name = &spec.name;
+            let mut m = LinkMessage::default();
+            m.attributes.push(LinkAttribute::IfName(name.clone()));
+            if let Some(mtu) = spec.mtu {
+                m.attributes.push(LinkAttribute::Mtu(mtu));
+            }
+            let mut info = vec![LinkInfo::Kind(InfoKind::Bridge)];
+            if spec.vlan_filtering {
+                info.push(LinkInfo::Data(InfoData::Bridge(vec![
+                    InfoBridge::VlanFiltering(true),
+                ])));
+            }
+            m.attributes.push(LinkAttribute::LinkInfo(info));
+            let op = || format!("add bridge {name}");
+            // Looked up first: on a node every ADD after the first finds it,
+            // and each request waits for the kernel's RTNL lock, which the
+            // asynchronous work of a bridge of many ports holds for long.
+            let link = match self.link_by_name(name) {
+                Ok(link) => link,
+                Err(e) if e.is_not_found() => {
+                    match self.request(
+                        RouteNetlinkMessage::NewLink(m),
+                        NLM_F_CREATE | NLM_F_EXCL,
+                        op,
+                    ) {
+                        Ok(_) => {}
+                        Err(e) if e.is_exists() => {}
+                        Err(e) => return Err(self.unsupported(op(), "bridge vlan_filtering", e)),
                     }
-                    Err(e) => return Err(e),
-                };
-                if link.kind.as_deref() != Some("bridge") {
-                    return Err(Error::WrongLinkKind {
-                        op: op(),
-                        name: name.clone(),
-                        found: link.kind.unwrap_or_else(|| "device".into()),
-                        expected: "bridge",
-                        netns: self.netns_name().to_owned(),
-                    });
+                    self.link_by_name(name)?
                 }
-                let mut changed = false;
-                if spec.vlan_filtering && link.vlan_filtering != Some(true) {
-                    self.set_bridge_vlan_filtering(link.index, true)
-                        .map_err(|e| self.unsupported(op(), "bridge vlan_filtering", e))?;
-                    changed = true;
-                }
-                if spec.promisc && !link.is_promisc() {
-                    self.set_promisc(link.index, true)?;
-                    changed = true;
-                }
-                if !link.is_up() {
-                    self.set_up(link.index)?;
-                    changed = true;
-                }
-                if changed {
-                    self.link_by_index(link.index)
-                } else {
-                    Ok(link)
-                }
-            },
-        )
+                Err(e) => return Err(e),
+            };
+            if link.kind.as_deref() != Some("bridge") {
+                return Err(Error::WrongLinkKind {
+                    op: op(),
+                    name: name.clone(),
+                    found: link.kind.unwrap_or_else(|| "device".into()),
+                    expected: "bridge",
+                    netns: self.netns_name().to_owned(),
+                });
+            }
+            let mut changed = false;
+            if spec.vlan_filtering && link.vlan_filtering != Some(true) {
+                self.set_bridge_vlan_filtering(link.index, true)
+                    .map_err(|e| self.unsupported(op(), "bridge vlan_filtering", e))?;
+                changed = true;
+            }
+            if spec.promisc && !link.is_promisc() {
+                self.set_promisc(link.index, true)?;
+                changed = true;
+            }
+            if !link.is_up() {
+                self.set_up(link.index)?;
+                changed = true;
+            }
+            if changed {
+                self.link_by_index(link.index)
+            } else {
+                Ok(link)
+            }
+        })
     }
 
     /// Turns VLAN filtering of an existing bridge on or off.

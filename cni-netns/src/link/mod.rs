@@ -265,16 +265,14 @@ impl Handle {
     /// 200 µs for the first 10 ms, where the kernel usually answers, then
     /// at doubling intervals up to 50 ms.
     pub fn wait_oper_up(&self, index: u32, timeout: std::time::Duration) -> Result<Link> {
-        cni_types::trace::in_step(
-            cni_types::step_span!("link.wait_up", link.index = index),
-            || {
-                crate::poll::until(timeout, || {
-                    let link = self.link_by_index(index)?;
-                    Ok((link.oper_state == OperState::Up, link))
-                })
-                .map(|(_, link)| link)
-            },
-        )
+        let span = cni_types::step_span!("link.wait_up", link.index = index);
+        cni_types::trace::in_step(span, || {
+            crate::poll::until(timeout, || {
+                let link = self.link_by_index(index)?;
+                Ok((link.oper_state == OperState::Up, link))
+            })
+            .map(|(_, link)| link)
+        })
     }
 
     /// Looks a link up by index.
@@ -390,34 +388,30 @@ impl Handle {
 
     /// Deletes a link by index.
     pub fn delete_link(&self, index: u32) -> Result<()> {
-        cni_types::trace::in_step(
-            cni_types::step_span!("link.delete", link.index = index),
-            || {
-                self.request(RouteNetlinkMessage::DelLink(link_msg(index)), 0, || {
-                    format!("delete link #{index}")
-                })
-                .map(drop)
-            },
-        )
+        let span = cni_types::step_span!("link.delete", link.index = index);
+        cni_types::trace::in_step(span, || {
+            self.request(RouteNetlinkMessage::DelLink(link_msg(index)), 0, || {
+                format!("delete link #{index}")
+            })
+            .map(drop)
+        })
     }
 
     /// Deletes a link by name; a missing link is not an error. Returns
     /// whether a link was deleted.
     pub fn delete_link_by_name(&self, name: &str) -> Result<bool> {
-        cni_types::trace::in_step(
-            cni_types::step_span!("link.delete", link.name = %name),
-            || {
-                let mut m = LinkMessage::default();
-                m.attributes.push(LinkAttribute::IfName(name.to_owned()));
-                match self.request(RouteNetlinkMessage::DelLink(m), 0, || {
-                    format!("delete link {name}")
-                }) {
-                    Ok(_) => Ok(true),
-                    Err(e) if e.is_not_found() => Ok(false),
-                    Err(e) => Err(e),
-                }
-            },
-        )
+        let span = cni_types::step_span!("link.delete", link.name = %name);
+        cni_types::trace::in_step(span, || {
+            let mut m = LinkMessage::default();
+            m.attributes.push(LinkAttribute::IfName(name.to_owned()));
+            match self.request(RouteNetlinkMessage::DelLink(m), 0, || {
+                format!("delete link {name}")
+            }) {
+                Ok(_) => Ok(true),
+                Err(e) if e.is_not_found() => Ok(false),
+                Err(e) => Err(e),
+            }
+        })
     }
 
     /// Go's `ip.DelLinkByNameAddr`: deletes a link and returns its global

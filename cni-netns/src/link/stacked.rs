@@ -137,18 +137,17 @@ impl Handle {
     /// Creates a macvlan on `spec.parent`, directly in `spec.netns` when
     /// given (as Go's macvlan plugin does with `IFLA_NET_NS_FD`).
     pub fn add_macvlan(&self, spec: &MacvlanSpec<'_>) -> Result<()> {
-        cni_types::trace::in_step(
-            cni_types::step_span!("link.create", link.kind = "macvlan", link.name = %spec.name),
-            || {
-                self.add_link_on_parent(
-                    "macvlan",
-                    &spec.name,
-                    spec.netns,
-                    spec.parent,
-                    macvlan_message(spec),
-                )
-            },
-        )
+        let span =
+            cni_types::step_span!("link.create", link.kind = "macvlan", link.name = %spec.name);
+        cni_types::trace::in_step(span, || {
+            self.add_link_on_parent(
+                "macvlan",
+                &spec.name,
+                spec.netns,
+                spec.parent,
+                macvlan_message(spec),
+            )
+        })
     }
 
     /// Creates a link stacked on `parent` (macvlan, ipvlan) from `message`,
@@ -297,20 +296,19 @@ impl Handle {
     /// given. A kernel without ipvlan ("Unknown device type") gives
     /// [`Error::Unsupported`].
     pub fn add_ipvlan(&self, spec: &IpvlanSpec<'_>) -> Result<()> {
-        cni_types::trace::in_step(
-            cni_types::step_span!("link.create", link.kind = "ipvlan", link.name = %spec.name),
-            || {
-                let (name, netns, parent) = (&spec.name, spec.netns, spec.parent);
-                self.add_link_on_parent("ipvlan", name, netns, parent, ipvlan_message(spec))
-                    .map_err(|e| {
-                        self.unsupported(
-                            self.on_parent_op("ipvlan", name, netns, parent),
-                            "ipvlan",
-                            e,
-                        )
-                    })
-            },
-        )
+        let span =
+            cni_types::step_span!("link.create", link.kind = "ipvlan", link.name = %spec.name);
+        cni_types::trace::in_step(span, || {
+            let (name, netns, parent) = (&spec.name, spec.netns, spec.parent);
+            self.add_link_on_parent("ipvlan", name, netns, parent, ipvlan_message(spec))
+                .map_err(|e| {
+                    self.unsupported(
+                        self.on_parent_op("ipvlan", name, netns, parent),
+                        "ipvlan",
+                        e,
+                    )
+                })
+        })
     }
 
     /// Sets a macvlan's broadcast queue length (`IFLA_MACVLAN_BC_QUEUE_LEN`,
@@ -403,25 +401,20 @@ impl Handle {
     /// [`VLAN_ID_MAX`] is refused before anything is sent; a kernel
     /// without 802.1Q gives [`Error::Unsupported`].
     pub fn add_vlan(&self, spec: &VlanSpec<'_>) -> Result<()> {
-        cni_types::trace::in_step(
-            cni_types::step_span!("link.create", link.kind = "vlan", link.name = %spec.name),
-            || {
-                let (name, netns, parent) = (&spec.name, spec.netns, spec.parent);
-                if spec.vlan_id > VLAN_ID_MAX {
-                    return Err(Error::InvalidArgument {
-                        op: self.on_parent_op("vlan", name, netns, parent),
-                        reason: format!(
-                            "VLAN id {} is out of range 0..={VLAN_ID_MAX}",
-                            spec.vlan_id
-                        ),
-                    });
-                }
-                self.add_link_on_parent("vlan", name, netns, parent, vlan_message(spec))
-                    .map_err(|e| {
-                        self.unsupported(self.on_parent_op("vlan", name, netns, parent), "vlan", e)
-                    })
-            },
-        )
+        let span = cni_types::step_span!("link.create", link.kind = "vlan", link.name = %spec.name);
+        cni_types::trace::in_step(span, || {
+            let (name, netns, parent) = (&spec.name, spec.netns, spec.parent);
+            if spec.vlan_id > VLAN_ID_MAX {
+                return Err(Error::InvalidArgument {
+                    op: self.on_parent_op("vlan", name, netns, parent),
+                    reason: format!("VLAN id {} is out of range 0..={VLAN_ID_MAX}", spec.vlan_id),
+                });
+            }
+            self.add_link_on_parent("vlan", name, netns, parent, vlan_message(spec))
+                .map_err(|e| {
+                    self.unsupported(self.on_parent_op("vlan", name, netns, parent), "vlan", e)
+                })
+        })
     }
 
     /// The VLAN id of link `name` (`None` when it is not a VLAN);

@@ -188,36 +188,34 @@ impl Handle {
     /// labelled with it; on a host without SELinux that fails with an
     /// error saying so.
     pub fn add_tap(&self, spec: &TapSpec, selinux_context: Option<&str>) -> Result<Link> {
-        cni_types::trace::in_step(
-            cni_types::step_span!("link.create", link.kind = "tap", link.name = %spec.name),
-            || {
-                let op = || format!("add tap {} (flags {:#06x})", spec.name, spec.flags());
-                // Always a fresh thread: the exec context must not outlive this call.
-                let created = self.netns().run(|| match selinux_context {
-                    Some(ctx) => ip_under_selinux_context(ctx, &spec.ip_tuntap_args()),
-                    None => create_persistent_tap(spec).map_err(|e| format!("{TUN_DEVICE}: {e}")),
-                })?;
-                created.map_err(|reason| Error::Tun {
-                    op: op(),
-                    netns: self.netns_name().to_owned(),
-                    reason,
-                })?;
-                let link = self.link_by_name(&spec.name)?;
-                let configured = (|| {
-                    if let Some(mtu) = spec.mtu {
-                        self.set_mtu(link.index, mtu)?;
-                    }
-                    if let Some(mac) = spec.mac {
-                        self.set_mac(link.index, mac)?;
-                    }
-                    self.link_by_index(link.index)
-                })();
-                if configured.is_err() {
-                    let _ = self.delete_link(link.index);
+        let span = cni_types::step_span!("link.create", link.kind = "tap", link.name = %spec.name);
+        cni_types::trace::in_step(span, || {
+            let op = || format!("add tap {} (flags {:#06x})", spec.name, spec.flags());
+            // Always a fresh thread: the exec context must not outlive this call.
+            let created = self.netns().run(|| match selinux_context {
+                Some(ctx) => ip_under_selinux_context(ctx, &spec.ip_tuntap_args()),
+                None => create_persistent_tap(spec).map_err(|e| format!("{TUN_DEVICE}: {e}")),
+            })?;
+            created.map_err(|reason| Error::Tun {
+                op: op(),
+                netns: self.netns_name().to_owned(),
+                reason,
+            })?;
+            let link = self.link_by_name(&spec.name)?;
+            let configured = (|| {
+                if let Some(mtu) = spec.mtu {
+                    self.set_mtu(link.index, mtu)?;
                 }
-                configured
-            },
-        )
+                if let Some(mac) = spec.mac {
+                    self.set_mac(link.index, mac)?;
+                }
+                self.link_by_index(link.index)
+            })();
+            if configured.is_err() {
+                let _ = self.delete_link(link.index);
+            }
+            configured
+        })
     }
 }
 

@@ -177,51 +177,50 @@ impl Handle {
     /// and `up` to do the host side's link work in one request); the
     /// spec's `name` is ignored and replaced by a random `veth%08x`.
     pub fn setup_veth_with(&self, spec: &VethSpec<'_>) -> Result<Link> {
-        cni_types::trace::in_step(
-            cni_types::step_span!("link.create", link.kind = "veth", link.name = %spec.peer_name),
-            || {
-                let peer_name = spec.peer_name.as_str();
-                for _ in 0..VETH_NAME_ATTEMPTS {
-                    let name = random_veth_name();
-                    let spec = VethSpec {
-                        name: name.clone(),
-                        ..spec.clone()
-                    };
-                    match self.add_veth(&spec) {
-                        Ok(link) => {
-                            // Go's SetupVethWithName: "we want to own the routes for
-                            // this interface"; like Go, a failure here is ignored.
-                            // Through the handle's open `/proc/sys/net/ipv6` (see
-                            // `Handle::sysctl_set`).
-                            let dir = format!("net/ipv6/conf/{}", link.name);
-                            match self.sysctl_set_in(&dir, &[("accept_ra", "0")]) {
-                                Ok(r) => {
-                                    for e in r.into_iter().filter_map(|r| r.err()) {
-                                        tracing::debug!("{e}");
-                                    }
+        let span =
+            cni_types::step_span!("link.create", link.kind = "veth", link.name = %spec.peer_name);
+        cni_types::trace::in_step(span, || {
+            let peer_name = spec.peer_name.as_str();
+            for _ in 0..VETH_NAME_ATTEMPTS {
+                let name = random_veth_name();
+                let spec = VethSpec {
+                    name: name.clone(),
+                    ..spec.clone()
+                };
+                match self.add_veth(&spec) {
+                    Ok(link) => {
+                        // Go's SetupVethWithName: "we want to own the routes for
+                        // this interface"; like Go, a failure here is ignored.
+                        // Through the handle's open `/proc/sys/net/ipv6` (see
+                        // `Handle::sysctl_set`).
+                        let dir = format!("net/ipv6/conf/{}", link.name);
+                        match self.sysctl_set_in(&dir, &[("accept_ra", "0")]) {
+                            Ok(r) => {
+                                for e in r.into_iter().filter_map(|r| r.err()) {
+                                    tracing::debug!("{e}");
                                 }
-                                Err(e) => tracing::debug!("{e}"),
                             }
-                            return Ok(link);
+                            Err(e) => tracing::debug!("{e}"),
                         }
-                        Err(e) if e.is_exists() => match self.link_by_name(&name) {
-                            Ok(_) => continue,
-                            Err(le) if le.is_not_found() => {
-                                return Err(Error::VethPeerExists {
-                                    name: peer_name.to_owned(),
-                                    netns: self.netns_name().to_owned(),
-                                })
-                            }
-                            Err(le) => return Err(le),
-                        },
-                        Err(e) => return Err(e),
+                        return Ok(link);
                     }
+                    Err(e) if e.is_exists() => match self.link_by_name(&name) {
+                        Ok(_) => continue,
+                        Err(le) if le.is_not_found() => {
+                            return Err(Error::VethPeerExists {
+                                name: peer_name.to_owned(),
+                                netns: self.netns_name().to_owned(),
+                            })
+                        }
+                        Err(le) => return Err(le),
+                    },
+                    Err(e) => return Err(e),
                 }
-                Err(Error::VethNameExhausted {
-                    netns: self.netns_name().to_owned(),
-                    attempts: VETH_NAME_ATTEMPTS,
-                })
-            },
-        )
+            }
+            Err(Error::VethNameExhausted {
+                netns: self.netns_name().to_owned(),
+                attempts: VETH_NAME_ATTEMPTS,
+            })
+        })
     }
 }

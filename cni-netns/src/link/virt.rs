@@ -63,45 +63,41 @@ impl Handle {
     /// same name does not clash). A kernel without the dummy driver gives
     /// [`Error::Unsupported`].
     pub fn add_dummy(&self, name: &str) -> Result<Link> {
-        cni_types::trace::in_step(
-            cni_types::step_span!("link.create", link.kind = "dummy", link.name = %name),
-            || {
-                let op = || format!("add dummy {name}");
-                self.request(
-                    RouteNetlinkMessage::NewLink(dummy_message(name)),
-                    NLM_F_CREATE | NLM_F_EXCL,
-                    op,
-                )
-                .map_err(|e| self.unsupported(op(), "dummy", e))?;
-                self.link_by_name(name)
-            },
-        )
+        let span = cni_types::step_span!("link.create", link.kind = "dummy", link.name = %name);
+        cni_types::trace::in_step(span, || {
+            let op = || format!("add dummy {name}");
+            self.request(
+                RouteNetlinkMessage::NewLink(dummy_message(name)),
+                NLM_F_CREATE | NLM_F_EXCL,
+                op,
+            )
+            .map_err(|e| self.unsupported(op(), "dummy", e))?;
+            self.link_by_name(name)
+        })
     }
 
     /// Creates a VRF device routing through `table` and sets it up (Go's
     /// `createVRF`); a VRF that cannot be set up is deleted. A kernel
     /// without VRF gives [`Error::Unsupported`].
     pub fn add_vrf(&self, name: &str, table: u32) -> Result<Vrf> {
-        cni_types::trace::in_step(
-            cni_types::step_span!("link.create", link.kind = "vrf", link.name = %name),
-            || {
-                let op = || format!("add vrf {name} table {table}");
-                self.request(
-                    RouteNetlinkMessage::NewLink(vrf_message(name, table)),
-                    NLM_F_CREATE | NLM_F_EXCL,
-                    op,
-                )
-                .map_err(|e| self.unsupported(op(), "vrf", e))?;
-                let link = self.link_by_name(name)?;
-                let up = self
-                    .set_up(link.index)
-                    .and_then(|()| self.link_by_index(link.index));
-                if up.is_err() {
-                    let _ = self.delete_link(link.index);
-                }
-                Ok(Vrf { link: up?, table })
-            },
-        )
+        let span = cni_types::step_span!("link.create", link.kind = "vrf", link.name = %name);
+        cni_types::trace::in_step(span, || {
+            let op = || format!("add vrf {name} table {table}");
+            self.request(
+                RouteNetlinkMessage::NewLink(vrf_message(name, table)),
+                NLM_F_CREATE | NLM_F_EXCL,
+                op,
+            )
+            .map_err(|e| self.unsupported(op(), "vrf", e))?;
+            let link = self.link_by_name(name)?;
+            let up = self
+                .set_up(link.index)
+                .and_then(|()| self.link_by_index(link.index));
+            if up.is_err() {
+                let _ = self.delete_link(link.index);
+            }
+            Ok(Vrf { link: up?, table })
+        })
     }
 
     /// The VRF named `name`: `None` when no link has that name,
