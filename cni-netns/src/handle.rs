@@ -103,7 +103,10 @@ impl Handle {
     /// even when the sysctl already holds it, through the directories
     /// [`Handle::sysctl_set`] keeps open.
     pub fn sysctl_write(&self, key: &str, value: &str) -> Result<()> {
-        self.run(|| crate::sysctl::write_with(&self.sysctl_roots, key, value))?
+        let span = cni_types::step_span!("sysctl.write", sysctl.key = %key);
+        cni_types::trace::in_step(span, || {
+            self.run(|| crate::sysctl::write_with(&self.sysctl_roots, key, value))?
+        })
     }
 
     /// [`crate::sysctl::set_in`] in this handle's namespace, through the
