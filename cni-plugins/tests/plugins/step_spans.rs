@@ -409,3 +409,119 @@ fn a_failed_step_s_span_carries_the_error() {
         .netns()
         .run(|| s.cni.del_network_list(&s.list, &s.rt));
 }
+
+/// A delegate of multus that answers ADD with one interface and address.
+struct FakeDelegate;
+
+impl cni_exec::Plugin for FakeDelegate {
+    type Error = cni_types::CniError;
+
+    fn name(&self) -> &str {
+        "fake"
+    }
+
+    fn add(&self, req: &cni_exec::Request) -> Result<cni_types::CniResult, Self::Error> {
+        Ok(cni_types::CniResult {
+            interfaces: vec![cni_types::Interface {
+                name: req.ifname.clone(),
+                sandbox: req.netns.clone(),
+                ..Default::default()
+            }],
+            ips: vec![cni_types::IpConfig {
+                interface: Some(0),
+                address: "10.77.0.2/24".parse().unwrap(),
+                gateway: None,
+            }],
+            ..Default::default()
+        })
+    }
+
+    fn del(&self, _req: &cni_exec::Request) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}
+
+#[test]
+fn multus_delegates_and_api_requests_have_spans() {
+    if !cni_testkit::premise::require_root() {
+        return;
+    }
+    let pod = netns("spanm");
+    let server = cni_testkit::KubeApiServer::start().unwrap();
+    server.add_nad(
+        "kube-system",
+        "cluster",
+        r#"{"cniVersion":"1.1.0","type":"fake-cluster"}"#,
+    );
+    server.add_nad("ns1", "net-a", r#"{"cniVersion":"1.0.0","type":"fake-a"}"#);
+    server.add_pod(
+        "ns1",
+        "web",
+        "uid-1",
+        &[("k8s.v1.cni.cncf.io/networks", "net-a")],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let exec = InProcessExec::builder()
+        .register("multus", Arc::new(cni_multus::Multus))
+        .register("fake-cluster", Arc::new(FakeDelegate))
+        .register("fake-a", Arc::new(FakeDelegate))
+        .build();
+    let cni = CniConfig::new(vec![dir.path().join("bin")], Arc::new(exec))
+        .with_cache_dir(dir.path().join("runtime"));
+    let list = json!({"cniVersion": "1.1.0", "name": "multus-net", "plugins": [{
+        "type": "multus", "kubeconfig": server.kubeconfig_path(), "clusterNetwork": "cluster",
+        "binDir": dir.path().join("bin"), "cniDir": dir.path().join("multus"),
+        "confDir": dir.path().join("conf")}]});
+    let list = NetworkConfigList::from_slice(list.to_string().as_bytes()).unwrap();
+    let rt = RuntimeConf {
+        container_id: format!("spans-{}", crate::common::hex6()),
+        netns: pod.netns().path().display().to_string(),
+        ifname: "eth0".into(),
+        args: vec![
+            ("K8S_POD_NAMESPACE".into(), "ns1".into()),
+            ("K8S_POD_NAME".into(), "web".into()),
+            ("K8S_POD_UID".into(), "uid-1".into()),
+        ],
+        ..Default::default()
+    };
+    let (added, spans) = Capture::around(|| cni.add_network_list(&list, &rt));
+    added.unwrap();
+    let tree = spans.tree();
+    for (i, span) in spans.0.iter().enumerate().skip(1) {
+        assert_eq!(
+            spans.ancestors(i).last(),
+            Some(&"test.root"),
+            "{} is not under the root:\n{tree}",
+            span.name
+        );
+    }
+    // One span per delegate, with its network, interface and plugin.
+    let delegates: Vec<_> = spans
+        .named("multus.delegate")
+        .map(|(i, _)| {
+            assert_eq!(spans.field(i, "cni.command"), Some("ADD"), "{tree}");
+            assert_eq!(spans.field(i, "otel.status_code"), None, "{tree}");
+            (
+                spans.field(i, "cni.ifname").unwrap_or_default(),
+                spans.field(i, "cni.plugin").unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        delegates,
+        [("eth0", "fake-cluster"), ("net1", "fake-a")],
+        "{tree}"
+    );
+    // The pod's read from the API server, answered 200.
+    let pod_read = spans.named("k8s.request").find(|(i, _)| {
+        spans.field(*i, "http.request.method") == Some("GET")
+            && spans.field(*i, "url.path") == Some("/api/v1/namespaces/ns1/pods/web")
+    });
+    let (pod_read, _) = pod_read.unwrap_or_else(|| panic!("no pod GET:\n{tree}"));
+    assert_eq!(
+        spans.field(pod_read, "http.response.status_code"),
+        Some("200"),
+        "{tree}"
+    );
+    let _ = cni.del_network_list(&list, &rt);
+}
