@@ -525,3 +525,35 @@ fn multus_delegates_and_api_requests_have_spans() {
     );
     let _ = cni.del_network_list(&list, &rt);
 }
+
+#[test]
+fn a_failed_cri_call_s_span_carries_the_error() {
+    // A runtime socket nobody answers on: the call times out.
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("cri.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let client = cni_cri::RuntimeClient::new(&socket)
+        .unwrap()
+        .with_timeout(std::time::Duration::from_millis(200));
+    let runtime = cni_gc::CriSandboxes::new(client);
+    let (listed, spans) = Capture::around(|| cni_gc::SandboxLister::list_sandboxes(&runtime));
+    let tree = spans.tree();
+    let e = listed.unwrap_err();
+    let (call, _) = spans
+        .named("cri.request")
+        .next()
+        .unwrap_or_else(|| panic!("no cri.request:\n{tree}"));
+    assert_eq!(spans.parent_name(call), Some("test.root"), "{tree}");
+    assert_eq!(spans.field(call, "rpc.method"), Some("ListPodSandbox"));
+    assert_eq!(spans.field(call, "rpc.system"), Some("grpc"));
+    assert_eq!(
+        spans.field(call, "otel.status_code"),
+        Some("ERROR"),
+        "{tree}"
+    );
+    let message = spans.field(call, "otel.status_message").unwrap_or_default();
+    assert!(
+        !message.is_empty() && e.to_string().contains(message),
+        "span: {message}; call: {e}"
+    );
+}
