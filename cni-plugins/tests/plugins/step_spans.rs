@@ -5,7 +5,9 @@
 //! thread it was made on. Every step span must hang under the test's root
 //! (across the threads `cni_netns::Netns::run` and the plugins' parallel
 //! steps start), and a failed step's span carries `otel.status_code =
-//! ERROR`.
+//! ERROR`. Also multus's delegate and API server spans (in-process multus,
+//! the test API server) and cni-gc's CRI call span (a runtime socket that
+//! never answers).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
