@@ -29,7 +29,6 @@ use cni_files::metrics::{Exposition, Histogram, Kind, DURATION_BUCKETS};
 use cni_types::{CniResult, GcAttachment};
 use serde_json::Value;
 
-use super::plugin::SharedKube;
 use crate::delegate::Delegate;
 use crate::flow::DelegateExec;
 use crate::k8s::{resource, KubeClient, NetworkAttachmentDefinition, Pod};
@@ -287,13 +286,13 @@ impl DelegateExec for MeteredDelegates<'_> {
 /// `multus_api_requests_total` (a watch cache's answers included: they
 /// are what the request got).
 pub struct MeteredKube {
-    inner: SharedKube,
+    inner: Arc<dyn KubeClient + Send + Sync>,
     metrics: Arc<Metrics>,
 }
 
 impl MeteredKube {
     /// `inner`, counted in `metrics`.
-    pub fn new(inner: SharedKube, metrics: Arc<Metrics>) -> MeteredKube {
+    pub fn new(inner: Arc<dyn KubeClient + Send + Sync>, metrics: Arc<Metrics>) -> MeteredKube {
         MeteredKube { inner, metrics }
     }
 
