@@ -12,7 +12,8 @@
 //!   plugin chains) as conflists, shared by the end-to-end benchmark and
 //!   the leak census test.
 //! * `KubeApiServer` (feature `kube-server`, off by default) is a small
-//!   Kubernetes API server over HTTPS for multus tests.
+//!   Kubernetes API server over HTTPS for multus tests; `multus_node`
+//!   (same feature, root) a multus node in real namespaces with it.
 //! * `containerd` (feature `containerd`, off by default): a private
 //!   containerd with a locally built sandbox image, for CRI tests and
 //!   benchmarks.
@@ -47,6 +48,8 @@ mod error;
 #[cfg(feature = "kube-server")]
 mod kube_server;
 pub mod matrix;
+#[cfg(feature = "kube-server")]
+pub mod multus_node;
 pub mod premise;
 
 pub use error::Error;

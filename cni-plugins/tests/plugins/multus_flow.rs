@@ -13,6 +13,7 @@ use cni_multus::{
     cmd_add, cmd_check, cmd_del, cmd_gc, cmd_status, Delegate, DelegateExec, DelegateRuntime,
     NetConf, PodRequest,
 };
+use cni_testkit::multus_node::add_fake_delegate_nads;
 use cni_testkit::KubeApiServer;
 use cni_types::{CniError, CniResult, ErrorCode, GcAttachment, Interface, IpConfig};
 use serde_json::{json, Value};
@@ -130,26 +131,7 @@ struct Setup {
 
 fn setup() -> Setup {
     let server = KubeApiServer::start().unwrap();
-    server.add_nad(
-        "kube-system",
-        "cluster",
-        r#"{"cniVersion":"1.0.0","type":"cluster-plugin"}"#,
-    );
-    server.add_nad(
-        "ns1",
-        "net-a",
-        r#"{"cniVersion":"1.0.0","type":"plugin-a"}"#,
-    );
-    server.add_nad(
-        "ns1",
-        "net-b",
-        r#"{"cniVersion":"1.0.0","name":"b","plugins":[{"type":"plugin-b"},{"type":"tuning"}]}"#,
-    );
-    server.add_nad(
-        "other",
-        "net-c",
-        r#"{"cniVersion":"1.0.0","type":"plugin-c"}"#,
-    );
+    add_fake_delegate_nads(&server);
     Setup {
         server,
         dir: tempfile::tempdir().unwrap(),
@@ -581,79 +563,6 @@ fn api_unreachable_on_add_is_try_again_later_and_bounded() {
     assert_eq!(e.code(), ErrorCode::TryAgainLater, "{e}");
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     let _ = client.get_pod("a", "b");
-}
-
-/// The figure "multus ADD time beyond its delegates": a whole ADD as the
-/// binary does it (load config, kubeconfig, client, GET pod, GET two NADs,
-/// cache write, PATCH network-status) with delegates that do nothing.
-/// `cargo test -p cni-plugins --release --test plugins multus_flow:: -- --ignored --nocapture`
-#[test]
-#[ignore]
-fn measure_add_overhead() {
-    let s = setup();
-    s.server.add_pod(
-        "ns1",
-        "web",
-        "uid-1",
-        &[("k8s.v1.cni.cncf.io/networks", "net-a,net-b")],
-    );
-    let conf_bytes = serde_json::to_vec(
-        &json!({"cniVersion": "1.0.0", "name": "multus", "type": "multus",
-        "kubeconfig": s.server.kubeconfig_path(), "clusterNetwork": "cluster",
-        "cniDir": s.dir.path().join("cni"), "confDir": s.dir.path().join("conf")}),
-    )
-    .unwrap();
-    let mut times = Vec::new();
-    for i in 0..50 {
-        let t = std::time::Instant::now();
-        let conf = NetConf::from_slice(&conf_bytes).unwrap();
-        let client = HttpKubeClient::new(
-            &ClientConfig::from_kubeconfig(conf.kubeconfig.as_ref().unwrap(), conf.api_timeout)
-                .unwrap(),
-        )
-        .unwrap();
-        let exec = Noop;
-        cmd_add(
-            &conf,
-            &req(&format!("c{i}"), "ns1", "web", "uid-1"),
-            Some(&client),
-            &exec,
-        )
-        .unwrap();
-        times.push(t.elapsed());
-    }
-    times.sort();
-    eprintln!(
-        "multus ADD without delegate work: median {:?}, p90 {:?}, min {:?}",
-        times[25], times[45], times[0]
-    );
-}
-
-struct Noop;
-
-impl DelegateExec for Noop {
-    fn add(&self, _: &Delegate, rt: &DelegateRuntime) -> Result<CniResult, Error> {
-        Ok(CniResult {
-            interfaces: vec![Interface {
-                name: rt.ifname.clone(),
-                sandbox: rt.netns.clone(),
-                ..Default::default()
-            }],
-            ..Default::default()
-        })
-    }
-    fn del(&self, _: &Delegate, _: &DelegateRuntime) -> Result<(), Error> {
-        Ok(())
-    }
-    fn check(&self, _: &Delegate, _: &DelegateRuntime) -> Result<(), Error> {
-        Ok(())
-    }
-    fn status(&self, _: &Delegate) -> Result<(), Error> {
-        Ok(())
-    }
-    fn gc(&self, _: &Delegate, _: &[GcAttachment]) -> Result<(), Error> {
-        Ok(())
-    }
 }
 
 #[test]

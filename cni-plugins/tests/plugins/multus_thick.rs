@@ -8,19 +8,21 @@
 #![cfg(feature = "multus")]
 
 use std::io::{Read, Write};
+use std::ops::{Deref, DerefMut};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cni_multus::thick::{self, api::CniRequest, http, DaemonConfig};
+use cni_testkit::multus_node::{
+    bridge_nad, ipv4_addrs, links, netns_with_lo, BridgeNad, Call, DaemonProcess, MultusNode,
+    GO_PLUGINS,
+};
 use cni_testkit::premise::{self, Need};
-use cni_testkit::KubeApiServer;
 use serde_json::{json, Value};
-
-const GO_PLUGINS: &str = "/usr/lib/cni";
 
 /// A binary under test: from `MULTUS_BIN_DIR` (e.g. a release build) when
 /// set, else this profile's.
@@ -30,196 +32,60 @@ fn bin(name: &str, built: &str) -> String {
         .unwrap_or_else(|_| built.to_string())
 }
 
-fn suffix() -> String {
-    use std::collections::hash_map::RandomState;
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    format!("{:08x}", h.finish() as u32)
-}
+/// The node of these tests: a cluster network and two NADs.
+struct Env(MultusNode);
 
-fn ip(args: &[&str]) -> std::process::Output {
-    Command::new("ip").args(args).output().expect("run ip")
-}
-
-/// A named network namespace, deleted on drop (with everything in it).
-struct Netns(String);
-
-impl Netns {
-    fn new(prefix: &str) -> Netns {
-        let name = format!("{prefix}-{}", suffix());
-        let out = ip(&["netns", "add", &name]);
-        assert!(
-            out.status.success(),
-            "ip netns add {name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let ns = Netns(name);
-        assert!(ip(&["-n", &ns.0, "link", "set", "lo", "up"])
-            .status
-            .success());
-        ns
-    }
-    fn path(&self) -> PathBuf {
-        PathBuf::from("/run/netns").join(&self.0)
-    }
-    /// `ip -j addr` in the namespace: interface name -> IPv4 CIDRs.
-    fn addrs(&self) -> Vec<(String, Vec<String>)> {
-        let out = ip(&["-n", &self.0, "-j", "addr", "show"]);
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(json!([]));
-        v.as_array()
-            .into_iter()
-            .flatten()
-            .map(|l| {
-                let name = l["ifname"].as_str().unwrap_or("").to_string();
-                let ips = l["addr_info"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter(|a| a["family"] == "inet")
-                    .map(|a| format!("{}/{}", a["local"].as_str().unwrap_or(""), a["prefixlen"]))
-                    .collect();
-                (name, ips)
-            })
-            .collect()
-    }
-    fn links(&self) -> Vec<String> {
-        self.addrs().into_iter().map(|(n, _)| n).collect()
+impl Deref for Env {
+    type Target = MultusNode;
+    fn deref(&self) -> &MultusNode {
+        &self.0
     }
 }
 
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = ip(&["netns", "del", &self.0]);
+impl DerefMut for Env {
+    fn deref_mut(&mut self) -> &mut MultusNode {
+        &mut self.0
     }
 }
 
-/// The daemon process, killed on drop.
-struct DaemonProcess(Option<Child>);
-
-impl DaemonProcess {
-    fn stop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+fn nad<'a>(namespace: &'a str, name: &'a str, bridge: &'a str, subnet: &'a str) -> BridgeNad<'a> {
+    BridgeNad {
+        namespace,
+        name,
+        bridge,
+        subnet,
+        ips_capability: false,
     }
-}
-
-impl Drop for DaemonProcess {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-fn bridge_nad(bridge: &str, subnet: &str, ipam_dir: &Path, caps: bool) -> String {
-    let mut v = json!({"cniVersion": "1.0.0", "type": "bridge", "bridge": bridge, "isGateway": true,
-        "ipam": {"type": "host-local", "subnet": subnet, "dataDir": ipam_dir,
-                 "routes": [{"dst": "0.0.0.0/0"}]}});
-    if caps {
-        v["capabilities"] = json!({"ips": true});
-    }
-    v.to_string()
-}
-
-struct Env {
-    node: Netns,
-    pod: Netns,
-    server: KubeApiServer,
-    dir: tempfile::TempDir,
 }
 
 fn setup() -> Env {
-    let node = Netns::new("tnode");
-    let pod = Netns::new("tpod");
-    let server = KubeApiServer::start_in_netns(&node.path()).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let ipam = dir.path().join("ipam");
-    server.add_nad(
-        "kube-system",
-        "cluster",
-        &bridge_nad("tcl0", "10.220.0.0/24", &ipam, false),
-    );
-    server.add_nad(
-        "ns1",
-        "net-a",
-        &bridge_nad("tba0", "10.221.0.0/24", &ipam, false),
-    );
-    server.add_nad(
-        "ns1",
-        "net-b",
-        &bridge_nad("tbb0", "10.222.0.0/24", &ipam, true),
-    );
-    Env {
-        node,
-        pod,
-        server,
-        dir,
-    }
+    Env(MultusNode::start(
+        "t",
+        &[
+            nad("kube-system", "cluster", "tcl0", "10.220.0.0/24"),
+            nad("ns1", "net-a", "tba0", "10.221.0.0/24"),
+            BridgeNad {
+                ips_capability: true,
+                ..nad("ns1", "net-b", "tbb0", "10.222.0.0/24")
+            },
+        ],
+    )
+    .unwrap())
 }
 
 impl Env {
-    fn socket_dir(&self) -> PathBuf {
-        self.dir.path().join("run/multus")
-    }
-
-    /// The daemon's configuration: everything multus needs lives here, the
-    /// shim's own configuration only names the socket (and the cache, for
-    /// the DEL fallback).
-    fn daemon_config(&self) -> Value {
-        json!({"socketDir": self.socket_dir(), "kubeconfig": self.server.kubeconfig_path(),
-            "clusterNetwork": "cluster", "namespaceIsolation": true, "binDir": GO_PLUGINS,
-            "cniDir": self.dir.path().join("cni"), "confDir": self.dir.path().join("conf"),
-            "logFile": self.dir.path().join("daemon.log"), "logLevel": "debug"})
-    }
-
-    fn shim_conf(&self) -> Value {
-        json!({"cniVersion": "1.0.0", "name": "multus-cni-network", "type": "multus-shim",
-            "socketDir": self.socket_dir(), "cniDir": self.dir.path().join("cni"), "binDir": GO_PLUGINS})
-    }
-
-    fn thin_conf(&self) -> Value {
-        let mut c = self.daemon_config();
-        c["cniVersion"] = json!("1.0.0");
-        c["name"] = json!("multus-cni-network");
-        c["type"] = json!("multus");
-        c["cniDir"] = json!(self.dir.path().join("cni-thin"));
-        c
-    }
-
     fn start_daemon(&self) -> DaemonProcess {
         self.start_daemon_with(self.daemon_config())
     }
 
     fn start_daemon_with(&self, config: Value) -> DaemonProcess {
-        let path = self.dir.path().join("daemon-config.json");
-        std::fs::write(&path, config.to_string()).unwrap();
-        let child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.node.0,
-                &bin("multus-daemon", env!("CARGO_BIN_EXE_multus-daemon")),
-                "--config",
-            ])
-            .arg(&path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let d = DaemonProcess(Some(child));
-        let sock = self.socket_dir().join("multus.sock");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while UnixStream::connect(&sock).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "daemon did not open {}",
-                sock.display()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        d
+        self.0
+            .start_daemon(
+                Path::new(&bin("multus-daemon", env!("CARGO_BIN_EXE_multus-daemon"))),
+                &config,
+                &self.socket_dir().join("multus.sock"),
+            )
+            .unwrap()
     }
 
     /// Runs a plugin binary inside the node namespace.
@@ -231,7 +97,7 @@ impl Env {
         cid: &str,
         pod: &str,
     ) -> (bool, Value, Duration) {
-        self.run_in(&self.pod.path(), bin, conf, command, cid, pod)
+        self.run_in(self.pod_path(), bin, conf, command, cid, pod)
     }
 
     fn run_in(
@@ -243,36 +109,18 @@ impl Env {
         cid: &str,
         pod: &str,
     ) -> (bool, Value, Duration) {
-        let start = Instant::now();
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &self.node.0, bin])
-            .env("CNI_COMMAND", command)
-            .env("CNI_CONTAINERID", cid)
-            .env("CNI_NETNS", netns)
-            .env("CNI_IFNAME", "eth0")
-            .env("CNI_PATH", GO_PLUGINS)
-            .env("CNI_ARGS", format!("IgnoreUnknown=1;K8S_POD_NAMESPACE=ns1;K8S_POD_NAME={pod};K8S_POD_UID=uid-{pod}"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(conf.to_string().as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        let took = start.elapsed();
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-        if !out.status.success() {
-            eprintln!(
-                "{bin} {command} stderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+        let call = Call {
+            command,
+            cid,
+            pod,
+            ifname: "eth0",
+            netns,
+        };
+        let r = self.0.run(Path::new(bin), conf, call).unwrap();
+        if !r.success {
+            eprintln!("{bin} {command} stderr: {}", r.stderr);
         }
-        (out.status.success(), v, took)
+        (r.success, r.stdout, r.took)
     }
 
     fn shim(&self, command: &str, cid: &str, pod: &str) -> (bool, Value, Duration) {
@@ -285,46 +133,8 @@ impl Env {
         )
     }
 
-    fn thin(&self, command: &str, cid: &str, pod: &str) -> (bool, Value, Duration) {
-        self.run(
-            &bin("multus", env!("CARGO_BIN_EXE_multus")),
-            &self.thin_conf(),
-            command,
-            cid,
-            pod,
-        )
-    }
-
-    fn ipam_reservations(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        for net in std::fs::read_dir(self.dir.path().join("ipam"))
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            for f in std::fs::read_dir(net.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                let n = f.file_name().to_string_lossy().into_owned();
-                if n.parse::<std::net::IpAddr>().is_ok() {
-                    out.push(format!("{}/{n}", net.file_name().to_string_lossy()));
-                }
-            }
-        }
-        out.sort();
-        out
-    }
-
     fn cache_files(&self) -> Vec<String> {
-        std::fs::read_dir(self.dir.path().join("cni"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect()
+        self.files_in("cni")
     }
 
     fn status_annotation(&self, pod: &str) -> Vec<(String, String)> {
@@ -408,7 +218,7 @@ fn shim_and_daemon_attach_a_pod_then_del_without_the_daemon() {
     );
 
     // Independent oracle: the kernel.
-    let addrs = env.pod.addrs();
+    let addrs = ipv4_addrs(&env.pod);
     let find = |n: &str| {
         addrs
             .iter()
@@ -429,7 +239,7 @@ fn shim_and_daemon_attach_a_pod_then_del_without_the_daemon() {
         "{addrs:?}"
     );
     assert_eq!(find("data0"), ["10.222.0.50/24"], "{addrs:?}");
-    let node_links = env.node.links();
+    let node_links = links(&env.node);
     for b in ["tcl0", "tba0", "tbb0"] {
         assert!(node_links.iter().any(|l| l == b), "{node_links:?}");
     }
@@ -471,10 +281,10 @@ fn shim_and_daemon_attach_a_pod_then_del_without_the_daemon() {
             TWO_NADS.replace(".50", ".51").as_str(),
         )],
     );
-    let thin_pod = Netns::new("tpodthin");
+    let thin_pod = netns_with_lo("tpodthin").unwrap();
     let thin = &bin("multus", env!("CARGO_BIN_EXE_multus"));
     let (ok, thin_result, _) = env.run_in(
-        &thin_pod.path(),
+        thin_pod.path(),
         thin,
         &env.thin_conf(),
         "ADD",
@@ -531,7 +341,7 @@ fn shim_and_daemon_attach_a_pod_then_del_without_the_daemon() {
         .unwrap()
         .unwrap();
     assert!(reply.result.is_some(), "{reply:?}");
-    let extra_addrs = env.pod.addrs();
+    let extra_addrs = ipv4_addrs(&env.pod);
     assert!(
         extra_addrs
             .iter()
@@ -542,7 +352,7 @@ fn shim_and_daemon_attach_a_pod_then_del_without_the_daemon() {
     thick::shim::send(&sock, "/delegate", &dreq)
         .unwrap()
         .unwrap();
-    assert!(!env.pod.links().contains(&"extra9".to_string()));
+    assert!(!links(&env.pod).contains(&"extra9".to_string()));
 
     // The daemon goes away: DEL still removes everything, from the cache.
     daemon.stop();
@@ -550,7 +360,7 @@ fn shim_and_daemon_attach_a_pod_then_del_without_the_daemon() {
     let (ok, out, took) = env.shim("DEL", "cid-web", "web");
     assert!(ok, "DEL failed: {out}");
     eprintln!("shim DEL with the daemon stopped (in-process fallback): {took:?}");
-    assert_eq!(env.pod.links(), ["lo"]);
+    assert_eq!(links(&env.pod), ["lo"]);
     assert!(
         env.ipam_reservations().iter().all(|r| !r.ends_with(".50")),
         "{:?}",
@@ -565,7 +375,7 @@ fn shim_and_daemon_attach_a_pod_then_del_without_the_daemon() {
     assert_eq!(reply["code"], 11, "{reply}");
     assert!(
         env.run_in(
-            &thin_pod.path(),
+            thin_pod.path(),
             thin,
             &env.thin_conf(),
             "DEL",
@@ -574,7 +384,7 @@ fn shim_and_daemon_attach_a_pod_then_del_without_the_daemon() {
         )
         .0
     );
-    assert_eq!(thin_pod.links(), ["lo"]);
+    assert_eq!(links(&thin_pod), ["lo"]);
     assert!(
         env.ipam_reservations().is_empty(),
         "{:?}",
@@ -828,7 +638,7 @@ fn daemon_metrics_move_with_requests_delegates_and_api_calls() {
     let _daemon = env.start_daemon_with(config);
     let scrape = || {
         let out = crate::prom_support::scrape_command_via(
-            &["ip", "netns", "exec", &env.node.0],
+            &["ip", "netns", "exec", env.node.name()],
             "http://127.0.0.1:9091/metrics",
         )
         .output()
@@ -1038,47 +848,6 @@ fn auto_configuration_follows_the_primary() {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     assert!(left.iter().all(|n| !n.ends_with(".tmp")), "{left:?}");
-}
-
-/// Per-pod ADD through shim + daemon vs the thin plugin, both with the API
-/// test server and 3 Go bridge delegates; medians of 15.
-/// `MULTUS_BIN_DIR=target/release cargo test -p cni-plugins --test plugins multus_thick:: -- --ignored --nocapture`
-#[test]
-#[ignore]
-fn measure_add_shim_daemon_vs_thin() {
-    if !premise::require_all(&[
-        Need::Root,
-        Need::GoPlugin("bridge"),
-        Need::GoPlugin("host-local"),
-    ]) {
-        return;
-    }
-    let env = setup();
-    let _daemon = env.start_daemon();
-    env.server.add_pod(
-        "ns1",
-        "m",
-        "uid-m",
-        &[("k8s.v1.cni.cncf.io/networks", "net-a,net-b")],
-    );
-    let (mut thick_t, mut thin_t) = (Vec::new(), Vec::new());
-    for i in 0..15 {
-        let cid = format!("m{i}");
-        let (ok, out, took) = env.shim("ADD", &cid, "m");
-        assert!(ok, "{out}");
-        thick_t.push(took);
-        assert!(env.shim("DEL", &cid, "m").0);
-        let (ok, out, took) = env.thin("ADD", &cid, "m");
-        assert!(ok, "{out}");
-        thin_t.push(took);
-        assert!(env.thin("DEL", &cid, "m").0);
-    }
-    thick_t.sort();
-    thin_t.sort();
-    eprintln!(
-        "per-pod ADD median: shim + daemon {:?} (min {:?}); thin plugin {:?} (min {:?})",
-        thick_t[7], thick_t[0], thin_t[7], thin_t[0]
-    );
 }
 
 /// `chrootDir`: delegates are found under the root and run chrooted
