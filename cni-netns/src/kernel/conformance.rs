@@ -523,12 +523,22 @@ pub fn scripts() -> Vec<Script> {
                 ok(Down(A, "lo")),
             ],
         },
+        // A kernel without dummy or vrf refuses each script's first step
+        // (EOPNOTSUPP, nothing made): `compare`'s `lacking`.
         Script {
-            name: "stacked and virtual links (where the kernel has them)",
+            name: "a dummy and a macvlan on it (where the kernel has dummy)",
             steps: vec![
                 ok(Dummy(A, "d0")),
                 ok(Macvlan(A, "mv0", "d0", B)),
+                ok(AddAddr(A, "d0", "10.0.0.1/24")),
+                ok(Up(A, "d0")),
+            ],
+        },
+        Script {
+            name: "a VRF and its member (where the kernel has vrf and dummy)",
+            steps: vec![
                 ok(Vrf(A, "red", 10)),
+                ok(Dummy(A, "d0")),
                 ok(Master(A, "d0", "red")),
                 ok(AddAddr(A, "d0", "10.0.0.1/24")),
                 ok(Up(A, "d0")),
@@ -1115,6 +1125,18 @@ pub enum Divergence {
         /// On the first kernel, and the second.
         states: Box<[State; 2]>,
     },
+    /// A step refused because the kernel lacks a link kind changed the
+    /// first kernel's state all the same (a partial link left behind).
+    Leftover {
+        /// The script.
+        script: &'static str,
+        /// The step's position (1-based) and operation.
+        step: (usize, Op),
+        /// The namespace.
+        ns: Ns,
+        /// Before the step, and after.
+        states: Box<[State; 2]>,
+    },
 }
 
 impl fmt::Display for Divergence {
@@ -1138,27 +1160,53 @@ impl fmt::Display for Divergence {
                 "{script}: step {i} {op}: namespace {ns:?} differs\n  first:\n{}\n  second:\n{}",
                 states[0], states[1]
             ),
+            Divergence::Leftover {
+                script,
+                step: (i, op),
+                ns,
+                states,
+            } => write!(
+                f,
+                "{script}: step {i} {op}: refused (link kind lacking) but namespace {ns:?} \
+                 changed\n  before:\n{}\n  after:\n{}",
+                states[0], states[1]
+            ),
         }
     }
 }
 
+/// What [`compare`] found for one script.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct Comparison {
+    /// The divergences; the first one ends the script.
+    pub divergences: Vec<Divergence>,
+    /// The step (1-based, with its operation) where the first kernel
+    /// refused to make a link of a kind it lacks (`EOPNOTSUPP` where the
+    /// table says `ok`). The script ends there; the second kernel must
+    /// refuse the same way (a [`FakeKernel`](super::FakeKernel) told so
+    /// with `lack_link_kind`, see [`lacking_link_kinds`]) and neither may
+    /// change anything, else that is a divergence.
+    pub lacking: Option<(usize, Op)>,
+}
+
 /// Runs `script` on two kernels in lockstep (`first` and `second`, each in
 /// its two namespaces), comparing outcomes and states after every step;
-/// the first divergence ends the script. `Ok(None)` when the first kernel
-/// lacks a link kind the script makes (the script says nothing there).
+/// the first divergence ends the script. Where the first kernel lacks a
+/// link kind the script makes, the clean refusal is what is compared
+/// ([`Comparison::lacking`]).
 pub fn compare<H1: NetnsHandle, H2: NetnsHandle>(
     script: &Script,
     first: &mut Run<H1>,
     second: &mut Run<H2>,
-) -> Result<Option<Vec<Divergence>>> {
+) -> Result<Comparison> {
     let mut found = Vec::new();
+    let mut before = first.observe()?;
     for (i, step) in script.steps.iter().enumerate() {
         let (a, b) = (first.apply(&step.op), second.apply(&step.op));
-        if unsupported(&a) && step.expect == "ok" {
-            return Ok(None);
-        }
         let at = (i + 1, step.op.clone());
-        if a != b || a != step.expect {
+        let lacking = unsupported(&a) && step.expect == "ok";
+        if a != b || (a != step.expect && !lacking) {
             found.push(Divergence::Outcome {
                 script: script.name,
                 step: at.clone(),
@@ -1175,12 +1223,77 @@ pub fn compare<H1: NetnsHandle, H2: NetnsHandle>(
                     states: Box::new([sa[ns.i()].clone(), sb[ns.i()].clone()]),
                 });
             }
+            if lacking && sa[ns.i()] != before[ns.i()] {
+                found.push(Divergence::Leftover {
+                    script: script.name,
+                    step: at.clone(),
+                    ns,
+                    states: Box::new([before[ns.i()].clone(), sa[ns.i()].clone()]),
+                });
+            }
+        }
+        if lacking {
+            let lacking = found.is_empty().then_some(at);
+            return Ok(Comparison {
+                divergences: found,
+                lacking,
+            });
         }
         if !found.is_empty() {
             break;
         }
+        before = sa;
     }
-    Ok(Some(found))
+    Ok(Comparison {
+        divergences: found,
+        lacking: None,
+    })
+}
+
+/// The link kinds the suite makes by a verb of their own (`dummy`, `vrf`,
+/// `ifb`, `macvlan`) that `kernel` lacks: each made once in namespace
+/// `path` (and deleted again), those refused with `EOPNOTSUPP` returned.
+/// Tell a [`FakeKernel`](super::FakeKernel) compared with this kernel to
+/// lack the same (`lack_link_kind`).
+pub fn lacking_link_kinds<K: NetKernel>(kernel: &K, path: &str) -> Result<Vec<&'static str>> {
+    let h = kernel.open(path)?;
+    let mut lacking = Vec::new();
+    let mut made = |kind: &'static str, name: &str, r: Result<()>| -> Result<()> {
+        match r {
+            Ok(()) => {
+                h.delete_link_by_name(name)?;
+            }
+            Err(e) if e.errno() == Some(nix::errno::Errno::EOPNOTSUPP) => lacking.push(kind),
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    };
+    made(
+        "dummy",
+        "cprobe-dummy",
+        h.add_dummy("cprobe-dummy").map(drop),
+    )?;
+    made("vrf", "cprobe-vrf", h.add_vrf("cprobe-vrf", 4242).map(drop))?;
+    made(
+        "ifb",
+        "cprobe-ifb",
+        h.add_ifb("cprobe-ifb", 1500, None).map(drop),
+    )?;
+    let parent = h.ensure_bridge(&BridgeSpec {
+        name: "cprobe-br".into(),
+        mtu: None,
+        promisc: false,
+        vlan_filtering: false,
+    })?;
+    let macvlan = h.add_macvlan(&MacvlanSpec {
+        name: "cprobe-mv".into(),
+        parent: parent.index,
+        netns: None,
+        ..Default::default()
+    });
+    made("macvlan", "cprobe-mv", macvlan)?;
+    h.delete_link_by_name("cprobe-br")?;
+    Ok(lacking)
 }
 
 /// Runs `script` on one kernel: the steps whose outcome is not the
@@ -1220,5 +1333,57 @@ mod tests {
             }
         }
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    fn fake_lacking(kinds: &[&str]) -> FakeKernel {
+        let kernel = FakeKernel::new();
+        for k in kinds {
+            kernel.lack_link_kind(k);
+        }
+        kernel.add_netns("a");
+        kernel.add_netns("b");
+        kernel
+    }
+
+    /// A kernel without dummy and vrf, compared with a fake told the same:
+    /// the script making them stops at its first step, refused cleanly on
+    /// both; a fake that has the kinds diverges there.
+    #[test]
+    fn a_lacking_link_kind_is_a_clean_refusal_on_both() {
+        let script = scripts()
+            .into_iter()
+            .find(|s| matches!(s.steps[0].op, Dummy(..)))
+            .unwrap();
+        let (k1, k2) = (
+            fake_lacking(&["dummy", "vrf"]),
+            fake_lacking(&["dummy", "vrf"]),
+        );
+        assert_eq!(
+            lacking_link_kinds(&k1, "a").unwrap(),
+            ["dummy", "vrf"],
+            "{:?}",
+            k1.link_names("a")
+        );
+        assert_eq!(k1.link_names("a"), ["lo"]);
+        let (mut r1, mut r2) = (
+            Run::new(&k1, "a", "b").unwrap(),
+            Run::new(&k2, "a", "b").unwrap(),
+        );
+        let c = compare(&script, &mut r1, &mut r2).unwrap();
+        assert!(c.divergences.is_empty(), "{:?}", c.divergences);
+        assert!(matches!(c.lacking, Some((1, Dummy(A, "d0")))), "{c:?}");
+
+        let (k1, k2) = (fake_lacking(&["dummy"]), fake_lacking(&[]));
+        let (mut r1, mut r2) = (
+            Run::new(&k1, "a", "b").unwrap(),
+            Run::new(&k2, "a", "b").unwrap(),
+        );
+        let c = compare(&script, &mut r1, &mut r2).unwrap();
+        assert!(c.lacking.is_none());
+        let text: Vec<String> = c.divergences.iter().map(ToString::to_string).collect();
+        assert!(
+            text[0].contains("outcome EOPNOTSUPP (first) vs ok (second)"),
+            "{text:?}"
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! neighbours, qdiscs and sysctls in memory, for tests of a plugin's
 //! algorithm without root.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -226,6 +226,8 @@ struct World {
     next_mac: u32,
     calls: Vec<KernelCall>,
     faults: Vec<Fault>,
+    /// Link kinds this kernel lacks ([`FakeKernel::lack_link_kind`]).
+    lacking: BTreeSet<String>,
 }
 
 /// An in-memory kernel: each namespace's links, addresses, routes and
@@ -267,9 +269,10 @@ struct World {
 /// the kernel's default qdiscs (of handle 0), rule selectors other than
 /// source, destination, table and priority,
 /// broadcast and multicast routes, route metrics, IPv6 link-local
-/// addresses, DAD (addresses settle at once), VLAN tables, link kinds a
-/// kernel lacks (every kind can be made), sysctls that do not exist but
-/// for those of a missing link (every other write succeeds).
+/// addresses, DAD (addresses settle at once), VLAN tables, sysctls that
+/// do not exist but for those of a missing link (every other write
+/// succeeds). Every link kind can be made unless the kernel is told it
+/// lacks one ([`FakeKernel::lack_link_kind`]).
 ///
 /// ```
 /// use cni_netns::kernel::{FakeKernel, KernelOp, NetKernel, NetnsHandle};
@@ -309,6 +312,7 @@ impl FakeKernel {
                 next_mac: 1,
                 calls: Vec::new(),
                 faults: Vec::new(),
+                lacking: BTreeSet::new(),
             })),
         };
         kernel.add_netns(NODE);
@@ -431,6 +435,27 @@ impl FakeKernel {
             skip: n.saturating_sub(1),
             errno,
         });
+    }
+
+    /// This kernel lacks link kind `kind` (`"dummy"`, `"vrf"`, `"macvlan"`,
+    /// `"ipvlan"`, `"vlan"`, `"ifb"`, as the kernel names them), as a
+    /// kernel built without its module: making one fails with
+    /// `EOPNOTSUPP`, changing nothing, as Linux's rtnetlink refuses a kind
+    /// it does not know (`ip link add x type dummy`: "Unknown device
+    /// type"). A name already taken still fails with `EEXIST` first.
+    ///
+    /// ```
+    /// use cni_netns::kernel::{Errno, FakeKernel, NetKernel, NetnsHandle};
+    ///
+    /// let kernel = FakeKernel::new();
+    /// kernel.lack_link_kind("dummy");
+    /// let host = kernel.current()?;
+    /// assert_eq!(host.add_dummy("d0").unwrap_err().errno(), Some(Errno::EOPNOTSUPP));
+    /// assert_eq!(kernel.link_names("node"), ["lo"]);
+    /// # Ok::<(), cni_netns::Error>(())
+    /// ```
+    pub fn lack_link_kind(&self, kind: &str) {
+        self.world().lacking.insert(kind.to_owned());
     }
 
     /// The names of namespace `path`'s links, in creation order (empty
@@ -1070,6 +1095,25 @@ impl FakeHandle {
         &self.netns.0
     }
 
+    /// `EOPNOTSUPP` making a link of kind `feature` as the real handle
+    /// reports it: [`Error::Unsupported`] naming the kind.
+    fn unsupported(&self, feature: &'static str, e: Error) -> Error {
+        match e {
+            Error::Netlink {
+                op,
+                netns,
+                errno,
+                message,
+            } if errno == Errno::EOPNOTSUPP as i32 => Error::Unsupported {
+                op,
+                feature,
+                netns,
+                message,
+            },
+            other => other,
+        }
+    }
+
     fn netlink_error(&self, op: String, errno: Errno) -> Error {
         Error::Netlink {
             op,
@@ -1203,6 +1247,9 @@ impl FakeHandle {
             {
                 return Err(Errno::EEXIST);
             }
+            if w.lacking.contains(kind) {
+                return Err(Errno::EOPNOTSUPP);
+            }
             let mut link = w.new_link(name, Some(kind), None, None);
             set(&mut link);
             w.namespaces
@@ -1243,6 +1290,9 @@ impl FakeHandle {
             let target_ns = w.namespaces.get(&into).ok_or(Errno::EINVAL)?;
             if target_ns.by_name(name).is_some() {
                 return Err(Errno::EEXIST);
+            }
+            if w.lacking.contains(kind) {
+                return Err(Errno::EOPNOTSUPP);
             }
             let mut link = w.new_link(name, Some(kind), Some(mtu.unwrap_or(parent_link.mtu)), mac);
             link.link.parent_index = Some(parent);
@@ -1612,6 +1662,7 @@ impl NetnsHandle for FakeHandle {
             (spec.mtu, None),
             |l| l.ipvlan_mode = Some(mode),
         )
+        .map_err(|e| self.unsupported("ipvlan", e))
     }
 
     fn set_macvlan_bc_queue_len(&self, index: u32, len: u32) -> Result<()> {
@@ -1636,6 +1687,7 @@ impl NetnsHandle for FakeHandle {
             (spec.mtu, None),
             |l| l.vlan_id = Some(id),
         )
+        .map_err(|e| self.unsupported("vlan", e))
     }
 
     fn vlan_id(&self, name: &str) -> Result<Option<u16>> {
@@ -1648,7 +1700,8 @@ impl NetnsHandle for FakeHandle {
     }
 
     fn add_dummy(&self, name: &str) -> Result<Link> {
-        self.add_here("dummy", name, format!("dummy {name}"), |_| {})?;
+        self.add_here("dummy", name, format!("dummy {name}"), |_| {})
+            .map_err(|e| self.unsupported("dummy", e))?;
         self.link_by_name(name)
     }
 
@@ -1694,7 +1747,8 @@ impl NetnsHandle for FakeHandle {
         // As the real one: made, looked up, set up and looked up again;
         // deleted when a step after its making fails.
         let object = format!("vrf {name} table {table}");
-        self.add_here("vrf", name, object, |l| l.vrf_table = Some(table))?;
+        self.add_here("vrf", name, object, |l| l.vrf_table = Some(table))
+            .map_err(|e| self.unsupported("vrf", e))?;
         let link = self.link_by_name(name)?;
         let up = self
             .set_up(link.index)

@@ -5,7 +5,8 @@
 //! failure at each step of ADD leaves nothing, and DEL succeeds again and
 //! after the pod's namespace is gone. This node's kernel has no dummy,
 //! vlan or vrf link types: for those these tests are the only ADD/DEL
-//! coverage here. The real-kernel oracle where the kernel has the type:
+//! coverage here, and a fake told to lack dummy or vrf gives the refusal
+//! the real kernel gives (`link_plugins::*_or_clean_refusal`). The real-kernel oracle where the kernel has the type:
 //! `link_plugins::tap_*`, `host_device::*`, `loopback::*`.
 
 use cni_exec::{Command, Plugin};
@@ -183,6 +184,28 @@ fn dummy_kernel_failure_at_each_add_step_leaves_nothing() {
             (KernelOp::AddRoute, POD)
         ]
     );
+}
+
+/// A kernel without the dummy driver (this node's): ADD fails with the
+/// plugin's error naming the link type, as `link_plugins::dummy_*` on such
+/// a kernel, the IPAM lease released, nothing made.
+#[test]
+fn dummy_on_a_kernel_without_dummy_is_refused_cleanly() {
+    let node = routed_node();
+    node.kernel.lack_link_kind("dummy");
+    let conf = node.conf(json!({"type": "dummy"}));
+    let before = snapshot(&node);
+    let e = cni_error(
+        Dummy::with_kernel(node.kernel.clone())
+            .add(&node.request(Command::Add, &conf, "c1", POD))
+            .unwrap_err(),
+    );
+    assert_eq!(e.code.as_u32(), 999, "{e:?}");
+    assert!(
+        e.msg.contains("dummy is not supported by this kernel"),
+        "{e:?}"
+    );
+    assert_eq!(snapshot(&node), before, "nothing left");
 }
 
 // ---- vlan ----
@@ -598,6 +621,28 @@ fn vrf_table_mismatch_and_a_non_vrf_name_fail_before_anything() {
         .unwrap_err();
     assert!(format!("{e}").contains("red"), "{e}");
     assert_eq!(node.kernel.calls().len(), skip);
+}
+
+/// A kernel without VRF (this node's): ADD fails with the plugin's error
+/// naming the link type and the VRF, as `link_plugins::vrf_*` on such a
+/// kernel; the interface keeps its addresses and has no master.
+#[test]
+fn vrf_on_a_kernel_without_vrf_is_refused_cleanly() {
+    let node = vrf_node(true);
+    node.kernel.lack_link_kind("vrf");
+    let before = snapshot(&node);
+    let e = cni_error(
+        VrfPlugin::with_kernel(node.kernel.clone())
+            .add(&node.request(Command::Add, &vrf_conf(1001), "c1", POD))
+            .unwrap_err(),
+    );
+    assert_eq!(e.code.as_u32(), 999, "{e:?}");
+    assert!(
+        e.msg.contains("vrf is not supported by this kernel"),
+        "{e:?}"
+    );
+    assert!(format!("{} {}", e.msg, e.details).contains("blue"), "{e:?}");
+    assert_eq!(snapshot(&node), before, "nothing changed");
 }
 
 // ---- loopback ----
