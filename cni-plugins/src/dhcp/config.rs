@@ -122,14 +122,16 @@ impl Default for DaemonOptions {
 impl DaemonOptions {
     /// Parses the arguments after `daemon`, as Go's `flag` package does:
     /// `-x v`, `-x=v`, `--x` alike; booleans take a value only as `-x=v`.
-    pub fn parse(args: &[String]) -> std::result::Result<DaemonOptions, String> {
+    /// A bad command line is one of the `dhcp daemon` kinds of [`Error`]
+    /// (its text is Go's `flag` package's).
+    pub fn parse(args: &[String]) -> std::result::Result<DaemonOptions, Error> {
         let mut o = DaemonOptions::default();
         let mut it = args.iter();
         while let Some(arg) = it.next() {
             let flag = arg
                 .strip_prefix("--")
                 .or_else(|| arg.strip_prefix('-'))
-                .ok_or_else(|| format!("unexpected argument {arg:?}"))?;
+                .ok_or_else(|| Error::UnexpectedArgument { arg: arg.clone() })?;
             let (name, inline) = match flag.split_once('=') {
                 Some((n, v)) => (n, Some(v.to_owned())),
                 None => (flag, None),
@@ -138,7 +140,11 @@ impl DaemonOptions {
                 o.broadcast = match inline.as_deref() {
                     None | Some("true" | "1" | "t" | "T" | "TRUE" | "True") => true,
                     Some("false" | "0" | "f" | "F" | "FALSE" | "False") => false,
-                    Some(v) => return Err(format!("invalid boolean value {v:?} for -broadcast")),
+                    Some(v) => {
+                        return Err(Error::InvalidBoolean {
+                            value: v.to_owned(),
+                        })
+                    }
                 };
                 continue;
             }
@@ -150,18 +156,23 @@ impl DaemonOptions {
                 "resendtimeout",
                 "pidfile",
             ];
+            let undefined = || Error::UndefinedFlag {
+                flag: name.to_owned(),
+            };
             if !VALUED.contains(&name) && name != "statedir" {
-                return Err(format!("flag provided but not defined: -{name}"));
+                return Err(undefined());
             }
             let value = match inline {
                 Some(v) => v,
-                None => it
-                    .next()
-                    .cloned()
-                    .ok_or_else(|| format!("flag needs an argument: -{name}"))?,
+                None => it.next().cloned().ok_or_else(|| Error::FlagWithoutValue {
+                    flag: name.to_owned(),
+                })?,
             };
             let duration = |v: &str| {
-                go_duration::parse(v).ok_or_else(|| format!("invalid value {v:?} for flag -{name}"))
+                go_duration::parse(v).ok_or_else(|| Error::InvalidDuration {
+                    flag: name.to_owned(),
+                    value: v.to_owned(),
+                })
             };
             match name {
                 "socketpath" if !value.is_empty() => o.socket_path = PathBuf::from(value),
@@ -173,12 +184,10 @@ impl DaemonOptions {
                 "statedir" => o.state_dir = PathBuf::from(value),
                 "pidfile" if value.is_empty() => {}
                 "pidfile" if !value.starts_with('/') => {
-                    return Err(format!(
-                        "Error writing pidfile {value:?}: path not absolute"
-                    ))
+                    return Err(Error::RelativePidfile { path: value })
                 }
                 "pidfile" => o.pidfile = Some(PathBuf::from(value)),
-                _ => return Err(format!("flag provided but not defined: -{name}")),
+                _ => return Err(undefined()),
             }
         }
         Ok(o)
@@ -225,12 +234,31 @@ mod tests {
         assert!(o.broadcast);
         assert_eq!(o.state_dir, PathBuf::from("/tmp/s"));
         assert_eq!(DaemonOptions::parse(&[]).unwrap(), DaemonOptions::default());
+        // Go's `flag` texts, each a kind of its own.
+        let refused = |a: &[&str]| DaemonOptions::parse(&args(a)).unwrap_err();
+        let e = refused(&["-nope"]);
+        assert!(matches!(e, Error::UndefinedFlag { ref flag } if flag == "nope"));
+        assert_eq!(e.to_string(), "flag provided but not defined: -nope");
+        let e = refused(&["-timeout", "ten"]);
+        assert!(matches!(e, Error::InvalidDuration { .. }));
+        assert_eq!(e.to_string(), r#"invalid value "ten" for flag -timeout"#);
+        let e = refused(&["-pidfile", "rel"]);
         assert_eq!(
-            DaemonOptions::parse(&args(&["-nope"])).unwrap_err(),
-            "flag provided but not defined: -nope"
+            e.to_string(),
+            r#"Error writing pidfile "rel": path not absolute"#
         );
-        assert!(DaemonOptions::parse(&args(&["-timeout", "ten"])).is_err());
-        assert!(DaemonOptions::parse(&args(&["-pidfile", "rel"])).is_err());
+        assert_eq!(
+            refused(&["-broadcast=maybe"]).to_string(),
+            r#"invalid boolean value "maybe" for -broadcast"#
+        );
+        assert_eq!(
+            refused(&["-socketpath"]).to_string(),
+            "flag needs an argument: -socketpath"
+        );
+        assert_eq!(
+            refused(&["socketpath"]).to_string(),
+            r#"unexpected argument "socketpath""#
+        );
     }
 
     #[test]

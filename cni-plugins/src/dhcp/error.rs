@@ -71,6 +71,46 @@ pub enum Error {
         cni_types::config::VALID_ATTACHMENTS_KEY
     )]
     ValidAttachmentsMissing,
+    /// `dhcp daemon`: an argument that is not a flag (Go's `flag` stops
+    /// there; the daemon refuses it).
+    #[error("unexpected argument {arg:?}")]
+    UnexpectedArgument {
+        /// The argument.
+        arg: String,
+    },
+    /// `dhcp daemon`: a flag the daemon does not define.
+    #[error("flag provided but not defined: -{flag}")]
+    UndefinedFlag {
+        /// The flag's name.
+        flag: String,
+    },
+    /// `dhcp daemon`: a flag that takes a value came last.
+    #[error("flag needs an argument: -{flag}")]
+    FlagWithoutValue {
+        /// The flag's name.
+        flag: String,
+    },
+    /// `dhcp daemon`: `-broadcast=<value>` with a value Go's
+    /// `strconv.ParseBool` refuses.
+    #[error("invalid boolean value {value:?} for -broadcast")]
+    InvalidBoolean {
+        /// The value given.
+        value: String,
+    },
+    /// `dhcp daemon`: a duration flag whose value is not a Go duration.
+    #[error("invalid value {value:?} for flag -{flag}")]
+    InvalidDuration {
+        /// The flag's name.
+        flag: String,
+        /// The value given.
+        value: String,
+    },
+    /// `dhcp daemon`: `-pidfile` with a relative path (Go's text).
+    #[error("Error writing pidfile {path:?}: path not absolute")]
+    RelativePidfile {
+        /// The path given.
+        path: String,
+    },
 }
 
 impl crate::PluginError for Error {

@@ -29,24 +29,28 @@
 //! ```
 
 use cni_exec::{Plugin, Request};
-use cni_types::{CniError, CniResult, Version};
+use cni_types::{CniResult, Version};
+
+mod error;
+
+pub use error::{Error, Result};
 
 /// The passthru plugin.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Passthru;
 
 impl Plugin for Passthru {
-    type Error = CniError;
+    type Error = Error;
 
     fn name(&self) -> &str {
         "passthru"
     }
 
-    fn add(&self, req: &Request) -> Result<CniResult, CniError> {
+    fn add(&self, req: &Request) -> Result<CniResult> {
         Ok(req.config.prev_result()?.unwrap_or_default())
     }
 
-    fn del(&self, _req: &Request) -> Result<(), CniError> {
+    fn del(&self, _req: &Request) -> Result<()> {
         Ok(())
     }
 

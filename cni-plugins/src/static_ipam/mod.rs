@@ -24,7 +24,9 @@ use cni_exec::{Plugin, Request};
 use cni_ipam::static_ipam::{self, StaticConfig};
 use cni_types::CniResult;
 
-use crate::error::Result;
+mod error;
+
+pub use error::{Error, Result};
 
 /// The `static` plugin. `main` is `cni_exec::run(&Static)`.
 #[derive(Clone, Copy, Debug, Default)]
@@ -39,7 +41,7 @@ pub fn load(req: &Request) -> Result<StaticConfig> {
 }
 
 impl Plugin for Static {
-    type Error = crate::Error;
+    type Error = Error;
 
     fn name(&self) -> &str {
         "static"
