@@ -16,7 +16,12 @@ if [ "${SKIP_APT:-0}" != 1 ]; then
     apt-get install -y -qq --no-install-recommends \
         iproute2 nftables iptables conntrack jq containernetworking-plugins \
         iputils-ping curl ca-certificates procps kmod strace dnsmasq-base \
-        containerd runc gcc libc6-dev python3 >/dev/null
+        containerd runc gcc libc6-dev python3 python3-pip >/dev/null
+    # The official OpenTelemetry protobuf definitions (the OTLP receiver of
+    # the trace tests decodes with them) and a Prometheus text parser.
+    python3 -m pip install -q opentelemetry-proto==1.29.0 prometheus-client==0.21.1 2>/dev/null ||
+        python3 -m pip install -q --break-system-packages \
+            opentelemetry-proto==1.29.0 prometheus-client==0.21.1
 fi
 
 # The metrics tests read the exposition with Prometheus' own parser

@@ -11,6 +11,8 @@
 //! * [`matrix`]: the configuration matrix of real-world nodes (IP stacks x
 //!   plugin chains) as conflists, shared by the end-to-end benchmark and
 //!   the leak census test.
+//! * [`otlp`]: an OTLP/HTTP trace receiver decoding with the official
+//!   OpenTelemetry protobuf package (Python), for the trace tests.
 //! * `KubeApiServer` (feature `kube-server`, off by default) is a small
 //!   Kubernetes API server over HTTPS for multus tests; `multus_node`
 //!   (same feature, root) a multus node in real namespaces with it.
@@ -50,6 +52,7 @@ mod kube_server;
 pub mod matrix;
 #[cfg(feature = "kube-server")]
 pub mod multus_node;
+pub mod otlp;
 pub mod premise;
 
 pub use error::Error;

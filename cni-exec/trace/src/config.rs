@@ -201,7 +201,10 @@ pub fn parse_pairs(s: &str) -> Vec<(String, String)> {
 /// Sets `k` to `v` in `list`, replacing an earlier value (header names
 /// case-insensitively).
 fn upsert(list: &mut Vec<(String, String)>, k: String, v: String) {
-    match list.iter_mut().find(|(old, _)| old.eq_ignore_ascii_case(&k)) {
+    match list
+        .iter_mut()
+        .find(|(old, _)| old.eq_ignore_ascii_case(&k))
+    {
         Some(slot) => slot.1 = v,
         None => list.push((k, v)),
     }
@@ -355,7 +358,14 @@ mod tests {
             Endpoint::parse("https://x:4318"),
             Err(Error::HttpsUnsupported(_))
         ));
-        for bad in ["ftp://x", "http://", "http://a b/", "http://[zz]:1/", "http://x:0/", "http://u@h/"] {
+        for bad in [
+            "ftp://x",
+            "http://",
+            "http://a b/",
+            "http://[zz]:1/",
+            "http://x:0/",
+            "http://u@h/",
+        ] {
             assert!(Endpoint::parse(bad).is_err(), "{bad}");
         }
     }
@@ -363,19 +373,26 @@ mod tests {
     #[test]
     fn nothing_configured_is_no_exporter() {
         assert!(resolve(&[], &Overrides::default()).unwrap().is_none());
-        assert!(resolve(&[("OTEL_SERVICE_NAME", "x")], &Overrides::default())
-            .unwrap()
-            .is_none());
+        assert!(
+            resolve(&[("OTEL_SERVICE_NAME", "x")], &Overrides::default())
+                .unwrap()
+                .is_none()
+        );
         let ep = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318/");
         for off in [
             ("OTEL_SDK_DISABLED", "true"),
             ("OTEL_TRACES_EXPORTER", "none"),
             ("OTEL_TRACES_EXPORTER", "zipkin"),
         ] {
-            assert!(resolve(&[ep, off], &Overrides::default()).unwrap().is_none());
+            assert!(resolve(&[ep, off], &Overrides::default())
+                .unwrap()
+                .is_none());
         }
         assert!(matches!(
-            resolve(&[ep, ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")], &Overrides::default()),
+            resolve(
+                &[ep, ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")],
+                &Overrides::default()
+            ),
             Err(Error::UnsupportedProtocol(_))
         ));
     }
@@ -386,7 +403,10 @@ mod tests {
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://10.0.0.1:4318/"),
             ("OTEL_EXPORTER_OTLP_HEADERS", "api-key=s%3Dcret,x=1"),
             ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "x=2"),
-            ("OTEL_RESOURCE_ATTRIBUTES", "service.name=a,k8s.node.name=n1"),
+            (
+                "OTEL_RESOURCE_ATTRIBUTES",
+                "service.name=a,k8s.node.name=n1",
+            ),
             ("OTEL_EXPORTER_OTLP_TIMEOUT", "100000"),
         ];
         let c = resolve(&vars, &Overrides::default()).unwrap().unwrap();
@@ -394,7 +414,10 @@ mod tests {
         assert_eq!(c.endpoint.authority(), "10.0.0.1:4318");
         assert_eq!(
             c.headers,
-            vec![("api-key".into(), "s=cret".into()), ("x".into(), "2".into())]
+            vec![
+                ("api-key".into(), "s=cret".into()),
+                ("x".into(), "2".into())
+            ]
         );
         assert_eq!(
             c.resource,
@@ -405,7 +428,10 @@ mod tests {
         );
         assert_eq!(c.timeout, MAX_TIMEOUT);
         let debug = format!("{c:?}");
-        assert!(!debug.contains("s=cret") && debug.contains("api-key"), "{debug}");
+        assert!(
+            !debug.contains("s=cret") && debug.contains("api-key"),
+            "{debug}"
+        );
 
         let o = Overrides {
             traces_endpoint: Some("http://[::1]:1234/t".into()),

@@ -239,7 +239,9 @@ mod tests {
         assert_eq!(c.traceparent(), TP);
         assert!(c.sampled());
         let unsampled = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
-        assert!(!TraceContext::parse_traceparent(unsampled).unwrap().sampled());
+        assert!(!TraceContext::parse_traceparent(unsampled)
+            .unwrap()
+            .sampled());
         for bad in [
             "",
             "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",

@@ -391,7 +391,8 @@ fn text(b: &[u8]) -> Result<String, Error> {
 }
 
 fn id<const N: usize>(b: &[u8]) -> Result<[u8; N], Error> {
-    b.try_into().map_err(|_| Error::Decode("id of a wrong length"))
+    b.try_into()
+        .map_err(|_| Error::Decode("id of a wrong length"))
 }
 
 fn decode_key_value(buf: &[u8]) -> Result<KeyValue, Error> {
