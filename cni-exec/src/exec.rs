@@ -6,6 +6,8 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use cni_trace::context::{BAGGAGE, TRACEPARENT, TRACESTATE};
+use cni_trace::TraceContext;
 use cni_types::CniError;
 
 use crate::Error;
@@ -141,6 +143,61 @@ impl Exec for NoExec {
         _env: &PluginEnv,
     ) -> Result<Vec<u8>, Error> {
         Err(Error::NoExecutor(plugin.display().to_string()))
+    }
+}
+
+/// The trace context this process was started with (its own
+/// `TRACEPARENT`, `TRACESTATE`, `BAGGAGE`), read once.
+pub fn inbound_trace_context() -> Option<&'static TraceContext> {
+    static INBOUND: std::sync::OnceLock<Option<TraceContext>> = std::sync::OnceLock::new();
+    INBOUND.get_or_init(TraceContext::from_process_env).as_ref()
+}
+
+/// Runs one plugin execution (`run`) as the span `cni.exec <type>`
+/// (`otel.kind=client`, `cni.plugin`, `cni.command`) with the trace
+/// context it hands the plugin set in the environment: that span's when it
+/// is recorded; otherwise, unchanged, the one the caller put in `env`
+/// (`TRACEPARENT` in [`PluginEnv::extra`], e.g.
+/// [`CniConfig::with_trace_context`](crate::CniConfig::with_trace_context))
+/// or this process's own ([`inbound_trace_context`]); otherwise none. A
+/// caller's `TRACEPARENT` is the span's remote parent, and is replaced, not
+/// duplicated. Every executor of this crate runs plugins through this.
+pub fn traced_exec<T>(plugin: &Path, env: &PluginEnv, run: impl FnOnce(&PluginEnv) -> T) -> T {
+    let explicit = TraceContext::from_lookup(|k| {
+        env.extra
+            .iter()
+            .rev()
+            .find(|(n, v)| n == k && !v.is_empty())
+            .map(|(_, v)| v.as_str())
+    });
+    let plugin_type = plugin
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let span = tracing::info_span!(
+        "cni.exec",
+        otel.name = %format_args!("cni.exec {plugin_type}"),
+        otel.kind = "client",
+        cni.plugin = %plugin_type,
+        cni.command = env.command.as_str(),
+    );
+    if let Some(parent) = &explicit {
+        cni_trace::set_remote_parent(&span, parent);
+    }
+    let ctx = cni_trace::context_of(&span)
+        .or(explicit)
+        .or_else(|| inbound_trace_context().cloned());
+    let _entered = span.enter();
+    match ctx {
+        None => run(env),
+        Some(ctx) => {
+            let mut env = env.clone();
+            env.extra
+                .retain(|(k, _)| ![TRACEPARENT, TRACESTATE, BAGGAGE].contains(&k.as_str()));
+            env.extra
+                .extend(ctx.env_vars().into_iter().map(|(k, v)| (k.to_string(), v)));
+            run(&env)
+        }
     }
 }
 

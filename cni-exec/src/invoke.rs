@@ -158,10 +158,12 @@ impl Exec for InProcessExec {
                 None => Err(Error::NotRegistered(plugin.display().to_string())),
             };
         };
-        let env = Env::new(env.vars())
-            .with_netns_guard(self.inner.guard.clone())
-            .with_exec(Arc::new(self.clone()));
-        run_in_process(p.as_ref(), &env, stdin)
+        crate::exec::traced_exec(plugin, env, |env| {
+            let env = Env::new(env.vars())
+                .with_netns_guard(self.inner.guard.clone())
+                .with_exec(Arc::new(self.clone()));
+            run_in_process(p.as_ref(), &env, stdin)
+        })
     }
 }
 

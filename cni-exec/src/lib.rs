@@ -39,6 +39,8 @@ pub mod same_build;
 pub mod skel;
 
 pub use cache::{CachedAttachment, ResultCache, RuntimeConf};
+/// The W3C trace context passed to plugins (from `cni-trace`).
+pub use cni_trace::TraceContext;
 /// A result with the version it is written in (moved to `cni-types`).
 pub use cni_types::VersionedResult;
 pub use error::Error;

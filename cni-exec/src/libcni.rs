@@ -26,6 +26,7 @@ pub struct CniConfig {
     path: Vec<PathBuf>,
     exec: Arc<dyn Exec>,
     cache: ResultCache,
+    trace: Option<cni_trace::TraceContext>,
 }
 
 impl std::fmt::Debug for CniConfig {
@@ -33,6 +34,7 @@ impl std::fmt::Debug for CniConfig {
         f.debug_struct("CniConfig")
             .field("path", &self.path)
             .field("cache", &self.cache)
+            .field("trace", &self.trace)
             .finish_non_exhaustive()
     }
 }
@@ -109,7 +111,19 @@ impl CniConfig {
             path,
             exec,
             cache: ResultCache::new(DEFAULT_CACHE_DIR),
+            trace: None,
         }
+    }
+
+    /// Hands every plugin this runs the caller's trace context (libcni's
+    /// `TRACEPARENT`, `TRACESTATE`, `BAGGAGE`): the remote parent of the
+    /// `cni.exec <type>` span of each plugin call when this process
+    /// records spans, passed on unchanged otherwise. Without it, the
+    /// current span's context, or this process's own `TRACEPARENT`, is
+    /// passed (see [`traced_exec`](crate::exec::traced_exec)).
+    pub fn with_trace_context(mut self, ctx: cni_trace::TraceContext) -> Self {
+        self.trace = Some(ctx);
+        self
     }
 
     /// Caches results under `dir` instead.
@@ -144,8 +158,16 @@ impl CniConfig {
             args: rt.args_string(),
             ifname: rt.ifname.clone(),
             path: self.path_string(),
-            extra: Vec::new(),
+            extra: self.trace_vars(),
         }
+    }
+
+    fn trace_vars(&self) -> Vec<(String, String)> {
+        self.trace
+            .iter()
+            .flat_map(|t| t.env_vars())
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
     }
 
     fn find(&self, plugin: &Map<String, Value>) -> Result<PathBuf, Error> {
@@ -306,7 +328,8 @@ impl CniConfig {
         if !list.version().is_ok_and(|v| v.supports_status_and_gc()) {
             return Ok(());
         }
-        let env = PluginEnv::new(Command::Status, self.path_string());
+        let mut env = PluginEnv::new(Command::Status, self.path_string());
+        env.extra = self.trace_vars();
         for plugin in &list.plugins {
             let conf = build_one_config(&list.name, &list.cni_version, plugin, None, None);
             let path = self.find(plugin)?;
@@ -366,7 +389,8 @@ impl CniConfig {
             return Ok(());
         }
         let mut errs = Vec::new();
-        let env = PluginEnv::new(Command::Gc, self.path_string());
+        let mut env = PluginEnv::new(Command::Gc, self.path_string());
+        env.extra = self.trace_vars();
         for plugin in &list.plugins {
             let mut conf = plugin.clone();
             conf.insert("name".into(), Value::String(list.name.clone()));

@@ -12,11 +12,21 @@
 //!
 //! The file is appended to, never rotated: rotation (`logOptions`) is
 //! Multus's, and lives with it (`cni_multus::rotate`).
+//!
+//! Spans go to an OTLP/HTTP collector ([`cni_trace`]) when OpenTelemetry's
+//! variables (`OTEL_EXPORTER_OTLP_ENDPOINT`, ...) or the config's `otlp`
+//! key (which wins, as `logFile` wins over `CNI_LOG_FILE`) name an
+//! endpoint. Logs and spans share one subscriber; with neither asked for,
+//! none is installed. Log lines are as without spans (the log layer sees
+//! events only).
 
 use std::fs::OpenOptions;
 use std::sync::Mutex;
 
 use tracing::Level;
+use tracing_subscriber::fmt::writer::BoxMakeWriter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::Layer;
 
 use crate::skel::Env;
 
@@ -41,6 +51,7 @@ struct LogKeys {
     file: Option<serde_json::Value>,
     level: Option<serde_json::Value>,
     to_stderr: Option<serde_json::Value>,
+    otlp: Option<serde_json::Value>,
 }
 
 impl<'de> serde::Deserialize<'de> for LogKeys {
@@ -63,6 +74,7 @@ impl<'de> serde::Deserialize<'de> for LogKeys {
                         "logFile" => &mut keys.file,
                         "logLevel" => &mut keys.level,
                         "logToStderr" => &mut keys.to_stderr,
+                        "otlp" => &mut keys.otlp,
                         _ => {
                             map.next_value::<serde::de::IgnoredAny>()?;
                             continue;
@@ -102,26 +114,115 @@ pub fn settings(stdin: &[u8], env: &Env) -> Option<(Option<String>, Level)> {
     Some((file, level))
 }
 
-/// Installs the global subscriber when the config or env asks for logs.
-/// Only the process wrapper calls this: a library never installs one.
-pub(crate) fn init_from_config(stdin: &[u8], env: &Env) {
-    if tracing::dispatcher::has_been_set() {
-        return;
+/// The config's `otlp` key: `{"endpoint": "http://...", "tracesEndpoint":
+/// "http://.../v1/traces", "headers": {"k": "v"}, "serviceName": "...",
+/// "timeoutMs": 250}`; a member of the wrong type is ignored.
+pub fn otlp_overrides(stdin: &[u8]) -> cni_trace::Overrides {
+    let conf: LogKeys = serde_json::from_slice(stdin).unwrap_or_default();
+    overrides_of(conf.otlp.as_ref())
+}
+
+fn overrides_of(otlp: Option<&serde_json::Value>) -> cni_trace::Overrides {
+    let Some(o) = otlp.and_then(|v| v.as_object()) else {
+        return cni_trace::Overrides::default();
+    };
+    let text = |k: &str| {
+        o.get(k)
+            .and_then(|v| v.as_str())
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    cni_trace::Overrides {
+        endpoint: text("endpoint"),
+        traces_endpoint: text("tracesEndpoint"),
+        headers: o
+            .get("headers")
+            .and_then(|h| h.as_object())
+            .map(|h| {
+                h.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        service_name: text("serviceName"),
+        timeout_ms: o.get("timeoutMs").and_then(|v| v.as_u64()),
     }
-    let Some((file, level)) = settings(stdin, env) else {
-        return;
+}
+
+/// The exporter configuration from the config's `otlp` key and the
+/// environment; `Ok(None)` when nothing asks for export.
+pub fn export_settings(
+    stdin: &[u8],
+    env: &Env,
+) -> Result<Option<cni_trace::ExportConfig>, cni_trace::Error> {
+    let conf: LogKeys = serde_json::from_slice(stdin).unwrap_or_default();
+    let service = std::env::args_os()
+        .next()
+        .and_then(|a| {
+            std::path::Path::new(&a)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "cni-plugin".to_string());
+    cni_trace::ExportConfig::resolve(
+        |k| Some(env.get(k).to_string()),
+        &overrides_of(conf.otlp.as_ref()),
+        &service,
+    )
+}
+
+/// Installs the global subscriber when the config or env asks for logs or
+/// spans; the span exporter to flush at the end of the process, if any.
+/// Only the process wrapper calls this: a library never installs one.
+pub(crate) fn init_from_config(stdin: &[u8], env: &Env) -> Option<cni_trace::Exporter> {
+    if tracing::dispatcher::has_been_set() {
+        return None;
+    }
+    let logs = settings(stdin, env);
+    let (export, refused) = match export_settings(stdin, env) {
+        Ok(c) => (c, None),
+        Err(e) => (None, Some(e)),
     };
-    let builder = tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_ansi(false)
-        .with_target(false);
-    // An unopenable log file falls back to stderr rather than failing the
-    // plugin: logging must never change the protocol's outcome.
-    let file = file.and_then(|f| OpenOptions::new().create(true).append(true).open(f).ok());
-    let _ = match file {
-        Some(f) => builder.with_writer(Mutex::new(f)).try_init(),
-        None => builder.with_writer(std::io::stderr).try_init(),
+    if logs.is_none() && export.is_none() {
+        return None;
+    }
+    let fmt = logs.map(|(file, level)| {
+        // An unopenable log file falls back to stderr rather than failing
+        // the plugin: logging must never change the protocol's outcome.
+        let file = file.and_then(|f| OpenOptions::new().create(true).append(true).open(f).ok());
+        let writer = match file {
+            Some(f) => BoxMakeWriter::new(Mutex::new(f)),
+            None => BoxMakeWriter::new(std::io::stderr),
+        };
+        let events_only =
+            tracing_subscriber::filter::FilterFn::new(move |m: &tracing::Metadata<'_>| {
+                m.is_event() && *m.level() <= level
+            })
+            .with_max_level_hint(level);
+        tracing_subscriber::fmt::layer()
+            .with_ansi(false)
+            .with_target(false)
+            .with_writer(writer)
+            .with_filter(events_only)
+    });
+    let (otlp, exporter) = match export {
+        Some(c) => {
+            let (layer, exporter) = cni_trace::layer(c);
+            (
+                Some(layer.with_filter(cni_trace::default_filter())),
+                Some(exporter),
+            )
+        }
+        None => (None, None),
     };
+    let subscriber = tracing_subscriber::registry().with(fmt).with(otlp);
+    if tracing::subscriber::set_global_default(subscriber).is_err() {
+        return None;
+    }
+    if let Some(e) = refused {
+        tracing::warn!("span export not started: {e}");
+    }
+    exporter
 }
 
 #[cfg(test)]
@@ -152,5 +253,28 @@ mod tests {
         // logToStderr false silences a level without a file.
         let no_stderr = br#"{"name":"n","logLevel":"debug","logToStderr":false}"#;
         assert_eq!(settings(no_stderr, &quiet), None);
+    }
+
+    #[test]
+    fn otlp_key_wins_over_the_environment() {
+        let quiet = Env::new([("CNI_COMMAND", "ADD")]);
+        assert!(export_settings(br#"{"name":"n"}"#, &quiet)
+            .unwrap()
+            .is_none());
+        let env = Env::new([
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://10.0.0.1:4318"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "k=env"),
+        ]);
+        let c = export_settings(br#"{"name":"n"}"#, &env).unwrap().unwrap();
+        assert_eq!(c.endpoint.authority(), "10.0.0.1:4318");
+        let conf = br#"{"name":"n","otlp":{"endpoint":"http://127.0.0.1:9","headers":{"k":"conf","bad":1},"serviceName":"s","timeoutMs":100}}"#;
+        let c = export_settings(conf, &env).unwrap().unwrap();
+        assert_eq!(c.endpoint.authority(), "127.0.0.1:9");
+        assert_eq!(c.endpoint.path, "/v1/traces");
+        assert_eq!(c.headers, vec![("k".to_string(), "conf".to_string())]);
+        assert_eq!(c.resource[0].1, "s");
+        assert_eq!(c.timeout, std::time::Duration::from_millis(100));
+        let https = br#"{"name":"n","otlp":{"endpoint":"https://x"}}"#;
+        assert!(export_settings(https, &quiet).is_err());
     }
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use cni_types::{CniError, ErrorCode};
 
-use crate::exec::{plugin_error, Exec, PluginEnv};
+use crate::exec::{plugin_error, traced_exec, Exec, PluginEnv};
 use crate::skel::{dispatch_with, error_output, Env, OwnNetnsGuard};
 use crate::{DynPlugin, Error};
 
@@ -253,6 +253,12 @@ impl Exec for ProcessExec {
     }
 
     fn exec_plugin(&self, plugin: &Path, stdin: &[u8], env: &PluginEnv) -> Result<Vec<u8>, Error> {
+        traced_exec(plugin, env, |env| self.run_process(plugin, stdin, env))
+    }
+}
+
+impl ProcessExec {
+    fn run_process(&self, plugin: &Path, stdin: &[u8], env: &PluginEnv) -> Result<Vec<u8>, Error> {
         let mut child = self.spawn(plugin, env)?;
         let io_err = |source| Error::Io {
             op: "run plugin",
@@ -403,7 +409,9 @@ fn read_stdin_capped(input: impl Read) -> Result<Vec<u8>, CniError> {
 /// The plugin binary's `main`: reads the environment and stdin, runs
 /// [`dispatch`](crate::dispatch), writes stdout and stderr and exits with its code. Logging
 /// is set up from the config's `logFile`/`logLevel` or the `CNI_LOG_FILE`
-/// and `CNI_LOG_LEVEL` variables (see [`crate::logging`]).
+/// and `CNI_LOG_LEVEL` variables, span export from the config's `otlp` key
+/// or OpenTelemetry's variables (see [`crate::logging`]); spans are
+/// exported after the reply is written, within the export's budget.
 ///
 /// ```no_run
 /// # struct MyPlugin;
@@ -424,12 +432,13 @@ pub fn run(plugin: &dyn DynPlugin) -> ! {
 /// [`ProcessExec`].
 pub fn run_with_exec(plugin: &dyn DynPlugin, exec: Arc<dyn Exec>) -> ! {
     let env = Env::from_process().with_exec(exec);
+    let mut exporter = None;
     // dispatch already turns a plugin panic into code 999; this catches a
     // panic anywhere else so stdout still gets one whole error reply.
     let out = catch_unwind(AssertUnwindSafe(|| {
         dispatch_with(plugin, &env, || {
             let data = read_stdin_capped(std::io::stdin().lock())?;
-            crate::logging::init_from_config(&data, &env);
+            exporter = crate::logging::init_from_config(&data, &env);
             Ok(data)
         })
     }))
@@ -443,5 +452,13 @@ pub fn run_with_exec(plugin: &dyn DynPlugin, exec: Arc<dyn Exec>) -> ! {
     let _ = stdout.flush();
     let mut stderr = std::io::stderr().lock();
     let _ = stderr.write_all(&out.stderr);
+    drop(stderr);
+    // The spans go out after the reply, within the export's budget; a
+    // failed export changes nothing but a debug log line.
+    if let Some(exporter) = exporter {
+        if let Err(e) = exporter.flush() {
+            tracing::debug!("span export failed: {e}");
+        }
+    }
     std::process::exit(out.exit_code)
 }

@@ -239,10 +239,12 @@ impl Exec for SameBuildExec {
         match self.same_build(plugin) {
             Some((name, factory)) => {
                 tracing::debug!(plugin = %plugin.display(), "same build: running {name} in-process");
-                let env = Env::new(env.vars())
-                    .with_netns_guard(Arc::new(OwnNetnsGuard))
-                    .with_exec(Arc::new(self.clone()));
-                run_in_process(factory().as_ref(), &env, stdin)
+                crate::exec::traced_exec(plugin, env, |env| {
+                    let env = Env::new(env.vars())
+                        .with_netns_guard(Arc::new(OwnNetnsGuard))
+                        .with_exec(Arc::new(self.clone()));
+                    run_in_process(factory().as_ref(), &env, stdin)
+                })
             }
             None => self.process.exec_plugin(plugin, stdin, env),
         }

@@ -341,14 +341,71 @@ pub fn dispatch_with(
         Ok(s) => s,
         Err(e) => return error_output(e, None),
     };
+    // The call's span starts once stdin is read: the process wrapper sets
+    // up the recorder from the config's keys as it reads it.
+    let span = call_span(&args.cmd, env);
+    let out = span.in_scope(|| run_config(plugin, env, args, stdin, &span));
+    if out.exit_code != 0 && !span.is_disabled() {
+        if let Some(e) = out.error() {
+            span.record("cni.error.code", u64::from(e.code.as_u32()));
+            span.record("otel.status_code", "ERROR");
+            span.record("otel.status_message", e.msg.as_str());
+        }
+    }
+    out
+}
+
+/// The span of one CNI call, `cni <COMMAND>` (`otel.kind=server`), a child
+/// of the caller's `TRACEPARENT` when the environment carries a valid one
+/// (an invalid one is ignored). The config's fields are recorded as it is
+/// read, the error's code and message when the call fails.
+fn call_span(cmd: &str, env: &Env) -> tracing::Span {
+    let empty = tracing::field::Empty;
+    let span = tracing::info_span!(
+        "cni",
+        otel.name = %format_args!("cni {cmd}"),
+        otel.kind = "server",
+        cni.command = cmd,
+        cni.plugin = empty,
+        cni.network.name = empty,
+        cni.container.id = env.get("CNI_CONTAINERID"),
+        cni.ifname = env.get("CNI_IFNAME"),
+        cni.version = empty,
+        cni.netns = env.get("CNI_NETNS"),
+        cni.error.code = empty,
+        otel.status_code = empty,
+        otel.status_message = empty,
+    );
+    if !span.is_disabled() {
+        let get = |k: &str| Some(env.get(k)).filter(|v| !v.is_empty());
+        if let Some(parent) = cni_trace::TraceContext::from_lookup(get) {
+            cni_trace::set_remote_parent(&span, &parent);
+        }
+    }
+    span
+}
+
+fn run_config(
+    plugin: &dyn DynPlugin,
+    env: &Env,
+    args: Parsed,
+    stdin: Vec<u8>,
+    span: &tracing::Span,
+) -> Output {
     let map = match validate_config(&stdin) {
         Ok(m) => m,
         Err(e) => return error_output(e, None),
     };
+    if !span.is_disabled() {
+        let text = |k: &str| json_key(&map, k).and_then(Value::as_str).unwrap_or("");
+        span.record("cni.plugin", text("type"));
+        span.record("cni.network.name", text("name"));
+    }
     let config_version = match decode_version(&map) {
         Ok(v) => v,
         Err(e) => return error_output(e, None),
     };
+    span.record("cni.version", config_version.as_str());
     match run_command(plugin, env, args, stdin, map, &config_version) {
         Ok(stdout) => Output {
             stdout,

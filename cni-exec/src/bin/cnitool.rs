@@ -148,6 +148,11 @@ fn run() -> Result<(), String> {
     if !cache_dir.is_empty() {
         cni = cni.with_cache_dir(cache_dir);
     }
+    // The caller's trace context (libcni's TRACEPARENT, TRACESTATE,
+    // BAGGAGE) goes to every plugin; an invalid one is ignored.
+    if let Some(ctx) = cni_exec::TraceContext::from_process_env() {
+        cni = cni.with_trace_context(ctx);
+    }
 
     let outcome = match cmd.as_str() {
         "add" => {
