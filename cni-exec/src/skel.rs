@@ -358,7 +358,8 @@ pub fn dispatch_with(
 /// The span of one CNI call, `cni <COMMAND>` (`otel.kind=server`), a child
 /// of the caller's `TRACEPARENT` when the environment carries a valid one
 /// (an invalid one is ignored). The config's fields are recorded as it is
-/// read, the error's code and message when the call fails.
+/// read (`cni.plugin` is the running plugin's name, else the config's
+/// `type`), the error's code and message when the call fails.
 fn call_span(cmd: &str, env: &Env) -> tracing::Span {
     let empty = tracing::field::Empty;
     let span = tracing::info_span!(
@@ -398,7 +399,10 @@ fn run_config(
     };
     if !span.is_disabled() {
         let text = |k: &str| json_key(&map, k).and_then(Value::as_str).unwrap_or("");
-        span.record("cni.plugin", text("type"));
+        // The plugin running (an IPAM delegate gets its caller's config,
+        // whose `type` names the caller); a nameless one by the type.
+        let name = Some(plugin.name()).filter(|n| !n.is_empty());
+        span.record("cni.plugin", name.unwrap_or_else(|| text("type")));
         span.record("cni.network.name", text("name"));
     }
     let config_version = match decode_version(&map) {

@@ -65,5 +65,6 @@ mod sbr_firewall;
 mod static_ipam;
 mod step_spans;
 mod teardown_faults;
+mod trace_chain;
 mod trait_plugins_fake;
 mod tuning;
