@@ -117,11 +117,6 @@ pub fn settings(stdin: &[u8], env: &Env) -> Option<(Option<String>, Level)> {
 /// The config's `otlp` key: `{"endpoint": "http://...", "tracesEndpoint":
 /// "http://.../v1/traces", "headers": {"k": "v"}, "serviceName": "...",
 /// "timeoutMs": 250}`; a member of the wrong type is ignored.
-pub fn otlp_overrides(stdin: &[u8]) -> cni_trace::Overrides {
-    let conf: LogKeys = serde_json::from_slice(stdin).unwrap_or_default();
-    overrides_of(conf.otlp.as_ref())
-}
-
 fn overrides_of(otlp: Option<&serde_json::Value>) -> cni_trace::Overrides {
     let Some(o) = otlp.and_then(|v| v.as_object()) else {
         return cni_trace::Overrides::default();

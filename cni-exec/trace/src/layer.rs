@@ -185,7 +185,9 @@ struct Shared {
     config: ExportConfig,
 }
 
-/// The layer; see the [module](self). Made by [`layer`].
+/// The recording layer, made by [`layer`]: gives every span a trace id,
+/// span id and parent, its fields as attributes, its WARN/ERROR events as
+/// span events, and keeps finished spans for [`Exporter::flush`].
 pub struct OtlpLayer {
     shared: Arc<Shared>,
 }
