@@ -235,3 +235,78 @@ pub fn split_path(s: &str) -> Vec<PathBuf> {
         .map(PathBuf::from)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    const CALLER: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+    fn env_with(extra: &[(&str, &str)]) -> PluginEnv {
+        let mut env = PluginEnv::new(Command::Add, "/opt/cni/bin");
+        env.extra = extra
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        env
+    }
+
+    fn trace_vars(env: &PluginEnv) -> Vec<(String, String)> {
+        env.extra
+            .iter()
+            .filter(|(k, _)| k.starts_with("TRACE") || k == "BAGGAGE")
+            .cloned()
+            .collect()
+    }
+
+    #[test]
+    fn not_recording_passes_the_callers_context_unchanged_once() {
+        let env = env_with(&[
+            ("CNI_NETNS_OVERRIDE", "1"),
+            ("TRACEPARENT", CALLER),
+            ("TRACESTATE", "a=b"),
+        ]);
+        let seen = traced_exec(Path::new("/bin/bridge"), &env, trace_vars);
+        assert_eq!(
+            seen,
+            vec![
+                ("TRACEPARENT".to_string(), CALLER.to_string()),
+                ("TRACESTATE".to_string(), "a=b".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn recording_hands_on_the_client_span_under_the_callers() {
+        let config = cni_trace::ExportConfig::resolve(
+            |k| (k == "OTEL_EXPORTER_OTLP_ENDPOINT").then(|| "http://127.0.0.1:9".into()),
+            &cni_trace::Overrides::default(),
+            "test",
+        )
+        .unwrap()
+        .unwrap();
+        let (layer, exporter) = cni_trace::layer(config);
+        let env = env_with(&[("TRACEPARENT", CALLER), ("TRACEPARENT", CALLER)]);
+        let seen =
+            tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+                traced_exec(Path::new("/opt/cni/bin/portmap"), &env, trace_vars)
+            });
+        let spans = exporter.drain().spans;
+        assert_eq!(spans.len(), 1);
+        let exec = &spans[0];
+        assert_eq!(exec.name, "cni.exec portmap");
+        assert_eq!(exec.kind, cni_trace::proto::SpanKind::Client);
+        let caller = TraceContext::parse_traceparent(CALLER).unwrap();
+        assert_eq!(exec.trace_id, caller.trace_id());
+        assert_eq!(exec.parent_span_id, Some(caller.span_id()));
+        // One TRACEPARENT, the client span's.
+        assert_eq!(
+            seen,
+            vec![(
+                "TRACEPARENT".to_string(),
+                caller.with_span_id(exec.span_id).traceparent()
+            )]
+        );
+    }
+}
