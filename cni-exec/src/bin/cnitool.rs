@@ -2,8 +2,13 @@
 //! upstream cnitool's interface.
 //!
 //! ```text
-//! cnitool [-i IFNAME] add|check|del|status|gc <network-name> <netns-path>
+//! cnitool [-i IFNAME] [--trace] add|check|del|status|gc <network-name> <netns-path>
 //! ```
+//!
+//! `--trace` (ours, not upstream's): after the result, the call's span tree
+//! with durations on stderr. cnitool records its own spans and points the
+//! plugins' exporter (`OTEL_EXPORTER_OTLP_ENDPOINT`) at a receiver of its
+//! own on 127.0.0.1.
 //!
 //! Environment: `NETCONFPATH` (default `/etc/cni/net.d`), `CNI_PATH`,
 //! `CNI_IFNAME` (default `eth0`), `CNI_ARGS` (`K=V;K=V`), `CAP_ARGS` (JSON
@@ -24,11 +29,12 @@ const USAGE: &str = "CNI Tool is a simple program that executes a CNI configurat
 It will add, check, remove, gc, or get status of an interface in an already-created network namespace.
 
 Usage:
-  cnitool [-i IFNAME] add|check|del|status|gc <network-name> <netns>
+  cnitool [-i IFNAME] [--trace] add|check|del|status|gc <network-name> <netns>
 
 Flags:
   -h, --help            help for cnitool
   -i, --ifname string   Interface name (defaults to env var CNI_IFNAME or 'eth0')
+      --trace           print the call's span tree with durations to stderr after the result
 
 Environment: NETCONFPATH, CNI_PATH, CNI_IFNAME, CNI_ARGS, CAP_ARGS, CNI_CONTAINERID, CNI_CACHEDIR, CNI_TIMEOUT
 ";
@@ -74,8 +80,81 @@ fn parse_args(s: &str) -> Result<Vec<(String, String)>, String> {
         .collect()
 }
 
+/// `--trace`: a receiver for every span of the call, cnitool's own
+/// recorder, and the root span `cnitool <COMMAND>`.
+struct Tracing {
+    receiver: cni_trace::receiver::Receiver,
+    exporter: cni_trace::Exporter,
+    root: tracing::Span,
+}
+
+impl Tracing {
+    fn start(cmd: &str) -> Result<Tracing, String> {
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::Layer;
+
+        let receiver = cni_trace::receiver::Receiver::start().map_err(|e| e.to_string())?;
+        // The plugins export to it (their config's `otlp` key still wins).
+        // Set before any plugin runs; the receiver's thread reads no
+        // environment.
+        for var in [
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "OTEL_SDK_DISABLED",
+            "OTEL_TRACES_EXPORTER",
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        ] {
+            std::env::remove_var(var);
+        }
+        std::env::set_var("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint());
+        let config = cni_trace::ExportConfig::resolve(
+            |k| std::env::var(k).ok(),
+            &cni_trace::Overrides::default(),
+            "cnitool",
+        )
+        .map_err(|e| e.to_string())?
+        .ok_or("--trace: no exporter")?;
+        let (layer, exporter) = cni_trace::layer(config);
+        tracing::subscriber::set_global_default(
+            tracing_subscriber::registry().with(layer.with_filter(cni_trace::default_filter())),
+        )
+        .map_err(|e| e.to_string())?;
+        let root = tracing::info_span!(
+            "cnitool",
+            otel.name = %format_args!("cnitool {}", cmd.to_uppercase()),
+            otel.kind = "client",
+        );
+        if let Some(parent) = cni_exec::TraceContext::from_process_env() {
+            cni_trace::set_remote_parent(&root, &parent);
+        }
+        Ok(Tracing {
+            receiver,
+            exporter,
+            root,
+        })
+    }
+
+    /// Sends cnitool's spans to the receiver and prints the tree.
+    fn finish(self) {
+        let trace_id = cni_trace::context_of(&self.root).map(|c| c.trace_id());
+        drop(self.root);
+        if let Err(e) = self.exporter.flush() {
+            let _ = writeln!(std::io::stderr(), "trace: {e}");
+        }
+        let spans: Vec<_> = self
+            .receiver
+            .spans()
+            .into_iter()
+            .filter(|s| Some(s.trace_id) == trace_id)
+            .collect();
+        let tree = cni_trace::receiver::render_tree(&spans);
+        let _ = write!(std::io::stderr(), "{tree}");
+    }
+}
+
 fn run() -> Result<(), String> {
     let mut ifname = String::new();
+    let mut trace = false;
     let mut positional = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -86,6 +165,7 @@ fn run() -> Result<(), String> {
             }
             "-i" | "--ifname" => ifname = args.next().ok_or("flag needs an argument: -i")?,
             s if s.starts_with("--ifname=") => ifname = s["--ifname=".len()..].to_string(),
+            "--trace" => trace = true,
             _ => positional.push(a),
         }
     }
@@ -148,31 +228,48 @@ fn run() -> Result<(), String> {
     if !cache_dir.is_empty() {
         cni = cni.with_cache_dir(cache_dir);
     }
-    // The caller's trace context (libcni's TRACEPARENT, TRACESTATE,
-    // BAGGAGE) goes to every plugin; an invalid one is ignored.
-    if let Some(ctx) = cni_exec::TraceContext::from_process_env() {
-        cni = cni.with_trace_context(ctx);
+    let tracing = if trace {
+        Some(Tracing::start(cmd)?)
+    } else {
+        // The caller's trace context (libcni's TRACEPARENT, TRACESTATE,
+        // BAGGAGE) goes to every plugin; an invalid one is ignored.
+        if let Some(ctx) = cni_exec::TraceContext::from_process_env() {
+            cni = cni.with_trace_context(ctx);
+        }
+        None
+    };
+    let entered = tracing.as_ref().map(|t| t.root.clone().entered());
+    let outcome = run_command(cmd, &cni, &list, &rt);
+    drop(entered);
+    if let Some(t) = tracing {
+        t.finish();
     }
+    outcome
+}
 
-    let outcome = match cmd.as_str() {
+fn run_command(
+    cmd: &str,
+    cni: &CniConfig,
+    list: &cni_types::NetworkConfigList,
+    rt: &RuntimeConf,
+) -> Result<(), String> {
+    let outcome = match cmd {
         "add" => {
-            let result = cni
-                .add_network_list(&list, &rt)
-                .map_err(|e| e.to_string())?;
+            let result = cni.add_network_list(list, rt).map_err(|e| e.to_string())?;
             let json = result.to_json_pretty().map_err(|e| e.to_string())?;
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(&json);
             let _ = out.flush();
             Ok(())
         }
-        "check" => cni.check_network_list(&list, &rt),
-        "del" => cni.del_network_list(&list, &rt),
-        "status" => cni.status_network_list(&list),
+        "check" => cni.check_network_list(list, rt),
+        "del" => cni.del_network_list(list, rt),
+        "status" => cni.status_network_list(list),
         // Upstream cnitool GCs "without args, hence all network interface
         // should be GC'ed": every cached attachment of the network is
         // deleted. Said explicitly here with an empty list of valid
         // attachments, as plugins refuse a GC without a list.
-        _ => cni.gc_network_list(&list, Some(&[])),
+        _ => cni.gc_network_list(list, Some(&[])),
     };
     outcome.map_err(|e| e.to_string())
 }

@@ -6,8 +6,9 @@
 //! [`context`] (W3C trace context in the environment), [`config`] (the
 //! exporter's configuration from OpenTelemetry's variables and a config
 //! key), [`proto`] (the OTLP messages we send, their encoder and decoder),
-//! [`export`] (one bounded HTTP POST), and the recording layer
-//! ([`layer`], [`set_remote_parent`], [`current_context`]).
+//! [`export`] (one bounded HTTP POST), the recording layer ([`layer`],
+//! [`set_remote_parent`], [`current_context`]), and [`receiver`] (a tiny
+//! receiver and a span tree printer, for a human view).
 
 pub mod config;
 pub mod context;
@@ -15,6 +16,7 @@ mod error;
 pub mod export;
 mod layer;
 pub mod proto;
+pub mod receiver;
 
 pub use config::{Endpoint, ExportConfig, Overrides};
 pub use context::TraceContext;

@@ -225,3 +225,33 @@ fn secrets_never_in_debug() {
         assert!(text.contains("authorization"), "{text}");
     }
 }
+
+#[test]
+fn own_receiver_and_tree() {
+    let rx = cni_trace::receiver::Receiver::start().unwrap();
+    let exporter = record(config(&rx.endpoint(), &[]), || {
+        let root = tracing::info_span!("cnitool", otel.name = "cnitool ADD");
+        root.in_scope(|| {
+            tracing::info_span!("cni.exec", otel.name = "cni.exec bridge").in_scope(|| {
+                tracing::info_span!(
+                    "cni",
+                    otel.name = "cni ADD",
+                    cni.plugin = "bridge",
+                    otel.status_code = "ERROR",
+                    otel.status_message = "boom"
+                )
+                .in_scope(|| {});
+            });
+        });
+    });
+    assert_eq!(exporter.flush().unwrap(), 3);
+    let spans = rx.spans();
+    assert_eq!(spans.len(), 3);
+    let tree = cni_trace::receiver::render_tree(&spans);
+    let lines: Vec<&str> = tree.lines().collect();
+    assert_eq!(lines.len(), 3, "{tree}");
+    assert!(lines[0].starts_with("cnitool ADD  "), "{tree}");
+    assert!(lines[1].starts_with("  cni.exec bridge  "), "{tree}");
+    assert!(lines[2].starts_with("    cni ADD [bridge]  "), "{tree}");
+    assert!(lines[2].ends_with("ERROR: boom"), "{tree}");
+}
