@@ -322,3 +322,67 @@ fn no_exporter_no_traffic_same_result() {
     assert_eq!(results[0], results[1]);
     assert_eq!(results[0], results[2]);
 }
+
+#[test]
+fn cnitool_trace_prints_the_tree() {
+    if !cni_testkit::premise::require_root() {
+        return;
+    }
+    let cnitool = crate::nodenet::workspace_bin("cni-exec", "cnitool");
+    let c = Chain::new(env!("CARGO_BIN_EXE_tuning"));
+    let netdir = c.state.path().join("net");
+    std::fs::create_dir_all(&netdir).unwrap();
+    let tuning = json!({"type": "tuning", "sysctl": {"net.core.somaxconn": "512"}});
+    let list = c.list(false, tuning);
+    std::fs::write(
+        netdir.join("10-trace.conflist"),
+        serde_json::to_vec(&list).unwrap(),
+    )
+    .unwrap();
+    let run = |cmd: &str| {
+        let netconf = format!("NETCONFPATH={}", netdir.display());
+        let path = format!("CNI_PATH={}", c.bins.path().display());
+        let cache = format!("CNI_CACHEDIR={}", c.state.path().join("cache").display());
+        let tp = format!("TRACEPARENT=00-{TRACE}-{CALLER_SPAN}-01");
+        let pod = c.pod.path();
+        let out = c.node.exec(&[
+            "env",
+            &netconf,
+            &path,
+            &cache,
+            &tp,
+            r#"CAP_ARGS={"portMappings":[{"hostPort":18094,"containerPort":80,"protocol":"tcp"}]}"#,
+            cnitool.to_str().unwrap(),
+            "--trace",
+            cmd,
+            "tracenet",
+            &pod,
+        ]);
+        assert!(out.status.success(), "{cmd}: {out:?}");
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let tree = run("add");
+    let lines: Vec<&str> = tree.lines().collect();
+    let expect = [
+        "cnitool ADD",
+        "  cni.exec bridge",
+        "    cni ADD [bridge]",
+        "      cni.exec host-local",
+        "        cni ADD [host-local]",
+        "  cni.exec tuning",
+        "    cni ADD [tuning]",
+        "  cni.exec portmap",
+        "    cni ADD [portmap]",
+    ];
+    for want in expect {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(&format!("{want}  ")) && l.ends_with(" ms")),
+            "{want:?} missing in\n{tree}"
+        );
+    }
+    let tree = run("del");
+    assert!(tree.starts_with("cnitool DEL  "), "{tree}");
+    assert!(tree.contains("    cni DEL [bridge]  "), "{tree}");
+}
