@@ -6,6 +6,11 @@
 //! network namespace, so the machine's own network (its bridges, firewall
 //! rules and sysctls) is never touched; state lives in a temporary
 //! directory and nothing is read from /etc.
+//!
+//! The ADD is traced: the plugins export their spans (the config's `otlp`
+//! key) to a small receiver in the node namespace, the invoker records its
+//! own, and the call's span tree with durations is printed after the
+//! result (docs/observability.md).
 
 // A command-line program: its progress lines go to stdout.
 #![allow(clippy::print_stdout)]
@@ -19,7 +24,10 @@ use std::time::Duration;
 
 use cni_exec::{CniConfig, ProcessExec, RuntimeConf};
 use cni_netns::{AddressFamilyFilter, Handle, OwnedNetns};
+use cni_trace::receiver::{render_tree, Receiver};
 use cni_types::NetworkConfigList;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::Layer;
 
 const HOST_PORT: u16 = 8080;
 const POD_PORT: u16 = 80;
@@ -64,6 +72,25 @@ fn plugin_dir() -> Fallible<PathBuf> {
     Ok(dir)
 }
 
+/// The invoker's own span recorder, exporting to `receiver`; `None` when
+/// a subscriber is already installed.
+fn invoker_tracing(receiver: &Receiver) -> Fallible<Option<cni_trace::Exporter>> {
+    let endpoint = receiver.endpoint();
+    let config = cni_trace::ExportConfig::resolve(
+        |k| (k == "OTEL_EXPORTER_OTLP_ENDPOINT").then(|| endpoint.clone()),
+        &cni_trace::Overrides::default(),
+        "quickstart",
+    )
+    .map_err(|e| e.to_string())?
+    .ok_or("no span exporter")?;
+    let (layer, exporter) = cni_trace::layer(config);
+    let subscriber =
+        tracing_subscriber::registry().with(layer.with_filter(cni_trace::default_filter()));
+    Ok(tracing::subscriber::set_global_default(subscriber)
+        .ok()
+        .map(|()| exporter))
+}
+
 fn quickstart() -> Fallible<()> {
     step(1, "checking root and the plugin binaries");
     if !nix_is_root() {
@@ -83,11 +110,21 @@ fn quickstart() -> Fallible<()> {
     let lo = host.link_by_name("lo").map_err(|e| e.to_string())?;
     host.set_up(lo.index).map_err(|e| e.to_string())?;
 
+    // Spans go to a receiver on the node's loopback (the plugins run
+    // there); the invoker records its own under `quickstart ADD`.
+    let receiver = node
+        .netns()
+        .run(Receiver::start)
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    let otlp = serde_json::json!({"endpoint": receiver.endpoint()});
+    let exporter = invoker_tracing(&receiver)?;
+
     step(
         3,
         "writing the network: bridge + host-local + portmap (cniVersion 1.0.0)",
     );
-    let conflist = serde_json::json!({
+    let mut conflist = serde_json::json!({
         "cniVersion": "1.0.0",
         "name": "quickstart",
         "plugins": [
@@ -98,6 +135,11 @@ fn quickstart() -> Fallible<()> {
             {"type": "portmap", "capabilities": {"portMappings": true}}
         ]
     });
+    if let Some(plugins) = conflist["plugins"].as_array_mut() {
+        for p in plugins {
+            p["otlp"] = otlp.clone();
+        }
+    }
     let list = NetworkConfigList::from_slice(conflist.to_string().as_bytes())
         .map_err(|e| e.to_string())?;
     let cni = CniConfig::new(vec![plugins.clone()], Arc::new(ProcessExec::new()))
@@ -118,13 +160,23 @@ fn quickstart() -> Fallible<()> {
         "ADD through the invoker (plugins exec'd inside the node namespace)",
     );
     // Child processes inherit the namespace of the thread that spawns them.
+    let root = tracing::info_span!("quickstart", otel.name = "quickstart ADD");
     let added = node
         .netns()
-        .run(|| cni.add_network_list(&list, &rt))
+        .run(|| root.in_scope(|| cni.add_network_list(&list, &rt)))
         .map_err(|e| e.to_string())?
         .map_err(|e| format!("ADD failed: {e}"))?;
     let json = added.to_json_pretty().map_err(|e| e.to_string())?;
     println!("{}", String::from_utf8_lossy(&json));
+    drop(root);
+    if let Some(exporter) = exporter {
+        // The invoker's spans, sent from the node namespace as well.
+        let _ = node.netns().run(|| exporter.flush());
+        println!("      the ADD's spans (cni-trace), with durations:");
+        for line in render_tree(&receiver.spans()).lines() {
+            println!("        {line}");
+        }
+    }
     let pod_ip = added
         .result
         .ips
