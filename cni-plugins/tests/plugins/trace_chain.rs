@@ -158,6 +158,24 @@ fn child_of(child: &Value, parent: &Value) {
     assert_eq!(child["trace_id"], TRACE);
 }
 
+fn descendant_of(span: &Value, ancestor: &Value, spans: &[Value]) {
+    let mut at = span;
+    for _ in 0..16 {
+        let Some(parent) = spans.iter().find(|s| s["span_id"] == at["parent_span_id"]) else {
+            break;
+        };
+        if parent["span_id"] == ancestor["span_id"] {
+            assert_eq!(span["trace_id"], TRACE);
+            return;
+        }
+        at = parent;
+    }
+    panic!(
+        "{} should be under {}: {spans:#?}",
+        span["name"], ancestor["name"]
+    );
+}
+
 /// The invoker's `cni.exec <plugin>` (a child of the caller) and, when
 /// `ours`, the plugin's `cni <cmd>` under it; that `cni` span.
 fn check_call<'a>(spans: &'a [Value], plugin: &str, cmd: &str, ours: bool) -> Option<&'a Value> {
@@ -225,7 +243,8 @@ fn run_chain(tuning_bin: &str, go_tuning: bool) {
                     && s["service_name"] == "bridge"
             })
             .unwrap_or_else(|| panic!("bridge's host-local exec span: {spans:#?}"));
-        child_of(ipam_exec, bridge);
+        // Under bridge's call, through its IPAM step span.
+        descendant_of(ipam_exec, bridge, &spans);
         let ipam = span(&spans, &format!("cni {cmd}"), ("cni.plugin", "host-local"));
         child_of(ipam, ipam_exec);
         check_call(&spans, "portmap", cmd, true);
@@ -362,26 +381,26 @@ fn cnitool_trace_prints_the_tree() {
         String::from_utf8(out.stderr).unwrap()
     };
     let tree = run("add");
-    let lines: Vec<&str> = tree.lines().collect();
-    let expect = [
-        "cnitool ADD",
-        "  cni.exec bridge",
-        "    cni ADD [bridge]",
-        "      cni.exec host-local",
-        "        cni ADD [host-local]",
-        "  cni.exec tuning",
-        "    cni ADD [tuning]",
-        "  cni.exec portmap",
-        "    cni ADD [portmap]",
-    ];
-    for want in expect {
-        assert!(
-            lines
-                .iter()
-                .any(|l| l.starts_with(&format!("{want}  ")) && l.ends_with(" ms")),
-            "{want:?} missing in\n{tree}"
-        );
+    // Each expected line's depth (step spans may sit in between).
+    let depth = |want: &str| {
+        tree.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{want}  ")) && l.ends_with(" ms"))
+            .map(|l| l.len() - l.trim_start().len())
+            .unwrap_or_else(|| panic!("{want:?} missing in\n{tree}"))
+    };
+    assert!(tree.starts_with("cnitool ADD  "), "{tree}");
+    for plugin in ["bridge", "tuning", "portmap"] {
+        assert_eq!(depth(&format!("cni.exec {plugin}")), 2, "{tree}");
+        assert_eq!(depth(&format!("cni ADD [{plugin}]")), 4, "{tree}");
     }
+    assert!(
+        depth("cni.exec host-local") > depth("cni ADD [bridge]"),
+        "{tree}"
+    );
+    assert!(
+        depth("cni ADD [host-local]") > depth("cni.exec host-local"),
+        "{tree}"
+    );
     let tree = run("del");
     assert!(tree.starts_with("cnitool DEL  "), "{tree}");
     assert!(tree.contains("    cni DEL [bridge]  "), "{tree}");
