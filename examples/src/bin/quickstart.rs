@@ -161,9 +161,8 @@ fn quickstart() -> Fallible<()> {
     );
     // Child processes inherit the namespace of the thread that spawns them.
     let root = tracing::info_span!("quickstart", otel.name = "quickstart ADD");
-    let added = node
-        .netns()
-        .run(|| root.in_scope(|| cni.add_network_list(&list, &rt)))
+    let added = root
+        .in_scope(|| node.netns().run(|| cni.add_network_list(&list, &rt)))
         .map_err(|e| e.to_string())?
         .map_err(|e| format!("ADD failed: {e}"))?;
     let json = added.to_json_pretty().map_err(|e| e.to_string())?;
