@@ -166,6 +166,52 @@ pub fn export_settings(
     )
 }
 
+/// The exporter of a subscriber a binary installed itself (multus does,
+/// to log exactly as Multus), registered with [`register_exporter`].
+static REGISTERED: std::sync::OnceLock<cni_trace::Exporter> = std::sync::OnceLock::new();
+
+/// For a binary that installs its own subscriber before the process
+/// wrapper runs (so [`init_from_config`]'s is not installed): the exporting
+/// end of the [`cni_trace::layer`] it put in that subscriber. The wrapper
+/// flushes it after the reply as it flushes its own; a long-running
+/// program flushes it itself ([`registered_exporter`]). The first
+/// registration wins.
+pub fn register_exporter(exporter: cni_trace::Exporter) {
+    let _ = REGISTERED.set(exporter);
+}
+
+/// The exporter given to [`register_exporter`], if any.
+pub fn registered_exporter() -> Option<&'static cni_trace::Exporter> {
+    REGISTERED.get()
+}
+
+/// A span-exporting layer (with its [`cni_trace::default_filter`]) and its
+/// exporter from this process's environment alone (the `OTEL_*`
+/// variables), for a binary that builds its own subscriber before it reads
+/// any config; `None` when nothing asks for export or the variables are
+/// refused (the refusal's text then).
+pub fn env_export_layer<S>() -> (
+    Option<impl tracing_subscriber::Layer<S>>,
+    Option<cni_trace::Exporter>,
+    Option<cni_trace::Error>,
+)
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    match export_settings(b"", &Env::from_process()) {
+        Ok(Some(c)) => {
+            let (layer, exporter) = cni_trace::layer(c);
+            (
+                Some(layer.with_filter(cni_trace::default_filter())),
+                Some(exporter),
+                None,
+            )
+        }
+        Ok(None) => (None, None, None),
+        Err(e) => (None, None, Some(e)),
+    }
+}
+
 /// Installs the global subscriber when the config or env asks for logs or
 /// spans; the span exporter to flush at the end of the process, if any.
 /// Only the process wrapper calls this: a library never installs one.

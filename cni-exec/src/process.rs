@@ -455,7 +455,10 @@ pub fn run_with_exec(plugin: &dyn DynPlugin, exec: Arc<dyn Exec>) -> ! {
     drop(stderr);
     // The spans go out after the reply, within the export's budget; a
     // failed export changes nothing but a debug log line.
-    if let Some(exporter) = exporter {
+    if let Some(exporter) = exporter
+        .as_ref()
+        .or_else(|| crate::logging::registered_exporter())
+    {
         if let Err(e) = exporter.flush() {
             tracing::debug!("span export failed: {e}");
         }

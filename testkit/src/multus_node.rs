@@ -91,6 +91,9 @@ pub struct MultusNode {
     pub server: KubeApiServer,
     /// Everything on disk.
     pub dir: tempfile::TempDir,
+    /// Variables set on every plugin run and daemon started (e.g. the
+    /// `OTEL_*` exporter variables and a `TRACEPARENT`); empty by default.
+    pub env: Vec<(String, String)>,
 }
 
 /// Creates `<prefix>-<random>` under `/run/netns` with `lo` up.
@@ -134,6 +137,7 @@ impl MultusNode {
             pod,
             server,
             dir,
+            env: Vec::new(),
         })
     }
 
@@ -242,6 +246,7 @@ impl MultusNode {
                     call.pod
                 ),
             )
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -280,6 +285,7 @@ impl MultusNode {
             .arg(bin)
             .arg("--config")
             .arg(&path)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())

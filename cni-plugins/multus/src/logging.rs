@@ -207,7 +207,10 @@ impl<S: Subscriber> Layer<S> for MultusLayer {
     }
 
     fn enabled(&self, metadata: &Metadata<'_>, _: Context<'_, S>) -> bool {
-        self.0.enabled(level_of(metadata.level()))
+        // Spans are not this layer's (it writes events), and a `false` here
+        // would disable them for every layer of the subscriber: the span
+        // exporter's, and the spans made before the config set the level.
+        metadata.is_span() || self.0.enabled(level_of(metadata.level()))
     }
 
     fn on_event(&self, event: &Event<'_>, _: Context<'_, S>) {
@@ -224,14 +227,28 @@ impl<S: Subscriber> Layer<S> for MultusLayer {
 
 static GLOBAL: OnceLock<Arc<Sink>> = OnceLock::new();
 
-/// Installs the Multus sinks as the process's `tracing` subscriber and a
+/// Installs the Multus sinks (and, when the `OTEL_*` variables ask for it,
+/// the span exporter: [`cni_exec::logging::env_export_layer`]) as the
+/// process's `tracing` subscriber and a
 /// panic hook that logs the panic at `panic` level (Go's `Panicf`) before
 /// the default report. Only binaries call this; `None` when a subscriber
 /// was already set.
 pub fn install() -> Option<Arc<Sink>> {
     let sink = Arc::new(Sink::default());
-    let subscriber = tracing_subscriber::registry().with(MultusLayer::new(sink.clone()));
+    // Spans are exported as by every plugin of ours, configured from the
+    // process's `OTEL_*` variables (this runs before any config is read:
+    // the `otlp` config key does not apply to multus's binaries).
+    let (otlp, exporter, refused) = cni_exec::logging::env_export_layer();
+    let subscriber = tracing_subscriber::registry()
+        .with(MultusLayer::new(sink.clone()))
+        .with(otlp);
     tracing::subscriber::set_global_default(subscriber).ok()?;
+    if let Some(e) = exporter {
+        cni_exec::logging::register_exporter(e);
+    }
+    if let Some(e) = refused {
+        tracing::warn!("span export not started: {e}");
+    }
     let _ = GLOBAL.set(sink.clone());
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {

@@ -54,6 +54,7 @@ mod multus_thick;
 mod multus_thick_certs;
 mod multus_thick_keys;
 mod multus_thick_watch;
+mod multus_trace;
 mod operator;
 mod portmap_traffic;
 mod ptp;

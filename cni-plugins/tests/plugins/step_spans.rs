@@ -1,4 +1,4 @@
-//! The step spans (docs/observability-spans.md) of a real in-process
+//! The step spans (docs/observability.md, "Step spans") of a real in-process
 //! bridge + host-local + portmap ADD and DEL, dual-stack, in a throwaway
 //! node namespace: a capturing `tracing_subscriber` layer, set for the
 //! test's thread only, records every span's name, parent, fields and the

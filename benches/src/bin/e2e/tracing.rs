@@ -146,6 +146,12 @@ pub(crate) fn run(ours: &Path, go: &Path, pods: usize) -> Fallible<()> {
             }
         };
         let (requests, kib) = on.exported.unwrap_or((0, 0));
+        if requests == 0 {
+            return Err(format!(
+                "tracing cost, {}: the traced mode exported nothing",
+                stack.name()
+            ));
+        }
         println!(
             "| {} | {:.2} | {:.2} | {:.2} | {:.2}x | {:.2} | {:.2} | {:.2} | {:.2}x | {:.1}x | {} / {} |",
             stack.name(),

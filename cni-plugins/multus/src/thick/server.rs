@@ -24,6 +24,14 @@ use super::plugin::{conf_for_cached_del, DaemonPlugin, SharedKube};
 use super::watch::WatchCache;
 use crate::k8s::ClientConfig;
 use crate::kube_client;
+
+/// The trace context variables a shim forwards with a request
+/// (`cni_trace::context`): the request's `cni <COMMAND>` span is their child.
+const TRACE_VARS: [&str; 3] = [
+    cni_trace::context::TRACEPARENT,
+    cni_trace::context::TRACESTATE,
+    cni_trace::context::BAGGAGE,
+];
 use crate::Error;
 
 /// How long a connection may take to send its request.
@@ -357,6 +365,14 @@ fn handle(stream: UnixStream, shared: &Shared) {
     if let Err(e) = http::write_response(&stream, status, content_type, &body) {
         tracing::warn!("reply to {handler}: {e}");
     }
+    // The request's spans go out after its reply (within the export's
+    // budget, on this connection's thread): the shim never waits for them.
+    drop(stream);
+    if let Some(exporter) = cni_exec::logging::registered_exporter() {
+        if let Err(e) = exporter.flush() {
+            tracing::debug!("span export failed: {e}");
+        }
+    }
 }
 
 fn json_error(status: u16, e: CniError) -> (u16, &'static str, Vec<u8>) {
@@ -410,7 +426,7 @@ fn serve_cni(shared: &Shared, body: &[u8], delegate: bool) -> (u16, &'static str
     let env = Env::new(
         req.env
             .iter()
-            .filter(|(k, _)| k.starts_with("CNI_"))
+            .filter(|(k, _)| k.starts_with("CNI_") || TRACE_VARS.contains(&k.as_str()))
             .map(|(k, v)| (k.clone(), v.clone())),
     )
     .with_netns_guard(Arc::new(OwnNetnsGuard))

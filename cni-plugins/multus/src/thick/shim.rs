@@ -54,6 +54,15 @@ pub fn cni_request(req: &Request) -> CniRequest {
     ] {
         r.env.insert(k.into(), v.into());
     }
+    // The trace context goes to the daemon as it would to a plugin: this
+    // call's span when it is recorded, else the one the shim was given.
+    let ctx =
+        cni_trace::current_context().or_else(|| cni_exec::exec::inbound_trace_context().cloned());
+    if let Some(ctx) = ctx {
+        for (k, v) in ctx.env_vars() {
+            r.env.insert(k.into(), v);
+        }
+    }
     r
 }
 
