@@ -43,25 +43,59 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_REFUSED);
         }
     };
+    let exporter = init_tracing();
     let metrics = Arc::new(Mutex::new(GcMetrics::new(
         env!("CARGO_PKG_VERSION"),
         cni_plugins::binary::BUILD,
     )));
+    let exporter = exporter.as_ref();
     match opts.interval {
-        None => ExitCode::from(pass(&opts, &metrics)),
-        Some(period) => agent(&opts, period, metrics),
+        None => ExitCode::from(pass(&opts, &metrics, exporter)),
+        Some(period) => agent(&opts, period, metrics, exporter),
     }
+}
+
+/// Span export from the `OTEL_*` variables (docs/observability.md), when
+/// they ask for it: the exporter to flush after each pass. cni-gc logs by
+/// printing, so no other subscriber is installed.
+fn init_tracing() -> Option<cni_trace::Exporter> {
+    use tracing_subscriber::layer::SubscriberExt;
+    let (layer, exporter, refused) = cni_exec::logging::env_export_layer();
+    if let Some(e) = refused {
+        eprintln!("cni-gc: span export not started: {e}");
+    }
+    let layer = layer?;
+    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer)).ok()?;
+    exporter
 }
 
 /// One pass, printed and counted in `metrics` (written to the textfile
 /// when asked: a failure to is reported and does not change the exit
 /// status); its exit status.
-fn pass(opts: &Options, metrics: &Metrics) -> u8 {
+fn pass(opts: &Options, metrics: &Metrics, exporter: Option<&cni_trace::Exporter>) -> u8 {
     let started = Instant::now();
     let mut out = std::io::stdout().lock();
-    let result = run_pass(opts, &mut |l| {
-        let _ = writeln!(out, "{l}");
+    // One trace per pass: its CRI requests and the plugins' DEL and GC
+    // calls under it, a child of cni-gc's own TRACEPARENT when it has one.
+    let span = tracing::info_span!(
+        "cni-gc.pass",
+        otel.kind = "internal",
+        cni.gc.dry_run = opts.dry_run,
+        otel.status_code = tracing::field::Empty,
+        otel.status_message = tracing::field::Empty,
+    );
+    if let Some(parent) = cni_exec::exec::inbound_trace_context() {
+        cni_trace::set_remote_parent(&span, parent);
+    }
+    let result = span.in_scope(|| {
+        run_pass(opts, &mut |l| {
+            let _ = writeln!(out, "{l}");
+        })
     });
+    if let Err(e) = &result {
+        cni_types::trace::record_error(&span, e);
+    }
+    drop(span);
     match &result {
         Ok(summary) => {
             let _ = writeln!(out, "{summary}");
@@ -84,6 +118,10 @@ fn pass(opts: &Options, metrics: &Metrics) -> u8 {
             }
         }
     }
+    if let Some(exporter) = exporter {
+        // Within the export's budget; a failed export changes nothing.
+        let _ = exporter.flush();
+    }
     exit_status(&result)
 }
 
@@ -91,7 +129,12 @@ fn pass(opts: &Options, metrics: &Metrics) -> u8 {
 /// SIGTERM or SIGINT, which end it between passes (a pass in progress
 /// finishes: a DEL is never cut in half). A failed or refused pass is
 /// reported and the next one comes at its time.
-fn agent(opts: &Options, period: Duration, metrics: Metrics) -> ExitCode {
+fn agent(
+    opts: &Options,
+    period: Duration,
+    metrics: Metrics,
+    exporter: Option<&cni_trace::Exporter>,
+) -> ExitCode {
     let mut stop = SigSet::empty();
     stop.add(Signal::SIGTERM);
     stop.add(Signal::SIGINT);
@@ -113,7 +156,7 @@ fn agent(opts: &Options, period: Duration, metrics: Metrics) -> ExitCode {
         }
     }
     loop {
-        pass(opts, &metrics);
+        pass(opts, &metrics, exporter);
         // The workspace's one random source (cni_types::random).
         let unit = (cni_types::random::random_u64() >> 11) as f64 / (1u64 << 53) as f64;
         if let Some(signal) = wait_for(&stop, jittered(period, unit)) {

@@ -26,6 +26,7 @@ mod dhcp;
 mod flannel_e2e;
 mod flannel_plugin;
 mod fuzz_regressions;
+mod gc_trace;
 mod host_device;
 mod host_local_go;
 mod host_local_input;
