@@ -171,7 +171,7 @@ pub fn export_settings(
 static REGISTERED: std::sync::OnceLock<cni_trace::Exporter> = std::sync::OnceLock::new();
 
 /// For a binary that installs its own subscriber before the process
-/// wrapper runs (so [`init_from_config`]'s is not installed): the exporting
+/// wrapper runs (so the wrapper's own is not installed): the exporting
 /// end of the [`cni_trace::layer`] it put in that subscriber. The wrapper
 /// flushes it after the reply as it flushes its own; a long-running
 /// program flushes it itself ([`registered_exporter`]). The first

@@ -405,3 +405,99 @@ fn cnitool_trace_prints_the_tree() {
     assert!(tree.starts_with("cnitool DEL  "), "{tree}");
     assert!(tree.contains("    cni DEL [bridge]  "), "{tree}");
 }
+
+/// Sets up a collector for a chain: its endpoint, and the receiver to keep
+/// alive (none for a dead endpoint).
+type Collector = dyn Fn(&Chain) -> (String, Option<Receiver>);
+
+/// A collector that refuses connections, one that accepts and never
+/// answers, and one that answers 10 MB: ADD and DEL of the whole chain
+/// succeed with the same result, and each plugin process adds at most its
+/// export budget (300 ms here) and a margin to the call.
+#[test]
+fn bad_collectors_never_fail_a_call() {
+    if !cni_testkit::premise::require_root() || !otlp::require() {
+        return;
+    }
+    const BUDGET_MS: u64 = 300;
+    // bridge (host-local runs in its process), tuning, portmap.
+    const PROCESSES: u32 = 3;
+    let run = |endpoint: Option<&Collector>| {
+        let c = Chain::new(env!("CARGO_BIN_EXE_tuning"));
+        let tuning = json!({"type": "tuning", "sysctl": {"net.ipv4.conf.eth0.forwarding": "1"}});
+        let mut list = c.list(false, tuning);
+        let _keep = endpoint.map(|make| {
+            let (ep, rx) = make(&c);
+            let mut v = serde_json::to_value(&list).unwrap();
+            for p in v["plugins"].as_array_mut().unwrap() {
+                p["otlp"] = json!({"endpoint": ep, "timeoutMs": BUDGET_MS});
+            }
+            list = NetworkConfigList::from_slice(v.to_string().as_bytes()).unwrap();
+            rx
+        });
+        let rt = c.rt();
+        let t = std::time::Instant::now();
+        let result = c
+            .invoke(false, |cni| cni.add_network_list(&list, &rt))
+            .unwrap();
+        let add = t.elapsed();
+        let t = std::time::Instant::now();
+        c.invoke(false, |cni| cni.del_network_list(&list, &rt))
+            .unwrap();
+        let del = t.elapsed();
+        // The addresses (names, MACs and paths differ chain to chain).
+        let result = serde_json::to_value(&result).unwrap()["ips"].clone();
+        (result, add, del)
+    };
+    let (base, base_add, base_del) = run(None);
+    let dead = |c: &Chain| {
+        let port = c
+            .node
+            .netns()
+            .run(|| {
+                std::net::TcpListener::bind("127.0.0.1:0")
+                    .unwrap()
+                    .local_addr()
+                    .unwrap()
+                    .port()
+            })
+            .unwrap();
+        (format!("http://127.0.0.1:{port}"), None)
+    };
+    let in_node = |mode: Mode| {
+        move |c: &Chain| {
+            let rx = c
+                .node
+                .netns()
+                .run(|| Receiver::start(mode))
+                .unwrap()
+                .unwrap();
+            (rx.endpoint(), Some(rx))
+        }
+    };
+    let black_hole = in_node(Mode::Blackhole);
+    let big = in_node(Mode::Big);
+    let cases: [(&str, &Collector); 3] = [
+        ("dead", &dead),
+        ("black hole", &black_hole),
+        ("10 MB reply", &big),
+    ];
+    let bound = Duration::from_millis((BUDGET_MS + 200) * u64::from(PROCESSES));
+    for (name, make) in cases {
+        let (result, add, del) = run(Some(make));
+        assert_eq!(result, base, "{name}: the result changed");
+        for (op, took, base) in [("ADD", add, base_add), ("DEL", del, base_del)] {
+            assert!(
+                took < base + bound,
+                "{name}: {op} took {took:?}, {base:?} without export (bound {bound:?} more)"
+            );
+        }
+        if name == "black hole" {
+            // The premise: every process did wait on the collector.
+            assert!(
+                add >= Duration::from_millis(BUDGET_MS * u64::from(PROCESSES) * 8 / 10),
+                "black hole: ADD took {add:?}: the exporter did not wait"
+            );
+        }
+    }
+}
