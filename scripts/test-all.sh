@@ -101,6 +101,11 @@ step test-build cargo build --workspace --tests --bins --locked --quiet
 package_libs() {
     local args=() name
     while read -r name _; do args+=(-p "$name"); done < <(scripts/workspace.py)
+    # cargo unpacks each crate of its temporary registry once, into
+    # $CARGO_HOME/registry/src/-<hash>/<name>-<version>, and reuses that copy
+    # while the version is the same: an earlier run's (stale) sources would be
+    # built instead of these. Our crates' copies go first.
+    rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/cni-*
     cargo package --locked --allow-dirty --quiet "${args[@]}"
 }
 step package package_libs
