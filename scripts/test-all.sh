@@ -103,9 +103,18 @@ package_libs() {
     while read -r name _; do args+=(-p "$name"); done < <(scripts/workspace.py)
     # cargo unpacks each crate of its temporary registry once, into
     # $CARGO_HOME/registry/src/-<hash>/<name>-<version>, and reuses that copy
-    # while the version is the same: an earlier run's (stale) sources would be
-    # built instead of these. Our crates' copies go first.
+    # while the version is the same; and a packaged file's mtime is fixed
+    # (2006), so an earlier run's build of it looks fresh. Either way an old
+    # cni-types would be built against the new cni-netns: our crates'
+    # unpacked copies and the builds made from them go first.
     rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/cni-*
+    local dep base
+    for dep in $(grep -l '/registry/src/-' target/debug/deps/cni_*.d 2>/dev/null); do
+        base=$(basename "$dep" .d)
+        name=${base%-*}
+        rm -rf "target/debug/.fingerprint/${name//_/-}-${base##*-}" \
+            target/debug/deps/"$base".* target/debug/deps/lib"$base".*
+    done
     cargo package --locked --allow-dirty --quiet "${args[@]}"
 }
 step package package_libs
