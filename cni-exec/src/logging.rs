@@ -92,8 +92,17 @@ impl<'de> serde::Deserialize<'de> for LogKeys {
 /// Where and how much to log, from the config and the environment; `None`
 /// when nothing asks for logging.
 pub fn settings(stdin: &[u8], env: &Env) -> Option<(Option<String>, Level)> {
-    let conf: LogKeys = serde_json::from_slice(stdin).unwrap_or_default();
-    let pick = |value: Option<serde_json::Value>, var: &str| {
+    log_settings(&read_keys(stdin), env)
+}
+
+/// The config's logging and export keys, read in one pass (a huge config
+/// is walked once, its other values skipped).
+fn read_keys(stdin: &[u8]) -> LogKeys {
+    serde_json::from_slice(stdin).unwrap_or_default()
+}
+
+fn log_settings(conf: &LogKeys, env: &Env) -> Option<(Option<String>, Level)> {
+    let pick = |value: &Option<serde_json::Value>, var: &str| {
         value
             .as_ref()
             .and_then(|v| v.as_str())
@@ -102,8 +111,8 @@ pub fn settings(stdin: &[u8], env: &Env) -> Option<(Option<String>, Level)> {
             .or_else(|| Some(env.get(var).to_string()).filter(|s| !s.is_empty()))
     };
     let to_stderr = conf.to_stderr.as_ref().and_then(|v| v.as_bool()) != Some(false);
-    let file = pick(conf.file, "CNI_LOG_FILE");
-    let level = pick(conf.level, "CNI_LOG_LEVEL");
+    let file = pick(&conf.file, "CNI_LOG_FILE");
+    let level = pick(&conf.level, "CNI_LOG_LEVEL");
     if file.is_none() && (level.is_none() || !to_stderr) {
         return None;
     }
@@ -150,7 +159,13 @@ pub fn export_settings(
     stdin: &[u8],
     env: &Env,
 ) -> Result<Option<cni_trace::ExportConfig>, cni_trace::Error> {
-    let conf: LogKeys = serde_json::from_slice(stdin).unwrap_or_default();
+    export_settings_of(&read_keys(stdin), env)
+}
+
+fn export_settings_of(
+    conf: &LogKeys,
+    env: &Env,
+) -> Result<Option<cni_trace::ExportConfig>, cni_trace::Error> {
     let service = std::env::args_os()
         .next()
         .and_then(|a| {
@@ -219,8 +234,9 @@ pub(crate) fn init_from_config(stdin: &[u8], env: &Env) -> Option<cni_trace::Exp
     if tracing::dispatcher::has_been_set() {
         return None;
     }
-    let logs = settings(stdin, env);
-    let (export, refused) = match export_settings(stdin, env) {
+    let keys = read_keys(stdin);
+    let logs = log_settings(&keys, env);
+    let (export, refused) = match export_settings_of(&keys, env) {
         Ok(c) => (c, None),
         Err(e) => (None, Some(e)),
     };
