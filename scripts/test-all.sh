@@ -71,6 +71,14 @@ no_multus_deps() {
 }
 
 step fmt cargo fmt --all -- --check
+# Both lock files (the workspace's and fuzz/'s, a workspace of its own) must
+# match the manifests: a stale fuzz/Cargo.lock otherwise fails only at the
+# fuzz build, 15 minutes in.
+lockfiles() {
+    cargo metadata --locked --format-version 1 >/dev/null &&
+        (cd fuzz && cargo metadata --locked --format-version 1 >/dev/null)
+}
+step lockfiles lockfiles
 # Crates depend only on their own layer or lower ones (scripts/layers.txt);
 # each library crate's top-level modules import each other without a cycle.
 step import-graph scripts/import-graph.py
