@@ -47,6 +47,10 @@
 //! * `--tracing-cost 50` (`tracing.rs`): per address family, the bridge
 //!   chain's ADD/DEL p50 with tracing off, with every span exported to a
 //!   local OTLP sink, and Go's, in one run;
+//! * `--breakdown 20` (`breakdown.rs`): per matrix cell (`--families`,
+//!   `--chains`), ours' ADD and DEL p50 beside the cell's kernel floor,
+//!   taken apart with the plugins' own spans: kernel requests, IPAM files,
+//!   plugin code, delegate exec, processes and runtime;
 //! * `--only`: those sections without the modes;
 //! * `--matrix` (`matrix.rs`): the configuration matrix alone, address
 //!   families x chains (`cni_testkit::matrix`), ours, Go's and each cell's
@@ -61,6 +65,7 @@
 // A command-line program: its report goes to stdout.
 #![allow(clippy::print_stdout)]
 
+mod breakdown;
 mod burst;
 mod cni_gc;
 mod containerd;
@@ -105,6 +110,9 @@ enum Mode {
     GoExec,
     /// ours-exec exporting every span to a local OTLP sink (`tracing.rs`).
     OursTraced,
+    /// ours-exec exporting every span to a decoding receiver, the spans
+    /// kept (`breakdown.rs`).
+    OursSpans,
 }
 
 impl Mode {
@@ -116,6 +124,7 @@ impl Mode {
             Mode::OursInProcess => "ours-inproc",
             Mode::GoExec => "go-exec",
             Mode::OursTraced => "ours-traced",
+            Mode::OursSpans => "ours-spans",
         }
     }
     fn parse(s: &str) -> Fallible<Mode> {
@@ -164,6 +173,9 @@ struct Args {
     /// `--tracing-cost N` (`tracing.rs`): pods per family for the tracing
     /// off / on / Go table (0: none).
     tracing_cost: usize,
+    /// `--breakdown N` (`breakdown.rs`): pods per cell for the table of
+    /// where ours' ADD and DEL time goes beside the floor (0: none).
+    breakdown: usize,
 }
 
 /// An experiment on the node's kernel work (not a mode: figures with it are
@@ -219,6 +231,7 @@ fn parse_args() -> Fallible<Args> {
         only: false,
         matrix: matrix::Options::default(),
         tracing_cost: 0,
+        breakdown: 0,
     };
     let list = |v: String, name: &str| -> Fallible<Vec<usize>> {
         v.split(',')
@@ -274,13 +287,18 @@ fn parse_args() -> Fallible<Args> {
             "--plugins" => a.ours = PathBuf::from(val("--plugins")?),
             "--go" => a.go = PathBuf::from(val("--go")?),
             "--smoke" => a.smoke = true,
+            "--breakdown" => {
+                a.breakdown = val("--breakdown")?
+                    .parse()
+                    .map_err(|e| format!("--breakdown: {e}"))?
+            }
             "--tracing-cost" => {
                 a.tracing_cost = val("--tracing-cost")?
                     .parse()
                     .map_err(|e| format!("--tracing-cost: {e}"))?
             }
             "-h" | "--help" => {
-                println!("usage: e2e [--pods N] [--scaling 50,200,1000] [--floor 50,1000] [--repeat R] [--burst N] [--in-flight K] [--gc N] [--containerd N] [--cni-gc LIVE,LEAKED] [--start-floors DIR] [--tracing-cost N] [--only] [--modes ours-exec,ours-exec-all,ours-nft,ours-inproc,go-exec,ours-traced] [--plugins DIR] [--go DIR] [--smoke] {}", matrix::Options::USAGE);
+                println!("usage: e2e [--pods N] [--scaling 50,200,1000] [--floor 50,1000] [--repeat R] [--burst N] [--in-flight K] [--gc N] [--containerd N] [--cni-gc LIVE,LEAKED] [--start-floors DIR] [--tracing-cost N] [--breakdown N] [--only] [--modes ours-exec,ours-exec-all,ours-nft,ours-inproc,go-exec,ours-traced] [--plugins DIR] [--go DIR] [--smoke] {}", matrix::Options::USAGE);
                 std::process::exit(0);
             }
             other => {
@@ -301,6 +319,7 @@ fn parse_args() -> Fallible<Args> {
         a.containerd = 2;
         a.cni_gc = Some((2, 2));
         a.tracing_cost = 2;
+        a.breakdown = 2;
         a.matrix.smoke();
     }
     Ok(a)
@@ -354,6 +373,8 @@ struct ModeReport {
     conc: Phase,
     /// ours-traced: the OTLP requests and KiB the sink received.
     exported: Option<(u64, u64)>,
+    /// ours-spans: every span the receiver decoded.
+    spans: Vec<cni_trace::proto::Span>,
 }
 
 fn runtime_conf(i: usize, pod: &OwnedNetns) -> RuntimeConf {
@@ -464,9 +485,12 @@ fn children_cpu() -> (f64, f64) {
 
 fn make_exec(mode: Mode) -> Fallible<Arc<dyn Exec>> {
     match mode {
-        Mode::OursExec | Mode::OursExecAll | Mode::OursNft | Mode::GoExec | Mode::OursTraced => {
-            Ok(Arc::new(ProcessExec::new()))
-        }
+        Mode::OursExec
+        | Mode::OursExecAll
+        | Mode::OursNft
+        | Mode::GoExec
+        | Mode::OursTraced
+        | Mode::OursSpans => Ok(Arc::new(ProcessExec::new())),
         Mode::OursInProcess => in_process_exec(),
     }
 }
@@ -525,7 +549,12 @@ fn run_mode(
         Mode::OursTraced => Some(tracing::Sink::start_in(scratch.node.netns())?),
         _ => None,
     };
-    tracing::set_env(sink.as_ref().map(|s| s.port));
+    let receiver = match mode {
+        Mode::OursSpans => Some(breakdown::receiver_in(scratch.node.netns())?),
+        _ => None,
+    };
+    let receiver_port = receiver.as_ref().map(breakdown::port_of).transpose()?;
+    tracing::set_env(sink.as_ref().map(|s| s.port).or(receiver_port));
     let list = scratch.network(net)?;
     let cni = scratch.runtime(dir, exec);
     let pods = pod_namespaces(n + usize::from(warm_up))?;
@@ -560,10 +589,12 @@ fn run_mode(
         )
     });
     tracing::set_env(None);
+    let spans = receiver.map(|r| r.spans()).unwrap_or_default();
     Ok(ModeReport {
         seq,
         conc,
         exported,
+        spans,
     })
 }
 
@@ -779,6 +810,10 @@ fn real_main() -> Fallible<()> {
     }
     if args.tracing_cost > 0 {
         tracing::run(&args.ours, &args.go, args.tracing_cost)?;
+    }
+    if args.breakdown > 0 {
+        let cells = args.matrix.cells(&breakdown::DEFAULT_CHAINS, args.smoke);
+        breakdown::run(&args.ours, args.breakdown, &cells)?;
     }
     if !args.only {
         // DEL's kernel share: the veth deletion alone, same run.

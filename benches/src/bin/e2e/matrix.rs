@@ -47,6 +47,8 @@ pub(crate) struct Options {
     pub(crate) enabled: bool,
     stacks: Vec<IpStack>,
     chains: Vec<PluginChain>,
+    /// `--chains` was given (else other sections pick their own).
+    chains_given: bool,
     /// Pods ADDed and DELed one at a time per cell and side.
     pods: usize,
     /// Pods of each cell's burst (0: none); in flight: `--in-flight`.
@@ -65,6 +67,7 @@ impl Default for Options {
             enabled: false,
             stacks: IpStack::ALL.to_vec(),
             chains: PluginChain::ALL.to_vec(),
+            chains_given: false,
             pods: 30,
             burst: 100,
             jobs: 1,
@@ -94,6 +97,7 @@ impl Options {
                     .collect::<Fallible<_>>()?
             }
             "--chains" => {
+                self.chains_given = true;
                 self.chains = val()?
                     .split(',')
                     .map(|s| {
@@ -114,6 +118,33 @@ impl Options {
         self.burst = 3;
         self.jobs = 8;
         self.smoke = true;
+    }
+
+    /// The cells of another section (`--breakdown`): `--families` x
+    /// `--chains`, or `default` chains when `--chains` was not given; the
+    /// smoke's: two cells (IPv4 bridge, IPv6-only ptp).
+    pub(crate) fn cells(&self, default: &[PluginChain], smoke: bool) -> Vec<MatrixCell> {
+        if smoke {
+            return vec![
+                MatrixCell {
+                    stack: IpStack::V4,
+                    chain: PluginChain::Bridge,
+                },
+                MatrixCell {
+                    stack: IpStack::V6,
+                    chain: PluginChain::Ptp,
+                },
+            ];
+        }
+        let chains = if self.chains_given {
+            &self.chains[..]
+        } else {
+            default
+        };
+        self.stacks
+            .iter()
+            .flat_map(|&stack| chains.iter().map(move |&chain| MatrixCell { stack, chain }))
+            .collect()
     }
 
     /// The usage line's part.
