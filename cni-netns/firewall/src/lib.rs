@@ -6,7 +6,9 @@
 //! The rule families' specs are [`MasqueradeSpec`], [`PortMappingSpec`] and
 //! [`MacSpoofCheckSpec`], owned by an [`AttachmentId`]; a [`Backend`] makes
 //! the [`Firewall`] ([`NativeFirewall`] or [`NftFirewall`]). Beside it:
-//! [`conntrack`], [`Iptables`], [`NftForeignTable`], and [`model`], the
+//! [`conntrack`], [`Iptables`], [`NftForeignTable`] (the node's own
+//! tables, reached through [`NodeTables`]: [`SystemTables`], or an
+//! in-memory double with feature `recording`), and [`model`], the
 //! tables' objects as values. Every failure is an [`Error`].
 //!
 //! # Design
@@ -78,8 +80,11 @@ mod nfconn;
 mod nfnetlink;
 mod nft;
 mod nft_foreign;
+mod node_tables;
 #[cfg(any(test, feature = "recording"))]
 mod recording;
+#[cfg(any(test, feature = "recording"))]
+mod recording_tables;
 
 use std::fmt;
 use std::path::Path;
@@ -94,9 +99,13 @@ pub use masquerade::MasqueradeSpec;
 pub use native::NativeFirewall;
 pub use nft::NftFirewall;
 pub use nft_foreign::{NftForeignTable, NftListedRule};
+pub use node_tables::{ForeignTable, IptablesTable, NodeTables, SystemTables};
 #[cfg(any(test, feature = "recording"))]
 #[cfg_attr(docsrs, doc(cfg(feature = "recording")))]
 pub use recording::{FirewallCall, RecordingFirewall};
+#[cfg(any(test, feature = "recording"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "recording")))]
+pub use recording_tables::{RecordingTables, TableCall, TableOp};
 
 /// What plugins ask of the firewall. Every method is one atomic change (or
 /// none); deletes are idempotent (a missing table, chain or element is not

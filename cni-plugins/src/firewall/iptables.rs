@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 
-use cni_firewall::Iptables;
+use cni_firewall::{IptablesTable, NodeTables};
 
 use super::config::IngressPolicy;
 use super::error::{Error, Result};
@@ -55,11 +55,6 @@ fn jump_rule<'a>(comment: &'a str, target: &'a str) -> [&'a str; 6] {
     ["-m", "comment", "--comment", comment, "-j", target]
 }
 
-/// The program for one family.
-fn ipt(v6: bool) -> Iptables {
-    Iptables::for_family(v6)
-}
-
 /// The families present in `ips`, IPv4 first.
 pub(crate) fn families(ips: &[IpAddr]) -> Vec<bool> {
     let mut f = Vec::new();
@@ -73,7 +68,7 @@ pub(crate) fn families(ips: &[IpAddr]) -> Vec<bool> {
 
 /// Go's `setupChains`: the chains, the `FORWARD` jump and the admin jump,
 /// each inserted first when missing.
-fn setup_chains(t: &Iptables, admin: &str) -> Result<()> {
+fn setup_chains(t: &dyn IptablesTable, admin: &str) -> Result<()> {
     t.ensure_chain(FORWARD_CHAIN)?;
     t.ensure_chain(admin)?;
     t.insert_unique("FORWARD", 1, &jump_rule(FILTER_COMMENT, FORWARD_CHAIN))?;
@@ -83,10 +78,10 @@ fn setup_chains(t: &Iptables, admin: &str) -> Result<()> {
 
 /// ADD: opens `FORWARD` for `ips`; on failure the address rules already
 /// appended go again (the chains and jumps stay, as in Go).
-pub(crate) fn add(ips: &[IpAddr], admin: &str) -> Result<()> {
+pub(crate) fn add(tables: &dyn NodeTables, ips: &[IpAddr], admin: &str) -> Result<()> {
     for v6 in families(ips) {
-        let t = ipt(v6);
-        setup_chains(&t, admin)?;
+        let t = tables.iptables(v6);
+        setup_chains(t.as_ref(), admin)?;
         let rules: Vec<Vec<String>> = ips
             .iter()
             .filter(|ip| ip.is_ipv6() == v6)
@@ -105,9 +100,9 @@ pub(crate) fn add(ips: &[IpAddr], admin: &str) -> Result<()> {
 }
 
 /// DEL: the address rules go, errors ignored; chains and jumps stay (Go).
-pub(crate) fn del(ips: &[IpAddr]) {
+pub(crate) fn del(tables: &dyn NodeTables, ips: &[IpAddr]) {
     for ip in ips {
-        let t = ipt(ip.is_ipv6());
+        let t = tables.iptables(ip.is_ipv6());
         for rule in pod_rules(*ip) {
             let _ = t.delete(FORWARD_CHAIN, &refs(&rule));
         }
@@ -116,9 +111,9 @@ pub(crate) fn del(ips: &[IpAddr]) {
 
 /// CHECK as Go: the chains are ensured, then the jumps and each address
 /// rule must be present.
-pub(crate) fn check(ips: &[IpAddr], admin: &str) -> Result<()> {
+pub(crate) fn check(tables: &dyn NodeTables, ips: &[IpAddr], admin: &str) -> Result<()> {
     for v6 in families(ips) {
-        let t = ipt(v6);
+        let t = tables.iptables(v6);
         t.ensure_chain(FORWARD_CHAIN)?;
         t.ensure_chain(admin)?;
         let missing = |chain: &str, jump: bool, rule: &[&str]| Error::IptablesRuleMissing {
@@ -148,12 +143,17 @@ pub(crate) fn check(ips: &[IpAddr], admin: &str) -> Result<()> {
 /// Go's `setupIsolationChains` for `bridge` (and, for `isolated`, the
 /// intra-bridge drop of v1.7.0), in every family of `ips`. Per bridge, never
 /// removed (other pods may use the bridge).
-pub(crate) fn setup_isolation(ips: &[IpAddr], bridge: &str, policy: IngressPolicy) -> Result<()> {
+pub(crate) fn setup_isolation(
+    tables: &dyn NodeTables,
+    ips: &[IpAddr],
+    bridge: &str,
+    policy: IngressPolicy,
+) -> Result<()> {
     if policy == IngressPolicy::Open {
         return Ok(());
     }
     for v6 in families(ips) {
-        let t = ipt(v6);
+        let t = tables.iptables(v6);
         t.ensure_chain(STAGE1)?;
         t.ensure_chain(STAGE2)?;
         let c = ISOLATION_COMMENT;

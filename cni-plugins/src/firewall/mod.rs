@@ -41,6 +41,7 @@ use std::path::{Path, PathBuf};
 
 use cni_exec::{Plugin, Request};
 use cni_files::FileLock;
+use cni_firewall::{NodeTables, SystemTables};
 use cni_types::{CniResult, Version};
 use serde::{Deserialize, Serialize};
 
@@ -55,9 +56,14 @@ pub use error::{Error, Result};
 /// Where firewalld would be reached.
 pub const SYSTEM_BUS: &str = "/run/dbus/system_bus_socket";
 
-/// The firewall plugin.
+/// The firewall plugin, writing into the node's tables through `T`: the
+/// node's `iptables`/`ip6tables` and `nft` unless built
+/// [`Firewall::with_tables`] (a `cni_firewall::RecordingTables`, feature
+/// `recording`, runs it without root).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Firewall;
+pub struct Firewall<T = SystemTables> {
+    tables: T,
+}
 
 /// The record the iptables backend keeps of one attachment (a file per
 /// container and interface), for GC: the rules themselves are Go's,
@@ -119,7 +125,7 @@ enum Node {
 }
 
 impl Node {
-    fn of(conf: &FirewallConf) -> Node {
+    fn of(conf: &FirewallConf, tables: &dyn NodeTables) -> Node {
         match &conf.backend {
             Backend::Iptables => Node::Iptables,
             Backend::Firewalld => Node::Firewalld,
@@ -127,7 +133,7 @@ impl Node {
                 family,
                 table,
                 chain,
-            } => Node::Nftables(nftables::NodeTable::new(family, table, chain)),
+            } => Node::Nftables(nftables::NodeTable::new(tables, family, table, chain)),
         }
     }
 }
@@ -138,8 +144,8 @@ fn attachment_tag(conf: &FirewallConf, req: &Request) -> String {
 }
 
 /// Removes the iptables rules of `ips` and the attachment's record.
-fn forget_iptables_attachment(record: &Path, ips: &[IpAddr]) {
-    iptables::del(ips);
+fn forget_iptables_attachment(tables: &dyn NodeTables, record: &Path, ips: &[IpAddr]) {
+    iptables::del(tables, ips);
     remove_state(record);
 }
 
@@ -196,22 +202,31 @@ fn firewalld_unavailable() -> Error {
 }
 
 impl Firewall {
-    /// The plugin (it has no state of its own).
+    /// The plugin, on the node's tables (it has no state of its own).
     pub fn new() -> Self {
-        Firewall
+        Firewall {
+            tables: SystemTables,
+        }
+    }
+}
+
+impl<T: NodeTables> Firewall<T> {
+    /// The plugin, writing into `tables` instead of the node's.
+    pub fn with_tables(tables: T) -> Firewall<T> {
+        Firewall { tables }
     }
 
     /// The attachment's own rules go (Go's DEL); chains, jumps and
     /// isolation rules stay.
     fn remove(&self, conf: &FirewallConf, req: &Request, ips: &[IpAddr]) -> Result<()> {
-        match Node::of(conf) {
+        match Node::of(conf, &self.tables) {
             Node::Iptables => {
                 let state = state_path(conf, &req.container_id, &req.ifname);
                 let mut ips = ips.to_vec();
                 if ips.is_empty() {
                     ips = read_state(&state).map(|a| a.ips).unwrap_or_default();
                 }
-                forget_iptables_attachment(&state, &ips);
+                forget_iptables_attachment(&self.tables, &state, &ips);
                 Ok(())
             }
             // Nothing of ours can be in a firewalld we cannot reach.
@@ -221,7 +236,7 @@ impl Firewall {
     }
 }
 
-impl Plugin for Firewall {
+impl<T: NodeTables> Plugin for Firewall<T> {
     type Error = Error;
 
     fn name(&self) -> &str {
@@ -237,7 +252,7 @@ impl Plugin for Firewall {
             return Err(firewalld_unavailable());
         }
         let _lock = lock(&conf)?;
-        let opened = match Node::of(&conf) {
+        let opened = match Node::of(&conf, &self.tables) {
             Node::Nftables(t) => t.add(&attachment_tag(&conf, req), &ips),
             Node::Iptables | Node::Firewalld => {
                 let record = IptablesRecord {
@@ -246,11 +261,11 @@ impl Plugin for Firewall {
                     ips: ips.clone(),
                 };
                 write_state(&state_path(&conf, &req.container_id, &req.ifname), &record)
-                    .and_then(|()| iptables::add(&ips, &conf.admin_chain))
+                    .and_then(|()| iptables::add(&self.tables, &ips, &conf.admin_chain))
             }
         };
         let isolated = opened.and_then(|()| match &bridge {
-            Some(br) => iptables::setup_isolation(&ips, br, conf.ingress),
+            Some(br) => iptables::setup_isolation(&self.tables, &ips, br, conf.ingress),
             None => Ok(()),
         });
         if let Err(e) = isolated {
@@ -274,8 +289,8 @@ impl Plugin for Firewall {
         let conf = FirewallConf::parse(req)?;
         let prev = config::required_prev(req)?;
         let ips = addresses(&prev);
-        match Node::of(&conf) {
-            Node::Iptables => iptables::check(&ips, &conf.admin_chain),
+        match Node::of(&conf, &self.tables) {
+            Node::Iptables => iptables::check(&self.tables, &ips, &conf.admin_chain),
             Node::Firewalld => Err(firewalld_unavailable()),
             Node::Nftables(t) => t.check(&attachment_tag(&conf, req), &ips),
         }
@@ -295,7 +310,7 @@ impl Plugin for Firewall {
             .map(|a| (a.container_id, a.ifname))
             .collect();
         let _lock = lock(&conf)?;
-        match Node::of(&conf) {
+        match Node::of(&conf, &self.tables) {
             Node::Iptables => {
                 let dir = Path::new(&conf.data_dir).join(&conf.network);
                 let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -321,7 +336,7 @@ impl Plugin for Firewall {
                 for (path, ips) in dead {
                     let ips: Vec<IpAddr> =
                         ips.into_iter().filter(|ip| !live.contains(ip)).collect();
-                    forget_iptables_attachment(&path, &ips);
+                    forget_iptables_attachment(&self.tables, &path, &ips);
                 }
                 Ok(())
             }

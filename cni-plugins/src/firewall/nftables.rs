@@ -7,7 +7,7 @@
 
 use std::net::IpAddr;
 
-use cni_firewall::{NftForeignTable, NftListedRule};
+use cni_firewall::{ForeignTable, NftForeignTable, NftListedRule, NodeTables};
 
 use super::error::{Error, Result};
 
@@ -19,9 +19,12 @@ const TAG_PREFIX: &str = "cni-rs firewall ";
 const COMMENT_MAX: usize = 128;
 
 /// The node's table, its forward chain and the address families it takes.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct NodeTable {
-    table: NftForeignTable,
+    /// The table's commands.
+    cmd: NftForeignTable,
+    /// The table itself.
+    table: Box<dyn ForeignTable>,
     chain: String,
     family: String,
 }
@@ -49,9 +52,15 @@ fn parse_tag<'a>(comment: &'a str, network: &str) -> Option<(&'a str, &'a str)> 
 }
 
 impl NodeTable {
-    pub(crate) fn new(family: &str, table: &str, chain: &str) -> NodeTable {
+    pub(crate) fn new(
+        tables: &dyn NodeTables,
+        family: &str,
+        table: &str,
+        chain: &str,
+    ) -> NodeTable {
         NodeTable {
-            table: NftForeignTable::new(family, table),
+            cmd: NftForeignTable::new(family, table),
+            table: tables.nft_table(family, table),
             chain: chain.to_owned(),
             family: family.to_owned(),
         }
@@ -81,23 +90,23 @@ impl NodeTable {
             .rules(&self.chain)?
             .ok_or_else(|| Error::NftChainMissing {
                 chain: self.chain.clone(),
-                table: self.table.describe().to_string(),
+                table: self.cmd.describe().to_string(),
             })?;
-        let mut batch = vec![self.table.add_chain(OWN_CHAIN)];
+        let mut batch = vec![self.cmd.add_chain(OWN_CHAIN)];
         for r in self
             .own_rules()?
             .iter()
             .filter(|r| r.comment.as_deref() == Some(tag))
         {
-            batch.push(self.table.delete_rule(OWN_CHAIN, r.handle));
+            batch.push(self.cmd.delete_rule(OWN_CHAIN, r.handle));
         }
         for ip in self.usable(ips) {
             batch.push(
-                self.table
+                self.cmd
                     .add_rule(OWN_CHAIN, NftForeignTable::accept_replies_to(ip), tag),
             );
             batch.push(
-                self.table
+                self.cmd
                     .add_rule(OWN_CHAIN, NftForeignTable::accept_from(ip), tag),
             );
         }
@@ -105,7 +114,7 @@ impl NodeTable {
             .iter()
             .any(|r| r.comment.as_deref() == Some(JUMP_COMMENT))
         {
-            batch.push(self.table.insert_rule(
+            batch.push(self.cmd.insert_rule(
                 &self.chain,
                 NftForeignTable::jump(OWN_CHAIN),
                 JUMP_COMMENT,
@@ -128,7 +137,7 @@ impl NodeTable {
             .partition(|r| r.comment.as_deref().is_some_and(&doomed));
         let mut batch: Vec<_> = gone
             .iter()
-            .map(|r| self.table.delete_rule(OWN_CHAIN, r.handle))
+            .map(|r| self.cmd.delete_rule(OWN_CHAIN, r.handle))
             .collect();
         if kept.is_empty() {
             if let Some(node_rules) = self.table.rules(&self.chain)? {
@@ -136,10 +145,10 @@ impl NodeTable {
                     .iter()
                     .filter(|r| r.comment.as_deref() == Some(JUMP_COMMENT))
                 {
-                    batch.push(self.table.delete_rule(&self.chain, r.handle));
+                    batch.push(self.cmd.delete_rule(&self.chain, r.handle));
                 }
             }
-            batch.push(self.table.delete_chain(OWN_CHAIN));
+            batch.push(self.cmd.delete_chain(OWN_CHAIN));
         }
         self.table
             .apply("close the node's nftables forward chain", &batch)?;
@@ -169,7 +178,7 @@ impl NodeTable {
             return Err(Error::NftJumpMissing {
                 target: OWN_CHAIN,
                 chain: self.chain.clone(),
-                table: self.table.describe(),
+                table: self.cmd.describe(),
             });
         }
         let ours: Vec<NftListedRule> = self
@@ -187,7 +196,7 @@ impl NodeTable {
                     return Err(Error::NftRuleMissing {
                         address: ip,
                         chain: OWN_CHAIN,
-                        table: self.table.describe(),
+                        table: self.cmd.describe(),
                     });
                 }
             }

@@ -177,5 +177,6 @@ fn sbr_on_a_missing_namespace_fails_add_and_passes_del() {
 
 mod bandwidth;
 mod dhcp;
+mod firewall;
 mod portmap;
 mod tuning;
