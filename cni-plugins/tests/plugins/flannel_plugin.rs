@@ -11,12 +11,14 @@ use cni_exec::{dispatch, Command, Env, InProcessExec, NoNetnsGuard, Plugin, Requ
 use cni_types::{CniError, CniResult, IpConfig};
 
 /// command, container id, ifname, stdin
-type Call = (Command, String, String, Vec<u8>);
+pub(crate) type Call = (Command, String, String, Vec<u8>);
 
 #[derive(Default)]
-struct FakeBridge {
+pub(crate) struct FakeBridge {
     calls: Mutex<Vec<Call>>,
-    fail_del: AtomicBool,
+    /// ADD fails (`trait_plugins_fake::flannel`).
+    pub(crate) fail_add: AtomicBool,
+    pub(crate) fail_del: AtomicBool,
 }
 
 impl FakeBridge {
@@ -28,7 +30,7 @@ impl FakeBridge {
             req.stdin.clone(),
         ));
     }
-    fn calls(&self) -> Vec<Call> {
+    pub(crate) fn calls(&self) -> Vec<Call> {
         self.calls.lock().unwrap().clone()
     }
 }
@@ -40,6 +42,9 @@ impl Plugin for FakeBridge {
     }
     fn add(&self, req: &Request) -> Result<CniResult, CniError> {
         self.record(req);
+        if self.fail_add.load(Ordering::Relaxed) {
+            return Err(CniError::internal("bridge ADD failed"));
+        }
         let mut r = CniResult::default();
         r.ips.push(IpConfig::new("10.1.17.2/24".parse().unwrap()));
         Ok(r)
@@ -61,13 +66,13 @@ const V4: &str =
     "FLANNEL_NETWORK=10.1.0.0/16\nFLANNEL_SUBNET=10.1.17.1/24\nFLANNEL_MTU=1472\nFLANNEL_IPMASQ=true\n";
 const REFERENCE: &str = r#"{"ipMasq":false,"ipam":{"ranges":[[{"subnet":"10.1.17.0/24"}]],"routes":[{"dst":"10.1.0.0/16"}],"type":"host-local"},"isGateway":true,"mtu":1472,"name":"cni-flannel","type":"bridge"}"#;
 
-struct Fixture {
-    dir: tempfile::TempDir,
-    bridge: Arc<FakeBridge>,
+pub(crate) struct Fixture {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) bridge: Arc<FakeBridge>,
 }
 
 impl Fixture {
-    fn new() -> Fixture {
+    pub(crate) fn new() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("subnet.env"), V4).unwrap();
         Fixture {
@@ -76,11 +81,11 @@ impl Fixture {
         }
     }
 
-    fn data_dir(&self) -> PathBuf {
+    pub(crate) fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
     }
 
-    fn conf(&self, extra: &str) -> String {
+    pub(crate) fn conf(&self, extra: &str) -> String {
         format!(
             r#"{{"name":"cni-flannel","type":"flannel","subnetFile":"{}","dataDir":"{}"{extra}}}"#,
             self.dir.path().join("subnet.env").display(),
@@ -88,7 +93,7 @@ impl Fixture {
         )
     }
 
-    fn run(&self, cmd: &str, cid: &str, ifname: &str, stdin: &str) -> (i32, String) {
+    pub(crate) fn run(&self, cmd: &str, cid: &str, ifname: &str, stdin: &str) -> (i32, String) {
         let exec = InProcessExec::builder()
             .register("bridge", self.bridge.clone())
             .netns_guard(Arc::new(NoNetnsGuard))

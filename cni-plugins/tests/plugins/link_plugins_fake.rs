@@ -1,4 +1,4 @@
-//! vlan, dummy, tap, host-device, vrf and loopback on the fake kernel
+//! vlan, dummy, tap, host-device, vrf, loopback, ipvlan and macvlan on the fake kernel
 //! (`fake_kernel_support`), without root: ADD makes the links, addresses
 //! and routes the plugin promises (checked in the model, and by the
 //! plugin's own CHECK), DEL leaves the namespaces as they were, a kernel
@@ -14,7 +14,9 @@ use cni_netns::kernel::{Errno, FakeKernel, KernelOp, NetKernel, NetnsHandle};
 use cni_netns::MacAddr;
 use cni_plugins::dummy::Dummy;
 use cni_plugins::host_device::HostDevice;
+use cni_plugins::ipvlan::Ipvlan;
 use cni_plugins::loopback::Loopback;
+use cni_plugins::macvlan::Macvlan;
 use cni_plugins::tap::Tap;
 use cni_plugins::vlan::Vlan;
 use cni_plugins::vrf::VrfPlugin;
@@ -274,6 +276,82 @@ fn vlan_kernel_failure_at_each_add_step_leaves_nothing() {
             (KernelOp::AddRoute, POD)
         ]
     );
+}
+
+// ---- ipvlan and macvlan (their other no-root tests: `add_rollback::`,
+// `teardown_faults::`) ----
+
+#[test]
+fn ipvlan_add_check_del_and_del_on_vanished_state() {
+    let node = vlan_node();
+    let conf = node.conf(json!({"type": "ipvlan", "master": "uplink0", "mode": "l2"}));
+    let ipvlan = Ipvlan::with_kernel(node.kernel.clone());
+    add_check_del(&node, &ipvlan, &conf, |r| {
+        let k = &node.kernel;
+        assert_eq!(k.link_list(POD), ["lo", "eth0@ipvlan up"]);
+        assert_eq!(k.address_list(POD), ["10.231.0.2/24 on eth0"]);
+        assert_eq!(r.interfaces[0].name, "eth0");
+        assert_eq!(k.link_list(NODE), ["lo", "uplink0 up"]);
+    });
+}
+
+#[test]
+fn ipvlan_kernel_failure_at_each_add_step_leaves_nothing() {
+    let conf = vlan_node().conf(json!({"type": "ipvlan", "master": "uplink0"}));
+    // The pod link's `arp_notify`/`ndisc_notify` are best effort (as Go's).
+    let tolerated = [(KernelOp::WriteSysctl, POD)];
+    let steps = each_step_fails(
+        vlan_node,
+        |k| Ipvlan::with_kernel(k.clone()),
+        &conf,
+        &tolerated,
+    );
+    let ops = ops(&steps);
+    for step in [
+        (KernelOp::AddLink, NODE),
+        (KernelOp::Rename, POD),
+        (KernelOp::AddAddress, POD),
+        (KernelOp::SetUp, POD),
+        (KernelOp::AddRoute, POD),
+    ] {
+        assert!(ops.contains(&step), "{step:?} not among {ops:?}");
+    }
+}
+
+#[test]
+fn macvlan_add_check_del_and_del_on_vanished_state() {
+    let node = vlan_node();
+    let conf = node.conf(json!({"type": "macvlan", "master": "uplink0"}));
+    let macvlan = Macvlan::with_kernel(node.kernel.clone());
+    add_check_del(&node, &macvlan, &conf, |r| {
+        let k = &node.kernel;
+        assert_eq!(k.link_list(POD), ["lo", "eth0@macvlan up"]);
+        assert_eq!(k.address_list(POD), ["10.231.0.2/24 on eth0"]);
+        assert_eq!(r.interfaces[0].name, "eth0");
+    });
+}
+
+#[test]
+fn macvlan_kernel_failure_at_each_add_step_leaves_nothing() {
+    let conf = vlan_node().conf(json!({"type": "macvlan", "master": "uplink0"}));
+    // The pod link's `arp_notify`/`ndisc_notify` are best effort (as Go's).
+    let tolerated = [(KernelOp::WriteSysctl, POD)];
+    let steps = each_step_fails(
+        vlan_node,
+        |k| Macvlan::with_kernel(k.clone()),
+        &conf,
+        &tolerated,
+    );
+    let ops = ops(&steps);
+    for step in [
+        (KernelOp::AddLink, NODE),
+        (KernelOp::Rename, POD),
+        (KernelOp::AddAddress, POD),
+        (KernelOp::SetUp, POD),
+        (KernelOp::AddRoute, POD),
+    ] {
+        assert!(ops.contains(&step), "{step:?} not among {ops:?}");
+    }
 }
 
 #[test]

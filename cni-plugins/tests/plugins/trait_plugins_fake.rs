@@ -178,5 +178,6 @@ fn sbr_on_a_missing_namespace_fails_add_and_passes_del() {
 mod bandwidth;
 mod dhcp;
 mod firewall;
+mod flannel;
 mod portmap;
 mod tuning;
