@@ -473,3 +473,73 @@ impl ForeignTable for RecordingNft {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::NftForeignTable;
+
+    #[test]
+    fn nft_batches_are_all_or_nothing_and_refuse_what_the_kernel_refuses() {
+        let tables = RecordingTables::new();
+        let cmd = NftForeignTable::new("inet", "filter");
+        let t = tables.nft_table("inet", "filter");
+        // No table yet.
+        assert_eq!(t.rules("forward").unwrap(), None);
+        assert!(t.apply("x", &[cmd.add_chain("ours")]).is_err());
+        tables.add_nft_chain("inet", "filter", "forward");
+        let open = [
+            cmd.add_chain("ours"),
+            cmd.add_rule(
+                "ours",
+                NftForeignTable::accept_from([10, 1, 0, 2].into()),
+                "a",
+            ),
+            cmd.insert_rule("forward", NftForeignTable::jump("ours"), "jump"),
+        ];
+        t.apply("open", &open).unwrap();
+        let before = tables.nft_rules("inet", "filter");
+        assert_eq!(before.as_ref().map(|c| c["ours"].len()), Some(1));
+        // A jumped-to chain that is not empty cannot go; the batch's first
+        // command is undone with it.
+        let ours = t.rules("ours").unwrap().unwrap();
+        let close = [
+            cmd.delete_rule("ours", ours[0].handle),
+            cmd.delete_chain("ours"),
+        ];
+        assert!(t.apply("close", &close).is_err());
+        assert_eq!(tables.nft_rules("inet", "filter"), before);
+        // A handle that is not there, a jump to a missing chain.
+        assert!(t.apply("x", &[cmd.delete_rule("ours", 999)]).is_err());
+        let jump = cmd.add_rule("forward", NftForeignTable::jump("none"), "j");
+        assert!(t.apply("x", &[jump]).is_err());
+        assert_eq!(tables.nft_rules("inet", "filter"), before);
+        let ops: Vec<TableOp> = tables.calls().iter().map(|c| c.op).collect();
+        assert_eq!(ops.iter().filter(|o| **o == TableOp::NftApply).count(), 5);
+    }
+
+    #[test]
+    fn iptables_refuses_a_missing_chain_or_target_and_faults_count_per_kind() {
+        let tables = RecordingTables::new();
+        let ipt = tables.iptables(true);
+        let accept = ["-s", "fd00::2/128", "-j", "ACCEPT"];
+        assert!(ipt.append_unique("CNI-FORWARD", &accept).is_err());
+        assert!(ipt
+            .insert_unique("FORWARD", 1, &["-j", "CNI-FORWARD"])
+            .is_err());
+        assert!(!ipt.delete("CNI-FORWARD", &accept).unwrap());
+        ipt.ensure_chain("CNI-FORWARD").unwrap();
+        tables.fail_nth(TableOp::Append, 2);
+        ipt.append_unique("CNI-FORWARD", &accept).unwrap();
+        // Already there: no append, so no fault.
+        ipt.append_unique("CNI-FORWARD", &accept).unwrap();
+        assert!(ipt
+            .append_unique("CNI-FORWARD", &["-d", "fd00::2/128", "-j", "ACCEPT"])
+            .is_err());
+        assert_eq!(
+            tables.iptables_rules(true)["CNI-FORWARD"],
+            ["-s fd00::2/128 -j ACCEPT"]
+        );
+        assert!(tables.iptables_rules(false).get("CNI-FORWARD").is_none());
+    }
+}
