@@ -12,10 +12,14 @@
 //! with subnets of its own (`cni_testkit::matrix`).
 //!
 //! ```text
-//! target/release/e2e --matrix [--matrix-pods 30] [--matrix-burst 100] [--in-flight 8]
+//! target/release/e2e --matrix [--matrix-pods 30] [--matrix-burst 100] [--in-flight 8] [--settle-load 0.8]
 //!     [--families v4,ds,v6] [--chains bridge,bridge-tb,ptp,macvlan,ipvlan,bridge-vlan,bridge-2r,flannel]
 //!     [--plugins DIR] [--go DIR]
 //! ```
+//!
+//! With `--settle-load L` each side and floor starts only once the
+//! 1-minute load average is at most L (a quiet run throughout: the
+//! highest load seen while the cells ran is printed either way).
 //!
 //! It prints one table (with the floor's ADD and DEL p50 and ours/floor
 //! beside Go/ours), the load average at the start and the end, and the
@@ -59,6 +63,10 @@ pub(crate) struct Options {
     /// Smoke sizes: `pods` and `burst` capped at 2 where the chain waits
     /// for IPv6 DAD (1-2 s per ADD, Go's and ours).
     smoke: bool,
+    /// `--settle-load L`: before each side and floor, wait (up to 5
+    /// minutes) until the 1-minute load average is at most L, so that a
+    /// run stays quiet throughout; the time waited is printed.
+    settle_load: Option<f64>,
 }
 
 impl Default for Options {
@@ -72,6 +80,7 @@ impl Default for Options {
             burst: 100,
             jobs: 1,
             smoke: false,
+            settle_load: None,
         }
     }
 }
@@ -90,6 +99,10 @@ impl Options {
             "--matrix" => self.enabled = true,
             "--matrix-pods" => self.pods = count(val()?)?.max(1),
             "--matrix-burst" => self.burst = count(val()?)?,
+            "--settle-load" => {
+                let v = val()?;
+                self.settle_load = Some(v.parse().map_err(|e| format!("{arg}: {e}"))?)
+            }
             "--families" => {
                 self.stacks = val()?
                     .split(',')
@@ -148,7 +161,8 @@ impl Options {
     }
 
     /// The usage line's part.
-    pub(crate) const USAGE: &'static str = "[--matrix [--matrix-pods N] [--matrix-burst N] \
+    pub(crate) const USAGE: &'static str =
+        "[--matrix [--matrix-pods N] [--matrix-burst N] [--settle-load L] \
         [--families v4,ds,v6] \
         [--chains bridge,bridge-tb,ptp,macvlan,ipvlan,bridge-vlan,bridge-2r,flannel]]";
 }
@@ -221,6 +235,25 @@ fn run_side(opts: &Options, k: usize, net: MatrixCell, mode: Mode, dir: &Path) -
     side
 }
 
+/// The 1-minute load average (NaN when unreadable).
+fn load1() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(f64::NAN)
+}
+
+/// Waits until the 1-minute load average is at most `limit` (at most 5
+/// minutes, polled every second); the time waited.
+fn settle(limit: f64) -> std::time::Duration {
+    let t = Instant::now();
+    while !(load1() <= limit) && t.elapsed().as_secs() < 300 && !INTERRUPTED.load(Ordering::SeqCst)
+    {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+    t.elapsed()
+}
+
 /// Runs the matrix and prints its table.
 pub(crate) fn run(args: &Args) -> Fallible<()> {
     let opts = &args.matrix;
@@ -266,15 +299,34 @@ pub(crate) fn run(args: &Args) -> Fallible<()> {
         })
         .collect();
     let next = AtomicUsize::new(0);
+    let settled = AtomicUsize::new(0);
+    // The highest 1-minute load average seen while the cells run (in
+    // hundredths), sampled every second.
+    let peak = AtomicUsize::new(0);
+    let running = std::sync::atomic::AtomicBool::new(true);
     std::thread::scope(|s| {
+        s.spawn(|| {
+            while running.load(Ordering::SeqCst) {
+                let l = load1();
+                if l.is_finite() {
+                    peak.fetch_max((l * 100.0) as usize, Ordering::SeqCst);
+                }
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+        });
+        let mut workers = Vec::new();
         for _ in 0..opts.jobs.max(1) {
-            s.spawn(|| loop {
+            workers.push(s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(&(c, work)) = items.get(i) else {
                     return;
                 };
                 if INTERRUPTED.load(Ordering::SeqCst) {
                     return;
+                }
+                if let Some(limit) = opts.settle_load {
+                    let waited = settle(limit);
+                    settled.fetch_add(waited.as_millis() as usize, Ordering::SeqCst);
                 }
                 let mode = match work {
                     Work::Side(mode) => mode,
@@ -322,8 +374,12 @@ pub(crate) fn run(args: &Args) -> Fallible<()> {
                 } else {
                     r.ours = side;
                 }
-            });
+            }));
         }
+        for w in workers {
+            let _ = w.join();
+        }
+        running.store(false, Ordering::SeqCst);
     });
     if INTERRUPTED.load(Ordering::SeqCst) {
         return Err("interrupted (everything created was removed)".into());
@@ -342,6 +398,17 @@ pub(crate) fn run(args: &Args) -> Fallible<()> {
             &load(),
             start.elapsed().as_secs_f64()
         )
+    );
+    println!(
+        "\n# load (1-minute) at most {:.2} while the cells ran{}",
+        peak.load(Ordering::SeqCst) as f64 / 100.0,
+        match opts.settle_load {
+            Some(l) => format!(
+                "; {:.0} s waited for it to fall to {l} before a side or floor",
+                settled.load(Ordering::SeqCst) as f64 / 1000.0
+            ),
+            None => String::new(),
+        }
     );
     let failed: Vec<String> = results
         .iter()
