@@ -247,8 +247,12 @@ fn load1() -> f64 {
 /// minutes, polled every second); the time waited.
 fn settle(limit: f64) -> std::time::Duration {
     let t = Instant::now();
-    while !(load1() <= limit) && t.elapsed().as_secs() < 300 && !INTERRUPTED.load(Ordering::SeqCst)
-    {
+    // An unreadable load (NaN) waits the whole time, as a high one.
+    while t.elapsed().as_secs() < 300 && !INTERRUPTED.load(Ordering::SeqCst) {
+        let l = load1();
+        if l.is_finite() && l <= limit {
+            break;
+        }
         std::thread::sleep(std::time::Duration::from_secs(1));
     }
     t.elapsed()
