@@ -5,7 +5,8 @@
 //! same run: bridge (isGateway, ipMasq) + host-local with an IPv4 and an
 //! IPv6 range + portmap, one host port per sandbox. Each side gets its
 //! own node namespace (containerd, its shims and the plugins run there)
-//! and containerd instance.
+//! and containerd instance. `--containerd-chain ptp` runs ptp (ipMasq)
+//! in bridge's place, kindnet's network.
 //!
 //! After one untimed warm-up sandbox: N sandboxes one at a time
 //! (`RunPodSandbox`, then `StopPodSandbox` and `RemovePodSandbox`), then a
@@ -39,16 +40,52 @@ struct Side {
 }
 
 pub(crate) fn conflist(tag: &str, ipam: &Path) -> String {
+    conflist_of(CriChain::Bridge, tag, ipam)
+}
+
+/// The main plugin of the section's network (`--containerd-chain`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CriChain {
+    /// bridge (isGateway, ipMasq) + host-local + portmap: a Kubernetes
+    /// node's usual network.
+    Bridge,
+    /// ptp (ipMasq) + host-local + portmap: kindnet's (kind's default
+    /// CNI), where each ADD waited for IPv6 DAD before #38.
+    Ptp,
+}
+
+impl CriChain {
+    /// Parses `bridge` or `ptp`.
+    pub(crate) fn parse(s: &str) -> Option<CriChain> {
+        match s {
+            "bridge" => Some(CriChain::Bridge),
+            "ptp" => Some(CriChain::Ptp),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            CriChain::Bridge => "bridge",
+            CriChain::Ptp => "ptp",
+        }
+    }
+}
+
+/// The dual-stack conflist of `chain`.
+fn conflist_of(chain: CriChain, tag: &str, ipam: &Path) -> String {
+    let ipam = serde_json::json!({"type": "host-local", "dataDir": ipam,
+        "ranges": [[{"subnet": "10.252.0.0/16"}], [{"subnet": "fd00:252::/64"}]],
+        "routes": [{"dst": "0.0.0.0/0"}, {"dst": "::/0"}]});
+    let main = match chain {
+        CriChain::Bridge => serde_json::json!({"type": "bridge", "bridge": format!("cc{tag}"),
+            "isGateway": true, "ipMasq": true, "ipam": ipam}),
+        CriChain::Ptp => serde_json::json!({"type": "ptp", "ipMasq": true, "ipam": ipam}),
+    };
     serde_json::json!({
         "cniVersion": "1.0.0",
         "name": format!("bench-cri-{tag}"),
-        "plugins": [
-            {"type": "bridge", "bridge": format!("cc{tag}"), "isGateway": true, "ipMasq": true,
-             "ipam": {"type": "host-local", "dataDir": ipam,
-                      "ranges": [[{"subnet": "10.252.0.0/16"}], [{"subnet": "fd00:252::/64"}]],
-                      "routes": [{"dst": "0.0.0.0/0"}, {"dst": "::/0"}]}},
-            {"type": "portmap", "capabilities": {"portMappings": true}}
-        ]
+        "plugins": [main, {"type": "portmap", "capabilities": {"portMappings": true}}]
     })
     .to_string()
 }
@@ -115,7 +152,13 @@ fn timed<T>(f: impl FnOnce() -> Fallible<T>) -> Fallible<(T, f64)> {
     Ok((r, t.elapsed().as_secs_f64()))
 }
 
-fn run_side(plugins: &Path, n: usize, burst: usize, in_flight: usize) -> Fallible<Side> {
+fn run_side(
+    chain: CriChain,
+    plugins: &Path,
+    n: usize,
+    burst: usize,
+    in_flight: usize,
+) -> Fallible<Side> {
     // containerd passes its environment on to the plugins: none of the
     // other modes' settings.
     set_mode_env(Mode::OursExec);
@@ -129,7 +172,7 @@ fn run_side(plugins: &Path, n: usize, burst: usize, in_flight: usize) -> Fallibl
             .timeout(Duration::from_secs(120)),
     )
     .map_err(|e| format!("containerd: {e}"))?;
-    let list = conflist(&scratch.tag, &ipam);
+    let list = conflist_of(chain, &scratch.tag, &ipam);
     // In place: containerd 1.6 does not see a file moved in.
     std::fs::write(conf_dir.join("10-bench.conflist"), &list).map_err(|e| e.to_string())?;
     let mut cri = ctd.client().map_err(|e| e.to_string())?;
@@ -209,23 +252,30 @@ fn run_side(plugins: &Path, n: usize, burst: usize, in_flight: usize) -> Fallibl
 }
 
 /// The section: both sides, then the ratios.
-pub(crate) fn report(ours: &Path, go: &Path, n: usize, smoke: bool) -> Fallible<()> {
+pub(crate) fn report(
+    ours: &Path,
+    go: &Path,
+    n: usize,
+    chain: CriChain,
+    smoke: bool,
+) -> Fallible<()> {
     let (burst, in_flight) = if smoke { (3, 2) } else { (BURST, IN_FLIGHT) };
+    let main = chain.name();
     println!(
         "\n## containerd (CRI): {n} sandboxes one at a time, then {burst} with {in_flight} in flight; \
-         dual-stack bridge + host-local + portmap, one host port each"
+         dual-stack {main} + host-local + portmap, one host port each"
     );
     let mut sides = Vec::new();
     for (who, dir) in [("ours", ours), ("go", go)] {
-        if !dir.join("bridge").is_file() || !dir.join("loopback").is_file() {
+        if !dir.join(main).is_file() || !dir.join("loopback").is_file() {
             println!(
-                "  {who}: skipped (no bridge or loopback in {})",
+                "  {who}: skipped (no {main} or loopback in {})",
                 dir.display()
             );
             continue;
         }
-        let s =
-            run_side(dir, n, burst, in_flight).map_err(|e| format!("containerd, {who}: {e}"))?;
+        let s = run_side(chain, dir, n, burst, in_flight)
+            .map_err(|e| format!("containerd, {who}: {e}"))?;
         let row = |s: &Samples| {
             format!(
                 "p50 {:7.1} ms  p99 {:7.1} ms",

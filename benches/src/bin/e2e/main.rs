@@ -161,6 +161,8 @@ struct Args {
     gc: usize,
     /// Sandboxes through a real containerd, one at a time (0: none).
     containerd: usize,
+    /// `--containerd-chain bridge|ptp`: the main plugin of that section.
+    containerd_chain: containerd::CriChain,
     /// `--cni-gc LIVE,LEAKED`: one cni-gc pass on a containerd node.
     cni_gc: Option<(usize, usize)>,
     /// A directory of programs whose start is measured next to /bin/true
@@ -226,6 +228,7 @@ fn parse_args() -> Fallible<Args> {
         in_flight: 8,
         gc: 0,
         containerd: 0,
+        containerd_chain: containerd::CriChain::Bridge,
         cni_gc: None,
         start_floors: None,
         only: false,
@@ -266,6 +269,11 @@ fn parse_args() -> Fallible<Args> {
                     .max(1)
             }
             "--gc" => a.gc = list(val("--gc")?, "--gc")?.first().copied().unwrap_or(0),
+            "--containerd-chain" => {
+                let v = val("--containerd-chain")?;
+                a.containerd_chain = containerd::CriChain::parse(&v)
+                    .ok_or(format!("--containerd-chain: {v:?} (bridge, ptp)"))?
+            }
             "--containerd" => {
                 a.containerd = list(val("--containerd")?, "--containerd")?
                     .first()
@@ -298,7 +306,7 @@ fn parse_args() -> Fallible<Args> {
                     .map_err(|e| format!("--tracing-cost: {e}"))?
             }
             "-h" | "--help" => {
-                println!("usage: e2e [--pods N] [--scaling 50,200,1000] [--floor 50,1000] [--repeat R] [--burst N] [--in-flight K] [--gc N] [--containerd N] [--cni-gc LIVE,LEAKED] [--start-floors DIR] [--tracing-cost N] [--breakdown N] [--only] [--modes ours-exec,ours-exec-all,ours-nft,ours-inproc,go-exec,ours-traced] [--plugins DIR] [--go DIR] [--smoke] {}", matrix::Options::USAGE);
+                println!("usage: e2e [--pods N] [--scaling 50,200,1000] [--floor 50,1000] [--repeat R] [--burst N] [--in-flight K] [--gc N] [--containerd N] [--containerd-chain bridge|ptp] [--cni-gc LIVE,LEAKED] [--start-floors DIR] [--tracing-cost N] [--breakdown N] [--only] [--modes ours-exec,ours-exec-all,ours-nft,ours-inproc,go-exec,ours-traced] [--plugins DIR] [--go DIR] [--smoke] {}", matrix::Options::USAGE);
                 std::process::exit(0);
             }
             other => {
@@ -868,7 +876,13 @@ fn real_main() -> Fallible<()> {
         );
     }
     if args.containerd > 0 {
-        containerd::report(&args.ours, &args.go, args.containerd, args.smoke)?;
+        containerd::report(
+            &args.ours,
+            &args.go,
+            args.containerd,
+            args.containerd_chain,
+            args.smoke,
+        )?;
     }
     if let Some((live, leaked)) = args.cni_gc {
         cni_gc::report(&args.ours, live, leaked)?;
