@@ -154,10 +154,18 @@ impl Receiver {
 
     /// Waits until at least `n` spans arrived (or `timeout`); the spans.
     pub fn wait_spans(&self, n: usize, timeout: Duration) -> Vec<Value> {
+        self.wait_until(|spans| spans.len() >= n, timeout)
+    }
+
+    /// Waits until the spans received so far satisfy `done` (or
+    /// `timeout`); the spans. For a sender that exports after its reply
+    /// (a daemon flushing after it answered), where a count of spans from
+    /// other senders proves nothing.
+    pub fn wait_until(&self, done: impl Fn(&[Value]) -> bool, timeout: Duration) -> Vec<Value> {
         let end = Instant::now() + timeout;
         loop {
             let spans = self.spans();
-            if spans.len() >= n || Instant::now() >= end {
+            if done(&spans) || Instant::now() >= end {
                 return spans;
             }
             std::thread::sleep(Duration::from_millis(20));

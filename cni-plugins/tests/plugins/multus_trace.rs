@@ -206,7 +206,18 @@ fn shim_and_daemon_delegates_under_the_request() {
     let shim = Path::new(env!("CARGO_BIN_EXE_multus-shim"));
     let add = s.node.run(shim, &s.node.shim_conf(), call("ADD")).unwrap();
     assert!(add.success, "{add:?}");
-    let spans = s.rx.wait_spans(8, Duration::from_secs(10));
+    // The daemon exports its request's spans after it answered the shim,
+    // so they may come after the shim's and the delegates': wait for the
+    // request span and its delegates' exec spans themselves.
+    let daemon = |x: &Value, name: &str| x["service_name"] == "multus-daemon" && x["name"] == name;
+    let spans = s.rx.wait_until(
+        |spans| {
+            spans.iter().any(|x| daemon(x, "cni ADD"))
+                && spans.iter().any(|x| daemon(x, "cni.exec bridge"))
+                && spans.len() >= 8
+        },
+        Duration::from_secs(10),
+    );
     // The shim's call is the caller's child; the daemon's request span is
     // the shim's child (the context went with the request).
     let shim_call = spans
