@@ -9,7 +9,8 @@ Listens on 127.0.0.1:0 and prints the port on its first stdout line. Every
 POST appends one JSON line {"type":"post",...} to FILE, then (mode normal)
 one {"type":"span",...} line per span decoded. Modes: normal answers 200 with
 an empty ExportTraceServiceResponse; blackhole reads the request and never
-answers; big answers 200 with a 10 MB body.
+answers; big answers 200 with a 64 MB body and records (a
+`reply` line) how much of it went out.
 """
 import argparse
 import json
@@ -97,17 +98,25 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(3600)
             return
         if ARGS.mode == "big":
-            size = 10 * 1024 * 1024
+            # 64 MB: more than loopback's socket buffers hold (about 10 MB
+            # on both ends), so the body is delivered whole only to a client
+            # that reads it; one that closes early makes a write fail.
+            size = 64 * 1024 * 1024
             self.send_response(200)
             self.send_header("Content-Type", "application/x-protobuf")
             self.send_header("Content-Length", str(size))
             self.end_headers()
             chunk = b"\0" * 65536
+            sent = 0
             try:
                 for _ in range(size // len(chunk)):
                     self.wfile.write(chunk)
+                    self.wfile.flush()
+                    sent += len(chunk)
             except OSError:
                 pass
+            with LOCK, open(ARGS.out, "a") as f:
+                f.write(json.dumps({"type": "reply", "sent": sent, "whole": sent == size}) + "\n")
             return
         reply = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
         self.send_response(200 if error is None else 400)

@@ -67,7 +67,8 @@ pub enum Mode {
     Normal,
     /// Reads the request, never answers.
     Blackhole,
-    /// 200 with a 10 MB body.
+    /// 200 with a 64 MB body (more than loopback's socket buffers), and
+    /// a [`Receiver::replies`] line of how much went out.
     Big,
 }
 
@@ -141,6 +142,13 @@ impl Receiver {
     /// `bytes`, `spans`, `error`).
     pub fn posts(&self) -> Vec<Value> {
         self.lines("post")
+    }
+
+    /// Mode [`Mode::Big`]: one line per reply (`sent` bytes, `whole`:
+    /// whether all of it went out, which a client that stops reading
+    /// prevents).
+    pub fn replies(&self) -> Vec<Value> {
+        self.lines("reply")
     }
 
     /// Every span received so far, as the official package decoded it

@@ -411,9 +411,9 @@ fn cnitool_trace_prints_the_tree() {
 type Collector = dyn Fn(&Chain) -> (String, Option<Receiver>);
 
 /// A collector that refuses connections, one that accepts and never
-/// answers, and one that answers 10 MB: ADD and DEL of the whole chain
+/// answers, and one that answers 64 MB: ADD and DEL of the whole chain
 /// succeed with the same result, and each plugin process adds at most its
-/// export budget (300 ms here) and a margin to the call.
+/// export budget (300 ms here) and a margin of a second to the call.
 #[test]
 fn bad_collectors_never_fail_a_call() {
     if !cni_testkit::premise::require_root() || !otlp::require() {
@@ -480,9 +480,12 @@ fn bad_collectors_never_fail_a_call() {
     let cases: [(&str, &Collector); 3] = [
         ("dead", &dead),
         ("black hole", &black_hole),
-        ("10 MB reply", &big),
+        ("64 MB reply", &big),
     ];
-    let bound = Duration::from_millis((BUDGET_MS + 200) * u64::from(PROCESSES));
+    // A margin of a second per process: what is proven is a bounded wait
+    // (an exporter without one would wait minutes for an unroutable
+    // connect, or forever on the black hole), not a time on busy cores.
+    let bound = Duration::from_millis((BUDGET_MS + 1000) * u64::from(PROCESSES));
     for (name, make) in cases {
         let (result, add, del) = run(Some(make));
         assert_eq!(result, base, "{name}: the result changed");
