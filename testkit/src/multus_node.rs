@@ -37,6 +37,20 @@ pub struct BridgeNad<'a> {
     pub ips_capability: bool,
 }
 
+impl<'a> BridgeNad<'a> {
+    /// The NAD `namespace/name`: `bridge`, host-local over `subnet`, no
+    /// `ips` capability.
+    pub fn new(namespace: &'a str, name: &'a str, bridge: &'a str, subnet: &'a str) -> Self {
+        BridgeNad {
+            namespace,
+            name,
+            bridge,
+            subnet,
+            ips_capability: false,
+        }
+    }
+}
+
 /// A Go-bridge delegate config with `isGateway`, host-local over `subnet`
 /// (reservations under `ipam_dir`) and a default route.
 pub fn bridge_nad(bridge: &str, subnet: &str, ipam_dir: &Path, ips_capability: bool) -> String {

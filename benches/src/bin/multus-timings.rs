@@ -117,16 +117,6 @@ fn overhead() -> Fallible<()> {
     Ok(())
 }
 
-fn nad<'a>(name: &'a str, namespace: &'a str, bridge: &'a str, subnet: &'a str) -> BridgeNad<'a> {
-    BridgeNad {
-        namespace,
-        name,
-        bridge,
-        subnet,
-        ips_capability: false,
-    }
-}
-
 /// A node with a cluster network and NADs net-a, net-b, and pod `m`
 /// attached to both.
 fn node(prefix: &str, net: u8) -> Fallible<MultusNode> {
@@ -140,9 +130,9 @@ fn node(prefix: &str, net: u8) -> Fallible<MultusNode> {
     let n = MultusNode::start(
         prefix,
         &[
-            nad("cluster", "kube-system", &bridges[0], &subnets[0]),
-            nad("net-a", "ns1", &bridges[1], &subnets[1]),
-            nad("net-b", "ns1", &bridges[2], &subnets[2]),
+            BridgeNad::new("kube-system", "cluster", &bridges[0], &subnets[0]),
+            BridgeNad::new("ns1", "net-a", &bridges[1], &subnets[1]),
+            BridgeNad::new("ns1", "net-b", &bridges[2], &subnets[2]),
         ],
     )?;
     n.server.add_pod(

@@ -35,27 +35,17 @@ impl DerefMut for Env {
     }
 }
 
-fn nad<'a>(namespace: &'a str, name: &'a str, bridge: &'a str, subnet: &'a str) -> BridgeNad<'a> {
-    BridgeNad {
-        namespace,
-        name,
-        bridge,
-        subnet,
-        ips_capability: false,
-    }
-}
-
 fn setup() -> Env {
     Env(MultusNode::start(
         "m",
         &[
-            nad("kube-system", "cluster", "mcl0", "10.210.0.0/24"),
-            nad("ns1", "net-a", "mba0", "10.211.0.0/24"),
+            BridgeNad::new("kube-system", "cluster", "mcl0", "10.210.0.0/24"),
+            BridgeNad::new("ns1", "net-a", "mba0", "10.211.0.0/24"),
             BridgeNad {
                 ips_capability: true,
-                ..nad("ns1", "net-b", "mbb0", "10.212.0.0/24")
+                ..BridgeNad::new("ns1", "net-b", "mbb0", "10.212.0.0/24")
             },
-            nad("other", "net-c", "mbc0", "10.213.0.0/24"),
+            BridgeNad::new("other", "net-c", "mbc0", "10.213.0.0/24"),
         ],
     )
     .unwrap())

@@ -48,25 +48,15 @@ impl DerefMut for Env {
     }
 }
 
-fn nad<'a>(namespace: &'a str, name: &'a str, bridge: &'a str, subnet: &'a str) -> BridgeNad<'a> {
-    BridgeNad {
-        namespace,
-        name,
-        bridge,
-        subnet,
-        ips_capability: false,
-    }
-}
-
 fn setup() -> Env {
     Env(MultusNode::start(
         "t",
         &[
-            nad("kube-system", "cluster", "tcl0", "10.220.0.0/24"),
-            nad("ns1", "net-a", "tba0", "10.221.0.0/24"),
+            BridgeNad::new("kube-system", "cluster", "tcl0", "10.220.0.0/24"),
+            BridgeNad::new("ns1", "net-a", "tba0", "10.221.0.0/24"),
             BridgeNad {
                 ips_capability: true,
-                ..nad("ns1", "net-b", "tbb0", "10.222.0.0/24")
+                ..BridgeNad::new("ns1", "net-b", "tbb0", "10.222.0.0/24")
             },
         ],
     )

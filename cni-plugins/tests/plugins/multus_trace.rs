@@ -18,16 +18,6 @@ use serde_json::{json, Value};
 const TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
 const CALLER_SPAN: &str = "b7ad6b7169203331";
 
-fn nad<'a>(namespace: &'a str, name: &'a str, bridge: &'a str, subnet: &'a str) -> BridgeNad<'a> {
-    BridgeNad {
-        namespace,
-        name,
-        bridge,
-        subnet,
-        ips_capability: false,
-    }
-}
-
 struct Setup {
     node: MultusNode,
     rx: Receiver,
@@ -41,8 +31,8 @@ fn setup(prefix: &str) -> Option<Setup> {
     let mut node = MultusNode::start(
         prefix,
         &[
-            nad("kube-system", "cluster", "mtcl0", "10.231.0.0/24"),
-            nad("ns1", "net-a", "mta0", "10.232.0.0/24"),
+            BridgeNad::new("kube-system", "cluster", "mtcl0", "10.231.0.0/24"),
+            BridgeNad::new("ns1", "net-a", "mta0", "10.232.0.0/24"),
         ],
     )
     .unwrap();
