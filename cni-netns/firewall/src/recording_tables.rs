@@ -271,7 +271,7 @@ impl RecordingIptables {
         op: TableOp,
         chain: &str,
         rule: &[&str],
-        put: impl FnOnce(&mut Vec<Vec<String>>, Vec<String>),
+        put: impl FnOnce(&mut Vec<Vec<String>>, Vec<String>) -> std::result::Result<(), String>,
     ) -> Result<()> {
         if self.exists(chain, rule)? {
             return Ok(());
@@ -298,8 +298,7 @@ impl RecordingIptables {
                     format!("No chain/target/match by that name ({chain})"),
                 )
             })?;
-            put(rules, owned(rule));
-            Ok(())
+            put(rules, owned(rule)).map_err(|message| refused("add rule", program, message))
         })
     }
 }
@@ -322,13 +321,24 @@ impl IptablesTable for RecordingIptables {
 
     fn insert_unique(&self, chain: &str, pos: u32, rule: &[&str]) -> Result<()> {
         self.add_unique(TableOp::Insert, chain, rule, |rules, r| {
-            let at = usize::try_from(pos.saturating_sub(1)).unwrap_or(usize::MAX);
-            rules.insert(at.min(rules.len()), r);
+            // As iptables: positions run from 1 to one past the last rule.
+            let at = usize::try_from(pos).unwrap_or(usize::MAX);
+            if at == 0 {
+                return Err("Invalid rule number `0'".into());
+            }
+            if at > rules.len() + 1 {
+                return Err("Index of insertion too big.".into());
+            }
+            rules.insert(at - 1, r);
+            Ok(())
         })
     }
 
     fn append_unique(&self, chain: &str, rule: &[&str]) -> Result<()> {
-        self.add_unique(TableOp::Append, chain, rule, |rules, r| rules.push(r))
+        self.add_unique(TableOp::Append, chain, rule, |rules, r| {
+            rules.push(r);
+            Ok(())
+        })
     }
 
     fn delete(&self, chain: &str, rule: &[&str]) -> Result<bool> {

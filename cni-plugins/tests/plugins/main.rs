@@ -56,6 +56,7 @@ mod multus_thick_certs;
 mod multus_thick_keys;
 mod multus_thick_watch;
 mod multus_trace;
+mod node_tables_conformance;
 mod operator;
 mod portmap_traffic;
 mod ptp;
