@@ -99,14 +99,21 @@ pub(crate) fn add(tables: &dyn NodeTables, ips: &[IpAddr], admin: &str) -> Resul
     Ok(())
 }
 
-/// DEL: the address rules go, errors ignored; chains and jumps stay (Go).
-pub(crate) fn del(tables: &dyn NodeTables, ips: &[IpAddr]) {
+/// DEL: the address rules go; chains and jumps stay (Go). A rule already
+/// gone is no error; a failing `iptables` is, after every rule was tried
+/// (the first failure is returned), so the caller keeps its record for a
+/// retry or GC instead of forgetting rules still in force.
+pub(crate) fn del(tables: &dyn NodeTables, ips: &[IpAddr]) -> Result<()> {
+    let mut first = None;
     for ip in ips {
         let t = tables.iptables(ip.is_ipv6());
         for rule in pod_rules(*ip) {
-            let _ = t.delete(FORWARD_CHAIN, &refs(&rule));
+            if let Err(e) = t.delete(FORWARD_CHAIN, &refs(&rule)) {
+                first.get_or_insert(e);
+            }
         }
     }
+    first.map_or(Ok(()), |e| Err(e.into()))
 }
 
 /// CHECK as Go: the chains are ensured, then the jumps and each address

@@ -11,7 +11,9 @@
 //! `same-bridge`/`isolated` adds Go's `CNI-ISOLATION-STAGE-1/2` chains.
 //! Ours: an `nftables` backend for nodes whose firewall is a native
 //! nftables table; GC; unknown `backend`/`ingressPolicy` values refused up
-//! front. The firewalld backend needs D-Bus, which this build does not
+//! front; a DEL or GC whose `iptables` fails (not a rule already gone)
+//! tries every rule, fails, and keeps the attachment's record for the
+//! retry (Go's ignores the failure and the rules stay unrecorded). The firewalld backend needs D-Bus, which this build does not
 //! speak: it fails with a clear error. The result is `prevResult`.
 //!
 //! ```
@@ -143,10 +145,17 @@ fn attachment_tag(conf: &FirewallConf, req: &Request) -> String {
     tag(&conf.network, &req.container_id, &req.ifname)
 }
 
-/// Removes the iptables rules of `ips` and the attachment's record.
-fn forget_iptables_attachment(tables: &dyn NodeTables, record: &Path, ips: &[IpAddr]) {
-    iptables::del(tables, ips);
+/// Removes the iptables rules of `ips`, then the attachment's record; a
+/// record whose rules could not all be removed stays (DEL is retried, GC
+/// finds it again).
+fn forget_iptables_attachment(
+    tables: &dyn NodeTables,
+    record: &Path,
+    ips: &[IpAddr],
+) -> Result<()> {
+    iptables::del(tables, ips)?;
     remove_state(record);
+    Ok(())
 }
 
 fn addresses(prev: &CniResult) -> Vec<IpAddr> {
@@ -226,8 +235,7 @@ impl<T: NodeTables> Firewall<T> {
                 if ips.is_empty() {
                     ips = read_state(&state).map(|a| a.ips).unwrap_or_default();
                 }
-                forget_iptables_attachment(&self.tables, &state, &ips);
-                Ok(())
+                forget_iptables_attachment(&self.tables, &state, &ips)
             }
             // Nothing of ours can be in a firewalld we cannot reach.
             Node::Firewalld => Ok(()),
@@ -333,12 +341,17 @@ impl<T: NodeTables> Plugin for Firewall<T> {
                         dead.push((e.path(), a.ips));
                     }
                 }
+                // Every dead attachment is tried; the first failure is
+                // the answer.
+                let mut first = None;
                 for (path, ips) in dead {
                     let ips: Vec<IpAddr> =
                         ips.into_iter().filter(|ip| !live.contains(ip)).collect();
-                    forget_iptables_attachment(&self.tables, &path, &ips);
+                    if let Err(e) = forget_iptables_attachment(&self.tables, &path, &ips) {
+                        first.get_or_insert(e);
+                    }
                 }
-                Ok(())
+                first.map_or(Ok(()), Err)
             }
             Node::Firewalld => Ok(()),
             Node::Nftables(t) => t.gc(&conf.network, &valid),

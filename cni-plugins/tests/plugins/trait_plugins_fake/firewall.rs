@@ -446,3 +446,38 @@ fn firewall_gc_removes_only_attachments_not_in_the_valid_list() {
         assert_eq!(node.state(), before, "{shape:?}");
     }
 }
+
+/// A DEL (bare: the addresses come from the record) whose rule removal
+/// fails: every rule is still tried, the DEL fails, and the record stays
+/// so the runtime's retry (or GC) can still find the rules; the retry
+/// then removes them and the record.
+#[test]
+fn firewall_del_failing_keeps_the_record_for_the_retry() {
+    let node = node(Shape::Iptables);
+    node.add("c0", "", &PRIME).unwrap();
+    node.del("c0", &PRIME);
+    let before = node.state();
+    node.add("c1", "", &IPS).unwrap();
+    // The first rule removal fails (iptables' lock held, say).
+    node.tables.fail_nth(TableOp::Delete, 1);
+    let mut conf = node.conf("", &[]);
+    conf.as_object_mut().unwrap().remove("prevResult");
+    let e = node
+        .plugin()
+        .del(&node.request(Command::Del, "c1", &conf))
+        .map_err(CniError::from)
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::Internal, "{e:?}");
+    assert!(
+        node.record("c1").exists(),
+        "the record went with rules left"
+    );
+    // Every other rule was removed on the way.
+    let left: Vec<String> = IPS
+        .iter()
+        .flat_map(|ip| node.state().rules_of(ip, "c1"))
+        .collect();
+    assert_eq!(left.len(), 1, "only the failed rule stays: {left:?}");
+    node.del_bare("c1");
+    assert_eq!(node.state(), before);
+}
