@@ -13,8 +13,9 @@
 //! nftables table; GC; unknown `backend`/`ingressPolicy` values refused up
 //! front; a DEL or GC whose `iptables` fails (not a rule already gone)
 //! tries every rule, fails, and keeps the attachment's record for the
-//! retry, so the rules are never left in force unrecorded. The firewalld backend needs D-Bus, which this build does not
-//! speak: it fails with a clear error. The result is `prevResult`.
+//! retry, so the rules are never left in force unrecorded. The firewalld
+//! backend needs D-Bus, which this build does not speak: it fails with a
+//! clear error. The result is `prevResult`.
 //!
 //! ```
 //! use cni_exec::{dispatch, Env};
